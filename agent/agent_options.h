@@ -1,0 +1,51 @@
+// What the agent runs and how: filled in by the launcher from the command line, validated there.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dtrun {
+
+// Which of a worker's streams go to a log file only (redirect) or to the file and the console (tee).
+// Bit 1 = stdout, bit 2 = stderr, as torchrun's --redirects/--tee values 0..3.
+using StreamMask = int;
+inline constexpr StreamMask kStdoutBit = 1;
+inline constexpr StreamMask kStderrBit = 2;
+
+struct AgentOptions {
+  // The command each worker runs: program path and its full argv (argv[0] included).
+  std::string executable;
+  std::vector<std::string> argv;
+  std::string program_name;  // as the user typed it, for messages and the failure summary
+  // Appended per worker, e.g. "--local-rank" → "--local-rank=3" (legacy torch.distributed.launch).
+  std::optional<std::string> local_rank_arg;
+
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string role = "default";
+  int max_restarts = 0;
+  std::string run_id = "none";
+  std::string launch_id;  // unique per dtrun process; marks every worker (see env::kLaunchId)
+
+  std::string master_addr = "127.0.0.1";  // what workers are told
+  int master_port = 29500;                // 0: the agent's store picks a free port
+  std::string store_bind_addr;            // where the agent's store listens (default: master_addr)
+
+  std::string log_dir;                      // empty: no persistent logs
+  std::map<int, StreamMask> redirects;      // local rank → mask; missing = 0
+  std::map<int, StreamMask> tee;            // local rank → mask; missing = 0
+  std::optional<std::set<int>> console_ranks;  // --local-ranks-filter
+  std::string log_line_prefix_template = "[${role_name}${local_rank}]:";
+
+  std::vector<int> signals_to_handle;
+  std::chrono::milliseconds shutdown_timeout{30000};
+  bool set_omp_num_threads = false;  // OMP_NUM_THREADS=1 when the user has not set it
+  std::string local_addr;            // this node's address (for GLOO/NCCL_SOCKET_IFNAME)
+};
+
+}  // namespace dtrun

@@ -1,0 +1,66 @@
+#include "agent/launch_guard.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "base/env_names.h"
+#include "base/process_table.h"
+
+namespace dtrun {
+namespace {
+
+[[noreturn]] void GuardMain(int from_agent, const std::string& launch_id,
+                            const std::string& registry_file) {
+  ::setpgid(0, 0);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGHUP, SIG_IGN);
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  ::dup2(devnull, STDIN_FILENO);
+  ::dup2(devnull, STDOUT_FILENO);
+  char byte = 0;
+  ssize_t n;
+  do {
+    n = ::read(from_agent, &byte, 1);
+  } while (n < 0 && errno == EINTR);
+  if (n == 1) ::_exit(0);  // dismissed: the agent cleaned up
+  // EOF: the agent died without dismissing us. Its workers got SIGKILL from their parent-death
+  // signal; their descendants did not.
+  std::vector<ProcessEntry> left = FindProcessesWithEnv(env::kLaunchId, launch_id);
+  int killed = TerminateProcesses(left, SIGKILL, std::chrono::milliseconds(0));
+  if (!registry_file.empty()) ::unlink(registry_file.c_str());
+  if (killed > 0) {
+    std::fprintf(stderr, "[dtrun] the launcher died; ended %d process(es) it had started\n", killed);
+  }
+  ::_exit(0);
+}
+
+}  // namespace
+
+LaunchGuard LaunchGuard::Start(const std::string& launch_id, const std::string& registry_file) {
+  LaunchGuard guard;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return guard;  // no guard; the agent still cleans up itself
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[1]);
+    GuardMain(fds[0], launch_id, registry_file);
+  }
+  ::close(fds[0]);
+  guard.to_guard_ = UniqueFd(fds[1]);
+  if (pid < 0) guard.to_guard_.Reset();
+  return guard;
+}
+
+void LaunchGuard::Dismiss() {
+  if (!to_guard_.valid()) return;
+  char byte = 'D';
+  ssize_t ignored = ::write(to_guard_.get(), &byte, 1);
+  (void)ignored;
+  to_guard_.Reset();
+}
+
+}  // namespace dtrun

@@ -1,0 +1,282 @@
+#include "agent/store_core.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace dtrun {
+namespace {
+
+// Requests by meaning. LibTorch 1.13–2.2 number them kSet=0..kCancelWait=12 (with WATCH_KEY at 7);
+// clients that open with VALIDATE (2.3+) number them VALIDATE=0, SET=1, … without WATCH_KEY.
+enum Op {
+  kValidate, kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey,
+  kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kInvalid,
+};
+constexpr Op kLegacyOps[] = {kSet,       kCompareSet, kGet,    kAdd,     kCheck,
+                             kWait,      kGetNumKeys, kWatchKey, kDeleteKey, kAppend,
+                             kMultiGet,  kMultiSet,   kCancelWait};
+constexpr Op kValidatedOps[] = {kValidate, kSet,      kCompareSet, kGet,       kAdd,
+                                kCheck,    kWait,     kGetNumKeys, kDeleteKey, kAppend,
+                                kMultiGet, kMultiSet, kCancelWait, kPing};
+constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+constexpr uint64_t kMaxFieldBytes = 1ull << 30;  // refuse absurd lengths instead of buffering them
+constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;
+constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
+constexpr uint8_t kWatchRegistered = 3;
+
+template <typename T>
+std::string Raw(T value) {
+  return std::string(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+std::string Bytes(absl::string_view s) { return Raw<uint64_t>(s.size()) + std::string(s); }
+
+}  // namespace
+
+// Reads little-endian fields; every getter returns false when the buffer is too short.
+class StoreCore::Reader {
+ public:
+  explicit Reader(absl::string_view buf) : buf_(buf) {}
+  template <typename T>
+  bool Get(T* out) {
+    if (buf_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(out, buf_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  bool Str(std::string* out) {
+    uint64_t len = 0;
+    if (!Get(&len)) return false;
+    if (len > kMaxFieldBytes) {
+      too_large_ = true;
+      return false;
+    }
+    if (buf_.size() - pos_ < len) return false;
+    out->assign(buf_.data() + pos_, len);
+    pos_ += len;
+    return true;
+  }
+  bool Strs(uint64_t n, std::vector<std::string>* out) {
+    if (n > kMaxFieldBytes) {
+      too_large_ = true;
+      return false;
+    }
+    out->resize(n);
+    for (auto& s : *out) {
+      if (!Str(&s)) return false;
+    }
+    return true;
+  }
+  size_t pos() const { return pos_; }
+  bool too_large() const { return too_large_; }
+
+ private:
+  absl::string_view buf_;
+  size_t pos_ = 0;
+  bool too_large_ = false;
+};
+
+bool StoreCore::OnData(StoreClientId id, absl::string_view data) {
+  Client& c = clients_[id];
+  c.in.append(data.data(), data.size());
+  size_t consumed = 0;
+  while (consumed < c.in.size()) {
+    long n = RunOne(id, c, absl::string_view(c.in).substr(consumed));
+    if (n < 0) return false;
+    if (n == 0) break;
+    consumed += static_cast<size_t>(n);
+  }
+  c.in.erase(0, consumed);
+  return true;
+}
+
+long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
+  Reader r(input);
+  uint8_t code = 0;
+  if (!r.Get(&code)) return 0;
+  if (c.dialect == Dialect::kUnknown) {
+    // A 2.3+ client opens with VALIDATE(0) + magic; a legacy client's first byte 0 is SET,
+    // followed by an 8-byte key length that never equals the magic in its low half.
+    uint32_t magic = 0;
+    if (code == 0 && !r.Get(&magic)) return 0;
+    c.dialect = (code == 0 && magic == kValidationMagic) ? Dialect::kValidated : Dialect::kLegacy;
+    if (c.dialect == Dialect::kValidated) return static_cast<long>(r.pos());
+    r = Reader(input);
+    r.Get(&code);
+  }
+  Op op = kInvalid;
+  if (c.dialect == Dialect::kLegacy && code < std::size(kLegacyOps)) op = kLegacyOps[code];
+  if (c.dialect == Dialect::kValidated && code < std::size(kValidatedOps)) op = kValidatedOps[code];
+  if (op == kInvalid) return -1;
+  if (!Execute(id, c, op, r)) return r.too_large() ? -1 : 0;
+  return static_cast<long>(r.pos());
+}
+
+// Returns false if the request is not complete yet (nothing has been changed then).
+bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
+  std::string key, value, expected;
+  uint64_t n = 0;
+  std::vector<std::string> keys;
+  switch (static_cast<Op>(op)) {
+    case kValidate: {
+      uint32_t magic = 0;
+      if (!r.Get(&magic)) return false;
+      return true;
+    }
+    case kSet:
+      if (!r.Str(&key) || !r.Str(&value)) return false;
+      Set(key, std::move(value));
+      return true;
+    case kCompareSet: {
+      if (!r.Str(&key) || !r.Str(&expected) || !r.Str(&value)) return false;
+      auto it = kv_.find(key);
+      if (it == kv_.end()) {
+        if (expected.empty()) {
+          Set(key, value);
+          Reply(id, c, Bytes(value));
+        } else {
+          Reply(id, c, Bytes(expected));
+        }
+      } else {
+        if (it->second == expected) it->second = value;
+        Reply(id, c, Bytes(it->second));
+      }
+      return true;
+    }
+    case kGet: {
+      if (!r.Str(&key)) return false;
+      auto it = kv_.find(key);
+      Reply(id, c, Bytes(it == kv_.end() ? "" : it->second));
+      return true;
+    }
+    case kAdd: {
+      int64_t delta = 0;
+      if (!r.Str(&key) || !r.Get(&delta)) return false;
+      int64_t current = 0;
+      auto it = kv_.find(key);
+      if (it != kv_.end() && !absl::SimpleAtoi(it->second, &current)) current = 0;
+      current += delta;
+      Set(key, absl::StrCat(current));
+      Reply(id, c, Raw<int64_t>(current));
+      return true;
+    }
+    case kCheck: {
+      if (!r.Get(&n) || !r.Strs(n, &keys)) return false;
+      bool all = std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return kv_.count(k); });
+      Reply(id, c, Raw<uint8_t>(all ? kCheckReady : kCheckNotReady));
+      return true;
+    }
+    case kWait:
+      if (!r.Get(&n) || !r.Strs(n, &keys)) return false;
+      StartWait(id, c, keys);
+      return true;
+    case kGetNumKeys:
+      Reply(id, c, Raw<int64_t>(static_cast<int64_t>(kv_.size())));
+      return true;
+    case kWatchKey:
+      // Watch callbacks are not used by process-group init; acknowledge so clients proceed.
+      if (!r.Str(&key)) return false;
+      Reply(id, c, Raw<uint8_t>(kWatchRegistered));
+      return true;
+    case kDeleteKey:
+      if (!r.Str(&key)) return false;
+      Reply(id, c, Raw<int64_t>(static_cast<int64_t>(kv_.erase(key))));
+      return true;
+    case kAppend: {
+      if (!r.Str(&key) || !r.Str(&value)) return false;
+      auto it = kv_.find(key);
+      Set(key, it == kv_.end() ? value : it->second + value);
+      return true;
+    }
+    case kMultiGet: {
+      if (!r.Get(&n) || !r.Strs(n, &keys)) return false;
+      std::string out;
+      for (const std::string& k : keys) {
+        auto it = kv_.find(k);
+        out += Bytes(it == kv_.end() ? "" : it->second);
+      }
+      Reply(id, c, out);
+      return true;
+    }
+    case kMultiSet: {
+      if (!r.Get(&n) || n > kMaxFieldBytes) return false;
+      std::vector<std::pair<std::string, std::string>> pairs(n);
+      for (auto& [k, v] : pairs) {
+        if (!r.Str(&k) || !r.Str(&v)) return false;
+      }
+      for (auto& [k, v] : pairs) Set(k, std::move(v));
+      return true;
+    }
+    case kCancelWait:
+      CancelWait(id, c);
+      Reply(id, c, Raw<uint8_t>(kWaitCanceled));
+      return true;
+    case kPing: {
+      uint32_t nonce = 0;
+      if (!r.Get(&nonce)) return false;
+      Reply(id, c, Raw<uint32_t>(nonce));
+      return true;
+    }
+    case kInvalid:
+      return false;
+  }
+  return false;
+}
+
+void StoreCore::Set(const std::string& key, std::string value) {
+  kv_[key] = std::move(value);
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<StoreClientId> ids = std::move(it->second);
+  waiters_.erase(it);
+  for (StoreClientId waiter : ids) {
+    auto cit = clients_.find(waiter);
+    if (cit == clients_.end() || cit->second.keys_awaited == 0) continue;
+    if (--cit->second.keys_awaited == 0) Reply(waiter, cit->second, Raw<uint8_t>(kStopWaiting));
+  }
+}
+
+void StoreCore::StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys) {
+  size_t missing = 0;
+  for (const std::string& k : keys) {
+    if (kv_.count(k)) continue;
+    waiters_[k].push_back(id);
+    ++missing;
+  }
+  c.keys_awaited = missing;
+  if (missing == 0) Reply(id, c, Raw<uint8_t>(kStopWaiting));
+}
+
+void StoreCore::CancelWait(StoreClientId id, Client& c) {
+  for (auto& [key, ids] : waiters_) ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  c.keys_awaited = 0;
+}
+
+void StoreCore::Reply(StoreClientId id, Client& c, absl::string_view bytes) {
+  c.out.append(bytes.data(), bytes.size());
+  pending_output_.insert(id);
+}
+
+void StoreCore::OnDisconnect(StoreClientId id) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  CancelWait(id, it->second);
+  clients_.erase(it);
+  pending_output_.erase(id);
+}
+
+std::string StoreCore::TakeOutput(StoreClientId id) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return {};
+  return std::exchange(it->second.out, {});
+}
+
+std::vector<StoreClientId> StoreCore::TakeClientsWithOutput() {
+  std::vector<StoreClientId> ids(pending_output_.begin(), pending_output_.end());
+  pending_output_.clear();
+  return ids;
+}
+
+}  // namespace dtrun

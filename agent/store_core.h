@@ -1,0 +1,59 @@
+// The key-value core of a c10d TCPStore server, without sockets: it consumes the bytes each client
+// sends and queues the bytes to send back. Speaks the wire protocol of LibTorch 1.13 and 2.x
+// clients (2.x announces itself with a VALIDATE message; see docs/DESIGN.md). Not thread-safe:
+// the server drives it from one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace dtrun {
+
+using StoreClientId = uint64_t;
+
+class StoreCore {
+ public:
+  // Appends `data` from `client` and executes every complete request in it. Returns false on a
+  // protocol violation; the caller then closes the connection (and calls OnDisconnect).
+  bool OnData(StoreClientId client, absl::string_view data);
+  void OnDisconnect(StoreClientId client);
+
+  // Moves out the bytes queued for `client` (responses and wake-ups).
+  std::string TakeOutput(StoreClientId client);
+  // Clients that have queued output since the last call; clears the set.
+  std::vector<StoreClientId> TakeClientsWithOutput();
+
+  size_t num_keys() const { return kv_.size(); }
+
+ private:
+  enum class Dialect { kUnknown, kLegacy, kValidated };
+  struct Client {
+    Dialect dialect = Dialect::kUnknown;
+    std::string in;
+    std::string out;
+    size_t keys_awaited = 0;  // > 0 while a WAIT is pending
+  };
+  class Reader;
+
+  // Parses and runs one request at the head of `input`; returns bytes consumed, 0 if the request
+  // is incomplete, or -1 on a protocol error.
+  long RunOne(StoreClientId id, Client& c, absl::string_view input);
+  bool Execute(StoreClientId id, Client& c, int op, Reader& r);
+  void Set(const std::string& key, std::string value);
+  void StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys);
+  void CancelWait(StoreClientId id, Client& c);
+  void Reply(StoreClientId id, Client& c, absl::string_view bytes);
+
+  std::unordered_map<std::string, std::string> kv_;
+  std::unordered_map<std::string, std::vector<StoreClientId>> waiters_;
+  std::map<StoreClientId, Client> clients_;
+  std::set<StoreClientId> pending_output_;
+};
+
+}  // namespace dtrun

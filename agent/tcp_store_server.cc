@@ -1,0 +1,158 @@
+#include "agent/tcp_store_server.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "agent/store_core.h"
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+namespace {
+
+absl::StatusOr<UniqueFd> BindListener(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string port_str = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), port_str.c_str(), &hints, &res); rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve store address '", host, "': ", gai_strerror(rc)));
+  }
+  std::string last_error = "no address";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) continue;
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 4096) == 0) {
+      ::freeaddrinfo(res);
+      return fd;
+    }
+    last_error = strerror(errno);
+  }
+  ::freeaddrinfo(res);
+  return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, " (",
+                                             last_error, "); choose another --master-port"));
+}
+
+uint16_t BoundPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+void Watch(int epoll, int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) ::epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &ev);
+}
+
+// One accepted client; `pending` holds bytes the socket did not take yet.
+struct Connection {
+  UniqueFd fd;
+  std::string pending;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host,
+                                                                      uint16_t port) {
+  absl::StatusOr<UniqueFd> listener = BindListener(host, port);
+  if (!listener.ok()) return listener.status();
+  UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd wakeup(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!epoll.valid() || !wakeup.valid()) {
+    return absl::ResourceExhaustedError(absl::StrCat("store: epoll/eventfd: ", strerror(errno)));
+  }
+  uint16_t bound = BoundPort(listener->get());
+  std::unique_ptr<TcpStoreServer> server(
+      new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound));
+  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  return server;
+}
+
+TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port)
+    : listener_(std::move(listener)), epoll_(std::move(epoll)), wakeup_(std::move(wakeup)), port_(port) {}
+
+TcpStoreServer::~TcpStoreServer() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(wakeup_.get(), &one, sizeof(one));
+  (void)ignored;
+  if (thread_.joinable()) thread_.join();
+}
+
+void TcpStoreServer::Serve() {
+  StoreCore core;
+  std::map<int, Connection> conns;  // keyed by fd, which is also the StoreClientId
+  Watch(epoll_.get(), listener_.get(), EPOLLIN);
+  Watch(epoll_.get(), wakeup_.get(), EPOLLIN);
+
+  auto close_conn = [&](int fd) {
+    core.OnDisconnect(static_cast<StoreClientId>(fd));
+    conns.erase(fd);  // closes the socket, which also removes it from epoll
+  };
+  auto flush = [&](int fd) {
+    auto it = conns.find(fd);
+    if (it == conns.end()) return;
+    Connection& conn = it->second;
+    conn.pending += core.TakeOutput(static_cast<StoreClientId>(fd));
+    while (!conn.pending.empty()) {
+      ssize_t n = ::send(fd, conn.pending.data(), conn.pending.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n < 0) return close_conn(fd);
+      conn.pending.erase(0, static_cast<size_t>(n));
+    }
+    Watch(epoll_.get(), fd, EPOLLIN | (conn.pending.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT)));
+  };
+
+  epoll_event events[64];
+  char buf[65536];
+  for (;;) {
+    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wakeup_.get()) return;
+      if (fd == listener_.get()) {
+        int c;
+        while ((c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+          int one = 1;
+          ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          conns[c].fd = UniqueFd(c);
+          Watch(epoll_.get(), c, EPOLLIN);
+        }
+        continue;
+      }
+      if (events[i].events & EPOLLOUT) flush(fd);
+      if (!(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+      ssize_t got = ::recv(fd, buf, sizeof(buf), 0);
+      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (got <= 0 || !core.OnData(static_cast<StoreClientId>(fd), absl::string_view(buf, got))) {
+        if (got > 0) spdlog::warn("store: closing a client that broke the TCPStore protocol");
+        close_conn(fd);
+        continue;
+      }
+      for (StoreClientId id : core.TakeClientsWithOutput()) flush(static_cast<int>(id));
+    }
+  }
+}
+
+}  // namespace dtrun

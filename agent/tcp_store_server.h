@@ -1,0 +1,39 @@
+// A c10d-compatible TCPStore server hosted by the agent, so that the workers' store outlives
+// worker restarts and its port is bound once (port 0 → chosen by the kernel, no probe/bind race).
+// Workers connect with TORCHELASTIC_USE_AGENT_STORE=True, exactly as under torchrun's agent store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+
+namespace dtrun {
+
+class TcpStoreServer {
+ public:
+  // Binds `host:port` (a name or a literal address; port 0 picks a free port) and starts serving
+  // on a thread of its own. Errors: Unavailable if the address cannot be bound (port in use),
+  // InvalidArgument if `host` does not resolve.
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host,
+                                                               uint16_t port);
+  ~TcpStoreServer();  // stops the thread and closes every connection
+
+  uint16_t port() const { return port_; }
+
+ private:
+  TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port);
+  void Serve();
+
+  UniqueFd listener_;
+  UniqueFd epoll_;
+  UniqueFd wakeup_;  // eventfd: written by the destructor to stop Serve()
+  uint16_t port_;
+  std::thread thread_;
+};
+
+}  // namespace dtrun

@@ -1,0 +1,48 @@
+#include "agent/worker_env.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/env_names.h"
+
+namespace dtrun {
+
+std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
+                                        const AgentOptions& o, const WorkerIdentity& id) {
+  std::map<std::string, std::string> env = base;
+  const int group_world_size = o.nnodes;
+  env[env::kLocalRank] = absl::StrCat(id.local_rank);
+  env[env::kRank] = absl::StrCat(id.global_rank);
+  env[env::kGroupRank] = absl::StrCat(o.node_rank);
+  env[env::kRoleRank] = absl::StrCat(id.global_rank);
+  env[env::kRoleName] = o.role;
+  env[env::kLocalWorldSize] = absl::StrCat(o.nproc_per_node);
+  env[env::kWorldSize] = absl::StrCat(id.world_size);
+  env[env::kGroupWorldSize] = absl::StrCat(group_world_size);
+  env[env::kRoleWorldSize] = absl::StrCat(id.world_size);
+  env[env::kMasterAddr] = o.master_addr;
+  env[env::kMasterPort] = absl::StrCat(id.master_port);
+  env[env::kRestartCount] = absl::StrCat(id.restart_count);
+  env[env::kMaxRestarts] = absl::StrCat(o.max_restarts);
+  env[env::kRunId] = o.run_id;
+  env[env::kUseAgentStore] = "True";
+  env[env::kErrorFile] = id.error_file;
+  env.emplace(env::kNcclAsyncErrorHandling, "1");
+  if (o.set_omp_num_threads) env.emplace(env::kOmpNumThreads, "1");
+  env[env::kLaunchId] = o.launch_id;
+
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env) out.push_back(absl::StrCat(name, "=", value));
+  return out;
+}
+
+std::map<std::string, std::string> EnvironToMap(char** environ_array) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ_array; e != nullptr && *e != nullptr; ++e) {
+    std::string entry(*e);
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace dtrun

@@ -1,0 +1,30 @@
+// Builds each worker's environment: the agent's own environment plus torchrun's variables.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/agent_options.h"
+
+namespace dtrun {
+
+struct WorkerIdentity {
+  int local_rank = 0;
+  int global_rank = 0;
+  int world_size = 1;
+  int restart_count = 0;
+  int master_port = 0;      // the port actually bound by the agent's store
+  std::string error_file;   // TORCHELASTIC_ERROR_FILE
+};
+
+// Returns "NAME=value" entries. `base` is the agent's environment (inherited by workers);
+// dtrun's variables override it, except TORCH_NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS
+// which the user may set.
+std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
+                                        const AgentOptions& options, const WorkerIdentity& id);
+
+// Parses an environ-style array into a map.
+std::map<std::string, std::string> EnvironToMap(char** environ_array);
+
+}  // namespace dtrun

@@ -1,0 +1,147 @@
+#include "agent/worker_group.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "agent/worker_env.h"
+
+namespace dtrun {
+namespace {
+
+absl::StatusOr<UniqueFd> OpenLog(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write log file ", path, ": ",
+                                                    strerror(errno), "; check --log-dir"));
+  }
+  return fd;
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create directory ", dir, ": ", ec.message(), "; check --log-dir"));
+  }
+  return absl::OkStatus();
+}
+
+// Builds the relay for one stream of one worker.
+absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, const AttemptPaths& p,
+                                                       const std::string& rank_dir, int local_rank,
+                                                       int global_rank, StreamMask bit) {
+  StreamMask redirect = o.redirects.count(local_rank) ? o.redirects.at(local_rank) : 0;
+  bool shown = !(redirect & bit) && (!o.console_ranks || o.console_ranks->count(local_rank));
+  // With a log root every stream is also written to its file, so --tee needs nothing more here.
+  UniqueFd file;
+  if (!p.log_root.empty()) {
+    absl::StatusOr<UniqueFd> f =
+        OpenLog(absl::StrCat(rank_dir, bit == kStdoutBit ? "/stdout.log" : "/stderr.log"));
+    if (!f.ok()) return f.status();
+    file = std::move(*f);
+  }
+  int console = shown ? (bit == kStdoutBit ? STDOUT_FILENO : STDERR_FILENO) : -1;
+  std::string prefix = ExpandPrefixTemplate(o.log_line_prefix_template, o.role, global_rank, local_rank);
+  return std::make_unique<OutputRelay>(std::move(prefix), console, std::move(file));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
+    const AgentOptions& o, const std::map<std::string, std::string>& base_env,
+    const AttemptPaths& paths, int attempt, int master_port) {
+  std::unique_ptr<WorkerGroup> group(new WorkerGroup());
+  const int world_size = o.nproc_per_node * o.nnodes;
+  group->workers_.reserve(o.nproc_per_node);
+  for (int lr = 0; lr < o.nproc_per_node; ++lr) {
+    WorkerIdentity id;
+    id.local_rank = lr;
+    id.global_rank = o.node_rank * o.nproc_per_node + lr;
+    id.world_size = world_size;
+    id.restart_count = attempt;
+    id.master_port = master_port;
+    std::string error_dir = absl::StrCat(paths.error_root, "/attempt_", attempt, "/", lr);
+    absl::Status st = MakeDirs(error_dir);
+    if (!st.ok()) return st;
+    id.error_file = error_dir + "/error.json";
+    std::string log_dir = paths.log_root.empty() ? "" : absl::StrCat(paths.log_root, "/attempt_", attempt, "/", lr);
+    if (!log_dir.empty()) {
+      st = MakeDirs(log_dir);
+      if (!st.ok()) return st;
+    }
+
+    SpawnRequest req;
+    req.executable = o.executable;
+    req.argv = o.argv;
+    if (o.local_rank_arg) req.argv.push_back(absl::StrCat(*o.local_rank_arg, "=", lr));
+    req.env = BuildWorkerEnv(base_env, o, id);
+    absl::StatusOr<std::unique_ptr<OutputRelay>> out =
+        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStdoutBit);
+    if (!out.ok()) return out.status();
+    absl::StatusOr<std::unique_ptr<OutputRelay>> err =
+        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStderrBit);
+    if (!err.ok()) return err.status();
+    absl::StatusOr<ChildProcess> proc = ChildProcess::Spawn(req);
+    if (!proc.ok()) return proc.status();
+    group->error_files_[lr] = id.error_file;
+    group->workers_.push_back(
+        Worker{lr, id.global_rank, std::move(*proc), std::move(*out), std::move(*err)});
+  }
+  return group;
+}
+
+bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
+  for (Worker& w : workers_) {
+    if (w.process.pid() != pid || !w.process.running()) continue;
+    w.process.MarkExited(wait_status);
+    bool ok = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+    // Exits caused by our own stop signal are consequences, not failures.
+    if (!ok && !stop_sent_) {
+      WorkerFailure f;
+      f.global_rank = w.global_rank;
+      f.local_rank = w.local_rank;
+      f.pid = pid;
+      f.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
+      f.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+      f.time = std::chrono::system_clock::now();
+      f.error_file = error_files_[w.local_rank];
+      ReadErrorFile(f);
+      failures_.push_back(std::move(f));
+    }
+    return true;
+  }
+  return false;
+}
+
+bool WorkerGroup::all_exited() const {
+  for (const Worker& w : workers_) {
+    if (w.process.running()) return false;
+  }
+  return true;
+}
+
+bool WorkerGroup::all_succeeded() const { return all_exited() && failures_.empty(); }
+
+void WorkerGroup::SignalAll(int signo) {
+  stop_sent_ = true;
+  for (Worker& w : workers_) w.process.SignalGroup(signo);
+}
+
+void WorkerGroup::DrainAndCloseOutputs() {
+  for (Worker& w : workers_) {
+    if (w.process.stdout_fd().valid()) w.out->DrainFrom(w.process.stdout_fd().get());
+    if (w.process.stderr_fd().valid()) w.err->DrainFrom(w.process.stderr_fd().get());
+    w.out->Flush();
+    w.err->Flush();
+    w.process.stdout_fd().Reset();
+    w.process.stderr_fd().Reset();
+  }
+}
+
+}  // namespace dtrun

@@ -1,0 +1,64 @@
+// One attempt's workers: spawns nproc_per_node processes with their environment and output
+// relays, tracks their exits, and stops them (signal to each process group, grace, SIGKILL).
+// The agent's event loop feeds it reaped exits and readable pipes. Not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/agent_options.h"
+#include "agent/child_process.h"
+#include "agent/failure_report.h"
+#include "agent/output_relay.h"
+
+namespace dtrun {
+
+// Where an attempt's files go: <root>/attempt_<N>/<local_rank>/{stdout,stderr}.log, error.json.
+struct AttemptPaths {
+  std::string log_root;    // persistent logs (empty: none)
+  std::string error_root;  // error files (always set)
+};
+
+class WorkerGroup {
+ public:
+  struct Worker {
+    int local_rank = 0;
+    int global_rank = 0;
+    ChildProcess process;
+    std::unique_ptr<OutputRelay> out;
+    std::unique_ptr<OutputRelay> err;
+  };
+
+  // Spawns every worker of `attempt`. On error, workers already started are killed.
+  static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
+      const AgentOptions& options, const std::map<std::string, std::string>& base_env,
+      const AttemptPaths& paths, int attempt, int master_port);
+
+  // Records a reaped exit. Returns false if `pid` is not one of this group's workers.
+  bool OnExit(pid_t pid, int wait_status);
+  bool all_exited() const;
+  bool all_succeeded() const;
+  // Failures in the order they were observed.
+  const std::vector<WorkerFailure>& failures() const { return failures_; }
+
+  // Sends `signo` to every running worker's process group.
+  void SignalAll(int signo);
+  // Reads whatever the pipes hold and closes them; called once all workers have exited.
+  void DrainAndCloseOutputs();
+
+  std::vector<Worker>& workers() { return workers_; }
+
+ private:
+  WorkerGroup() = default;
+  std::vector<Worker> workers_;
+  std::vector<WorkerFailure> failures_;
+  std::map<int, std::string> error_files_;  // local rank → path
+  bool stop_sent_ = false;
+};
+
+}  // namespace dtrun

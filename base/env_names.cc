@@ -1,0 +1,1 @@
+#include "base/env_names.h"

@@ -1,0 +1,38 @@
+// Every environment variable dtrun reads or writes, named once.
+#pragma once
+
+namespace dtrun::env {
+
+// Written for workers (torchrun's contract).
+inline constexpr char kRank[] = "RANK";
+inline constexpr char kLocalRank[] = "LOCAL_RANK";
+inline constexpr char kWorldSize[] = "WORLD_SIZE";
+inline constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
+inline constexpr char kGroupRank[] = "GROUP_RANK";
+inline constexpr char kGroupWorldSize[] = "GROUP_WORLD_SIZE";
+inline constexpr char kRoleRank[] = "ROLE_RANK";
+inline constexpr char kRoleWorldSize[] = "ROLE_WORLD_SIZE";
+inline constexpr char kRoleName[] = "ROLE_NAME";
+inline constexpr char kMasterAddr[] = "MASTER_ADDR";
+inline constexpr char kMasterPort[] = "MASTER_PORT";
+inline constexpr char kRestartCount[] = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr char kMaxRestarts[] = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr char kRunId[] = "TORCHELASTIC_RUN_ID";
+inline constexpr char kUseAgentStore[] = "TORCHELASTIC_USE_AGENT_STORE";
+inline constexpr char kErrorFile[] = "TORCHELASTIC_ERROR_FILE";
+inline constexpr char kNcclAsyncErrorHandling[] = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
+inline constexpr char kGlooSocketIfname[] = "GLOO_SOCKET_IFNAME";
+inline constexpr char kNcclSocketIfname[] = "NCCL_SOCKET_IFNAME";
+
+// dtrun's own marker: every process of one launch carries it, so `dtrun kill` and the
+// launch guard find workers and their descendants without guessing by process name.
+inline constexpr char kLaunchId[] = "DTRUN_LAUNCH_ID";
+
+// Read by dtrun.
+inline constexpr char kPythonExec[] = "PYTHON_EXEC";
+inline constexpr char kLogLinePrefixTemplate[] = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
+inline constexpr char kRuntimeDir[] = "XDG_RUNTIME_DIR";
+inline constexpr char kDtrunRuntimeDir[] = "DTRUN_RUNTIME_DIR";
+
+}  // namespace dtrun::env

@@ -1,0 +1,161 @@
+#include "base/process_table.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace dtrun {
+namespace {
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Splits a NUL-separated /proc file (environ, cmdline).
+std::vector<std::string> SplitNul(const std::string& data) {
+  return absl::StrSplit(data, '\0', absl::SkipEmpty());
+}
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdSendSignal(int pidfd, int signo) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signo, nullptr, 0));
+}
+
+struct OpenedProcess {
+  int pidfd;
+  pid_t pid;
+};
+
+// Waits until every pidfd is readable (process exited) or the deadline passes. Returns the
+// processes still alive.
+std::vector<OpenedProcess> WaitForExit(std::vector<OpenedProcess> alive,
+                                       std::chrono::steady_clock::time_point deadline) {
+  while (!alive.empty()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    std::vector<pollfd> fds;
+    for (const OpenedProcess& p : alive) fds.push_back({p.pidfd, POLLIN, 0});
+    int n = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    if (n < 0 && errno != EINTR) break;
+    std::vector<OpenedProcess> still;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        ::close(alive[i].pidfd);
+      } else {
+        still.push_back(alive[i]);
+      }
+    }
+    alive.swap(still);
+  }
+  return alive;
+}
+
+// Parses PPID (field 4) and start time (field 22) from /proc/PID/stat.
+absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) {
+  std::string stat = ReadWholeFile(absl::StrCat("/proc/", pid, "/stat"));
+  // The command name (field 2) may contain spaces and ')': parse after the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 > stat.size()) {
+    return absl::NotFoundError(absl::StrCat("no process ", pid));
+  }
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[1], ppid) ||
+      !absl::SimpleAtoi(fields[19], start_ticks)) {
+    return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid) {
+  pid_t ppid = 0;
+  unsigned long long ticks = 0;
+  absl::Status st = ParseStat(pid, &ppid, &ticks);
+  if (!st.ok()) return st;
+  return ticks;
+}
+
+absl::StatusOr<ProcessEntry> ReadProcess(pid_t pid, const std::vector<std::string>& env_names) {
+  ProcessEntry entry;
+  entry.pid = pid;
+  absl::Status st = ParseStat(pid, &entry.ppid, &entry.start_ticks);
+  if (!st.ok()) return st;
+  for (const std::string& var : SplitNul(ReadWholeFile(absl::StrCat("/proc/", pid, "/environ")))) {
+    size_t eq = var.find('=');
+    if (eq == std::string::npos) continue;
+    std::string name = var.substr(0, eq);
+    for (const std::string& wanted : env_names) {
+      if (name == wanted) entry.env[name] = var.substr(eq + 1);
+    }
+  }
+  entry.cmdline = absl::StrJoin(SplitNul(ReadWholeFile(absl::StrCat("/proc/", pid, "/cmdline"))), " ");
+  return entry;
+}
+
+std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
+                                               const std::optional<std::string>& marker_value,
+                                               std::vector<std::string> env_names) {
+  env_names.push_back(marker_name);
+  std::vector<ProcessEntry> found;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return found;
+  const pid_t self = ::getpid();
+  const uid_t uid = ::getuid();
+  while (dirent* de = ::readdir(dir)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(de->d_name, &pid) || pid == self) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(dir), de->d_name, &st, 0) != 0 || (uid != 0 && st.st_uid != uid)) continue;
+    absl::StatusOr<ProcessEntry> entry = ReadProcess(pid, env_names);
+    if (!entry.ok()) continue;
+    auto it = entry->env.find(marker_name);
+    if (it == entry->env.end()) continue;
+    if (marker_value.has_value() && it->second != *marker_value) continue;
+    found.push_back(std::move(*entry));
+  }
+  ::closedir(dir);
+  return found;
+}
+
+int TerminateProcesses(const std::vector<ProcessEntry>& procs, int signo,
+                       std::chrono::milliseconds grace) {
+  std::vector<OpenedProcess> opened;
+  for (const ProcessEntry& p : procs) {
+    int pidfd = PidfdOpen(p.pid);
+    if (pidfd < 0) continue;
+    // Checked after the pidfd is held, so the PID cannot be recycled under us.
+    absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(p.pid);
+    if (!ticks.ok() || *ticks != p.start_ticks || PidfdSendSignal(pidfd, signo) != 0) {
+      ::close(pidfd);
+      continue;
+    }
+    opened.push_back({pidfd, p.pid});
+  }
+  const int signalled = static_cast<int>(opened.size());
+  auto now = std::chrono::steady_clock::now();
+  std::vector<OpenedProcess> alive = WaitForExit(std::move(opened), now + grace);
+  for (const OpenedProcess& p : alive) PidfdSendSignal(p.pidfd, SIGKILL);
+  alive = WaitForExit(std::move(alive), std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  for (const OpenedProcess& p : alive) ::close(p.pidfd);
+  return signalled;
+}
+
+}  // namespace dtrun

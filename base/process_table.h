@@ -1,0 +1,45 @@
+// Finds processes by the launch marker in their initial environment (/proc/PID/environ) and
+// ends them. Used by the agent (stray descendants), the launch guard and `dtrun kill`.
+// Only processes of the calling user are visible/ signalled. Thread-compatible.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace dtrun {
+
+struct ProcessEntry {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  unsigned long long start_ticks = 0;  // field 22 of /proc/PID/stat: identity against PID reuse
+  std::map<std::string, std::string> env;  // only the variables asked for
+  std::string cmdline;                    // argv joined by spaces
+};
+
+// Reads one process; NotFound if it is gone or not ours to read.
+absl::StatusOr<ProcessEntry> ReadProcess(pid_t pid, const std::vector<std::string>& env_names);
+
+// All processes (except the caller) whose environment defines `marker_name`, and, if
+// `marker_value` is set, defines it to that value. `env_names` are also captured.
+std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
+                                               const std::optional<std::string>& marker_value,
+                                               std::vector<std::string> env_names = {});
+
+// Start time of `pid` in clock ticks since boot; NotFound if it does not exist.
+absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid);
+
+// Sends `signo` to each process, waits (pidfd + poll, no sleep loop) up to `grace` for them to
+// exit, then SIGKILLs the survivors and waits for them too (bounded). A process whose start time no
+// longer matches (PID reused) is left alone. Returns how many processes were signalled.
+// Does not reap: the caller reaps its own children.
+int TerminateProcesses(const std::vector<ProcessEntry>& procs, int signo,
+                       std::chrono::milliseconds grace);
+
+}  // namespace dtrun

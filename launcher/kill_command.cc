@@ -1,0 +1,133 @@
+#include "launcher/kill_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/run_registry.h"
+#include "base/env_names.h"
+#include "base/process_table.h"
+#include "base/signal_names.h"
+
+namespace dtrun {
+namespace {
+
+struct Target {
+  ProcessEntry proc;
+  std::string kind;  // "agent" or "worker"
+  std::string run_id;
+};
+
+// Agents from the registry plus every process carrying a launch marker, filtered by run id.
+std::vector<Target> FindTargets(const std::string& run_id, bool all) {
+  std::vector<Target> out;
+  std::set<pid_t> seen;
+  for (const LaunchRecord& r : ListLaunches()) {
+    if (!all && r.run_id != run_id) continue;
+    absl::StatusOr<ProcessEntry> p = ReadProcess(r.pid, {});
+    if (!p.ok() || p->start_ticks != r.start_ticks) continue;
+    seen.insert(r.pid);
+    out.push_back({std::move(*p), "agent", r.run_id});
+  }
+  for (ProcessEntry& p : FindProcessesWithEnv(env::kLaunchId, std::nullopt,
+                                              {env::kRunId, env::kRank, env::kLocalRank})) {
+    std::string rid = p.env.count(env::kRunId) ? p.env[env::kRunId] : "?";
+    if ((!all && rid != run_id) || seen.count(p.pid)) continue;
+    out.push_back({std::move(p), "worker", rid});
+  }
+  return out;
+}
+
+void PrintTable(const std::vector<Target>& targets) {
+  std::printf("%-8s %-8s %-7s %-34s %-5s %-6s %s\n", "PID", "PPID", "KIND", "RUN_ID", "RANK",
+              "LOCAL", "COMMAND");
+  for (const Target& t : targets) {
+    auto get = [&](const char* name) {
+      auto it = t.proc.env.find(name);
+      return it == t.proc.env.end() ? std::string("-") : it->second;
+    };
+    std::printf("%-8d %-8d %-7s %-34s %-5s %-6s %s\n", t.proc.pid, t.proc.ppid, t.kind.c_str(),
+                t.run_id.substr(0, 34).c_str(), get(env::kRank).c_str(), get(env::kLocalRank).c_str(),
+                t.proc.cmdline.substr(0, 100).c_str());
+  }
+}
+
+}  // namespace
+
+int KillCommand(const std::vector<std::string>& args) {
+  CLI::App app("dtrun kill: end the processes of dtrun jobs on this machine", "dtrun kill");
+  std::string run_id, signal_name = "SIGTERM";
+  bool all = false, dry_run = false;
+  double grace = 10;
+  app.add_option("--run-id,--run_id,--rdzv-id", run_id, "The job's run id (see dtrun status)");
+  app.add_flag("--all", all, "Every dtrun job of this user on this machine");
+  app.add_option("--signal,-s", signal_name, "First signal to send")->capture_default_str();
+  app.add_option("--grace", grace, "Seconds before SIGKILL")->capture_default_str();
+  app.add_flag("--dry-run,-n", dry_run, "Only list the processes that would be signalled");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "dtrun kill: error: %s; run dtrun kill --help\n", e.what());
+    return 2;
+  }
+  absl::StatusOr<int> signo = ParseSignal(signal_name);
+  if (!signo.ok()) {
+    std::fprintf(stderr, "dtrun kill: error: --signal: %s\n", std::string(signo.status().message()).c_str());
+    return 2;
+  }
+  if (run_id.empty() == !all) {
+    std::fprintf(stderr, "dtrun kill: error: name one job with --run-id ID or use --all; "
+                         "`dtrun status` lists the jobs\n");
+    return 2;
+  }
+  std::vector<Target> targets = FindTargets(run_id, all);
+  if (targets.empty()) {
+    std::fprintf(stderr, "dtrun kill: no dtrun processes found%s\n",
+                 all ? "" : absl::StrCat(" for run id ", run_id).c_str());
+    return 1;
+  }
+  if (dry_run) {
+    PrintTable(targets);
+    return 0;
+  }
+  std::vector<ProcessEntry> procs;
+  for (const Target& t : targets) procs.push_back(t.proc);
+  int n = TerminateProcesses(procs, *signo, std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+  std::printf("dtrun kill: ended %d process(es)\n", n);
+  return 0;
+}
+
+int StatusCommand(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::puts("dtrun status: list the dtrun jobs of this user on this machine");
+    return 0;
+  }
+  std::vector<LaunchRecord> launches = ListLaunches();
+  if (launches.empty()) {
+    std::puts("no dtrun jobs running");
+    return 0;
+  }
+  std::vector<ProcessEntry> workers = FindProcessesWithEnv(env::kLaunchId, std::nullopt);
+  std::printf("%-8s %-34s %-6s %-8s %-8s %s\n", "PID", "RUN_ID", "NPROC", "WORKERS", "AGE_S", "COMMAND");
+  const long long now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const LaunchRecord& r : launches) {
+    int alive = 0;
+    for (const ProcessEntry& w : workers) alive += w.env.at(env::kLaunchId) == r.launch_id;
+    std::printf("%-8d %-34s %-6d %-8d %-8lld %s\n", r.pid, r.run_id.substr(0, 34).c_str(),
+                r.nproc_per_node, alive, now - r.started_unix, r.command.substr(0, 100).c_str());
+  }
+  return 0;
+}
+
+}  // namespace dtrun

@@ -1,0 +1,306 @@
+#include "launcher/launch_config.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/child_process.h"
+#include "base/env_names.h"
+#include "base/signal_names.h"
+
+namespace dtrun {
+namespace {
+
+constexpr char kUsage[] = "dtrun [options] PROGRAM [ARGS...]";
+
+absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+int CountGpus() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
+
+// The raw flag values, before validation.
+struct RawFlags {
+  std::string nnodes = "1:1", nproc = "1", rdzv_backend = "static", rdzv_endpoint, rdzv_id = "none";
+  std::string rdzv_conf, role = "default", log_dir, redirects = "0", tee = "0", ranks_filter;
+  std::string master_addr = "127.0.0.1", local_addr, signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string prefix_template, start_method = "spawn", logs_specs, local_rank_arg;
+  int node_rank = 0, master_port = 29500, max_restarts = 0;
+  double monitor_interval = 0.1, shutdown_timeout = 30;
+  bool standalone = false, module = false, no_python = false, run_path = false, version = false;
+};
+
+void DefineFlags(CLI::App& app, RawFlags& f) {
+  // Every flag in both spellings, with torchrun's PET_<NAME> environment form.
+  auto opt = [&](const std::string& dashed, auto& var, const std::string& help) {
+    std::string snake = dashed;
+    std::replace(snake.begin(), snake.end(), '-', '_');
+    std::string env = "PET_" + snake;
+    std::transform(env.begin(), env.end(), env.begin(), ::toupper);
+    std::string names = "--" + dashed + (snake != dashed ? ",--" + snake : "");
+    return app.add_option(names, var, help)->envname(env);
+  };
+  auto flag = [&](const std::string& names, const std::string& env, bool& var, const std::string& help) {
+    return app.add_flag(names, var, help)->envname(env);
+  };
+  opt("nnodes", f.nnodes, "Number of nodes, N or MIN:MAX (elastic)")->capture_default_str();
+  opt("nproc-per-node", f.nproc, "Workers per node: an integer, cpu, gpu or auto")->capture_default_str();
+  opt("node-rank", f.node_rank, "Rank of this node (static membership)")->capture_default_str();
+  opt("master-addr", f.master_addr, "Address of the node with rank 0")->capture_default_str();
+  opt("master-port", f.master_port, "Port of the workers' store on the master node")->capture_default_str();
+  opt("local-addr", f.local_addr, "This node's address (default: its hostname)");
+  flag("--standalone", "PET_STANDALONE", f.standalone,
+       "Single-node job: free port, fresh run id, no other flags needed");
+  opt("max-restarts", f.max_restarts, "Worker-group restarts before failing")->capture_default_str();
+  opt("monitor-interval", f.monitor_interval, "Accepted for torchrun compatibility; dtrun reacts to events, it does not poll");
+  opt("start-method", f.start_method, "Accepted for compatibility (workers are always new processes)");
+  opt("rdzv-backend", f.rdzv_backend, "Rendezvous backend (static, c10d)")->capture_default_str();
+  opt("rdzv-endpoint", f.rdzv_endpoint, "Rendezvous endpoint HOST[:PORT]");
+  opt("rdzv-id", f.rdzv_id, "Job id shared by all nodes")->capture_default_str();
+  opt("rdzv-conf", f.rdzv_conf, "Rendezvous settings: key=value,...");
+  opt("role", f.role, "Worker role name")->capture_default_str();
+  flag("-m,--module", "PET_MODULE", f.module, "Run PROGRAM as a Python module (python -m)");
+  flag("--no-python,--no_python", "PET_NO_PYTHON", f.no_python, "Execute PROGRAM directly, not under Python");
+  flag("--run-path,--run_path", "PET_RUN_PATH", f.run_path, "Accepted for compatibility (same as a .py script)");
+  opt("log-dir", f.log_dir, "Keep each attempt's logs under DIR/<run-id>/attempt_N/<local-rank>/");
+  app.add_option("-r,--redirects", f.redirects, "Streams sent to log files only: 0-3 or rank:mask,...")
+      ->envname("PET_REDIRECTS");
+  app.add_option("-t,--tee", f.tee, "Streams sent to log files and the console: 0-3 or rank:mask,...")
+      ->envname("PET_TEE");
+  opt("local-ranks-filter", f.ranks_filter, "Show only these local ranks on the console, e.g. 0,2");
+  opt("log-line-prefix-template", f.prefix_template, "Console prefix; ${role_name}, ${rank}, ${local_rank}");
+  opt("logs-specs", f.logs_specs, "Accepted for compatibility");
+  opt("signals-to-handle", f.signals, "Signals forwarded to the workers")->capture_default_str();
+  opt("shutdown-timeout", f.shutdown_timeout, "Seconds between the stop signal and SIGKILL")->capture_default_str();
+  app.add_option("--append-local-rank", f.local_rank_arg,
+                 "Legacy torch.distributed.launch scripts: append FLAG=<local rank> (--local-rank or --local_rank)")
+      ->expected(0, 1)
+      ->default_str("--local-rank");
+  app.add_flag("--version", f.version, "Print the version and exit");
+}
+
+absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& rest,
+                            const std::map<std::string, std::string>& env, AgentOptions& a) {
+  if (rest.empty()) return Bad(absl::StrCat("missing the program to run; usage: ", kUsage));
+  const std::string& program = rest[0];
+  if (absl::StartsWith(program, "-") && program != "-") {
+    return Bad(absl::StrCat("unknown option ", program, "; run dtrun --help for the list"));
+  }
+  if (f.module && f.no_python) return Bad("--module and --no-python cannot be used together; drop one");
+  a.program_name = program;
+  std::vector<std::string> args(rest.begin() + 1, rest.end());
+  bool python = f.module || (!f.no_python && absl::EndsWith(program, ".py"));
+  if (!python) {
+    absl::StatusOr<std::string> exe = FindExecutable(program);
+    if (!exe.ok()) return Bad(std::string(exe.status().message()));
+    a.executable = *exe;
+    a.argv = {program};
+  } else {
+    if (!f.module && ::access(program.c_str(), R_OK) != 0) {
+      return Bad(absl::StrCat(program, ": no such file (or not readable)"));
+    }
+    std::string py = env.count(env::kPythonExec) ? env.at(env::kPythonExec) : "python3";
+    absl::StatusOr<std::string> exe = FindExecutable(py);
+    if (!exe.ok()) return Bad(absl::StrCat("Python interpreter: ", exe.status().message(), "; set PYTHON_EXEC"));
+    a.executable = *exe;
+    a.argv = {py, "-u"};
+    if (f.module) a.argv.push_back("-m");
+    a.argv.push_back(program);
+  }
+  a.argv.insert(a.argv.end(), args.begin(), args.end());
+  return absl::OkStatus();
+}
+
+absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std::string>& env,
+                              LaunchConfig& c) {
+  AgentOptions& a = c.agent;
+  absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(f.nnodes);
+  if (!nodes.ok()) return nodes.status();
+  std::tie(c.min_nodes, c.max_nodes) = *nodes;
+  absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc);
+  if (!nproc.ok()) return nproc.status();
+  a.nproc_per_node = *nproc;
+  if (c.max_nodes > 1) {
+    return Bad(absl::StrCat("--nnodes ", f.nnodes, ": multi-node jobs need the rendezvous service, "
+                            "which this build does not have yet; run one node (--nnodes 1)"));
+  }
+  a.nnodes = c.max_nodes;
+  if (f.node_rank < 0 || f.node_rank >= a.nnodes) {
+    return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
+                            "; use 0..", a.nnodes - 1));
+  }
+  a.node_rank = f.node_rank;
+  if (f.max_restarts < 0) return Bad("--max-restarts must be >= 0");
+  if (f.master_port < 0 || f.master_port > 65535) {
+    return Bad(absl::StrCat("--master-port ", f.master_port, " is not a port; use 1..65535"));
+  }
+  if (f.shutdown_timeout < 0) return Bad("--shutdown-timeout must be >= 0 seconds");
+  a.max_restarts = f.max_restarts;
+  a.role = f.role;
+  a.local_addr = f.local_addr;
+  a.shutdown_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
+  absl::StatusOr<std::vector<int>> signals = ParseSignalList(f.signals);
+  if (!signals.ok()) return Bad(absl::StrCat("--signals-to-handle: ", signals.status().message()));
+  a.signals_to_handle = *signals;
+  for (auto [flag, value, out] : {std::make_tuple("--redirects", &f.redirects, &a.redirects),
+                                  std::make_tuple("--tee", &f.tee, &a.tee)}) {
+    absl::StatusOr<std::map<int, StreamMask>> spec = ParseStreamSpec(flag, *value, a.nproc_per_node);
+    if (!spec.ok()) return spec.status();
+    *out = *spec;
+  }
+  if (!f.ranks_filter.empty()) {
+    std::set<int> ranks;
+    for (absl::string_view r : absl::StrSplit(f.ranks_filter, ',', absl::SkipWhitespace())) {
+      int v = 0;
+      if (!absl::SimpleAtoi(r, &v) || v < 0 || v >= a.nproc_per_node) {
+        return Bad(absl::StrCat("--local-ranks-filter: '", r, "' is not a local rank 0..", a.nproc_per_node - 1));
+      }
+      ranks.insert(v);
+    }
+    a.console_ranks = ranks;
+  }
+  std::string tmpl = !f.prefix_template.empty() ? f.prefix_template
+                     : env.count(env::kLogLinePrefixTemplate) ? env.at(env::kLogLinePrefixTemplate)
+                                                              : "";
+  if (!tmpl.empty()) a.log_line_prefix_template = tmpl;
+  if (!f.local_rank_arg.empty()) a.local_rank_arg = f.local_rank_arg;
+  absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
+  if (!conf.ok()) return conf.status();
+  c.rdzv_conf = *conf;
+  return absl::OkStatus();
+}
+
+// Where the workers' store lives and what they are told.
+void FillRendezvous(const RawFlags& f, LaunchConfig& c) {
+  AgentOptions& a = c.agent;
+  c.standalone = f.standalone;
+  c.rdzv_backend = f.rdzv_backend;
+  c.rdzv_endpoint = f.rdzv_endpoint;
+  a.run_id = f.rdzv_id;
+  a.master_addr = f.master_addr;
+  a.master_port = f.master_port;
+  if (c.standalone) {
+    // A fresh run id and a kernel-chosen port: two standalone jobs on one host never collide.
+    c.rdzv_backend = "c10d";
+    c.rdzv_endpoint = "localhost:0";
+    a.master_addr = "127.0.0.1";
+    a.master_port = 0;
+  } else if (!f.rdzv_endpoint.empty() && c.rdzv_backend != "static") {
+    std::vector<std::string> hp = absl::StrSplit(f.rdzv_endpoint, absl::MaxSplits(':', 1));
+    a.master_addr = hp[0];
+    int port = 29400;
+    if (hp.size() > 1 && absl::SimpleAtoi(hp[1], &port)) a.master_port = port;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value) {
+  std::vector<std::string> parts = absl::StrSplit(value, ':');
+  int lo = 0, hi = 0;
+  bool ok = parts.size() == 1 ? absl::SimpleAtoi(parts[0], &lo) && (hi = lo, true)
+            : parts.size() == 2 ? absl::SimpleAtoi(parts[0], &lo) && absl::SimpleAtoi(parts[1], &hi)
+                                : false;
+  if (!ok || lo < 1) return Bad(absl::StrCat("--nnodes '", value, "': expected N or MIN:MAX with N >= 1"));
+  if (lo > hi) return Bad(absl::StrCat("--nnodes '", value, "': MIN (", lo, ") is greater than MAX (", hi, ")"));
+  return std::make_pair(lo, hi);
+}
+
+absl::StatusOr<int> ParseNprocPerNode(const std::string& value) {
+  int n = 0;
+  if (absl::SimpleAtoi(value, &n)) {
+    if (n >= 1) return n;
+  } else if (value == "cpu") {
+    return std::max(1u, std::thread::hardware_concurrency());
+  } else if (value == "gpu" || value == "auto") {
+    int gpus = CountGpus();
+    if (gpus > 0) return gpus;
+    if (value == "auto") return std::max(1u, std::thread::hardware_concurrency());
+    return Bad("--nproc-per-node gpu: no NVIDIA GPU found on this host; use a number or cpu");
+  }
+  return Bad(absl::StrCat("--nproc-per-node '", value, "': expected a positive integer, cpu, gpu or auto"));
+}
+
+absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
+                                                          const std::string& value, int nproc) {
+  std::map<int, StreamMask> out;
+  auto bad = [&] {
+    return Bad(absl::StrCat(flag, " '", value, "': expected 0-3 (1=stdout, 2=stderr, 3=both) or "
+                            "local_rank:mask,... such as 0:1,1:3"));
+  };
+  int mask = 0;
+  if (absl::SimpleAtoi(value, &mask)) {
+    if (mask < 0 || mask > 3) return bad();
+    for (int r = 0; r < nproc; ++r) out[r] = mask;
+    return out;
+  }
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    std::vector<absl::string_view> kv = absl::StrSplit(item, ':');
+    int rank = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &rank) || !absl::SimpleAtoi(kv[1], &mask) ||
+        mask < 0 || mask > 3 || rank < 0) {
+      return bad();
+    }
+    out[rank] = mask;
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value) {
+  std::map<std::string, std::string> out;
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.size() != 2 || kv[0].empty()) {
+      return Bad(absl::StrCat("--rdzv-conf: '", item, "' is not key=value"));
+    }
+    out[kv[0]] = kv[1];
+  }
+  return out;
+}
+
+absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                                   const std::map<std::string, std::string>& env) {
+  CLI::App app(absl::StrCat("dtrun: launch distributed PyTorch training (torchrun-compatible)\nUsage: ", kUsage), "dtrun");
+  app.prefix_command();
+  RawFlags f;
+  DefineFlags(app, f);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  ParsedCommandLine parsed;
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    parsed.exit_text = app.help();
+    return parsed;
+  } catch (const CLI::ParseError& e) {
+    return Bad(absl::StrCat(e.what(), "; run dtrun --help"));
+  }
+  if (f.version) {
+    parsed.exit_text = "dtrun 0.1.0\n";
+    return parsed;
+  }
+  LaunchConfig c;
+  absl::Status st = FillAgentOptions(f, env, c);
+  if (!st.ok()) return st;
+  FillRendezvous(f, c);
+  st = ResolveProgram(f, app.remaining(), env, c.agent);
+  if (!st.ok()) return st;
+  c.log_dir = f.log_dir;
+  c.omp_warning = c.agent.nproc_per_node > 1 && !env.count(env::kOmpNumThreads);
+  c.agent.set_omp_num_threads = c.omp_warning;
+  parsed.config = std::move(c);
+  return parsed;
+}
+
+}  // namespace dtrun

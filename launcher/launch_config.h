@@ -1,0 +1,44 @@
+// The parsed and validated `dtrun` command line (torchrun-compatible).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/agent_options.h"
+
+namespace dtrun {
+
+struct LaunchConfig {
+  AgentOptions agent;
+  bool standalone = false;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::map<std::string, std::string> rdzv_conf;
+  std::string log_dir;         // --log-dir as given
+  bool omp_warning = false;    // print torchrun's OMP_NUM_THREADS banner
+};
+
+// What parsing produced: a config to run, or text to print and exit 0 (--help, --version).
+struct ParsedCommandLine {
+  std::optional<LaunchConfig> config;
+  std::string exit_text;
+};
+
+// Parses `dtrun [options] PROGRAM [ARGS...]`. `env` supplies PET_* defaults, PYTHON_EXEC and
+// OMP_NUM_THREADS. Errors are InvalidArgument with a one-line message naming the flag and the fix.
+absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                                   const std::map<std::string, std::string>& env);
+
+// Value parsers, exposed for tests.
+absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value);
+absl::StatusOr<int> ParseNprocPerNode(const std::string& value);
+absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
+                                                          const std::string& value, int nproc);
+absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
+
+}  // namespace dtrun

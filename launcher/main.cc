@@ -1,0 +1,38 @@
+// dtrun: the torchrun-compatible launcher. `dtrun kill` and `dtrun status` are subcommands.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "agent/worker_env.h"
+#include "launcher/kill_command.h"
+#include "launcher/launch_config.h"
+#include "launcher/run_job.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+extern char** environ;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "status") return dtrun::StatusCommand({args.begin() + 1, args.end()});
+
+  auto logger = spdlog::stderr_logger_st("dtrun");
+  logger->set_pattern("[dtrun] %v");
+  spdlog::set_default_logger(logger);
+
+  std::map<std::string, std::string> env = dtrun::EnvironToMap(environ);
+  absl::StatusOr<dtrun::ParsedCommandLine> parsed = dtrun::ParseCommandLine(args, env);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "dtrun: error: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  if (!parsed->config) {
+    std::fputs(parsed->exit_text.c_str(), stdout);
+    return 0;
+  }
+  return dtrun::RunJob(std::move(*parsed->config), env, absl::StrJoin(args, " "));
+}
