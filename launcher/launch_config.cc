@@ -195,7 +195,9 @@ void FillRendezvous(const RawFlags& f, LaunchConfig& c) {
     // A fresh run id and a kernel-chosen port: two standalone jobs on one host never collide.
     c.rdzv_backend = "c10d";
     c.rdzv_endpoint = "localhost:0";
-    a.master_addr = "127.0.0.1";
+    // Workers see torchrun's "localhost"; the store listens on loopback only.
+    a.master_addr = "localhost";
+    a.store_bind_addr = "127.0.0.1";
     a.master_port = 0;
   } else if (!f.rdzv_endpoint.empty() && c.rdzv_backend != "static") {
     std::vector<std::string> hp = absl::StrSplit(f.rdzv_endpoint, absl::MaxSplits(':', 1));

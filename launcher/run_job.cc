@@ -59,7 +59,11 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
            const std::string& command_line) {
   AgentOptions& a = config.agent;
   a.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));
-  if (config.standalone) a.run_id = RandomHex(32);
+  if (config.standalone) {
+    std::string h = RandomHex(32);  // formatted like torchrun's uuid4 run ids
+    a.run_id = absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
+                            h.substr(16, 4), "-", h.substr(20));
+  }
 
   AttemptPaths paths;
   std::string private_dir = absl::StrCat(RuntimeDir(), "/", a.launch_id);

@@ -1,0 +1,116 @@
+#include "tests/support/process_harness.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "agent/worker_env.h"
+
+extern char** environ;
+
+namespace dtrun::testing {
+
+Harness::Harness(std::vector<std::string> argv, std::map<std::string, std::string> env) {
+  std::map<std::string, std::string> merged = EnvironToMap(environ);
+  for (auto& [k, v] : env) merged[k] = v;
+  SpawnRequest req;
+  absl::StatusOr<std::string> exe = FindExecutable(argv[0]);
+  req.executable = exe.ok() ? *exe : argv[0];
+  req.argv = std::move(argv);
+  for (auto& [k, v] : merged) req.env.push_back(k + "=" + v);
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
+  if (!p.ok()) std::abort();
+  proc_.emplace(std::move(*p));
+}
+
+bool Harness::Pump(std::chrono::steady_clock::time_point deadline) {
+  UniqueFd* fds[2] = {&proc_->stdout_fd(), &proc_->stderr_fd()};
+  std::string* bufs[2] = {&out_, &err_};
+  std::vector<pollfd> pfds;
+  std::vector<int> which;
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i]->valid()) {
+      pfds.push_back({fds[i]->get(), POLLIN, 0});
+      which.push_back(i);
+    }
+  }
+  if (pfds.empty()) return false;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return false;
+  if (::poll(pfds.data(), pfds.size(), static_cast<int>(left.count())) <= 0) return false;
+  for (size_t k = 0; k < pfds.size(); ++k) {
+    if (!pfds[k].revents) continue;
+    char buf[65536];
+    ssize_t n = ::read(pfds[k].fd, buf, sizeof(buf));
+    if (n > 0) {
+      bufs[which[k]]->append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EAGAIN) {
+      fds[which[k]]->Reset();
+    }
+  }
+  return true;
+}
+
+bool Harness::WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (all().find(needle) == std::string::npos) {
+    if (!Pump(deadline)) return all().find(needle) != std::string::npos;
+  }
+  return true;
+}
+
+std::optional<int> Harness::Wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (Pump(deadline)) {
+  }
+  if (!WaitForPidExit(proc_->pid(), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        deadline - std::chrono::steady_clock::now()))) {
+    return std::nullopt;
+  }
+  int status = 0;
+  ::waitpid(proc_->pid(), &status, 0);
+  proc_->MarkExited(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string DtrunBinary() { return DTRUN_BIN_DIR "/dtrun"; }
+std::string BinDir() { return DTRUN_BIN_DIR; }
+std::string SourceDir() { return DTRUN_SOURCE_DIR; }
+
+std::optional<std::string> TorchPython() {
+  const char* env = std::getenv("PYTHON_EXEC");
+  std::string py = env && *env ? env : "/usr/bin/python3";
+  auto [rc, out] = RunToEnd({py, "-c", "import torch"});
+  if (rc != 0) return std::nullopt;
+  return py;
+}
+
+bool WaitForPidExit(pid_t pid, std::chrono::milliseconds timeout) {
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return true;  // already gone
+  pollfd p{fd, POLLIN, 0};
+  int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, timeout.count())));
+  ::close(fd);
+  return n > 0;
+}
+
+std::pair<int, std::string> RunToEnd(std::vector<std::string> argv,
+                                     std::map<std::string, std::string> env) {
+  Harness h(std::move(argv), std::move(env));
+  std::optional<int> rc = h.Wait();
+  return {rc.value_or(-1), h.all()};
+}
+
+std::string MakeTempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dtrun_test_XXXXXX";
+  char* dir = ::mkdtemp(tmpl.data());
+  return dir ? dir : "/tmp";
+}
+
+}  // namespace dtrun::testing

@@ -1,0 +1,52 @@
+// Test support: run a real command (usually the dtrun binary) with captured output, read it as it
+// arrives and wait for exit, every wait bounded by a deadline. No sleeps.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/child_process.h"
+
+namespace dtrun::testing {
+
+class Harness {
+ public:
+  // Starts `argv` with the test's environment plus `env` overrides.
+  explicit Harness(std::vector<std::string> argv, std::map<std::string, std::string> env = {});
+
+  pid_t pid() const { return proc_->pid(); }
+  // Reads output until `needle` appears in stdout+stderr; false on timeout or EOF.
+  bool WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  // Waits for exit; returns the exit code (128 + signal if killed), nullopt on timeout.
+  std::optional<int> Wait(std::chrono::milliseconds timeout = std::chrono::seconds(120));
+  const std::string& out() const { return out_; }
+  const std::string& err() const { return err_; }
+  std::string all() const { return out_ + err_; }
+
+ private:
+  bool Pump(std::chrono::steady_clock::time_point deadline);  // false at EOF/timeout
+  std::optional<ChildProcess> proc_;
+  std::string out_, err_;
+};
+
+// Path of the built dtrun binary and of the source tree (from compile definitions).
+std::string DtrunBinary();
+std::string SourceDir();
+std::string BinDir();
+// The Python with torch (PYTHON_EXEC or /usr/bin/python3) if `import torch` works there.
+std::optional<std::string> TorchPython();
+
+// True if `pid` has exited (or never existed) within `timeout` (pidfd + poll).
+bool WaitForPidExit(pid_t pid, std::chrono::milliseconds timeout);
+// Runs `argv` to completion (bounded) and returns its exit code and combined output.
+std::pair<int, std::string> RunToEnd(std::vector<std::string> argv,
+                                     std::map<std::string, std::string> env = {});
+// A fresh directory under the test's temp dir.
+std::string MakeTempDir();
+
+}  // namespace dtrun::testing

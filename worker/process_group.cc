@@ -1,0 +1,55 @@
+#include "worker/process_group.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "worker/torch_compat.h"
+
+namespace dtrun::worker {
+namespace {
+
+c10::intrusive_ptr<c10d::Store> ConnectStore(const DistEnv& env, std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(env.master_port);
+  opts.isServer = !env.use_agent_store && env.rank == 0;
+  opts.numWorkers = env.world_size;
+  opts.timeout = timeout;
+#if DTRUN_TCPSTORE_HAS_LIBUV_OPTION
+  opts.useLibUV = false;
+#endif
+  auto tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  if (!env.use_agent_store) return tcp;
+  // Matches torch.distributed's prefix, so C++ and Python workers can share one job.
+  return c10::make_intrusive<c10d::PrefixStore>(
+      "/worker/attempt_" + std::to_string(env.restart_count), tcp);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> GlooOptions(std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  const char* ifnames = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifnames && *ifnames) {
+    std::stringstream names(ifnames);
+    for (std::string name; std::getline(names, name, ',');) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    }
+  } else {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  return options;
+}
+
+}  // namespace
+
+ProcessGroupHandle InitProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout) {
+  ProcessGroupHandle h;
+  h.store = ConnectStore(env, timeout);
+  h.gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(h.store, env.rank, env.world_size,
+                                                       GlooOptions(timeout));
+  return h;
+}
+
+}  // namespace dtrun::worker
