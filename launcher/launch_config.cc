@@ -36,10 +36,11 @@ struct RawFlags {
   std::string nnodes = "1:1", nproc = "1", rdzv_backend = "static", rdzv_endpoint, rdzv_id = "none";
   std::string rdzv_conf, role = "default", log_dir, redirects = "0", tee = "0", ranks_filter;
   std::string master_addr = "127.0.0.1", local_addr, signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
-  std::string prefix_template, start_method = "spawn", logs_specs, local_rank_arg;
+  std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
   int node_rank = 0, master_port = 29500, max_restarts = 0;
   double monitor_interval = 0.1, shutdown_timeout = 30;
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
+  bool append_local_rank = false;
 };
 
 void DefineFlags(CLI::App& app, RawFlags& f) {
@@ -84,10 +85,11 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   opt("logs-specs", f.logs_specs, "Accepted for compatibility");
   opt("signals-to-handle", f.signals, "Signals forwarded to the workers")->capture_default_str();
   opt("shutdown-timeout", f.shutdown_timeout, "Seconds between the stop signal and SIGKILL")->capture_default_str();
-  app.add_option("--append-local-rank", f.local_rank_arg,
-                 "Legacy torch.distributed.launch scripts: append FLAG=<local rank> (--local-rank or --local_rank)")
-      ->expected(0, 1)
-      ->default_str("--local-rank");
+  app.add_flag("--append-local-rank", f.append_local_rank,
+               "Legacy torch.distributed.launch scripts: append --local-rank=<local rank> to their arguments");
+  app.add_option("--local-rank-flag", f.local_rank_flag,
+                 "The flag --append-local-rank appends (older scripts: --local_rank)")
+      ->capture_default_str();
   app.add_flag("--version", f.version, "Print the version and exit");
 }
 
@@ -175,7 +177,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
                      : env.count(env::kLogLinePrefixTemplate) ? env.at(env::kLogLinePrefixTemplate)
                                                               : "";
   if (!tmpl.empty()) a.log_line_prefix_template = tmpl;
-  if (!f.local_rank_arg.empty()) a.local_rank_arg = f.local_rank_arg;
+  if (f.append_local_rank) a.local_rank_arg = f.local_rank_flag;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;

@@ -1,0 +1,65 @@
+#include "agent/child_process.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+
+namespace dtrun {
+namespace {
+
+TEST(ChildProcessTest, RunsInItsOwnProcessGroupWithCapturedOutput) {
+  SpawnRequest req;
+  req.executable = "/bin/sh";
+  req.argv = {"sh", "-c", "echo pgid=$(ps -o pgid= -p $$ | tr -d ' ') pid=$$"};
+  req.env = {"PATH=/bin:/usr/bin"};
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
+  ASSERT_TRUE(p.ok()) << p.status();
+  int status = 0;
+  ASSERT_EQ(::waitpid(p->pid(), &status, 0), p->pid());
+  p->MarkExited(status);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(p->stdout_fd().get(), buf, sizeof(buf))) > 0) out.append(buf, n);
+  std::string pid = std::to_string(p->pid());
+  EXPECT_EQ(out, "pgid=" + pid + " pid=" + pid + "\n");
+}
+
+TEST(ChildProcessTest, ExecFailureIsReportedAsStatus) {
+  SpawnRequest req;
+  req.executable = "/nonexistent/program";
+  req.argv = {"program"};
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ChildProcessTest, FindExecutableExplainsWhatIsWrong) {
+  EXPECT_EQ(FindExecutable("definitely-not-a-program-xyz").status().code(), absl::StatusCode::kNotFound);
+  std::string plain = ::testing::TempDir() + "/not_executable";
+  std::fclose(std::fopen(plain.c_str(), "w"));
+  ::chmod(plain.c_str(), 0644);
+  EXPECT_EQ(FindExecutable(plain).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(FindExecutable("/tmp").status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(FindExecutable("sh").ok());
+}
+
+TEST(ChildProcessTest, DestroyingARunningChildKillsAndReapsIt) {
+  pid_t pid;
+  {
+    SpawnRequest req;
+    req.executable = "/bin/sleep";
+    req.argv = {"sleep", "300"};
+    absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
+    ASSERT_TRUE(p.ok());
+    pid = p->pid();
+  }
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);  // already reaped: no zombie left
+  EXPECT_EQ(errno, ECHILD);
+}
+
+}  // namespace
+}  // namespace dtrun

@@ -1,0 +1,123 @@
+#include "agent/store_core.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace dtrun {
+namespace {
+
+// Little helpers that write requests the way LibTorch's TCPStore client does.
+template <typename T>
+std::string Raw(T v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(T)); }
+std::string Str(const std::string& s) { return Raw<uint64_t>(s.size()) + s; }
+std::string Op(uint8_t code) { return Raw<uint8_t>(code); }
+template <typename T>
+T As(const std::string& bytes) {
+  T v{};
+  EXPECT_EQ(bytes.size(), sizeof(T));
+  std::memcpy(&v, bytes.data(), std::min(bytes.size(), sizeof(T)));
+  return v;
+}
+// Legacy (1.13) op codes.
+constexpr uint8_t kSet = 0, kCompareSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5,
+                  kNumKeys = 6, kDelete = 8;
+std::string Validate() { return Op(0) + Raw<uint32_t>(0x3C85F7CE); }
+
+TEST(StoreCoreTest, SetThenGetReturnsTheValue) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("value")));
+  ASSERT_TRUE(core.OnData(1, Op(kGet) + Str("k")));
+  EXPECT_EQ(core.TakeOutput(1), Str("value"));
+}
+
+TEST(StoreCoreTest, AddReturnsTheRunningTotalAsInt64) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kAdd) + Str("n") + Raw<int64_t>(3)));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 3);
+  ASSERT_TRUE(core.OnData(2, Op(kAdd) + Str("n") + Raw<int64_t>(-1)));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(2)), 2);
+  ASSERT_TRUE(core.OnData(2, Op(kGet) + Str("n")));
+  EXPECT_EQ(core.TakeOutput(2), Str("2"));
+}
+
+TEST(StoreCoreTest, WaitIsAnsweredWhenTheLastKeyIsSet) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kWait) + Raw<uint64_t>(2) + Str("a") + Str("b")));
+  EXPECT_EQ(core.TakeOutput(1), "");
+  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("a") + Str("1")));
+  EXPECT_EQ(core.TakeOutput(1), "");
+  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("b") + Str("2")));
+  EXPECT_EQ(core.TakeClientsWithOutput(), std::vector<StoreClientId>{1});
+  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(0));  // STOP_WAITING
+}
+
+TEST(StoreCoreTest, CheckReportsReadyOnlyWhenAllKeysExist) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(1) + Str("x")));
+  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(1));  // NOT_READY
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("x") + Str("")));
+  ASSERT_TRUE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(1) + Str("x")));
+  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(0));  // READY
+}
+
+TEST(StoreCoreTest, CompareSetSwapsOnlyOnMatch) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kCompareSet) + Str("k") + Str("") + Str("first")));
+  EXPECT_EQ(core.TakeOutput(1), Str("first"));
+  ASSERT_TRUE(core.OnData(1, Op(kCompareSet) + Str("k") + Str("wrong") + Str("second")));
+  EXPECT_EQ(core.TakeOutput(1), Str("first"));
+  ASSERT_TRUE(core.OnData(1, Op(kCompareSet) + Str("k") + Str("first") + Str("second")));
+  EXPECT_EQ(core.TakeOutput(1), Str("second"));
+}
+
+TEST(StoreCoreTest, DeleteAndNumKeys) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("a") + Str("1") + Op(kNumKeys)));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);
+  ASSERT_TRUE(core.OnData(1, Op(kDelete) + Str("a")));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);
+  EXPECT_EQ(core.num_keys(), 0u);
+}
+
+TEST(StoreCoreTest, RequestsSplitAcrossReadsAreReassembled) {
+  StoreCore core;
+  std::string req = Op(kSet) + Str("key") + Str("value") + Op(kGet) + Str("key");
+  for (char c : req) ASSERT_TRUE(core.OnData(7, std::string(1, c)));
+  EXPECT_EQ(core.TakeOutput(7), Str("value"));
+}
+
+TEST(StoreCoreTest, ValidatedClientsUseTheShiftedOpCodes) {
+  StoreCore core;
+  // 2.3+: VALIDATE, then SET=1, GET=3, PING=13.
+  ASSERT_TRUE(core.OnData(1, Validate() + Op(1) + Str("k") + Str("v") + Op(3) + Str("k")));
+  EXPECT_EQ(core.TakeOutput(1), Str("v"));
+  ASSERT_TRUE(core.OnData(1, Op(13) + Raw<uint32_t>(4242)));
+  EXPECT_EQ(As<uint32_t>(core.TakeOutput(1)), 4242u);
+}
+
+TEST(StoreCoreTest, CancelWaitAnswersWaitCanceled) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Validate() + Op(6) + Raw<uint64_t>(1) + Str("never")));
+  ASSERT_TRUE(core.OnData(1, Op(12)));
+  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(1));
+  ASSERT_TRUE(core.OnData(2, Validate() + Op(1) + Str("never") + Str("x")));
+  EXPECT_EQ(core.TakeOutput(1), "");  // the cancelled wait is not woken
+}
+
+TEST(StoreCoreTest, RejectsUnknownOpCodesAndAbsurdLengths) {
+  StoreCore core;
+  EXPECT_FALSE(core.OnData(1, Op(200)));
+  EXPECT_FALSE(core.OnData(2, Op(kGet) + Raw<uint64_t>(1ull << 40)));
+}
+
+TEST(StoreCoreTest, DisconnectDropsPendingWaits) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kWait) + Raw<uint64_t>(1) + Str("k")));
+  core.OnDisconnect(1);
+  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("k") + Str("v")));
+  EXPECT_TRUE(core.TakeClientsWithOutput().empty());
+}
+
+}  // namespace
+}  // namespace dtrun

@@ -1,0 +1,66 @@
+// Bad input: one clear line on stderr, non-zero exit, nothing started.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+struct Case {
+  std::vector<std::string> args;
+  std::string mentions;
+};
+
+TEST(BadInputTest, EachMistakeGetsOneLineNamingIt) {
+  std::string ro = MakeTempDir();
+  ::chmod(ro.c_str(), 0500);
+  std::string not_exec = MakeTempDir() + "/prog";
+  FILE* f = std::fopen(not_exec.c_str(), "w");
+  std::fclose(f);
+  std::vector<Case> cases = {
+      {{}, "missing the program"},
+      {{"--standalone", "no_such_script.py"}, "no_such_script.py"},
+      {{"--standalone", not_exec}, "not executable"},
+      {{"--nproc-per-node", "0", "/bin/true"}, "--nproc-per-node"},
+      {{"--nnodes", "3:2", "/bin/true"}, "MIN (3) is greater than MAX (2)"},
+      {{"--node-rank", "2", "/bin/true"}, "--node-rank"},
+      {{"-m", "--no-python", "pkg"}, "--module and --no-python"},
+      {{"--frobnicate", "/bin/true"}, "frobnicate"},
+  };
+  if (::geteuid() != 0) cases.push_back({{"--log-dir", ro + "/sub", "/bin/true"}, "--log-dir"});
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {DtrunBinary()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    Harness h(argv);
+    std::optional<int> rc = h.Wait(std::chrono::seconds(30));
+    EXPECT_EQ(rc, 2) << c.mentions;
+    EXPECT_EQ(std::count(h.err().begin(), h.err().end(), '\n'), 1) << h.err();
+    EXPECT_NE(h.err().find(c.mentions), std::string::npos) << h.err();
+    EXPECT_TRUE(h.out().empty()) << h.out();
+  }
+}
+
+TEST(BadInputTest, PortInUseIsAClearError) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string port = std::to_string(ntohs(addr.sin_port));
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--master-port", port, "/bin/true"});
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("cannot listen on 127.0.0.1:" + port), std::string::npos) << out;
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace dtrun::testing

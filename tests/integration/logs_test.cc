@@ -1,0 +1,86 @@
+// Console prefixes, whole lines, --log-dir layout, --redirects/--tee/--local-ranks-filter.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(LogsTest, EveryConsoleLineIsOneWholePrefixedLine) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "4", Worker("print_lines.sh")},
+                            {{"LINES", "2000"}});
+  ASSERT_EQ(rc, 0);
+  std::regex line_re("^\\[default([0-3])\\]:(line \\1 \\d+|err \\1)$");
+  std::istringstream lines(out);
+  int count = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("[dtrun]", 0) == 0 || line.find('*') != std::string::npos || line.rfind("Setting", 0) == 0 || line.empty()) continue;
+    ASSERT_TRUE(std::regex_match(line, line_re)) << "mixed or broken line: " << line;
+    ++count;
+  }
+  EXPECT_EQ(count, 4 * 2001);
+}
+
+TEST(LogsTest, PrefixTemplateCanShowGlobalRank) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2",
+                             "--log-line-prefix-template", "<${rank}|${local_rank}> ", "/bin/echo", "hi"});
+  ASSERT_EQ(rc, 0);
+  EXPECT_NE(out.find("<1|1> hi"), std::string::npos) << out;
+}
+
+TEST(LogsTest, LogDirKeepsEveryAttemptAndNeverWipesAnEarlierRun) {
+  std::string dir = MakeTempDir();
+  std::vector<std::string> argv = {DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0",
+                                   "--rdzv-id", "job", "--max-restarts", "1", "--log-dir", dir,
+                                   Worker("fail_once.sh")};
+  auto [rc, out] = RunToEnd(argv, {{"SUCCEED_AT", "1"}});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(Slurp(dir + "/job/attempt_0/1/stdout.log").find("attempt 0 rank 1"), std::string::npos);
+  EXPECT_NE(Slurp(dir + "/job/attempt_1/1/stdout.log").find("attempt 1 rank 1"), std::string::npos);
+  auto [rc2, out2] = RunToEnd(argv, {{"SUCCEED_AT", "0"}});
+  ASSERT_EQ(rc2, 0) << out2;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/job/attempt_1/1/stdout.log"));
+  EXPECT_NE(Slurp(dir + "/job_1/attempt_0/0/stdout.log").find("attempt 0 rank 0"), std::string::npos);
+}
+
+TEST(LogsTest, RedirectsKeepOutputOffTheConsole) {
+  std::string dir = MakeTempDir();
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0", "--rdzv-id",
+                             "r", "--redirects", "1", "--log-dir", dir, "/bin/echo", "quiet"});
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(out.find("quiet"), std::string::npos) << out;
+  EXPECT_EQ(Slurp(dir + "/r/attempt_0/0/stdout.log"), "quiet\n");
+}
+
+TEST(LogsTest, TeeWritesFilesAndConsole) {
+  std::string dir = MakeTempDir();
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "1", "--master-port", "0", "--rdzv-id",
+                             "t", "--tee", "3", "--log-dir", dir, "/bin/echo", "both"});
+  ASSERT_EQ(rc, 0);
+  EXPECT_NE(out.find("[default0]:both"), std::string::npos);
+  EXPECT_EQ(Slurp(dir + "/t/attempt_0/0/stdout.log"), "both\n");
+}
+
+TEST(LogsTest, LocalRanksFilterShowsOnlyChosenRanks) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3",
+                             "--local-ranks-filter", "0,2", "/bin/sh", "-c", "echo rank=$RANK"});
+  ASSERT_EQ(rc, 0);
+  EXPECT_NE(out.find("rank=0"), std::string::npos);
+  EXPECT_EQ(out.find("rank=1"), std::string::npos);
+  EXPECT_NE(out.find("rank=2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtrun::testing

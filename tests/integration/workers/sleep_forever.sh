@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "READY $RANK"
+exec sleep 300

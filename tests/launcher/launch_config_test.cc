@@ -1,0 +1,137 @@
+#include "launcher/launch_config.h"
+
+#include "gtest/gtest.h"
+
+namespace dtrun {
+namespace {
+
+std::map<std::string, std::string> Env() { return {{"PYTHON_EXEC", "/bin/sh"}}; }
+
+absl::StatusOr<LaunchConfig> Parse(std::vector<std::string> args,
+                                   std::map<std::string, std::string> env = Env()) {
+  absl::StatusOr<ParsedCommandLine> p = ParseCommandLine(args, env);
+  if (!p.ok()) return p.status();
+  if (!p->config) return absl::UnknownError("no config");
+  return *p->config;
+}
+
+TEST(LaunchConfigTest, AcceptsBothSpellingsOfEveryFlag) {
+  auto a = Parse({"--nproc-per-node", "3", "--max-restarts=2", "/bin/true"});
+  auto b = Parse({"--nproc_per_node", "3", "--max_restarts", "2", "/bin/true"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(a->agent.nproc_per_node, 3);
+  EXPECT_EQ(b->agent.nproc_per_node, 3);
+  EXPECT_EQ(a->agent.max_restarts, 2);
+  EXPECT_EQ(b->agent.max_restarts, 2);
+}
+
+TEST(LaunchConfigTest, ArgumentsAfterTheProgramAreUntouched) {
+  auto c = Parse({"--nproc-per-node", "2", "/bin/echo", "--nproc-per-node", "9", "-m"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent.executable, "/bin/echo");
+  std::vector<std::string> argv = {"/bin/echo", "--nproc-per-node", "9", "-m"};
+  EXPECT_EQ(c->agent.argv, argv);
+  EXPECT_EQ(c->agent.nproc_per_node, 2);
+}
+
+TEST(LaunchConfigTest, PythonScriptsRunUnbufferedUnderPythonExec) {
+  std::string script = ::testing::TempDir() + "/s.py";
+  FILE* f = std::fopen(script.c_str(), "w");
+  std::fclose(f);
+  auto c = Parse({script, "--lr", "0.1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent.executable, "/bin/sh");
+  std::vector<std::string> argv = {"/bin/sh", "-u", script, "--lr", "0.1"};
+  EXPECT_EQ(c->agent.argv, argv);
+  auto m = Parse({"-m", "pkg.mod", "x"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> margv = {"/bin/sh", "-u", "-m", "pkg.mod", "x"};
+  EXPECT_EQ(m->agent.argv, margv);
+}
+
+TEST(LaunchConfigTest, PetEnvironmentVariablesSetDefaults) {
+  auto env = Env();
+  env["PET_NPROC_PER_NODE"] = "5";
+  env["PET_MAX_RESTARTS"] = "4";
+  // CLI11 reads the process environment for envname(); emulate by exporting.
+  setenv("PET_NPROC_PER_NODE", "5", 1);
+  setenv("PET_MAX_RESTARTS", "4", 1);
+  auto c = Parse({"/bin/true"}, env);
+  unsetenv("PET_NPROC_PER_NODE");
+  unsetenv("PET_MAX_RESTARTS");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent.nproc_per_node, 5);
+  EXPECT_EQ(c->agent.max_restarts, 4);
+}
+
+TEST(LaunchConfigTest, StandaloneUsesAFreePortAndLoopbackStore) {
+  auto c = Parse({"--standalone", "--nproc-per-node", "2", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->standalone);
+  EXPECT_EQ(c->agent.master_port, 0);
+  EXPECT_EQ(c->agent.master_addr, "localhost");
+  EXPECT_EQ(c->agent.store_bind_addr, "127.0.0.1");
+  EXPECT_TRUE(c->omp_warning);
+}
+
+TEST(LaunchConfigTest, LegacyLaunchScriptsGetLocalRankArgument) {
+  auto c = Parse({"--append-local-rank", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent.local_rank_arg, "--local-rank");
+  auto u = Parse({"--append-local-rank", "--local-rank-flag", "--local_rank", "/bin/true"});
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->agent.local_rank_arg, "--local_rank");
+}
+
+TEST(LaunchConfigTest, StreamSpecs) {
+  auto all = ParseStreamSpec("--tee", "3", 2);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)[0], 3);
+  EXPECT_EQ((*all)[1], 3);
+  auto per = ParseStreamSpec("--redirects", "0:1,1:2", 2);
+  ASSERT_TRUE(per.ok());
+  EXPECT_EQ((*per)[0], 1);
+  EXPECT_EQ((*per)[1], 2);
+  EXPECT_FALSE(ParseStreamSpec("--tee", "4", 2).ok());
+  EXPECT_FALSE(ParseStreamSpec("--tee", "0:x", 2).ok());
+}
+
+TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--nproc-per-node", "0", "/bin/true"},
+           {"--nproc-per-node", "many", "/bin/true"},
+           {"--nnodes", "3:2", "/bin/true"},
+           {"--node-rank", "1", "/bin/true"},
+           {"-m", "--no-python", "mod"},
+           {"--bogus-flag", "/bin/true"},
+           {"--signals-to-handle", "SIGWHAT", "/bin/true"},
+           {"--master-port", "70000", "/bin/true"},
+           {"--rdzv-conf", "novalue", "/bin/true"},
+           {},
+       }) {
+    auto c = Parse(args);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)
+        << "args: " << (args.empty() ? "(none)" : args[0]);
+  }
+}
+
+TEST(LaunchConfigTest, NnodesFormats) {
+  EXPECT_EQ(*ParseNnodes("2"), std::make_pair(2, 2));
+  EXPECT_EQ(*ParseNnodes("1:4"), std::make_pair(1, 4));
+  EXPECT_FALSE(ParseNnodes("0").ok());
+  EXPECT_FALSE(ParseNnodes("a:b").ok());
+}
+
+TEST(LaunchConfigTest, HelpAndVersionExitCleanly) {
+  auto h = ParseCommandLine({"--help"}, Env());
+  ASSERT_TRUE(h.ok());
+  EXPECT_FALSE(h->config.has_value());
+  EXPECT_NE(h->exit_text.find("--nproc-per-node"), std::string::npos);
+  auto v = ParseCommandLine({"--version"}, Env());
+  ASSERT_TRUE(v.ok());
+  EXPECT_NE(v->exit_text.find("dtrun"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtrun
