@@ -45,7 +45,10 @@ struct AgentOptions {
   std::vector<int> signals_to_handle;
   std::chrono::milliseconds shutdown_timeout{30000};
   bool set_omp_num_threads = false;  // OMP_NUM_THREADS=1 when the user has not set it
-  std::string local_addr;            // this node's address (for GLOO/NCCL_SOCKET_IFNAME)
+  std::string local_addr;            // this node's address (--local-addr)
+  // The interface holding local_addr: exported as GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME unless
+  // the user set them, so collectives do not bind to loopback when the hostname resolves there.
+  std::string socket_ifname;
 };
 
 }  // namespace dtrun

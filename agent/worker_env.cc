@@ -27,6 +27,10 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   env[env::kErrorFile] = id.error_file;
   env.emplace(env::kNcclAsyncErrorHandling, "1");
   if (o.set_omp_num_threads) env.emplace(env::kOmpNumThreads, "1");
+  if (!o.socket_ifname.empty()) {
+    env.emplace(env::kGlooSocketIfname, o.socket_ifname);
+    env.emplace(env::kNcclSocketIfname, o.socket_ifname);
+  }
   env[env::kLaunchId] = o.launch_id;
 
   std::vector<std::string> out;

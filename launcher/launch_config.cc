@@ -14,6 +14,7 @@
 #include "agent/child_process.h"
 #include "base/env_names.h"
 #include "base/signal_names.h"
+#include "launcher/network_interface.h"
 
 namespace dtrun {
 namespace {
@@ -152,6 +153,14 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.max_restarts = f.max_restarts;
   a.role = f.role;
   a.local_addr = f.local_addr;
+  if (!a.local_addr.empty()) {
+    std::optional<std::string> ifname = InterfaceWithAddress(a.local_addr);
+    if (!ifname) {
+      return Bad(absl::StrCat("--local-addr ", a.local_addr, " is not an address of this host; "
+                              "give one of its interface addresses"));
+    }
+    a.socket_ifname = *ifname;
+  }
   a.shutdown_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
   absl::StatusOr<std::vector<int>> signals = ParseSignalList(f.signals);
   if (!signals.ok()) return Bad(absl::StrCat("--signals-to-handle: ", signals.status().message()));

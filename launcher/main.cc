@@ -1,4 +1,5 @@
 // dtrun: the torchrun-compatible launcher. `dtrun kill` and `dtrun status` are subcommands.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "status") return dtrun::StatusCommand({args.begin() + 1, args.end()});
 
+  // A closed console (dtrun ... | head) must not kill the launcher; writes just fail.
+  ::signal(SIGPIPE, SIG_IGN);
   auto logger = spdlog::stderr_logger_st("dtrun");
   logger->set_pattern("[dtrun] %v");
   spdlog::set_default_logger(logger);

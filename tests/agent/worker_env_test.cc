@@ -56,3 +56,19 @@ TEST(WorkerEnvTest, UserSettingsOfTunablesWin) {
 
 }  // namespace
 }  // namespace dtrun
+
+namespace dtrun {
+namespace {
+
+TEST(WorkerEnvTest, LocalAddressInterfaceIsExportedUnlessUserChoseOne) {
+  AgentOptions o;
+  o.socket_ifname = "eth1";
+  auto env = AsMap(BuildWorkerEnv({}, o, WorkerIdentity{}));
+  EXPECT_EQ(env["GLOO_SOCKET_IFNAME"], "eth1");
+  EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "eth1");
+  auto user = AsMap(BuildWorkerEnv({{"GLOO_SOCKET_IFNAME", "ib0"}}, o, WorkerIdentity{}));
+  EXPECT_EQ(user["GLOO_SOCKET_IFNAME"], "ib0");
+}
+
+}  // namespace
+}  // namespace dtrun

@@ -135,3 +135,17 @@ TEST(LaunchConfigTest, HelpAndVersionExitCleanly) {
 
 }  // namespace
 }  // namespace dtrun
+
+namespace dtrun {
+namespace {
+
+TEST(LaunchConfigTest, LocalAddrSelectsItsInterface) {
+  auto c = Parse({"--local-addr", "127.0.0.1", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent.socket_ifname, "lo");
+  EXPECT_EQ(Parse({"--local-addr", "192.0.2.77", "/bin/true"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace dtrun

@@ -1,0 +1,14 @@
+// Finds the network interface that carries an address, so workers' Gloo/NCCL sockets bind to
+// the node's real address instead of whatever the hostname resolves to (often loopback).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace dtrun {
+
+// The name of the interface holding `address` (a literal IPv4/IPv6 address or a host name that
+// resolves to one of this host's addresses), or nullopt.
+std::optional<std::string> InterfaceWithAddress(const std::string& address);
+
+}  // namespace dtrun
