@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Launch-to-exit time and launcher peak RSS, dtrun vs torchrun, side by side in one run.
-#   bench/launch_bench.sh [BUILD_DIR]      (needs hyperfine and GNU time: apt-get install hyperfine time)
+#   bench/launch_bench.sh [BUILD_DIR]      (needs hyperfine: apt-get install hyperfine)
 # Rows: a no-op binary (/bin/true) and a Python gloo init + barrier worker, 1/2/4 processes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -38,9 +38,6 @@ for kind, label in (("noop", "no-op binary"), ("gloo", "Python gloo init + all_r
 PY
 
 echo
-echo "## launcher peak RSS (GNU time, max resident set size of the launcher process)"
-rss() { /usr/bin/time -f "%M" "$@" 2>&1 >/dev/null | tail -1; }
-echo "dtrun    4 x /bin/true : $(rss $dtrun --standalone --nproc-per-node 4 /bin/true) KiB"
-echo "dtrun    4 x gloo      : $(rss $dtrun --standalone --nproc-per-node 4 $gloo) KiB"
-echo "torchrun 4 x /bin/true : $(rss $torchrun --standalone --nproc_per_node 4 --monitor_interval 0.1 --no_python /bin/true) KiB"
+echo "## launcher peak RSS (VmHWM of the launcher process itself)"
+$py "$here/launcher_rss.py" "$build"
 rm -rf "$out"

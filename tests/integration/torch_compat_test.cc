@@ -73,7 +73,9 @@ TEST(TorchCompatTest, WorkerEnvironmentMatchesTorchrun) {
       EXPECT_EQ(ours[k], v) << k;
     }
     for (auto& [k, v] : ours.items()) {
-      if (!differ.count(k)) EXPECT_TRUE(theirs.contains(k)) << "torchrun does not set " << k;
+      if (!differ.count(k)) {
+        EXPECT_TRUE(theirs.contains(k)) << "torchrun does not set " << k;
+      }
     }
     EXPECT_EQ(ours["TORCH_NCCL_ASYNC_ERROR_HANDLING"], theirs["NCCL_ASYNC_ERROR_HANDLING"]);  // 2.x vs 1.13 name
   }
