@@ -285,7 +285,9 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::stri
 
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::map<std::string, std::string>& env) {
-  CLI::App app(absl::StrCat("dtrun: launch distributed PyTorch training (torchrun-compatible)\nUsage: ", kUsage), "dtrun");
+  CLI::App app("dtrun: launch distributed PyTorch training (torchrun-compatible)", "dtrun");
+  app.footer(absl::StrCat("Usage: ", kUsage, "\nPROGRAM and its ARGS are passed to every worker untouched.\n"
+                          "Subcommands: dtrun status | dtrun kill --run-id ID | dtrun kill --all"));
   app.prefix_command();
   RawFlags f;
   DefineFlags(app, f);

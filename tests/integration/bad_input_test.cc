@@ -18,8 +18,8 @@ struct Case {
 };
 
 TEST(BadInputTest, EachMistakeGetsOneLineNamingIt) {
-  std::string ro = MakeTempDir();
-  ::chmod(ro.c_str(), 0500);
+  std::string a_file = MakeTempDir() + "/file";  // a directory cannot be made under a file, even by root
+  std::fclose(std::fopen(a_file.c_str(), "w"));
   std::string not_exec = MakeTempDir() + "/prog";
   FILE* f = std::fopen(not_exec.c_str(), "w");
   std::fclose(f);
@@ -33,7 +33,7 @@ TEST(BadInputTest, EachMistakeGetsOneLineNamingIt) {
       {{"-m", "--no-python", "pkg"}, "--module and --no-python"},
       {{"--frobnicate", "/bin/true"}, "frobnicate"},
   };
-  if (::geteuid() != 0) cases.push_back({{"--log-dir", ro + "/sub", "/bin/true"}, "--log-dir"});
+  cases.push_back({{"--log-dir", a_file + "/logs", "/bin/true"}, "--log-dir"});
   for (const Case& c : cases) {
     std::vector<std::string> argv = {DtrunBinary()};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
