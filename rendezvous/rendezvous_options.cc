@@ -1,0 +1,45 @@
+#include "rendezvous/rendezvous_options.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace dtrun::rdzv {
+
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& o) {
+  const std::map<std::string, Duration*> durations = {
+      {"join_timeout", &o.join_timeout},         {"last_call_timeout", &o.last_call_timeout},
+      {"close_timeout", &o.close_timeout},       {"keep_alive_interval", &o.keep_alive_interval},
+      {"heartbeat_timeout", &o.heartbeat_timeout}, {"read_timeout", &o.read_timeout},
+      {"exit_barrier_timeout", &o.exit_barrier_timeout},
+  };
+  for (const auto& [key, value] : conf) {
+    if (key == "is_host" || key == "timeout") continue;  // used by the launcher / torchrun alias
+    if (key == "keep_alive_max_attempt") {
+      if (!absl::SimpleAtoi(value, &o.keep_alive_max_attempt) || o.keep_alive_max_attempt < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv-conf keep_alive_max_attempt=", value, ": expected an integer >= 1"));
+      }
+      continue;
+    }
+    auto it = durations.find(key);
+    if (it == durations.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-conf: unknown key '", key, "'; known: join_timeout, last_call_timeout, "
+          "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
+          "read_timeout, exit_barrier_timeout, is_host"));
+    }
+    double seconds = 0;
+    if (!absl::SimpleAtod(value, &seconds) || seconds < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv-conf ", key, "=", value, ": expected seconds >= 0"));
+    }
+    *it->second = Duration(static_cast<int64_t>(seconds * 1000));
+  }
+  if (conf.count("timeout") && !conf.count("join_timeout")) {
+    double seconds = 0;
+    if (absl::SimpleAtod(conf.at("timeout"), &seconds)) o.join_timeout = Duration(static_cast<int64_t>(seconds * 1000));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dtrun::rdzv

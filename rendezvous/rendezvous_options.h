@@ -1,0 +1,38 @@
+// Rendezvous settings: torchrun's --rdzv-conf keys with torchrun's defaults, plus dtrun's own.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace dtrun::rdzv {
+
+using Duration = std::chrono::milliseconds;
+
+struct RendezvousOptions {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  bool static_ranks = true;  // --node-rank given (static backend); else the service assigns ranks
+  int max_restarts = 0;      // job-wide, counted once per worker failure
+  std::string run_id = "none";
+  std::string token;         // agents must present it; empty = no check
+
+  Duration join_timeout{600000};       // a round must form within this (and a lost static node return)
+  Duration last_call_timeout{30000};   // elastic: extra wait for more nodes once min is reached
+  Duration close_timeout{30000};       // accepted for compatibility
+  Duration keep_alive_interval{5000};  // agents send a keep-alive this often
+  int keep_alive_max_attempt = 3;      // a node is lost after interval × attempts without one
+  Duration heartbeat_timeout{30000};   // accepted for compatibility
+  Duration read_timeout{60000};        // accepted for compatibility
+  Duration exit_barrier_timeout{300000};  // how long finished nodes wait for the others
+
+  Duration lease() const { return keep_alive_interval * keep_alive_max_attempt; }
+};
+
+// Applies --rdzv-conf keys (seconds, as torchrun takes them; fractions allowed). Unknown keys and
+// bad values are InvalidArgument naming the key. `is_host` is read by the launcher, not here.
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& options);
+
+}  // namespace dtrun::rdzv

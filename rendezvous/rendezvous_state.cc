@@ -1,0 +1,269 @@
+#include "rendezvous/rendezvous_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtrun::rdzv {
+
+std::string PhaseName(JobPhase phase) {
+  switch (phase) {
+    case JobPhase::kForming: return "FORMING";
+    case JobPhase::kRunning: return "RUNNING";
+    case JobPhase::kSucceeded: return "SUCCEEDED";
+    case JobPhase::kFailed: return "FAILED";
+    case JobPhase::kKilled: return "KILLED";
+  }
+  return "?";
+}
+
+RendezvousState::RendezvousState(RendezvousOptions options, TimePoint now)
+    : options_(std::move(options)), forming_since_(now) {}
+
+bool RendezvousState::Terminal() const {
+  return phase_ == JobPhase::kSucceeded || phase_ == JobPhase::kFailed || phase_ == JobPhase::kKilled;
+}
+
+absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoint now) {
+  if (Terminal()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the job is already over (", PhaseName(phase_), "); start a new run id"));
+  }
+  if (options_.static_ranks) {
+    if (node.requested_rank < 0 || node.requested_rank >= options_.max_nodes) {
+      return absl::InvalidArgumentError(absl::StrCat("--node-rank ", node.requested_rank,
+                                                     " is out of range; use 0..", options_.max_nodes - 1));
+    }
+    for (const auto& [id, n] : nodes_) {
+      if (n.info.requested_rank == node.requested_rank) {
+        return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank,
+                                                     " has already joined from ", n.info.host,
+                                                     "; give every node its own --node-rank"));
+      }
+    }
+  }
+  std::string id = absl::StrCat("node", next_seq_, "-", node.host);
+  Node& n = nodes_[id];
+  n.info = node;
+  n.join_seq = next_seq_++;
+  n.lease_expiry = now + options_.lease();
+  Changed();
+  if (phase_ == JobPhase::kRunning) {
+    bool room = !options_.static_ranks && static_cast<int>(members_.size()) < options_.max_nodes;
+    if (room) {
+      EndRound(absl::StrCat("node ", node.host, " joined; re-forming with it"), now);
+    } else {
+      n.role = NodeRole::kSpare;
+    }
+  } else {
+    MaybeFormRound(now, /*reforming=*/false);
+  }
+  return id;
+}
+
+absl::Status RendezvousState::KeepAlive(const std::string& node_id, TimePoint now) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat(node_id, " is not in the job (declared lost); join again"));
+  }
+  it->second.lease_expiry = now + options_.lease();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() && !Terminal()) {
+    return absl::NotFoundError(absl::StrCat(node_id, " is not in the job (declared lost); join again"));
+  }
+  NodeView v;
+  v.version = version_;
+  v.phase = phase_;
+  v.round = round_;
+  v.role = it == nodes_.end() ? NodeRole::kWaiting : it->second.role;
+  auto a = assignments_.find(node_id);
+  if (phase_ == JobPhase::kRunning && a != assignments_.end()) v.assignment = a->second;
+  v.reason = reason_;
+  v.failures = failures_;
+  v.exit_code = exit_code_;
+  return v;
+}
+
+absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t round,
+                                            const FailureInfo& failure, TimePoint now) {
+  if (phase_ != JobPhase::kRunning || round != round_ || !assignments_.count(node_id)) {
+    return absl::AbortedError(absl::StrCat("round ", round, " is no longer running (current round ",
+                                           round_, ", ", PhaseName(phase_), ")"));
+  }
+  ++restarts_used_;
+  std::string what = absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host, " failed (",
+                                  failure.signal ? absl::StrCat("signal ", failure.signal)
+                                                 : absl::StrCat("exit code ", failure.exit_code), ")");
+  if (restarts_used_ > options_.max_restarts) {
+    int code = failure.signal ? 128 + failure.signal : failure.exit_code;
+    Fail(absl::StrCat(what, "; no restarts left (--max-restarts ", options_.max_restarts, ")"),
+         {failure}, code);
+    return absl::OkStatus();
+  }
+  EndRound(absl::StrCat(what, "; restart ", restarts_used_, "/", options_.max_restarts), now);
+  return absl::OkStatus();
+}
+
+absl::Status RendezvousState::ReportSuccess(const std::string& node_id, int64_t round, TimePoint now) {
+  if (phase_ != JobPhase::kRunning || round != round_ || !assignments_.count(node_id)) {
+    return absl::AbortedError(absl::StrCat("round ", round, " is no longer running (current round ",
+                                           round_, ", ", PhaseName(phase_), ")"));
+  }
+  succeeded_[node_id] = true;
+  if (std::all_of(members_.begin(), members_.end(), [&](const std::string& m) { return succeeded_[m]; })) {
+    phase_ = JobPhase::kSucceeded;
+    reason_ = "every worker on every node exited 0";
+  }
+  Changed();
+  return absl::OkStatus();
+}
+
+absl::Status RendezvousState::Leave(const std::string& node_id, TimePoint now) {
+  if (!nodes_.count(node_id)) return absl::OkStatus();
+  DropNode(node_id, "left the job", now);
+  return absl::OkStatus();
+}
+
+void RendezvousState::Kill(const std::string& reason) {
+  if (Terminal()) return;
+  phase_ = JobPhase::kKilled;
+  reason_ = reason;
+  Changed();
+}
+
+void RendezvousState::Tick(TimePoint now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, n] : nodes_) {
+    if (n.lease_expiry <= now) expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    DropNode(id, absl::StrCat("lost: no keep-alive for ", options_.lease().count(), " ms"), now);
+  }
+  if (phase_ != JobPhase::kForming) return;
+  if (now >= forming_since_ + options_.join_timeout) {
+    Fail(absl::StrCat("the rendezvous did not complete within join_timeout (",
+                      options_.join_timeout.count() / 1000.0, " s): ", nodes_.size(), " of ",
+                      options_.static_ranks ? options_.max_nodes : options_.min_nodes,
+                      " nodes present. ", reason_),
+         {}, 1);
+    return;
+  }
+  MaybeFormRound(now, /*reforming=*/round_ >= 0);
+}
+
+std::optional<TimePoint> RendezvousState::NextDeadline() const {
+  if (Terminal()) return std::nullopt;
+  std::optional<TimePoint> next;
+  auto consider = [&](TimePoint t) {
+    if (!next || t < *next) next = t;
+  };
+  for (const auto& [id, n] : nodes_) consider(n.lease_expiry);
+  if (phase_ == JobPhase::kForming) {
+    consider(forming_since_ + options_.join_timeout);
+    if (min_reached_at_) consider(*min_reached_at_ + options_.last_call_timeout);
+  }
+  return next;
+}
+
+std::vector<std::string> RendezvousState::LiveCandidates() const {
+  std::vector<std::pair<uint64_t, std::string>> order;
+  for (const auto& [id, n] : nodes_) order.emplace_back(n.join_seq, id);
+  std::sort(order.begin(), order.end());
+  std::vector<std::string> ids;
+  for (auto& [seq, id] : order) ids.push_back(id);
+  return ids;
+}
+
+void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
+  if (phase_ != JobPhase::kForming) return;
+  std::vector<std::string> candidates = LiveCandidates();
+  const int n = static_cast<int>(candidates.size());
+  if (options_.static_ranks) {
+    if (n < options_.max_nodes) return;
+    std::sort(candidates.begin(), candidates.end(), [&](const std::string& a, const std::string& b) {
+      return nodes_.at(a).info.requested_rank < nodes_.at(b).info.requested_rank;
+    });
+    FormRound(candidates);
+    return;
+  }
+  if (n < options_.min_nodes) {
+    min_reached_at_.reset();
+    return;
+  }
+  if (n >= options_.max_nodes || reforming) {
+    candidates.resize(std::min(n, options_.max_nodes));
+    FormRound(candidates);
+    return;
+  }
+  if (!min_reached_at_) min_reached_at_ = now;
+  if (now >= *min_reached_at_ + options_.last_call_timeout) FormRound(candidates);
+}
+
+void RendezvousState::FormRound(std::vector<std::string> members) {
+  ++round_;
+  members_ = std::move(members);
+  assignments_.clear();
+  succeeded_.clear();
+  min_reached_at_.reset();
+  int world = 0;
+  for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
+  const NodeInfo& master = nodes_.at(members_[0]).info;
+  int offset = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    Node& node = nodes_.at(members_[i]);
+    node.role = NodeRole::kMember;
+    assignments_[members_[i]] = Assignment{round_, static_cast<int>(i), static_cast<int>(members_.size()),
+                                           offset, world, master.store_addr, master.store_port};
+    offset += node.info.nproc;
+  }
+  for (auto& [id, n] : nodes_) {
+    if (!assignments_.count(id)) n.role = NodeRole::kSpare;
+  }
+  phase_ = JobPhase::kRunning;
+  Changed();
+}
+
+void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
+  phase_ = JobPhase::kForming;
+  reason_ = reason;
+  forming_since_ = now;
+  members_.clear();
+  assignments_.clear();
+  for (auto& [id, n] : nodes_) n.role = NodeRole::kWaiting;
+  Changed();
+  MaybeFormRound(now, /*reforming=*/true);
+}
+
+void RendezvousState::Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code) {
+  phase_ = JobPhase::kFailed;
+  reason_ = reason;
+  failures_ = std::move(failures);
+  exit_code_ = exit_code;
+  Changed();
+}
+
+void RendezvousState::DropNode(const std::string& node_id, const std::string& why, TimePoint now) {
+  const Node node = nodes_.at(node_id);
+  nodes_.erase(node_id);
+  Changed();
+  bool member = assignments_.count(node_id) > 0;
+  bool finished = member && succeeded_[node_id];
+  if (phase_ == JobPhase::kRunning && member && !finished) {
+    EndRound(absl::StrCat("node ", node.info.host, " ", why), now);
+  }
+}
+
+JobSummary RendezvousState::Summary() const {
+  JobSummary s;
+  s.phase = phase_;
+  s.round = round_;
+  s.restarts_used = restarts_used_;
+  for (const auto& [id, n] : nodes_) s.nodes.emplace_back(id, n.info);
+  return s;
+}
+
+}  // namespace dtrun::rdzv

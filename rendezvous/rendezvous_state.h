@@ -1,0 +1,147 @@
+// The rendezvous state machine: which nodes are in the job, which round is running, who has which
+// ranks, when a round ends and whether the job is over. Plain C++: no sockets, no threads, no
+// clock of its own — every call takes `now`, so tests drive time. The gRPC service only adapts.
+//
+// Job phases (a round is one attempt of the whole job; its number is the workers' restart count
+// and store prefix, identical on every node):
+//   FORMING --enough nodes (static: every rank; elastic: MAX, or MIN + last call)--> RUNNING
+//   RUNNING --worker failure, budget left | node lost | elastic node joins with room--> FORMING
+//   RUNNING --worker failure, budget spent--> FAILED
+//   RUNNING --every member reported success--> SUCCEEDED
+//   FORMING --join_timeout--> FAILED
+//   any     --Kill--> KILLED
+// Every change bumps `version`; agents long-poll for a version newer than the one they hold.
+// Not thread-safe: the service serialises calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rendezvous/rendezvous_options.h"
+
+namespace dtrun::rdzv {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+struct NodeInfo {
+  std::string host;         // for messages
+  int nproc = 1;            // workers on this node (may differ between nodes)
+  std::string store_addr;   // where this node's agent serves the workers' TCPStore
+  int store_port = 0;
+  int requested_rank = -1;  // static mode: --node-rank; elastic: -1
+};
+
+struct Assignment {
+  int64_t round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int rank_offset = 0;  // global rank of this node's local rank 0
+  int world_size = 1;
+  std::string master_addr;  // the workers' store: the agent of group rank 0
+  int master_port = 0;
+};
+
+struct FailureInfo {
+  std::string host;
+  int global_rank = 0;
+  int local_rank = 0;
+  int exit_code = 0;
+  int signal = 0;
+  int64_t pid = 0;
+  int64_t time_unix_ms = 0;
+  std::string error_file;
+  std::string message;
+  std::string traceback;
+};
+
+enum class JobPhase { kForming, kRunning, kSucceeded, kFailed, kKilled };
+enum class NodeRole { kWaiting, kMember, kSpare };
+
+struct NodeView {
+  uint64_t version = 0;
+  JobPhase phase = JobPhase::kForming;
+  int64_t round = -1;
+  NodeRole role = NodeRole::kWaiting;
+  std::optional<Assignment> assignment;  // set while RUNNING for members
+  std::string reason;                    // why the last round or the job ended
+  std::vector<FailureInfo> failures;     // FAILED: the root cause first
+  int exit_code = 0;                     // FAILED: the root cause's code (128 + signal if killed)
+};
+
+struct JobSummary {
+  JobPhase phase = JobPhase::kForming;
+  int64_t round = -1;
+  int restarts_used = 0;
+  std::vector<std::pair<std::string, NodeInfo>> nodes;  // id, info
+};
+
+std::string PhaseName(JobPhase phase);
+
+class RendezvousState {
+ public:
+  RendezvousState(RendezvousOptions options, TimePoint now);
+
+  // Adds a node. Returns its id. Errors: InvalidArgument (rank out of range), AlreadyExists
+  // (static rank held by a live node), FailedPrecondition (the job is over).
+  absl::StatusOr<std::string> Join(const NodeInfo& node, TimePoint now);
+  // Renews the node's lease. NotFound if the node was declared lost (it must join again).
+  absl::Status KeepAlive(const std::string& node_id, TimePoint now);
+  // NotFound for unknown or lost nodes.
+  absl::StatusOr<NodeView> View(const std::string& node_id) const;
+  // A worker failed in `round`. Aborted if `round` is not the running round.
+  absl::Status ReportFailure(const std::string& node_id, int64_t round, const FailureInfo& failure,
+                             TimePoint now);
+  // All of the node's workers exited 0 in `round`. Aborted for a stale round.
+  absl::Status ReportSuccess(const std::string& node_id, int64_t round, TimePoint now);
+  // The node's agent is going away. A member that has not succeeded ends the round.
+  absl::Status Leave(const std::string& node_id, TimePoint now);
+  void Kill(const std::string& reason);
+
+  // Applies every timeout due at `now`: lost leases, last call, join timeout.
+  void Tick(TimePoint now);
+  // When Tick must run next (nullopt: nothing pending).
+  std::optional<TimePoint> NextDeadline() const;
+
+  uint64_t version() const { return version_; }
+  JobSummary Summary() const;
+
+ private:
+  struct Node {
+    NodeInfo info;
+    NodeRole role = NodeRole::kWaiting;
+    TimePoint lease_expiry;
+    uint64_t join_seq = 0;
+  };
+
+  void Changed() { ++version_; }
+  void MaybeFormRound(TimePoint now, bool reforming);
+  void FormRound(std::vector<std::string> members);
+  void EndRound(const std::string& reason, TimePoint now);
+  void Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code);
+  void DropNode(const std::string& node_id, const std::string& why, TimePoint now);
+  bool Terminal() const;
+  std::vector<std::string> LiveCandidates() const;  // by join order
+
+  RendezvousOptions options_;
+  std::map<std::string, Node> nodes_;
+  uint64_t next_seq_ = 0;
+  uint64_t version_ = 1;
+  JobPhase phase_ = JobPhase::kForming;
+  int64_t round_ = -1;
+  int restarts_used_ = 0;
+  std::vector<std::string> members_;            // current round, by group rank
+  std::map<std::string, Assignment> assignments_;
+  std::map<std::string, bool> succeeded_;       // member → reported success this round
+  TimePoint forming_since_;
+  std::optional<TimePoint> min_reached_at_;     // elastic last call
+  std::string reason_;
+  std::vector<FailureInfo> failures_;
+  int exit_code_ = 0;
+};
+
+}  // namespace dtrun::rdzv

@@ -1,0 +1,231 @@
+#include "rendezvous/rendezvous_state.h"
+
+#include "gtest/gtest.h"
+
+namespace dtrun::rdzv {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class RendezvousStateTest : public ::testing::Test {
+ protected:
+  TimePoint now_ = TimePoint() + seconds(1000);
+
+  static RendezvousOptions Static(int n, int max_restarts = 0) {
+    RendezvousOptions o;
+    o.min_nodes = o.max_nodes = n;
+    o.static_ranks = true;
+    o.max_restarts = max_restarts;
+    return o;
+  }
+  static RendezvousOptions Elastic(int lo, int hi) {
+    RendezvousOptions o;
+    o.min_nodes = lo;
+    o.max_nodes = hi;
+    o.static_ranks = false;
+    o.last_call_timeout = seconds(2);
+    return o;
+  }
+  static NodeInfo Node(const std::string& host, int rank = -1, int nproc = 2) {
+    return NodeInfo{host, nproc, host + "-addr", 1000 + std::max(rank, 0), rank};
+  }
+  std::string MustJoin(RendezvousState& s, const NodeInfo& n) {
+    auto id = s.Join(n, now_);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or("");
+  }
+  void Advance(RendezvousState& s, milliseconds d) {
+    now_ += d;
+    s.Tick(now_);
+  }
+};
+
+TEST_F(RendezvousStateTest, StaticRoundFormsWhenEveryRankHasJoined) {
+  RendezvousState s(Static(2), now_);
+  std::string b = MustJoin(s, Node("b", 1, 3));
+  EXPECT_EQ(s.View(b)->phase, JobPhase::kForming);
+  std::string a = MustJoin(s, Node("a", 0, 2));
+  NodeView va = *s.View(a), vb = *s.View(b);
+  ASSERT_EQ(va.phase, JobPhase::kRunning);
+  EXPECT_EQ(va.round, 0);
+  EXPECT_EQ(va.assignment->group_rank, 0);
+  EXPECT_EQ(vb.assignment->group_rank, 1);
+  EXPECT_EQ(vb.assignment->rank_offset, 2);  // contiguous global ranks with uneven nproc
+  EXPECT_EQ(vb.assignment->world_size, 5);
+  EXPECT_EQ(vb.assignment->master_addr, "a-addr");  // store of group rank 0
+  EXPECT_EQ(vb.assignment->master_port, 1000);
+}
+
+TEST_F(RendezvousStateTest, RejectsDuplicateAndOutOfRangeStaticRanks) {
+  RendezvousState s(Static(2), now_);
+  MustJoin(s, Node("a", 0));
+  EXPECT_EQ(s.Join(Node("a2", 0), now_).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(s.Join(Node("c", 2), now_).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.View(MustJoin(s, Node("b", 1)))->phase, JobPhase::kRunning);  // the job is undisturbed
+}
+
+TEST_F(RendezvousStateTest, EveryChangeBumpsTheVersion) {
+  RendezvousState s(Static(2), now_);
+  uint64_t v0 = s.version();
+  std::string a = MustJoin(s, Node("a", 0));
+  EXPECT_GT(s.version(), v0);
+  uint64_t v1 = s.version();
+  EXPECT_TRUE(s.KeepAlive(a, now_).ok());
+  EXPECT_EQ(s.version(), v1);  // keep-alives change nothing observable
+}
+
+TEST_F(RendezvousStateTest, FailureWithBudgetStartsTheNextRoundForEveryone) {
+  RendezvousState s(Static(2, /*max_restarts=*/1), now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  FailureInfo f;
+  f.host = "b";
+  f.global_rank = 3;
+  f.exit_code = 7;
+  ASSERT_TRUE(s.ReportFailure(b, 0, f, now_).ok());
+  NodeView v = *s.View(a);
+  EXPECT_EQ(v.phase, JobPhase::kRunning);
+  EXPECT_EQ(v.round, 1);
+  EXPECT_NE(v.reason.find("worker rank 3 on b failed (exit code 7)"), std::string::npos) << v.reason;
+}
+
+TEST_F(RendezvousStateTest, RejectsReportsFromAStaleRound) {
+  RendezvousState s(Static(2, 5), now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  ASSERT_TRUE(s.ReportFailure(b, 0, FailureInfo{}, now_).ok());
+  EXPECT_EQ(s.ReportFailure(a, 0, FailureInfo{}, now_).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.ReportSuccess(a, 0, now_).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.Summary().restarts_used, 1);  // counted once per job, not per node
+}
+
+TEST_F(RendezvousStateTest, SpentBudgetFailsTheJobWithTheRootCause) {
+  RendezvousState s(Static(2, 0), now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  FailureInfo f;
+  f.host = "b";
+  f.signal = 9;
+  ASSERT_TRUE(s.ReportFailure(b, 0, f, now_).ok());
+  NodeView v = *s.View(a);
+  EXPECT_EQ(v.phase, JobPhase::kFailed);
+  EXPECT_EQ(v.exit_code, 137);
+  ASSERT_EQ(v.failures.size(), 1u);
+  EXPECT_EQ(v.failures[0].host, "b");
+  EXPECT_EQ(s.Join(Node("late", 0), now_).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RendezvousStateTest, SucceedsWhenEveryMemberReportsSuccess) {
+  RendezvousState s(Static(2), now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  ASSERT_TRUE(s.ReportSuccess(a, 0, now_).ok());
+  EXPECT_EQ(s.View(a)->phase, JobPhase::kRunning);
+  ASSERT_TRUE(s.Leave(a, now_).ok());  // a finished node leaving does not end the round
+  EXPECT_EQ(s.View(b)->phase, JobPhase::kRunning);
+  ASSERT_TRUE(s.ReportSuccess(b, 0, now_).ok());
+  EXPECT_EQ(s.View(b)->phase, JobPhase::kSucceeded);
+}
+
+TEST_F(RendezvousStateTest, LostStaticNodeEndsTheRoundAndIsAwaitedUntilJoinTimeout) {
+  RendezvousOptions o = Static(2);
+  o.keep_alive_interval = seconds(1);
+  o.keep_alive_max_attempt = 3;
+  o.join_timeout = seconds(10);
+  RendezvousState s(o, now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  for (int i = 0; i < 2; ++i) {
+    Advance(s, milliseconds(1500));
+    ASSERT_TRUE(s.KeepAlive(a, now_).ok());
+  }
+  Advance(s, milliseconds(100));  // b's lease (3 s) has expired
+  NodeView v = *s.View(a);
+  EXPECT_EQ(v.phase, JobPhase::kForming);
+  EXPECT_NE(v.reason.find("node b lost"), std::string::npos) << v.reason;
+  EXPECT_EQ(s.KeepAlive(b, now_).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(s.NextDeadline().has_value());
+  // b comes back: a new round forms with it.
+  std::string b2 = MustJoin(s, Node("b", 1));
+  EXPECT_EQ(s.View(b2)->round, 1);
+}
+
+TEST_F(RendezvousStateTest, StaticNodeThatNeverReturnsFailsTheJobAtJoinTimeout) {
+  RendezvousOptions o = Static(2);
+  o.join_timeout = seconds(5);
+  RendezvousState s(o, now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  ASSERT_TRUE(s.Leave(b, now_).ok());
+  for (int i = 0; i < 6; ++i) {
+    Advance(s, seconds(1));
+    s.KeepAlive(a, now_);
+  }
+  NodeView v = *s.View(a);
+  EXPECT_EQ(v.phase, JobPhase::kFailed);
+  EXPECT_NE(v.reason.find("join_timeout"), std::string::npos) << v.reason;
+}
+
+TEST_F(RendezvousStateTest, ElasticFormsAtMaxAtOnce) {
+  RendezvousState s(Elastic(1, 2), now_);
+  std::string a = MustJoin(s, Node("a"));
+  EXPECT_EQ(s.View(a)->phase, JobPhase::kForming);
+  std::string b = MustJoin(s, Node("b"));
+  EXPECT_EQ(s.View(b)->phase, JobPhase::kRunning);
+  EXPECT_EQ(s.View(b)->assignment->group_rank, 1);  // ranks by join order
+}
+
+TEST_F(RendezvousStateTest, ElasticFormsAtMinAfterLastCall) {
+  RendezvousState s(Elastic(2, 4), now_);
+  std::string a = MustJoin(s, Node("a"));
+  MustJoin(s, Node("b"));
+  EXPECT_EQ(s.View(a)->phase, JobPhase::kForming);
+  ASSERT_TRUE(s.NextDeadline().has_value());
+  Advance(s, milliseconds(1999));
+  EXPECT_EQ(s.View(a)->phase, JobPhase::kForming);
+  Advance(s, milliseconds(1));
+  EXPECT_EQ(s.View(a)->phase, JobPhase::kRunning);
+  EXPECT_EQ(s.View(a)->assignment->group_world_size, 2);
+}
+
+TEST_F(RendezvousStateTest, ElasticLateJoinerWithRoomTriggersANewRound) {
+  RendezvousState s(Elastic(1, 3), now_);
+  std::string a = MustJoin(s, Node("a"));
+  Advance(s, seconds(2));
+  ASSERT_EQ(s.View(a)->round, 0);
+  std::string b = MustJoin(s, Node("b"));
+  NodeView v = *s.View(b);
+  EXPECT_EQ(v.round, 1);
+  EXPECT_EQ(v.assignment->group_world_size, 2);
+  EXPECT_EQ(s.Summary().restarts_used, 0);  // membership changes do not spend the budget
+}
+
+TEST_F(RendezvousStateTest, ElasticSpareWaitsAndIsPromotedWhenAMemberIsLost) {
+  RendezvousState s(Elastic(2, 2), now_);
+  std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
+  std::string c = MustJoin(s, Node("c"));
+  EXPECT_EQ(s.View(c)->role, NodeRole::kSpare);
+  EXPECT_FALSE(s.View(c)->assignment.has_value());
+  EXPECT_EQ(s.View(a)->round, 0);  // a spare does not disturb the running round
+  ASSERT_TRUE(s.Leave(b, now_).ok());
+  NodeView v = *s.View(c);
+  EXPECT_EQ(v.round, 1);
+  ASSERT_TRUE(v.assignment.has_value());
+  EXPECT_EQ(v.assignment->group_rank, 1);
+  EXPECT_EQ(s.View(a)->assignment->group_rank, 0);
+}
+
+TEST_F(RendezvousStateTest, ElasticContinuesWithFewerNodesWhileAtLeastMin) {
+  RendezvousState s(Elastic(1, 2), now_);
+  std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
+  ASSERT_TRUE(s.Leave(b, now_).ok());
+  NodeView v = *s.View(a);
+  EXPECT_EQ(v.phase, JobPhase::kRunning);
+  EXPECT_EQ(v.assignment->world_size, 2);  // one node × 2 procs
+}
+
+TEST_F(RendezvousStateTest, KillEndsTheJobForEveryone) {
+  RendezvousState s(Static(1), now_);
+  std::string a = MustJoin(s, Node("a", 0));
+  s.Kill("dtrun kill");
+  EXPECT_EQ(s.View(a)->phase, JobPhase::kKilled);
+  EXPECT_FALSE(s.NextDeadline().has_value());
+}
+
+}  // namespace
+}  // namespace dtrun::rdzv
