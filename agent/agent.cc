@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "agent/tcp_store_server.h"
 #include "base/env_names.h"
 #include "base/process_table.h"
 #include "base/signal_names.h"
@@ -16,6 +15,8 @@
 
 namespace dtrun {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 sigset_t AgentSignalSet(const std::vector<int>& signals) {
   sigset_t set;
@@ -25,10 +26,51 @@ sigset_t AgentSignalSet(const std::vector<int>& signals) {
   return set;
 }
 
-std::string HostName() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
+void Watch(int epoll, int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
+}
+
+std::vector<rdzv::FailureInfo> ToWire(const std::vector<WorkerFailure>& failures) {
+  std::vector<rdzv::FailureInfo> out;
+  size_t root = RootCauseIndex(failures);
+  for (size_t k = 0; k < failures.size(); ++k) {
+    const WorkerFailure& f = failures[k == 0 ? root : (k == root ? 0 : k)];  // root cause first
+    rdzv::FailureInfo w;
+    w.host = f.host;
+    w.global_rank = f.global_rank;
+    w.local_rank = f.local_rank;
+    w.exit_code = f.exit_code;
+    w.signal = f.signal;
+    w.pid = f.pid;
+    w.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(f.time.time_since_epoch()).count();
+    w.error_file = f.error_file;
+    w.message = f.message;
+    w.traceback = f.traceback;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::vector<WorkerFailure> FromWire(const std::vector<rdzv::FailureInfo>& failures) {
+  std::vector<WorkerFailure> out;
+  for (const rdzv::FailureInfo& w : failures) {
+    WorkerFailure f;
+    f.host = w.host;
+    f.global_rank = w.global_rank;
+    f.local_rank = w.local_rank;
+    f.exit_code = w.exit_code;
+    f.signal = w.signal;
+    f.pid = static_cast<pid_t>(w.pid);
+    f.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(w.time_unix_ms));
+    f.error_file = w.error_file;
+    f.message = w.message;
+    f.traceback = w.traceback;
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 }  // namespace
@@ -38,145 +80,224 @@ void BlockAgentSignals(const std::vector<int>& signals) {
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
-Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env)
-    : options_(std::move(options)), paths_(std::move(paths)), base_env_(std::move(base_env)) {}
+Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
+             std::unique_ptr<TcpStoreServer> store, std::unique_ptr<rdzv::RoundSource> rounds)
+    : options_(std::move(options)), paths_(std::move(paths)), base_env_(std::move(base_env)),
+      store_(std::move(store)), rounds_(std::move(rounds)) {}
 
 Agent::~Agent() = default;
 
 int Agent::Run() {
-  const std::string bind =
-      options_.store_bind_addr.empty() ? options_.master_addr : options_.store_bind_addr;
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
-      TcpStoreServer::Start(bind, static_cast<uint16_t>(options_.master_port));
-  if (!store.ok()) {
-    spdlog::error("{}", std::string(store.status().message()));
-    return 1;
-  }
-  store_ = std::move(*store);
   sigset_t set = AgentSignalSet(options_.signals_to_handle);
   signal_fd_ = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = signal_fd_.get();
-  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, signal_fd_.get(), &ev);
+  Watch(epoll_fd_.get(), signal_fd_.get());
+  Watch(epoll_fd_.get(), rounds_->event_fd());
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  for (int attempt = 0;; ++attempt) {
-    absl::StatusOr<std::unique_ptr<WorkerGroup>> group =
-        WorkerGroup::Start(options_, base_env_, paths_, attempt, store_->port());
-    if (!group.ok()) {
-      spdlog::error("{}", std::string(group.status().message()));
-      KillStrays();
-      return 1;
-    }
-    WatchOutputs(**group);
-    Outcome outcome = RunAttempt(**group);
-    (*group)->DrainAndCloseOutputs();
-    KillStrays();
-    if (outcome == Outcome::kFailed && attempt < options_.max_restarts && stop_signal_ == 0) {
-      const WorkerFailure& f = (*group)->failures()[RootCauseIndex((*group)->failures())];
-      spdlog::warn("worker rank {} (local {}) failed with {}; restarting the worker group ({}/{})",
-                   f.global_rank, f.local_rank,
-                   f.signal ? SignalName(f.signal) : absl::StrCat("exit code ", f.exit_code),
-                   attempt + 1, options_.max_restarts);
-      continue;
-    }
-    return Finish(outcome, **group);
-  }
-}
-
-void Agent::WatchOutputs(WorkerGroup& group) {
-  for (WorkerGroup::Worker& w : group.workers()) {
-    for (UniqueFd* fd : {&w.process.stdout_fd(), &w.process.stderr_fd()}) {
-      if (!fd->valid()) continue;
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.fd = fd->get();
-      ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd->get(), &ev);
-    }
-  }
-}
-
-Agent::Outcome Agent::RunAttempt(WorkerGroup& group) {
-  stopping_ = stop_signal_ != 0;
-  killed_ = false;
-  if (stopping_) group.SignalAll(stop_signal_);  // interrupted between attempts
-  kill_deadline_ = std::chrono::steady_clock::now() + options_.shutdown_timeout;
   epoll_event events[32];
-  for (;;) {
-    if (group.all_exited()) {
-      if (stop_signal_ != 0) return Outcome::kInterrupted;
-      return group.failures().empty() ? Outcome::kSucceeded : Outcome::kFailed;
-    }
-    if (!stopping_ && !group.failures().empty()) {
-      stopping_ = true;
-      group.SignalAll(SIGTERM);
-      kill_deadline_ = std::chrono::steady_clock::now() + options_.shutdown_timeout;
-    }
-    int timeout_ms = -1;
-    if (stopping_ && !killed_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          kill_deadline_ - std::chrono::steady_clock::now());
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
-    }
-    int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms);
-    if (stopping_ && !killed_ && std::chrono::steady_clock::now() >= kill_deadline_) {
-      spdlog::warn("workers did not stop within {} ms; sending SIGKILL", options_.shutdown_timeout.count());
-      group.SignalAll(SIGKILL);
-      killed_ = true;
-    }
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == signal_fd_.get()) {
-        signalfd_siginfo info;
-        while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
-          if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
-            ReapChildren(group);
-          } else {
-            OnSignal(static_cast<int>(info.ssi_signo), group);
-          }
+  while (!exit_code_) {
+    int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms());
+    HandleEvents(events, std::max(n, 0));
+    Step();
+  }
+  return *exit_code_;
+}
+
+int Agent::timeout_ms() const {
+  std::optional<Clock::time_point> next;
+  if (stopping_ && !killed_) next = kill_deadline_;
+  if (barrier_deadline_ && (!next || *barrier_deadline_ < *next)) next = barrier_deadline_;
+  if (!next) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+void Agent::HandleEvents(const epoll_event* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    int fd = events[i].data.fd;
+    if (fd == signal_fd_.get()) {
+      signalfd_siginfo info;
+      while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
+        if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
+          ReapChildren();
+        } else {
+          OnSignal(static_cast<int>(info.ssi_signo));
         }
-        continue;
       }
-      for (WorkerGroup::Worker& w : group.workers()) {
-        UniqueFd* pipe = w.process.stdout_fd().get() == fd   ? &w.process.stdout_fd()
-                         : w.process.stderr_fd().get() == fd ? &w.process.stderr_fd()
-                                                             : nullptr;
-        if (pipe == nullptr) continue;
-        OutputRelay& relay = pipe == &w.process.stdout_fd() ? *w.out : *w.err;
-        if (!relay.DrainFrom(fd)) {
-          relay.Flush();
-          pipe->Reset();  // closing also removes it from the epoll set
-        }
-        break;
-      }
+    } else if (fd == rounds_->event_fd()) {
+      OnRoundEvent();
+    } else {
+      OnOutput(fd);
     }
+  }
+  if (stopping_ && !killed_ && group_ && Clock::now() >= kill_deadline_) {
+    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", options_.shutdown_timeout.count());
+    group_->SignalAll(SIGKILL);
+    killed_ = true;
   }
 }
 
-void Agent::OnSignal(int signo, WorkerGroup& group) {
-  if (++signals_received_ > 1) {
+void Agent::OnSignal(int signo) {
+  if (++signals_received_ > 1 && group_) {
     spdlog::warn("received {} again; killing workers now", SignalName(signo));
-    group.SignalAll(SIGKILL);
+    group_->SignalAll(SIGKILL);
     killed_ = true;
     return;
   }
+  if (interrupt_signal_ != 0) return;
   spdlog::warn("received {}; forwarding it to the workers (they get SIGKILL after {} ms; send it "
                "again to kill them now)",
                SignalName(signo), options_.shutdown_timeout.count());
-  stop_signal_ = signo;
-  stopping_ = true;
-  group.SignalAll(signo);
-  kill_deadline_ = std::chrono::steady_clock::now() + options_.shutdown_timeout;
+  interrupt_signal_ = signo;
+  if (group_) StopGroup(signo);
 }
 
-void Agent::ReapChildren(WorkerGroup& group) {
+void Agent::OnRoundEvent() {
+  absl::StatusOr<rdzv::NodeView> view = rounds_->Latest();
+  if (!view.ok()) {
+    if (view.status().code() != absl::StatusCode::kUnavailable || source_error_.ok()) {
+      if (view.status().message() != "no view of the job yet") source_error_ = view.status();
+    }
+    return;
+  }
+  if (view_ && view->round != view_->round && view->phase == rdzv::JobPhase::kRunning && !view->reason.empty() &&
+      view->round > 0) {
+    spdlog::warn("round {}: {}", view->round, view->reason);
+  }
+  view_ = *view;
+}
+
+void Agent::ReapChildren() {
   int status = 0;
   pid_t pid;
+  bool ours = false;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    group.OnExit(pid, status);  // other PIDs are adopted descendants: reaped, nothing more
+    // Other PIDs are adopted descendants: reaped, nothing more.
+    if (group_ && group_->OnExit(pid, status)) ours = true;
+  }
+  if (!ours || !group_) return;
+  // The first failure of a round is reported at once: every node restarts within a round trip.
+  if (!reported_ && !group_->failures().empty() && !stopping_) {
+    reported_ = true;
+    std::vector<rdzv::FailureInfo> failures = ToWire(group_->failures());
+    StopGroup(SIGTERM);
+    rounds_->ReportFailure(group_round_, failures);
+  }
+  if (group_->all_exited()) OnGroupExited();
+}
+
+void Agent::OnGroupExited() {
+  group_->DrainAndCloseOutputs();
+  KillStrays();
+  if (!reported_ && !stopping_ && group_->all_succeeded()) {
+    reported_ = true;
+    rounds_->ReportSuccess(group_round_);
+    if (rounds_->exit_barrier_timeout().count() > 0) {
+      barrier_deadline_ = Clock::now() + rounds_->exit_barrier_timeout();
+    }
+  }
+  group_.reset();
+  stopping_ = false;
+  killed_ = false;
+}
+
+void Agent::Step() {
+  if (group_) {
+    // A running group is stopped when the job no longer wants it.
+    bool wanted = interrupt_signal_ == 0 && source_error_.ok() && view_ &&
+                  view_->phase == rdzv::JobPhase::kRunning && view_->assignment &&
+                  view_->assignment->round == group_round_;
+    if (!wanted && !stopping_) StopGroup(interrupt_signal_ ? interrupt_signal_ : SIGTERM);
+    return;  // wait for the group to exit
+  }
+  if (interrupt_signal_ != 0) {
+    rounds_->Leave();
+    spdlog::warn("stopped by {}; all workers have exited", SignalName(interrupt_signal_));
+    return Finish(128 + interrupt_signal_);
+  }
+  if (!source_error_.ok()) {
+    spdlog::error("{}", std::string(source_error_.message()));
+    return Finish(1);
+  }
+  if (!view_) return;
+  const bool over = view_->phase == rdzv::JobPhase::kSucceeded || view_->phase == rdzv::JobPhase::kFailed ||
+                    view_->phase == rdzv::JobPhase::kKilled;
+  if (over) rounds_->Leave();  // lets the service host know this node has seen the end
+  switch (view_->phase) {
+    case rdzv::JobPhase::kSucceeded:
+      return Finish(0);
+    case rdzv::JobPhase::kKilled:
+      spdlog::warn("the job was killed: {}", view_->reason);
+      return Finish(128 + SIGTERM);
+    case rdzv::JobPhase::kFailed: {
+      if (view_->failures.empty()) {
+        spdlog::error("the job failed: {}", view_->reason);
+        return Finish(view_->exit_code ? view_->exit_code : 1);
+      }
+      std::string summary = FormatFailureSummary(options_.program_name, FromWire(view_->failures));
+      WriteAll(STDERR_FILENO, summary.data(), summary.size());
+      return Finish(view_->exit_code);
+    }
+    case rdzv::JobPhase::kRunning:
+      if (view_->assignment && view_->assignment->round != group_round_) return StartRound(*view_->assignment);
+      break;
+    case rdzv::JobPhase::kForming:
+      break;
+  }
+  if (barrier_deadline_ && Clock::now() >= *barrier_deadline_) {
+    spdlog::warn("this node's workers finished but the others did not within the exit barrier; exiting");
+    rounds_->Leave();
+    return Finish(0);
+  }
+}
+
+void Agent::StartRound(const rdzv::Assignment& a) {
+  RoundLayout layout{a.round, a.group_rank, a.group_world_size, a.rank_offset, a.world_size,
+                     a.master_addr, a.master_port};
+  group_round_ = a.round;
+  reported_ = false;
+  barrier_deadline_.reset();
+  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, layout);
+  if (!group.ok()) {
+    spdlog::error("{}", std::string(group.status().message()));
+    KillStrays();
+    rounds_->Leave();
+    return Finish(1);
+  }
+  group_ = std::move(*group);
+  WatchOutputs();
+}
+
+void Agent::StopGroup(int signo) {
+  stopping_ = true;
+  killed_ = false;
+  group_->SignalAll(signo);
+  kill_deadline_ = Clock::now() + options_.shutdown_timeout;
+}
+
+void Agent::WatchOutputs() {
+  for (WorkerGroup::Worker& w : group_->workers()) {
+    for (UniqueFd* fd : {&w.process.stdout_fd(), &w.process.stderr_fd()}) {
+      if (fd->valid()) Watch(epoll_fd_.get(), fd->get());
+    }
+  }
+}
+
+void Agent::OnOutput(int fd) {
+  if (!group_) return;
+  for (WorkerGroup::Worker& w : group_->workers()) {
+    UniqueFd* pipe = w.process.stdout_fd().get() == fd   ? &w.process.stdout_fd()
+                     : w.process.stderr_fd().get() == fd ? &w.process.stderr_fd()
+                                                         : nullptr;
+    if (pipe == nullptr) continue;
+    OutputRelay& relay = pipe == &w.process.stdout_fd() ? *w.out : *w.err;
+    if (!relay.DrainFrom(fd)) {
+      relay.Flush();
+      pipe->Reset();  // closing also removes it from the epoll set
+    }
+    return;
   }
 }
 
@@ -189,23 +310,6 @@ void Agent::KillStrays() {
   }
   while (::waitpid(-1, nullptr, WNOHANG) > 0) {
   }
-}
-
-int Agent::Finish(Outcome outcome, const WorkerGroup& group) {
-  switch (outcome) {
-    case Outcome::kSucceeded:
-      return 0;
-    case Outcome::kInterrupted:
-      spdlog::warn("stopped by {}; all workers have exited", SignalName(stop_signal_));
-      return 128 + stop_signal_;
-    case Outcome::kFailed: {
-      const std::vector<WorkerFailure>& failures = group.failures();
-      std::string summary = FormatFailureSummary(options_.program_name, HostName(), failures);
-      WriteAll(STDERR_FILENO, summary.data(), summary.size());
-      return ExitCodeOf(failures[RootCauseIndex(failures)]);
-    }
-  }
-  return 1;
 }
 
 }  // namespace dtrun

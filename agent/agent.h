@@ -1,59 +1,79 @@
-// The node agent: hosts the workers' TCPStore, runs the worker group, relays its output, restarts
-// it on failure up to --max-restarts, and forwards signals. Event-driven: one epoll loop over a
-// signalfd (SIGCHLD and the handled signals) and the workers' pipes; no polling interval.
+// The node agent: runs this node's workers for each round the rendezvous assigns, relays their
+// output, reports their outcome, and follows the job: a round ended elsewhere stops the workers
+// within one event; a failed job exits with the job-wide root cause. Event-driven: one epoll loop
+// over a signalfd (SIGCHLD and the handled signals), the round source's fd and the workers'
+// pipes; deadlines (grace before SIGKILL, exit barrier) are epoll timeouts. No polling interval.
 //
-// Worker-group states per attempt (torchelastic's names):
-//   HEALTHY --worker exits non-zero--> UNHEALTHY --all stopped--> restart (HEALTHY) or FAILED
-//   HEALTHY --all exit 0--> SUCCEEDED
-//   any     --handled signal--> STOPPED (signal forwarded, grace, SIGKILL)
+// Worker group per round (torchelastic's names):
+//   HEALTHY --a worker fails--> UNHEALTHY (reported; the others are stopped)
+//   HEALTHY --all exit 0--> SUCCEEDED (reported; wait for the job's outcome: the exit barrier)
+//   any     --round ended elsewhere | handled signal | job over--> STOPPED (signal, grace, SIGKILL)
 #pragma once
 
+#include <sys/epoll.h>
+
+#include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/agent_options.h"
+#include "agent/tcp_store_server.h"
 #include "agent/worker_group.h"
 #include "base/unique_fd.h"
+#include "rendezvous/round_source.h"
 
 namespace dtrun {
 
-class TcpStoreServer;
-
 class Agent {
  public:
-  // `paths` must exist or be creatable. The caller blocks SIGCHLD and `signals_to_handle` in
-  // every thread before constructing the agent (see BlockAgentSignals).
-  Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env);
+  // The caller blocks SIGCHLD and `signals_to_handle` in every thread before any thread starts
+  // (see BlockAgentSignals). `store` serves the workers' TCPStore for this node's rounds.
+  Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
+        std::unique_ptr<TcpStoreServer> store, std::unique_ptr<rdzv::RoundSource> rounds);
   ~Agent();
 
-  // Runs the job to the end. Returns dtrun's exit code: 0 on success, the root-cause worker's
-  // code (128 + signal if it was killed) on failure, 128 + signal if dtrun was interrupted, 1 if
-  // the job could not start (the reason is logged).
+  // Runs the job to the end. Returns dtrun's exit code: 0 on success, the job's root-cause code
+  // (128 + signal if it was killed) on failure, 128 + signal if dtrun was interrupted, 1 if this
+  // node could not take part (the reason is logged).
   int Run();
 
  private:
-  enum class Outcome { kSucceeded, kFailed, kInterrupted };
-  Outcome RunAttempt(WorkerGroup& group);
-  void OnSignal(int signo, WorkerGroup& group);
-  void ReapChildren(WorkerGroup& group);
+  void HandleEvents(const ::epoll_event* events, int n);
+  void OnSignal(int signo);
+  void OnRoundEvent();
+  void ReapChildren();
+  void OnGroupExited();
+  void Step();  // decides what to do next from the current facts
+  void StartRound(const rdzv::Assignment& assignment);
+  void StopGroup(int signo);
+  void WatchOutputs();
+  void OnOutput(int fd);
   void KillStrays();
-  void WatchOutputs(WorkerGroup& group);
-  int Finish(Outcome outcome, const WorkerGroup& group);
+  int timeout_ms() const;
+  void Finish(int code) { exit_code_ = code; }
 
   AgentOptions options_;
   AttemptPaths paths_;
   std::map<std::string, std::string> base_env_;
   std::unique_ptr<TcpStoreServer> store_;
+  std::unique_ptr<rdzv::RoundSource> rounds_;
   UniqueFd signal_fd_;
   UniqueFd epoll_fd_;
 
-  // Per-attempt stop state.
-  bool stopping_ = false;
-  int stop_signal_ = 0;        // the handled signal that interrupted us (0: stopping for failure)
-  int signals_received_ = 0;   // a second interrupt escalates to SIGKILL at once
-  bool killed_ = false;
+  std::optional<rdzv::NodeView> view_;   // the job as last seen
+  absl::Status source_error_;            // the round source gave up (master lost, rejected)
+  std::unique_ptr<WorkerGroup> group_;   // this node's workers (null between rounds)
+  int64_t group_round_ = -1;             // the round group_ (or the last group) ran
+  bool reported_ = false;                // group_round_'s outcome was reported
+  bool stopping_ = false;                // a stop signal was sent to group_
+  bool killed_ = false;                  // SIGKILL was sent to group_
   std::chrono::steady_clock::time_point kill_deadline_;
+  std::optional<std::chrono::steady_clock::time_point> barrier_deadline_;
+  int interrupt_signal_ = 0;
+  int signals_received_ = 0;
+  std::optional<int> exit_code_;
 };
 
 // Blocks SIGCHLD and `signals` in the calling thread (threads created later inherit the mask).

@@ -1,5 +1,7 @@
 #include "agent/failure_report.h"
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +15,7 @@ namespace {
 constexpr char kRule[] = "============================================================";
 constexpr char kThinRule[] = "------------------------------------------------------------";
 
-std::string FormatOne(size_t index, const WorkerFailure& f, const std::string& host) {
+std::string FormatOne(size_t index, const WorkerFailure& f) {
   std::string when = absl::FormatTime("%Y-%m-%d_%H:%M:%S", absl::FromChrono(f.time),
                                       absl::LocalTimeZone());
   std::string exitcode = f.signal > 0 ? absl::StrCat(-f.signal) : absl::StrCat(f.exit_code);
@@ -27,7 +29,7 @@ std::string FormatOne(size_t index, const WorkerFailure& f, const std::string& h
   }
   return absl::StrCat("[", index, "]:\n",
                       "  time      : ", when, "\n",
-                      "  host      : ", host, "\n",
+                      "  host      : ", f.host, "\n",
                       "  rank      : ", f.global_rank, " (local_rank: ", f.local_rank, ")\n",
                       "  exitcode  : ", exitcode, " (pid: ", f.pid, ")\n",
                       "  error_file: ", f.message.empty() && f.traceback.empty() ? "<N/A>" : f.error_file, "\n",
@@ -68,18 +70,23 @@ size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
   return best;
 }
 
-std::string FormatFailureSummary(const std::string& program, const std::string& host,
-                                 const std::vector<WorkerFailure>& failures) {
+std::string LocalHostName() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string FormatFailureSummary(const std::string& program, const std::vector<WorkerFailure>& failures) {
   size_t root = RootCauseIndex(failures);
   std::string others;
   size_t n = 1;
   for (size_t i = 0; i < failures.size(); ++i) {
-    if (i != root) absl::StrAppend(&others, FormatOne(n++, failures[i], host));
+    if (i != root) absl::StrAppend(&others, FormatOne(n++, failures[i]));
   }
   if (others.empty()) others = "  <NO_OTHER_FAILURES>\n";
   return absl::StrCat(kRule, "\n", program, " FAILED\n", kThinRule, "\nFailures:\n", others,
                                  kThinRule, "\nRoot Cause (first observed failure):\n",
-                                 FormatOne(0, failures[root], host), kRule, "\n");
+                                 FormatOne(0, failures[root]), kRule, "\n");
 }
 
 }  // namespace dtrun

@@ -10,6 +10,7 @@
 namespace dtrun {
 
 struct WorkerFailure {
+  std::string host;
   int global_rank = 0;
   int local_rank = 0;
   pid_t pid = 0;
@@ -32,8 +33,11 @@ void ReadErrorFile(WorkerFailure& f);
 // The root cause: the failure with the earliest error-file timestamp, else the first observed.
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);
 
-// torchrun's summary ("<program> FAILED", Failures, Root Cause) for `failures` (non-empty).
-std::string FormatFailureSummary(const std::string& program, const std::string& host,
-                                 const std::vector<WorkerFailure>& failures);
+// torchrun's summary ("<program> FAILED", Failures, Root Cause) for `failures` (non-empty; the
+// root cause is chosen by RootCauseIndex).
+std::string FormatFailureSummary(const std::string& program, const std::vector<WorkerFailure>& failures);
+
+// This host's name, as failures report it.
+std::string LocalHostName();
 
 }  // namespace dtrun

@@ -8,17 +8,16 @@ namespace dtrun {
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const AgentOptions& o, const WorkerIdentity& id) {
   std::map<std::string, std::string> env = base;
-  const int group_world_size = o.nnodes;
   env[env::kLocalRank] = absl::StrCat(id.local_rank);
   env[env::kRank] = absl::StrCat(id.global_rank);
-  env[env::kGroupRank] = absl::StrCat(o.node_rank);
+  env[env::kGroupRank] = absl::StrCat(id.group_rank);
   env[env::kRoleRank] = absl::StrCat(id.global_rank);
   env[env::kRoleName] = o.role;
   env[env::kLocalWorldSize] = absl::StrCat(o.nproc_per_node);
   env[env::kWorldSize] = absl::StrCat(id.world_size);
-  env[env::kGroupWorldSize] = absl::StrCat(group_world_size);
+  env[env::kGroupWorldSize] = absl::StrCat(id.group_world_size);
   env[env::kRoleWorldSize] = absl::StrCat(id.world_size);
-  env[env::kMasterAddr] = o.master_addr;
+  env[env::kMasterAddr] = id.master_addr;
   env[env::kMasterPort] = absl::StrCat(id.master_port);
   env[env::kRestartCount] = absl::StrCat(id.restart_count);
   env[env::kMaxRestarts] = absl::StrCat(o.max_restarts);

@@ -13,8 +13,11 @@ struct WorkerIdentity {
   int local_rank = 0;
   int global_rank = 0;
   int world_size = 1;
-  int restart_count = 0;
-  int master_port = 0;      // the port actually bound by the agent's store
+  int restart_count = 0;    // the job-wide round
+  int group_rank = 0;       // this node's rank in the round
+  int group_world_size = 1;
+  std::string master_addr;  // the workers' store (the agent of group rank 0)
+  int master_port = 0;
   std::string error_file;   // TORCHELASTIC_ERROR_FILE
 };
 

@@ -55,17 +55,20 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     const AgentOptions& o, const std::map<std::string, std::string>& base_env,
-    const AttemptPaths& paths, int attempt, int master_port) {
+    const AttemptPaths& paths, const RoundLayout& layout) {
   std::unique_ptr<WorkerGroup> group(new WorkerGroup());
-  const int world_size = o.nproc_per_node * o.nnodes;
+  const int64_t attempt = layout.round;
   group->workers_.reserve(o.nproc_per_node);
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
     WorkerIdentity id;
     id.local_rank = lr;
-    id.global_rank = o.node_rank * o.nproc_per_node + lr;
-    id.world_size = world_size;
-    id.restart_count = attempt;
-    id.master_port = master_port;
+    id.global_rank = layout.rank_offset + lr;
+    id.world_size = layout.world_size;
+    id.restart_count = static_cast<int>(attempt);
+    id.group_rank = layout.group_rank;
+    id.group_world_size = layout.group_world_size;
+    id.master_addr = layout.master_addr;
+    id.master_port = layout.master_port;
     std::string error_dir = absl::StrCat(paths.error_root, "/attempt_", attempt, "/", lr);
     absl::Status st = MakeDirs(error_dir);
     if (!st.ok()) return st;
@@ -104,6 +107,7 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
     // Exits caused by our own stop signal are consequences, not failures.
     if (!ok && !stop_sent_) {
       WorkerFailure f;
+      f.host = LocalHostName();
       f.global_rank = w.global_rank;
       f.local_rank = w.local_rank;
       f.pid = pid;

@@ -24,6 +24,17 @@ struct AttemptPaths {
   std::string error_root;  // error files (always set)
 };
 
+// This node's part of one round, from the rendezvous.
+struct RoundLayout {
+  int64_t round = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int rank_offset = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+};
+
 class WorkerGroup {
  public:
   struct Worker {
@@ -34,10 +45,10 @@ class WorkerGroup {
     std::unique_ptr<OutputRelay> err;
   };
 
-  // Spawns every worker of `attempt`. On error, workers already started are killed.
+  // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       const AgentOptions& options, const std::map<std::string, std::string>& base_env,
-      const AttemptPaths& paths, int attempt, int master_port);
+      const AttemptPaths& paths, const RoundLayout& layout);
 
   // Records a reaped exit. Returns false if `pid` is not one of this group's workers.
   bool OnExit(pid_t pid, int wait_status);

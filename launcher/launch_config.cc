@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -42,6 +43,7 @@ struct RawFlags {
   double monitor_interval = 0.1, shutdown_timeout = 30;
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
   bool append_local_rank = false;
+  std::string rdzv_token, rdzv_token_file, tls_cert, tls_key, tls_ca;
 };
 
 void DefineFlags(CLI::App& app, RawFlags& f) {
@@ -91,6 +93,12 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   app.add_option("--local-rank-flag", f.local_rank_flag,
                  "The flag --append-local-rank appends (older scripts: --local_rank)")
       ->capture_default_str();
+  app.add_option("--rdzv-token", f.rdzv_token, "Secret every node presents to the rendezvous")
+      ->envname("DTRUN_RDZV_TOKEN");
+  app.add_option("--rdzv-token-file", f.rdzv_token_file, "Read the rendezvous token from this file");
+  app.add_option("--rdzv-tls-cert", f.tls_cert, "PEM certificate of this node (TLS for the rendezvous)");
+  app.add_option("--rdzv-tls-key", f.tls_key, "PEM private key for --rdzv-tls-cert");
+  app.add_option("--rdzv-tls-ca", f.tls_ca, "PEM CA that signed every node's certificate (enables TLS)");
   app.add_flag("--version", f.version, "Print the version and exit");
 }
 
@@ -135,10 +143,6 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc);
   if (!nproc.ok()) return nproc.status();
   a.nproc_per_node = *nproc;
-  if (c.max_nodes > 1) {
-    return Bad(absl::StrCat("--nnodes ", f.nnodes, ": multi-node jobs need the rendezvous service, "
-                            "which this build does not have yet; run one node (--nnodes 1)"));
-  }
   a.nnodes = c.max_nodes;
   if (f.node_rank < 0 || f.node_rank >= a.nnodes) {
     return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
@@ -193,8 +197,9 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   return absl::OkStatus();
 }
 
-// Where the workers' store lives and what they are told.
-void FillRendezvous(const RawFlags& f, LaunchConfig& c) {
+// Where the workers' store lives and what they are told (single node), or which rendezvous
+// service this node joins and whether it hosts it (multi-node).
+absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
   AgentOptions& a = c.agent;
   c.standalone = f.standalone;
   c.rdzv_backend = f.rdzv_backend;
@@ -204,18 +209,72 @@ void FillRendezvous(const RawFlags& f, LaunchConfig& c) {
   a.master_port = f.master_port;
   if (c.standalone) {
     // A fresh run id and a kernel-chosen port: two standalone jobs on one host never collide.
+    // Workers see torchrun's "localhost"; the store listens on loopback only.
     c.rdzv_backend = "c10d";
     c.rdzv_endpoint = "localhost:0";
-    // Workers see torchrun's "localhost"; the store listens on loopback only.
     a.master_addr = "localhost";
     a.store_bind_addr = "127.0.0.1";
     a.master_port = 0;
-  } else if (!f.rdzv_endpoint.empty() && c.rdzv_backend != "static") {
-    std::vector<std::string> hp = absl::StrSplit(f.rdzv_endpoint, absl::MaxSplits(':', 1));
-    a.master_addr = hp[0];
-    int port = 29400;
-    if (hp.size() > 1 && absl::SimpleAtoi(hp[1], &port)) a.master_port = port;
+    return absl::OkStatus();
   }
+  c.multi_node = c.max_nodes > 1;
+  const bool dynamic = c.rdzv_backend != "static";
+  if (!c.multi_node) {
+    if (dynamic && !f.rdzv_endpoint.empty()) {
+      absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, 29400);
+      if (!ep.ok()) return ep.status();
+      std::tie(a.master_addr, a.master_port) = *ep;
+    }
+    return absl::OkStatus();
+  }
+  rdzv::RendezvousOptions& r = c.rdzv;
+  r.min_nodes = c.min_nodes;
+  r.max_nodes = c.max_nodes;
+  r.static_ranks = !dynamic;
+  r.max_restarts = a.max_restarts;
+  r.run_id = a.run_id;
+  absl::Status st = rdzv::ApplyRdzvConf(c.rdzv_conf, r);
+  if (!st.ok()) return st;
+  if (!dynamic && c.min_nodes != c.max_nodes) {
+    return Bad(absl::StrCat("--nnodes ", f.nnodes, " is elastic; use --rdzv-backend c10d with --rdzv-endpoint"));
+  }
+  if (dynamic) {
+    if (f.rdzv_endpoint.empty()) return Bad("--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT]");
+    absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, 29400);
+    if (!ep.ok()) return ep.status();
+    std::tie(c.service_host, c.service_port) = *ep;
+    auto is_host = c.rdzv_conf.find("is_host");
+    if (is_host != c.rdzv_conf.end()) {
+      c.host_service = is_host->second == "1" || is_host->second == "true" || is_host->second == "True";
+    } else {
+      c.host_service = InterfaceWithAddress(c.service_host).has_value();
+    }
+  } else {
+    c.service_host = f.master_addr;
+    c.service_port = f.master_port;
+    c.host_service = f.node_rank == 0;
+  }
+  if (a.local_addr.empty()) {
+    std::optional<std::string> local = LocalAddressFacing(c.service_host, c.service_port);
+    if (!local) {
+      return Bad(absl::StrCat("cannot reach the rendezvous host ", c.service_host, "; check --master-addr / "
+                              "--rdzv-endpoint, or give this node's address with --local-addr"));
+    }
+    a.local_addr = *local;
+    a.socket_ifname = InterfaceWithAddress(a.local_addr).value_or("");
+  }
+  std::string token = f.rdzv_token;
+  if (!f.rdzv_token_file.empty()) {
+    std::ifstream in(f.rdzv_token_file);
+    if (!in) return Bad(absl::StrCat("--rdzv-token-file ", f.rdzv_token_file, " cannot be read"));
+    std::getline(in, token);
+  }
+  r.token = token;
+  if (!f.tls_ca.empty() && (f.tls_cert.empty() || f.tls_key.empty())) {
+    return Bad("--rdzv-tls-ca needs --rdzv-tls-cert and --rdzv-tls-key (this node's certificate)");
+  }
+  c.tls = rdzv::TlsFiles{f.tls_cert, f.tls_key, f.tls_ca};
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -271,6 +330,26 @@ absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& fla
   return out;
 }
 
+absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port) {
+  std::string host = value;
+  std::string port_str;
+  if (!value.empty() && value[0] == '[') {
+    size_t close = value.find(']');
+    if (close == std::string::npos) return Bad(absl::StrCat("endpoint '", value, "': missing ']'"));
+    host = value.substr(1, close - 1);
+    if (close + 1 < value.size() && value[close + 1] == ':') port_str = value.substr(close + 2);
+  } else if (size_t colon = value.rfind(':'); colon != std::string::npos && value.find(':') == colon) {
+    host = value.substr(0, colon);
+    port_str = value.substr(colon + 1);
+  }
+  int port = default_port;
+  if (!port_str.empty() && (!absl::SimpleAtoi(port_str, &port) || port < 0 || port > 65535)) {
+    return Bad(absl::StrCat("endpoint '", value, "': '", port_str, "' is not a port"));
+  }
+  if (host.empty()) return Bad(absl::StrCat("endpoint '", value, "': missing host"));
+  return std::make_pair(host, port);
+}
+
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value) {
   std::map<std::string, std::string> out;
   for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
@@ -308,7 +387,8 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   LaunchConfig c;
   absl::Status st = FillAgentOptions(f, env, c);
   if (!st.ok()) return st;
-  FillRendezvous(f, c);
+  st = FillRendezvous(f, c);
+  if (!st.ok()) return st;
   st = ResolveProgram(f, app.remaining(), env, c.agent);
   if (!st.ok()) return st;
   c.log_dir = f.log_dir;

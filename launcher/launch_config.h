@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_options.h"
+#include "rendezvous/rendezvous_options.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace dtrun {
 
@@ -20,6 +22,14 @@ struct LaunchConfig {
   std::string rdzv_endpoint;
   std::map<std::string, std::string> rdzv_conf;
   std::string log_dir;         // --log-dir as given
+
+  // Multi-node: the rendezvous service this node joins (and hosts, if host_service).
+  bool multi_node = false;
+  bool host_service = false;
+  std::string service_host;
+  int service_port = 0;
+  rdzv::RendezvousOptions rdzv;
+  rdzv::TlsFiles tls;
   bool omp_warning = false;    // print torchrun's OMP_NUM_THREADS banner
 };
 
@@ -40,5 +50,7 @@ absl::StatusOr<int> ParseNprocPerNode(const std::string& value);
 absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
                                                           const std::string& value, int nproc);
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
+// "HOST[:PORT]" (IPv6 in brackets) with a default port.
+absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port);
 
 }  // namespace dtrun

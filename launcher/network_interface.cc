@@ -51,3 +51,36 @@ std::optional<std::string> InterfaceWithAddress(const std::string& address) {
 }
 
 }  // namespace dtrun
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+namespace dtrun {
+
+std::optional<std::string> LocalAddressFacing(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  std::string service = std::to_string(port > 0 ? port : 9);
+  if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0) return std::nullopt;
+  std::optional<std::string> out;
+  for (addrinfo* ai = res; ai != nullptr && !out; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {};
+      const void* a = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (::inet_ntop(local.ss_family, a, buf, sizeof(buf))) out = buf;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace dtrun

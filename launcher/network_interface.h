@@ -12,3 +12,11 @@ namespace dtrun {
 std::optional<std::string> InterfaceWithAddress(const std::string& address);
 
 }  // namespace dtrun
+
+namespace dtrun {
+
+// The local address this host would use to reach `host` (a UDP connect, no packet is sent), or
+// nullopt if `host` does not resolve or is unreachable.
+std::optional<std::string> LocalAddressFacing(const std::string& host, int port);
+
+}  // namespace dtrun

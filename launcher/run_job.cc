@@ -13,6 +13,10 @@
 #include "agent/agent.h"
 #include "agent/launch_guard.h"
 #include "agent/run_registry.h"
+#include "agent/tcp_store_server.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
+#include "rendezvous/round_source.h"
 #include "base/process_table.h"
 #include "spdlog/spdlog.h"
 
@@ -51,6 +55,57 @@ bool WantsLogFiles(const AgentOptions& a) {
     }
   }
   return false;
+}
+
+// Starts this node's store and its round source (in-process, or the rendezvous service, hosted
+// here if this node hosts it), then runs the agent.
+int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
+             const std::map<std::string, std::string>& env) {
+  const AgentOptions& a = config.agent;
+  std::string store_bind = config.multi_node ? a.local_addr
+                           : a.store_bind_addr.empty() ? a.master_addr
+                                                       : a.store_bind_addr;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
+      TcpStoreServer::Start(store_bind, static_cast<uint16_t>(config.multi_node ? 0 : a.master_port));
+  if (!store.ok()) {
+    spdlog::error("{}", std::string(store.status().message()));
+    return 1;
+  }
+  const int store_port = (*store)->port();
+  if (!config.multi_node) {
+    auto rounds = std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr, store_port);
+    return Agent(a, paths, env, std::move(*store), std::move(rounds)).Run();
+  }
+  std::unique_ptr<rdzv::RendezvousServer> server;
+  if (config.host_service) {
+    absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s =
+        rdzv::RendezvousServer::Start(config.service_host, config.service_port, config.rdzv, config.tls);
+    if (!s.ok()) {
+      spdlog::error("{}", std::string(s.status().message()));
+      return 1;
+    }
+    server = std::move(*s);
+    spdlog::info("hosting the rendezvous for run {} on {}:{}", a.run_id, config.service_host, server->port());
+  }
+  rdzv::ClientOptions copts;
+  copts.endpoint = absl::StrCat(config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]"
+                                                                                     : config.service_host,
+                                ":", server ? server->port() : config.service_port);
+  copts.run_id = a.run_id;
+  copts.token = config.rdzv.token;
+  copts.tls = rdzv::TlsFiles{config.tls.cert, config.tls.key, config.tls.client_ca};
+  absl::StatusOr<std::unique_ptr<rdzv::RendezvousClient>> client = rdzv::RendezvousClient::Create(copts);
+  if (!client.ok()) {
+    spdlog::error("{}", std::string(client.status().message()));
+    return 1;
+  }
+  rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store_port,
+                      config.rdzv.static_ranks ? a.node_rank : -1};
+  auto rounds = rdzv::GrpcRoundSource::Start(std::move(*client), node,
+                                             std::chrono::steady_clock::now() + config.rdzv.join_timeout);
+  int rc = Agent(a, paths, env, std::move(*store), std::move(rounds)).Run();
+  if (server) server->AwaitNodesLeft(std::chrono::seconds(10));
+  return rc;
 }
 
 }  // namespace
@@ -101,11 +156,7 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
         "your system being overloaded, please further tune the variable for optimal performance in "
         "your application as needed. \n*****************************************");
   }
-  int rc;
-  {
-    Agent agent(a, paths, env);
-    rc = agent.Run();
-  }
+  int rc = RunAgent(config, paths, env);
   std::error_code ec;
   std::filesystem::remove_all(private_dir, ec);
   if (registry_file.ok()) ::unlink(registry_file->c_str());

@@ -89,11 +89,13 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
 }
 
 absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t round,
-                                            const FailureInfo& failure, TimePoint now) {
+                                            const std::vector<FailureInfo>& failures, TimePoint now) {
   if (phase_ != JobPhase::kRunning || round != round_ || !assignments_.count(node_id)) {
     return absl::AbortedError(absl::StrCat("round ", round, " is no longer running (current round ",
                                            round_, ", ", PhaseName(phase_), ")"));
   }
+  if (failures.empty()) return absl::InvalidArgumentError("a failure report needs at least one failure");
+  const FailureInfo& failure = failures[0];
   ++restarts_used_;
   std::string what = absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host, " failed (",
                                   failure.signal ? absl::StrCat("signal ", failure.signal)
@@ -101,7 +103,7 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
   if (restarts_used_ > options_.max_restarts) {
     int code = failure.signal ? 128 + failure.signal : failure.exit_code;
     Fail(absl::StrCat(what, "; no restarts left (--max-restarts ", options_.max_restarts, ")"),
-         {failure}, code);
+         failures, code);
     return absl::OkStatus();
   }
   EndRound(absl::StrCat(what, "; restart ", restarts_used_, "/", options_.max_restarts), now);

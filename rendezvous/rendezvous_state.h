@@ -93,9 +93,10 @@ class RendezvousState {
   absl::Status KeepAlive(const std::string& node_id, TimePoint now);
   // NotFound for unknown or lost nodes.
   absl::StatusOr<NodeView> View(const std::string& node_id) const;
-  // A worker failed in `round`. Aborted if `round` is not the running round.
-  absl::Status ReportFailure(const std::string& node_id, int64_t round, const FailureInfo& failure,
-                             TimePoint now);
+  // Workers failed in `round` (root cause first; non-empty). Aborted if `round` is not the
+  // running round.
+  absl::Status ReportFailure(const std::string& node_id, int64_t round,
+                             const std::vector<FailureInfo>& failures, TimePoint now);
   // All of the node's workers exited 0 in `round`. Aborted for a stale round.
   absl::Status ReportSuccess(const std::string& node_id, int64_t round, TimePoint now);
   // The node's agent is going away. A member that has not succeeded ends the round.

@@ -52,7 +52,8 @@ TEST(FailureReportTest, SummaryHasTorchrunSections) {
   a.local_rank = 1;
   a.pid = 42;
   a.exit_code = 3;
-  std::string s = FormatFailureSummary("train.py", "host1", {a});
+  a.host = "host1";
+  std::string s = FormatFailureSummary("train.py", {a});
   EXPECT_NE(s.find("train.py FAILED"), std::string::npos);
   EXPECT_NE(s.find("<NO_OTHER_FAILURES>"), std::string::npos);
   EXPECT_NE(s.find("Root Cause (first observed failure):"), std::string::npos);

@@ -18,9 +18,8 @@ TEST(WorkerEnvTest, SetsTorchrunVariables) {
   o.nproc_per_node = 4;
   o.max_restarts = 3;
   o.run_id = "job";
-  o.master_addr = "localhost";
   o.launch_id = "L";
-  WorkerIdentity id{2, 2, 4, 1, 12345, "/tmp/e.json"};
+  WorkerIdentity id{2, 2, 4, 1, 0, 1, "localhost", 12345, "/tmp/e.json"};
   auto env = AsMap(BuildWorkerEnv({{"PATH", "/bin"}, {"RANK", "stale"}}, o, id));
   EXPECT_EQ(env["RANK"], "2");
   EXPECT_EQ(env["LOCAL_RANK"], "2");

@@ -14,7 +14,8 @@ TEST(RestartTest, FailedGroupIsRestartedAndCanThenSucceed) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("attempt 0 rank 1"), std::string::npos) << out;
   EXPECT_NE(out.find("attempt 1 rank 1"), std::string::npos) << out;
-  EXPECT_NE(out.find("restarting the worker group (1/2)"), std::string::npos) << out;
+  EXPECT_NE(out.find("round 1: worker rank 1 on "), std::string::npos) << out;
+  EXPECT_NE(out.find("restart 1/2"), std::string::npos) << out;
 }
 
 TEST(RestartTest, ExhaustedRestartsExitWithTheRootCauseCode) {

@@ -82,7 +82,7 @@ TEST_F(RendezvousStateTest, FailureWithBudgetStartsTheNextRoundForEveryone) {
   f.host = "b";
   f.global_rank = 3;
   f.exit_code = 7;
-  ASSERT_TRUE(s.ReportFailure(b, 0, f, now_).ok());
+  ASSERT_TRUE(s.ReportFailure(b, 0, {f}, now_).ok());
   NodeView v = *s.View(a);
   EXPECT_EQ(v.phase, JobPhase::kRunning);
   EXPECT_EQ(v.round, 1);
@@ -92,8 +92,8 @@ TEST_F(RendezvousStateTest, FailureWithBudgetStartsTheNextRoundForEveryone) {
 TEST_F(RendezvousStateTest, RejectsReportsFromAStaleRound) {
   RendezvousState s(Static(2, 5), now_);
   std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
-  ASSERT_TRUE(s.ReportFailure(b, 0, FailureInfo{}, now_).ok());
-  EXPECT_EQ(s.ReportFailure(a, 0, FailureInfo{}, now_).code(), absl::StatusCode::kAborted);
+  ASSERT_TRUE(s.ReportFailure(b, 0, {FailureInfo{}}, now_).ok());
+  EXPECT_EQ(s.ReportFailure(a, 0, {FailureInfo{}}, now_).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(s.ReportSuccess(a, 0, now_).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(s.Summary().restarts_used, 1);  // counted once per job, not per node
 }
@@ -104,7 +104,7 @@ TEST_F(RendezvousStateTest, SpentBudgetFailsTheJobWithTheRootCause) {
   FailureInfo f;
   f.host = "b";
   f.signal = 9;
-  ASSERT_TRUE(s.ReportFailure(b, 0, f, now_).ok());
+  ASSERT_TRUE(s.ReportFailure(b, 0, {f}, now_).ok());
   NodeView v = *s.View(a);
   EXPECT_EQ(v.phase, JobPhase::kFailed);
   EXPECT_EQ(v.exit_code, 137);
@@ -154,7 +154,7 @@ TEST_F(RendezvousStateTest, StaticNodeThatNeverReturnsFailsTheJobAtJoinTimeout) 
   ASSERT_TRUE(s.Leave(b, now_).ok());
   for (int i = 0; i < 6; ++i) {
     Advance(s, seconds(1));
-    s.KeepAlive(a, now_);
+    ASSERT_TRUE(s.KeepAlive(a, now_).ok());
   }
   NodeView v = *s.View(a);
   EXPECT_EQ(v.phase, JobPhase::kFailed);

@@ -1,0 +1,52 @@
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "rendezvous/round_source.h"
+
+namespace dtrun::rdzv {
+namespace {
+
+RendezvousOptions LocalOptions(int max_restarts) {
+  RendezvousOptions o;
+  o.max_restarts = max_restarts;
+  // No other node and no network: nothing can time out.
+  o.join_timeout = o.keep_alive_interval = std::chrono::hours(24 * 365);
+  return o;
+}
+
+}  // namespace
+
+LocalRoundSource::LocalRoundSource(int max_restarts, int nproc, const std::string& store_addr,
+                                   int store_port)
+    : state_(LocalOptions(max_restarts), std::chrono::steady_clock::now()),
+      event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  node_id_ = state_.Join(NodeInfo{"local", nproc, store_addr, store_port, 0}, std::chrono::steady_clock::now()).value();
+  Post();
+}
+
+LocalRoundSource::~LocalRoundSource() { ::close(event_fd_); }
+
+void LocalRoundSource::Post() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(event_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+absl::StatusOr<NodeView> LocalRoundSource::Latest() {
+  uint64_t count;
+  ssize_t ignored = ::read(event_fd_, &count, sizeof(count));
+  (void)ignored;
+  return state_.View(node_id_);
+}
+
+void LocalRoundSource::ReportSuccess(int64_t round) {
+  state_.ReportSuccess(node_id_, round, std::chrono::steady_clock::now()).IgnoreError();
+  Post();
+}
+
+void LocalRoundSource::ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) {
+  state_.ReportFailure(node_id_, round, failures, std::chrono::steady_clock::now()).IgnoreError();
+  Post();
+}
+
+}  // namespace dtrun::rdzv

@@ -1,0 +1,372 @@
+#include "rendezvous/rendezvous_client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rendezvous/wire.h"
+#include "spdlog/spdlog.h"
+
+namespace dtrun::rdzv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kCallTimeout = std::chrono::seconds(10);
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+}  // namespace
+
+// Registers a context for CancelAll while a call is in flight.
+class RendezvousClient::Call {
+ public:
+  explicit Call(RendezvousClient* c) : client_(c) {
+    absl::MutexLock lock(&c->mu_);
+    if (c->cancelled_) ctx.TryCancel();
+    c->in_flight_.push_back(&ctx);
+  }
+  ~Call() {
+    absl::MutexLock lock(&client_->mu_);
+    auto& v = client_->in_flight_;
+    v.erase(std::remove(v.begin(), v.end(), static_cast<void*>(&ctx)), v.end());
+  }
+  grpc::ClientContext ctx;
+
+ private:
+  RendezvousClient* client_;
+};
+
+void RendezvousClient::CancelAll() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  for (void* c : in_flight_) static_cast<grpc::ClientContext*>(c)->TryCancel();
+}
+
+struct RendezvousClient::Stub {
+  std::unique_ptr<v1::Rendezvous::Stub> stub;
+  v1::Credentials auth;
+};
+
+absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const ClientOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options.tls.client_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = Slurp(options.tls.client_ca);
+    if (!options.tls.cert.empty()) {
+      ssl.pem_cert_chain = Slurp(options.tls.cert);
+      ssl.pem_private_key = Slurp(options.tls.key);
+    }
+    if (ssl.pem_root_certs.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read the CA file ", options.tls.client_ca));
+    }
+    creds = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments args;
+  // Reconnect quickly after the service comes up or back; the defaults back off to minutes.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto stub = std::make_unique<Stub>();
+  stub->stub = v1::Rendezvous::NewStub(grpc::CreateCustomChannel(options.endpoint, creds, args));
+  stub->auth.set_run_id(options.run_id);
+  stub->auth.set_token(options.token);
+  stub->auth.set_protocol_version(kProtocolVersion);
+  return std::unique_ptr<RendezvousClient>(new RendezvousClient(options, std::move(stub)));
+}
+
+RendezvousClient::RendezvousClient(ClientOptions options, std::unique_ptr<Stub> stub)
+    : options_(std::move(options)), stub_(std::move(stub)) {}
+RendezvousClient::~RendezvousClient() = default;
+
+absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::time_point deadline) {
+  v1::JoinRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_host(node.host);
+  req.set_nproc(node.nproc);
+  req.set_store_addr(node.store_addr);
+  req.set_store_port(node.store_port);
+  req.set_node_rank(node.requested_rank);
+  v1::JoinResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  // wait_for_ready: an unreachable service is waited for (up to the deadline), not an error.
+  ctx.set_wait_for_ready(true);
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  grpc::Status st = stub_->stub->Join(&ctx, req, &resp);
+  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::DeadlineExceededError(absl::StrCat("no rendezvous service answered at ", options_.endpoint,
+                                                    " within the join timeout; is the master node up?"));
+  }
+  if (!st.ok()) return FromGrpc(st);
+  JoinResult r;
+  r.node_id = resp.node_id();
+  r.keep_alive_interval = std::chrono::milliseconds(resp.keep_alive_interval_ms());
+  r.keep_alive_max_attempt = resp.keep_alive_max_attempt();
+  r.exit_barrier_timeout = std::chrono::milliseconds(resp.exit_barrier_timeout_ms());
+  return r;
+}
+
+absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uint64_t after,
+                                                 std::chrono::milliseconds max_wait) {
+  v1::WatchRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_node_id(node_id);
+  req.set_after_version(after);
+  v1::WatchResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  SetDeadline(ctx, max_wait);
+  grpc::Status st = stub_->stub->Watch(&ctx, req, &resp);
+  if (!st.ok()) return FromGrpc(st);
+  return FromWire(resp);
+}
+
+absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout) {
+  v1::KeepAliveRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_node_id(node_id);
+  v1::KeepAliveResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  SetDeadline(ctx, timeout);
+  return FromGrpc(stub_->stub->KeepAlive(&ctx, req, &resp));
+}
+
+absl::Status RendezvousClient::ReportOutcome(const std::string& node_id, int64_t round, bool success,
+                                             const std::vector<FailureInfo>& failures) {
+  v1::OutcomeRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_node_id(node_id);
+  req.set_round(round);
+  req.set_success(success);
+  for (const FailureInfo& f : failures) ToWire(f, req.add_failures());
+  v1::OutcomeResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  SetDeadline(ctx, kCallTimeout);
+  return FromGrpc(stub_->stub->ReportOutcome(&ctx, req, &resp));
+}
+
+absl::Status RendezvousClient::Leave(const std::string& node_id) {
+  v1::LeaveRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_node_id(node_id);
+  v1::LeaveResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  SetDeadline(ctx, std::chrono::seconds(2));
+  return FromGrpc(stub_->stub->Leave(&ctx, req, &resp));
+}
+
+absl::StatusOr<JobSummary> RendezvousClient::Status() {
+  v1::StatusRequest req;
+  *req.mutable_auth() = stub_->auth;
+  v1::StatusResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  SetDeadline(ctx, kCallTimeout);
+  grpc::Status st = stub_->stub->Status(&ctx, req, &resp);
+  if (!st.ok()) return FromGrpc(st);
+  JobSummary s;
+  s.phase = static_cast<JobPhase>(resp.phase());
+  s.round = resp.round();
+  s.restarts_used = resp.restarts_used();
+  for (const v1::NodeStatus& n : resp.nodes()) s.nodes.emplace_back(n.node_id(), NodeInfo{n.host(), n.nproc(), "", 0, -1});
+  return s;
+}
+
+absl::Status RendezvousClient::Kill(const std::string& reason) {
+  v1::KillRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_reason(reason);
+  v1::KillResponse resp;
+  Call call(this);
+  grpc::ClientContext& ctx = call.ctx;
+  SetDeadline(ctx, kCallTimeout);
+  return FromGrpc(stub_->stub->Kill(&ctx, req, &resp));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+std::unique_ptr<GrpcRoundSource> GrpcRoundSource::Start(std::unique_ptr<RendezvousClient> client,
+                                                        const NodeInfo& node, Clock::time_point join_deadline) {
+  std::unique_ptr<GrpcRoundSource> source(new GrpcRoundSource(std::move(client), node));
+  source->watcher_ = std::thread([s = source.get(), join_deadline] { s->JoinThenWatch(join_deadline); });
+  source->keeper_ = std::thread([s = source.get()] { s->KeepAliveLoop(); });
+  return source;
+}
+
+GrpcRoundSource::GrpcRoundSource(std::unique_ptr<RendezvousClient> client, NodeInfo node)
+    : client_(std::move(client)), node_(std::move(node)), event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+void GrpcRoundSource::JoinThenWatch(Clock::time_point join_deadline) {
+  absl::StatusOr<JoinResult> join = client_->Join(node_, join_deadline);
+  if (!join.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+  }
+  if (!join.ok()) return Fatal(join.status());
+  {
+    absl::MutexLock lock(&mu_);
+    join_ = *join;
+    node_id_ = join->node_id;
+    joined_ = true;
+    stop_cv_.SignalAll();
+  }
+  WatchLoop();
+}
+
+GrpcRoundSource::~GrpcRoundSource() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    stop_cv_.SignalAll();
+  }
+  client_->CancelAll();  // ends a pending Join or Watch now
+  keeper_.join();
+  watcher_.join();
+  ::close(event_fd_);
+}
+
+void GrpcRoundSource::Post() {
+  uint64_t one = 1;
+  ssize_t ignored = ::write(event_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void GrpcRoundSource::Fatal(const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (fatal_.ok()) fatal_ = status;
+  Post();
+}
+
+absl::StatusOr<NodeView> GrpcRoundSource::Latest() {
+  uint64_t count;
+  ssize_t ignored = ::read(event_fd_, &count, sizeof(count));
+  (void)ignored;
+  absl::MutexLock lock(&mu_);
+  if (!fatal_.ok()) return fatal_;
+  if (!latest_) return absl::UnavailableError("no view of the job yet");
+  return *latest_;
+}
+
+void GrpcRoundSource::WatchLoop() {
+  uint64_t after = 0;
+  const auto max_wait = std::max(join_.keep_alive_interval * 2, std::chrono::milliseconds(2000));
+  for (;;) {
+    std::string id;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      id = node_id_;
+    }
+    absl::StatusOr<NodeView> view = client_->Watch(id, after, max_wait);
+    if (view.ok()) {
+      after = view->version;
+      absl::MutexLock lock(&mu_);
+      latest_ = *view;
+      Post();
+      continue;
+    }
+    if (view.status().code() == absl::StatusCode::kNotFound) after = 0;  // the keep-alive loop re-joins
+    if (view.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      // Unreachable: the keep-alive loop decides when the service counts as lost. Wait a
+      // keep-alive interval before asking again (or until stopped).
+      absl::MutexLock lock(&mu_);
+      stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(join_.keep_alive_interval));
+    }
+  }
+}
+
+void GrpcRoundSource::KeepAliveLoop() {
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &GrpcRoundSource::JoinSettled));
+    if (!joined_) return;
+  }
+  int misses = 0;
+  auto last_ok = Clock::now();
+  for (;;) {
+    std::string id;
+    {
+      absl::MutexLock lock(&mu_);
+      stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(join_.keep_alive_interval));
+      if (stopping_) return;
+      id = node_id_;
+    }
+    absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval);
+    if (st.ok()) {
+      misses = 0;
+      last_ok = Clock::now();
+      continue;
+    }
+    if (st.code() == absl::StatusCode::kNotFound) {
+      Rejoin();
+      continue;
+    }
+    if (st.code() == absl::StatusCode::kUnauthenticated || st.code() == absl::StatusCode::kPermissionDenied) {
+      return Fatal(st);
+    }
+    if (++misses >= join_.keep_alive_max_attempt) {
+      auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok);
+      return Fatal(absl::UnavailableError(absl::StrCat(
+          "lost the rendezvous service (master) at ", client_->endpoint(), ": no answer for ",
+          silent.count() / 1000.0, " s (", misses, " keep-alives missed); stopping this node")));
+    }
+  }
+}
+
+void GrpcRoundSource::Rejoin() {
+  spdlog::warn("the rendezvous declared this node lost; joining again");
+  absl::StatusOr<JoinResult> join = client_->Join(node_, Clock::now() + std::chrono::seconds(30));
+  if (!join.ok()) return Fatal(join.status());
+  absl::MutexLock lock(&mu_);
+  node_id_ = join->node_id;
+}
+
+void GrpcRoundSource::ReportSuccess(int64_t round) {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = node_id_;
+  }
+  absl::Status st = client_->ReportOutcome(id, round, true, {});
+  if (!st.ok() && st.code() != absl::StatusCode::kAborted) spdlog::warn("reporting success: {}", st.ToString());
+}
+
+void GrpcRoundSource::ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = node_id_;
+  }
+  absl::Status st = client_->ReportOutcome(id, round, false, failures);
+  // Aborted: another node's report already ended this round; the next view says what follows.
+  if (!st.ok() && st.code() != absl::StatusCode::kAborted) spdlog::warn("reporting a failure: {}", st.ToString());
+}
+
+void GrpcRoundSource::Leave() {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = node_id_;
+  }
+  client_->Leave(id).IgnoreError();
+}
+
+}  // namespace dtrun::rdzv

@@ -1,0 +1,111 @@
+// Client side of the rendezvous service: typed calls with deadlines, and GrpcRoundSource, which
+// turns the service into the agent's event stream (a Watch long-poll thread and a keep-alive
+// thread; both post to one eventfd).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "rendezvous/rendezvous_server.h"
+#include "rendezvous/round_source.h"
+
+namespace grpc {
+class Channel;
+}
+
+namespace dtrun::rdzv {
+
+struct ClientOptions {
+  std::string endpoint;  // HOST:PORT of the service
+  std::string run_id = "none";
+  std::string token;
+  TlsFiles tls;          // cert/key: client certificate; client_ca: CA that signed the server
+};
+
+struct JoinResult {
+  std::string node_id;
+  std::chrono::milliseconds keep_alive_interval{5000};
+  int keep_alive_max_attempt = 3;
+  std::chrono::milliseconds exit_barrier_timeout{300000};
+};
+
+class RendezvousClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<RendezvousClient>> Create(const ClientOptions& options);
+  ~RendezvousClient();
+
+  // Retries while the service is unreachable (it may start after this node) until `deadline`.
+  absl::StatusOr<JoinResult> Join(const NodeInfo& node, std::chrono::steady_clock::time_point deadline);
+  // Returns the view once its version is newer than `after`; DeadlineExceeded after `max_wait`.
+  absl::StatusOr<NodeView> Watch(const std::string& node_id, uint64_t after, std::chrono::milliseconds max_wait);
+  absl::Status KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout);
+  absl::Status ReportOutcome(const std::string& node_id, int64_t round, bool success,
+                             const std::vector<FailureInfo>& failures);
+  absl::Status Leave(const std::string& node_id);
+  absl::StatusOr<JobSummary> Status();
+  absl::Status Kill(const std::string& reason);
+  const std::string& endpoint() const { return options_.endpoint; }
+  // Cancels calls in flight and makes later calls fail at once (used on shutdown).
+  void CancelAll();
+
+ private:
+  class Call;
+  struct Stub;
+  RendezvousClient(ClientOptions options, std::unique_ptr<Stub> stub);
+  ClientOptions options_;
+  std::unique_ptr<Stub> stub_;
+  absl::Mutex mu_;
+  std::vector<void*> in_flight_ ABSL_GUARDED_BY(mu_);  // grpc::ClientContext*
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class GrpcRoundSource : public RoundSource {
+ public:
+  // Starts joining in the background (waiting up to `join_deadline` for the service), then
+  // watches and keeps alive. Join errors (wrong token, duplicate rank, no service) arrive as the
+  // error of Latest(), so the agent can still handle signals while it waits.
+  static std::unique_ptr<GrpcRoundSource> Start(
+      std::unique_ptr<RendezvousClient> client, const NodeInfo& node,
+      std::chrono::steady_clock::time_point join_deadline);
+  ~GrpcRoundSource() override;
+
+  int event_fd() const override { return event_fd_; }
+  absl::StatusOr<NodeView> Latest() override;
+  void ReportSuccess(int64_t round) override;
+  void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) override;
+  void Leave() override;
+  std::chrono::milliseconds exit_barrier_timeout() const override { return join_.exit_barrier_timeout; }
+
+ private:
+  GrpcRoundSource(std::unique_ptr<RendezvousClient> client, NodeInfo node);
+  void JoinThenWatch(std::chrono::steady_clock::time_point join_deadline);
+  void WatchLoop();
+  void KeepAliveLoop();
+  void Post();
+  void Fatal(const absl::Status& status);
+  void Rejoin();
+  bool JoinSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joined_ || stopping_ || !fatal_.ok(); }
+
+  std::unique_ptr<RendezvousClient> client_;
+  const NodeInfo node_;
+  JoinResult join_;  // written once by the joining thread before `joined_`
+  int event_fd_;
+  absl::Mutex mu_;
+  absl::CondVar stop_cv_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool joined_ ABSL_GUARDED_BY(mu_) = false;
+  std::string node_id_ ABSL_GUARDED_BY(mu_);
+  std::optional<NodeView> latest_ ABSL_GUARDED_BY(mu_);
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+  std::thread watcher_;
+  std::thread keeper_;
+};
+
+}  // namespace dtrun::rdzv

@@ -1,0 +1,331 @@
+#include "rendezvous/rendezvous_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rendezvous/rendezvous_state.h"
+#include "rendezvous/wire.h"
+
+namespace dtrun::rdzv {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read TLS file ", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+class Service;
+
+// A parked Watch: answered by Service::Notify when the version moves, or cancelled.
+class WatchReactor : public grpc::ServerUnaryReactor {
+ public:
+  WatchReactor(Service* service, std::string node_id, uint64_t after, v1::WatchResponse* response)
+      : service_(service), node_id_(std::move(node_id)), after_(after), response_(response) {}
+  void OnCancel() override;
+  void OnDone() override { delete this; }
+
+  Service* service_;
+  std::string node_id_;
+  uint64_t after_;
+  v1::WatchResponse* response_;
+};
+
+class Service final : public v1::Rendezvous::CallbackService {
+ public:
+  Service(const RendezvousOptions& options)
+      : options_(options), state_(options, Clock::now()), timer_([this] { TimerLoop(); }) {}
+
+  ~Service() override {
+    StopWatches();
+    timer_.join();
+  }
+
+  // Answers every parked Watch and makes new ones answer at once, so the server can shut down.
+  void StopWatches() {
+    std::vector<WatchReactor*> parked;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      parked.assign(parked_.begin(), parked_.end());
+      parked_.clear();
+      wake_.Signal();
+    }
+    for (WatchReactor* r : parked) r->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "rendezvous service shutting down"));
+  }
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
+                                 v1::JoinResponse* resp) override {
+    return Respond(ctx, [&]() -> absl::Status {
+      NodeInfo info{req->host(), req->nproc(), req->store_addr(), req->store_port(), req->node_rank()};
+      absl::StatusOr<std::string> id = state_.Join(info, Clock::now());
+      if (!id.ok()) return id.status();
+      resp->set_node_id(*id);
+      resp->set_version(state_.version());
+      resp->set_keep_alive_interval_ms(options_.keep_alive_interval.count());
+      resp->set_keep_alive_max_attempt(options_.keep_alive_max_attempt);
+      resp->set_exit_barrier_timeout_ms(options_.exit_barrier_timeout.count());
+      resp->set_round(state_.Summary().round);
+      return absl::OkStatus();
+    }, req->auth());
+  }
+
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* ctx, const v1::KeepAliveRequest* req,
+                                      v1::KeepAliveResponse* resp) override {
+    return Respond(ctx, [&]() -> absl::Status {
+      resp->set_round(state_.Summary().round);
+      return state_.KeepAlive(req->node_id(), Clock::now());
+    }, req->auth());
+  }
+
+  grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* ctx, const v1::OutcomeRequest* req,
+                                          v1::OutcomeResponse* resp) override {
+    return Respond(ctx, [&]() -> absl::Status {
+      absl::Status st;
+      if (req->success()) {
+        st = state_.ReportSuccess(req->node_id(), req->round(), Clock::now());
+      } else {
+        std::vector<FailureInfo> failures;
+        for (const v1::Failure& f : req->failures()) failures.push_back(FromWire(f));
+        st = state_.ReportFailure(req->node_id(), req->round(), failures, Clock::now());
+      }
+      resp->set_round(state_.Summary().round);
+      return st;
+    }, req->auth());
+  }
+
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* req,
+                                  v1::LeaveResponse* resp) override {
+    return Respond(ctx, [&]() -> absl::Status {
+      absl::Status st = state_.Leave(req->node_id(), Clock::now());
+      resp->set_round(state_.Summary().round);
+      return st;
+    }, req->auth());
+  }
+
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const v1::StatusRequest* req,
+                                   v1::StatusResponse* resp) override {
+    return Respond(ctx, [&]() -> absl::Status {
+      JobSummary s = state_.Summary();
+      resp->set_round(s.round);
+      resp->set_phase(static_cast<v1::Phase>(s.phase));
+      resp->set_restarts_used(s.restarts_used);
+      for (const auto& [id, info] : s.nodes) {
+        v1::NodeStatus* n = resp->add_nodes();
+        n->set_node_id(id);
+        n->set_host(info.host);
+        n->set_nproc(info.nproc);
+      }
+      return absl::OkStatus();
+    }, req->auth());
+  }
+
+  grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx, const v1::KillRequest* req,
+                                 v1::KillResponse* resp) override {
+    return Respond(ctx, [&]() -> absl::Status {
+      state_.Kill(req->reason().empty() ? "killed by dtrun kill" : req->reason());
+      resp->set_round(state_.Summary().round);
+      return absl::OkStatus();
+    }, req->auth());
+  }
+
+  grpc::ServerUnaryReactor* Watch(grpc::CallbackServerContext* ctx, const v1::WatchRequest* req,
+                                  v1::WatchResponse* resp) override {
+    auto* reactor = new WatchReactor(this, req->node_id(), req->after_version(), resp);
+    absl::Status st;
+    {
+      absl::MutexLock lock(&mu_);
+      st = CheckCredentials(req->auth());
+      if (st.ok()) {
+        absl::StatusOr<NodeView> view = state_.View(req->node_id());
+        if (!view.ok()) {
+          st = view.status();
+        } else if (view->version > req->after_version() || stopping_) {
+          ToWire(*view, resp);
+        } else {
+          parked_.insert(reactor);  // answered by Notify or OnCancel
+          return reactor;
+        }
+      }
+    }
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+
+  void AwaitNoNodes(std::chrono::milliseconds timeout) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Service::NoNodes), absl::FromChrono(timeout));
+  }
+
+  void Cancel(WatchReactor* reactor) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (parked_.erase(reactor) == 0) return;  // already answered
+    }
+    reactor->Finish(grpc::Status::CANCELLED);
+  }
+
+ private:
+  // Runs `op` under the lock after the credential check, answers, and wakes watchers if the
+  // state moved. Every path finishes the reactor exactly once.
+  template <typename Op>
+  grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* ctx, Op op, const v1::Credentials& auth) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    absl::Status st;
+    std::vector<std::pair<WatchReactor*, grpc::Status>> answers;
+    {
+      absl::MutexLock lock(&mu_);
+      uint64_t before = state_.version();
+      st = CheckCredentials(auth);
+      if (st.ok()) st = op();
+      if (state_.version() != before) answers = TakeAnswersLocked();
+      wake_.Signal();  // deadlines may have moved
+    }
+    reactor->Finish(ToGrpc(st));
+    for (auto& [r, s] : answers) r->Finish(s);
+    return reactor;
+  }
+
+  bool NoNodes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_.Summary().nodes.empty(); }
+
+  absl::Status CheckCredentials(const v1::Credentials& auth) const {
+    if (auth.protocol_version() != kProtocolVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rendezvous protocol version ", auth.protocol_version(), " is not supported (this service speaks ",
+          kProtocolVersion, "); run the same dtrun version on every node"));
+    }
+    if (auth.run_id() != options_.run_id) {
+      return absl::PermissionDeniedError(absl::StrCat("run id '", auth.run_id(), "' does not match this job's '",
+                                                      options_.run_id, "'; use the same --rdzv-id on every node"));
+    }
+    if (!SameSecret(auth.token(), options_.token)) {
+      return absl::UnauthenticatedError(
+          "wrong rendezvous token; give every node the job's token (--rdzv-token, DTRUN_RDZV_TOKEN or --rdzv-token-file)");
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<std::pair<WatchReactor*, grpc::Status>> TakeAnswersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<std::pair<WatchReactor*, grpc::Status>> out;
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      WatchReactor* r = *it;
+      absl::StatusOr<NodeView> view = state_.View(r->node_id_);
+      if (view.ok() && view->version <= r->after_) {
+        ++it;
+        continue;
+      }
+      if (view.ok()) ToWire(*view, r->response_);
+      out.emplace_back(r, view.ok() ? grpc::Status::OK : ToGrpc(view.status()));
+      it = parked_.erase(it);
+    }
+    return out;
+  }
+
+  void TimerLoop() {
+    for (;;) {
+      std::vector<std::pair<WatchReactor*, grpc::Status>> answers;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        std::optional<TimePoint> deadline = state_.NextDeadline();
+        if (deadline) {
+          auto wait = std::chrono::duration_cast<std::chrono::microseconds>(*deadline - Clock::now());
+          if (wait.count() > 0) wake_.WaitWithTimeout(&mu_, absl::Microseconds(wait.count()));
+        } else {
+          wake_.Wait(&mu_);
+        }
+        if (stopping_) return;
+        uint64_t before = state_.version();
+        state_.Tick(Clock::now());
+        if (state_.version() != before) answers = TakeAnswersLocked();
+      }
+      for (auto& [r, s] : answers) r->Finish(s);
+    }
+  }
+
+  const RendezvousOptions options_;
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  RendezvousState state_ ABSL_GUARDED_BY(mu_);
+  std::set<WatchReactor*> parked_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread timer_;
+};
+
+void WatchReactor::OnCancel() { service_->Cancel(this); }
+
+class ServerImpl final : public RendezvousServer {
+ public:
+  ServerImpl(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server, int port)
+      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  ~ServerImpl() override {
+    service_->StopWatches();  // parked long-polls are answered, so Shutdown does not wait on them
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
+    service_.reset();
+  }
+  int port() const override { return port_; }
+  void AwaitNodesLeft(std::chrono::milliseconds timeout) override { service_->AwaitNoNodes(timeout); }
+
+ private:
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, int port,
+                                                                         const RendezvousOptions& options,
+                                                                         const TlsFiles& tls) {
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!tls.cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(tls.cert), key = ReadFile(tls.key);
+    if (!cert.ok()) return cert.status();
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl(tls.client_ca.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!tls.client_ca.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(tls.client_ca);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  auto service = std::make_unique<Service>(options);
+  grpc::ServerBuilder builder;
+  int selected = 0;
+  std::string addr = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                                         : absl::StrCat(host, ":", port);
+  builder.AddListeningPort(addr, creds, &selected);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || selected == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve the rendezvous on ", addr,
+                                               " (address in use or not on this host); choose another port"));
+  }
+  return std::unique_ptr<RendezvousServer>(new ServerImpl(std::move(service), std::move(server), selected));
+}
+
+}  // namespace dtrun::rdzv

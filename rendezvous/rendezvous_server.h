@@ -1,0 +1,36 @@
+// The gRPC rendezvous service: a thin adapter that checks credentials, calls RendezvousState under
+// one mutex, parks Watch long-polls until the state's version moves, and drives the state's
+// timeouts from one deadline timer (no polling). Runs inside `dtrun` on the master node and as
+// `dtrun rdzv-server`.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rendezvous/rendezvous_options.h"
+
+namespace dtrun::rdzv {
+
+struct TlsFiles {
+  std::string cert;       // PEM server (or client) certificate; empty = plaintext
+  std::string key;        // PEM private key
+  std::string client_ca;  // PEM CA: the server requires and verifies client certificates with it
+};
+
+class RendezvousServer {
+ public:
+  // Listens on `host:port` (port 0 picks one). Errors: Unavailable (cannot bind),
+  // InvalidArgument (unreadable TLS files).
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& host, int port,
+                                                                 const RendezvousOptions& options,
+                                                                 const TlsFiles& tls = {});
+  virtual ~RendezvousServer() = default;  // shuts down: parked calls are answered, threads joined
+  virtual int port() const = 0;
+  // Waits until every node has left (they leave once they have seen the job's end) or `timeout`
+  // passes, so that the host does not vanish before the others learn the outcome.
+  virtual void AwaitNodesLeft(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace dtrun::rdzv
