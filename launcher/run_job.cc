@@ -14,8 +14,7 @@
 #include "agent/launch_guard.h"
 #include "agent/run_registry.h"
 #include "agent/tcp_store_server.h"
-#include "rendezvous/rendezvous_client.h"
-#include "rendezvous/rendezvous_server.h"
+#include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
 #include "base/process_table.h"
 #include "spdlog/spdlog.h"
@@ -76,10 +75,15 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
     auto rounds = std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr, store_port);
     return Agent(a, paths, env, std::move(*store), std::move(rounds)).Run();
   }
+  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
+  if (!grpc.ok()) {
+    spdlog::error("{}", std::string(grpc.status().message()));
+    return 1;
+  }
   std::unique_ptr<rdzv::RendezvousServer> server;
   if (config.host_service) {
     absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s =
-        rdzv::RendezvousServer::Start(config.service_host, config.service_port, config.rdzv, config.tls);
+        (*grpc)->start_server(config.service_host, config.service_port, config.rdzv, config.tls);
     if (!s.ok()) {
       spdlog::error("{}", std::string(s.status().message()));
       return 1;
@@ -93,17 +97,16 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
                                 ":", server ? server->port() : config.service_port);
   copts.run_id = a.run_id;
   copts.token = config.rdzv.token;
-  copts.tls = rdzv::TlsFiles{config.tls.cert, config.tls.key, config.tls.client_ca};
-  absl::StatusOr<std::unique_ptr<rdzv::RendezvousClient>> client = rdzv::RendezvousClient::Create(copts);
-  if (!client.ok()) {
-    spdlog::error("{}", std::string(client.status().message()));
-    return 1;
-  }
+  copts.tls = config.tls;
   rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store_port,
                       config.rdzv.static_ranks ? a.node_rank : -1};
-  auto rounds = rdzv::GrpcRoundSource::Start(std::move(*client), node,
-                                             std::chrono::steady_clock::now() + config.rdzv.join_timeout);
-  int rc = Agent(a, paths, env, std::move(*store), std::move(rounds)).Run();
+  absl::StatusOr<std::unique_ptr<rdzv::RoundSource>> rounds = (*grpc)->start_round_source(
+      copts, node, std::chrono::steady_clock::now() + config.rdzv.join_timeout);
+  if (!rounds.ok()) {
+    spdlog::error("{}", std::string(rounds.status().message()));
+    return 1;
+  }
+  int rc = Agent(a, paths, env, std::move(*store), std::move(*rounds)).Run();
   if (server) server->AwaitNodesLeft(std::chrono::seconds(10));
   return rc;
 }

@@ -22,13 +22,6 @@ class Channel;
 
 namespace dtrun::rdzv {
 
-struct ClientOptions {
-  std::string endpoint;  // HOST:PORT of the service
-  std::string run_id = "none";
-  std::string token;
-  TlsFiles tls;          // cert/key: client certificate; client_ca: CA that signed the server
-};
-
 struct JoinResult {
   std::string node_id;
   std::chrono::milliseconds keep_alive_interval{5000};

@@ -31,6 +31,20 @@ struct RendezvousOptions {
   Duration lease() const { return keep_alive_interval * keep_alive_max_attempt; }
 };
 
+struct TlsFiles {
+  std::string cert;       // PEM certificate of this side; empty = plaintext
+  std::string key;        // PEM private key for `cert`
+  std::string client_ca;  // PEM CA: the server requires and verifies client certificates with it;
+                          // the client verifies the server with it
+};
+
+struct ClientOptions {
+  std::string endpoint;  // HOST:PORT of the service
+  std::string run_id = "none";
+  std::string token;
+  TlsFiles tls;
+};
+
 // Applies --rdzv-conf keys (seconds, as torchrun takes them; fractions allowed). Unknown keys and
 // bad values are InvalidArgument naming the key. `is_host` is read by the launcher, not here.
 absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& options);

@@ -13,12 +13,6 @@
 
 namespace dtrun::rdzv {
 
-struct TlsFiles {
-  std::string cert;       // PEM server (or client) certificate; empty = plaintext
-  std::string key;        // PEM private key
-  std::string client_ca;  // PEM CA: the server requires and verifies client certificates with it
-};
-
 class RendezvousServer {
  public:
   // Listens on `host:port` (port 0 picks one). Errors: Unavailable (cannot bind),

@@ -1,0 +1,33 @@
+// The module's entry point (compiled into libdtrun_rdzv_grpc.so only).
+#include "rendezvous/grpc_module.h"
+
+#include "rendezvous/rendezvous_client.h"
+
+namespace dtrun::rdzv {
+namespace {
+
+absl::StatusOr<std::unique_ptr<RoundSource>> StartRoundSource(const ClientOptions& options, const NodeInfo& node,
+                                                              std::chrono::steady_clock::time_point deadline) {
+  absl::StatusOr<std::unique_ptr<RendezvousClient>> client = RendezvousClient::Create(options);
+  if (!client.ok()) return client.status();
+  return std::unique_ptr<RoundSource>(GrpcRoundSource::Start(std::move(*client), node, deadline));
+}
+
+absl::Status KillJob(const ClientOptions& options, const std::string& reason) {
+  absl::StatusOr<std::unique_ptr<RendezvousClient>> client = RendezvousClient::Create(options);
+  if (!client.ok()) return client.status();
+  return (*client)->Kill(reason);
+}
+
+absl::StatusOr<JobSummary> JobStatus(const ClientOptions& options) {
+  absl::StatusOr<std::unique_ptr<RendezvousClient>> client = RendezvousClient::Create(options);
+  if (!client.ok()) return client.status();
+  return (*client)->Status();
+}
+
+constexpr GrpcModuleApi kApi = {&RendezvousServer::Start, &StartRoundSource, &KillJob, &JobStatus};
+
+}  // namespace
+}  // namespace dtrun::rdzv
+
+extern "C" const dtrun::rdzv::GrpcModuleApi* dtrun_rdzv_grpc_module_v1() { return &dtrun::rdzv::kApi; }
