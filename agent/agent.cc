@@ -162,9 +162,15 @@ void Agent::OnRoundEvent() {
     }
     return;
   }
-  if (view_ && view->round != view_->round && view->phase == rdzv::JobPhase::kRunning && !view->reason.empty() &&
-      view->round > 0) {
-    spdlog::warn("round {}: {}", view->round, view->reason);
+  // Say once why a round ended, whether the next one starts at once or has to wait.
+  const bool in_play = view->phase == rdzv::JobPhase::kRunning || view->phase == rdzv::JobPhase::kForming;
+  if (in_play && !view->reason.empty() && view->reason != logged_reason_) {
+    logged_reason_ = view->reason;
+    if (view->phase == rdzv::JobPhase::kRunning) {
+      spdlog::warn("round {}: {}", view->round, view->reason);
+    } else {
+      spdlog::warn("round {} ended: {}; waiting for the next round", view->round, view->reason);
+    }
   }
   view_ = *view;
 }

@@ -63,6 +63,7 @@ class Agent {
   UniqueFd epoll_fd_;
 
   std::optional<rdzv::NodeView> view_;   // the job as last seen
+  std::string logged_reason_;            // the last round-change reason printed
   absl::Status source_error_;            // the round source gave up (master lost, rejected)
   std::unique_ptr<WorkerGroup> group_;   // this node's workers (null between rounds)
   int64_t group_round_ = -1;             // the round group_ (or the last group) ran

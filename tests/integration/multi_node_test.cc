@@ -1,0 +1,200 @@
+// Multi-node jobs across network-namespace hosts: the real dtrun on each host, the real gRPC
+// rendezvous, real PyTorch (Python, Gloo) and LibTorch (C++) workers, and faults.
+#include <signal.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "tests/support/netns_cluster.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+using std::chrono::seconds;
+
+std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
+
+class MultiNodeTest : public ::testing::Test {
+ protected:
+  void Cluster(int hosts) {
+    std::string why = NetnsCluster::Unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    cluster_ = std::make_unique<NetnsCluster>(hosts);
+    ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
+  }
+  // dtrun on host `i` with static membership (node rank = i unless `rank` says otherwise).
+  std::unique_ptr<Harness> Node(int i, std::vector<std::string> launch, std::vector<std::string> program,
+                                std::map<std::string, std::string> env = {}, int nnodes = 2, int rank = -1,
+                                const std::string& token = "tok") {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> base = {DtrunBinary(), "--nnodes", std::to_string(nnodes), "--node-rank",
+                                     std::to_string(rank < 0 ? i : rank), "--master-addr", cluster_->address(0),
+                                     "--master-port", "29511", "--rdzv-id", "mn", "--local-addr",
+                                     cluster_->address(i), "--rdzv-token", token, "--rdzv-conf",
+                                     "keep_alive_interval=0.2,keep_alive_max_attempt=3,join_timeout=20"};
+    argv.insert(argv.end(), base.begin(), base.end());
+    argv.insert(argv.end(), launch.begin(), launch.end());
+    argv.insert(argv.end(), program.begin(), program.end());
+    env.emplace("PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3"));
+    return std::make_unique<Harness>(argv, env);
+  }
+  std::unique_ptr<NetnsCluster> cluster_;
+};
+
+TEST_F(MultiNodeTest, PythonGlooJobAcrossTwoHostsWithUnevenWorkerCounts) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  auto n0 = Node(0, {"--nproc-per-node", "2"}, {Worker("gloo_allreduce.py")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("gloo_allreduce.py")});
+  EXPECT_EQ(n0->Wait(), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(), 0) << n1->all();
+  EXPECT_NE(n0->out().find("ALLREDUCE_OK rank=1 world=3 sum=6"), std::string::npos) << n0->all();
+  EXPECT_NE(n1->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << n1->all();
+}
+
+TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
+  Cluster(3);
+  std::string bin = BinDir() + "/allreduce_check";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << "built without LibTorch";
+  std::vector<std::unique_ptr<Harness>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(Node(i, {"--nproc-per-node", "1"}, {bin}, {}, 3));
+  for (auto& n : nodes) EXPECT_EQ(n->Wait(), 0) << n->all();
+  EXPECT_NE(nodes[2]->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << nodes[2]->all();
+}
+
+TEST_F(MultiNodeTest, WorkerFailureOnOneHostRestartsEveryHost) {
+  Cluster(2);
+  // Global rank 1 (on host 1) fails in round 0; round 1 succeeds everywhere.
+  std::map<std::string, std::string> env = {{"SUCCEED_AT", "1"}};
+  auto n0 = Node(0, {"--nproc-per-node", "1", "--max-restarts", "2"}, {Worker("fail_once.sh")}, env);
+  auto n1 = Node(1, {"--nproc-per-node", "1", "--max-restarts", "2"}, {Worker("fail_once.sh")}, env);
+  EXPECT_EQ(n0->Wait(), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(), 0) << n1->all();
+  EXPECT_NE(n0->out().find("attempt 1 rank 0"), std::string::npos) << n0->all();  // the healthy host restarted
+  EXPECT_NE(n0->err().find("round 1: worker rank 1 on "), std::string::npos) << n0->all();
+}
+
+TEST_F(MultiNodeTest, SpentBudgetEndsEveryHostWithTheSameRootCause) {
+  Cluster(2);
+  std::map<std::string, std::string> env = {{"SUCCEED_AT", "9"}, {"CODE", "7"}};
+  auto n0 = Node(0, {"--nproc-per-node", "1", "--max-restarts", "1"}, {Worker("fail_once.sh")}, env);
+  auto n1 = Node(1, {"--nproc-per-node", "1", "--max-restarts", "1"}, {Worker("fail_once.sh")}, env);
+  EXPECT_EQ(n0->Wait(), 7) << n0->all();
+  EXPECT_EQ(n1->Wait(), 7) << n1->all();
+  for (auto* n : {n0.get(), n1.get()}) {
+    EXPECT_NE(n->err().find("Root Cause (first observed failure)"), std::string::npos) << n->all();
+    EXPECT_NE(n->err().find("rank      : 1 (local_rank: 0)"), std::string::npos) << n->all();
+    EXPECT_NE(n->err().find("exitcode  : 7"), std::string::npos) << n->all();
+  }
+}
+
+TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
+  Cluster(2);
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  ASSERT_TRUE(n0->WaitForOutput("READY 0"));
+  ASSERT_TRUE(n1->WaitForOutput("READY 1"));
+  ::kill(n1->pid(), SIGKILL);
+  ASSERT_TRUE(n0->WaitForOutput("lost: no keep-alive", std::chrono::seconds(10))) << n0->all();
+  // Static membership: the survivor waits for the node to come back; it does, and a new round runs.
+  auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  ASSERT_TRUE(back->WaitForOutput("READY 1")) << back->all();
+  ::kill(n0->pid(), SIGTERM);
+  ::kill(back->pid(), SIGTERM);
+  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
+  EXPECT_TRUE(back->Wait().has_value());
+}
+
+TEST_F(MultiNodeTest, LostMasterMakesEveryOtherNodeCleanUpAndExit) {
+  Cluster(2);
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  ASSERT_TRUE(n0->WaitForOutput("READY 0"));
+  ASSERT_TRUE(n1->WaitForOutput("READY 1"));
+  ::kill(n0->pid(), SIGKILL);
+  EXPECT_EQ(n1->Wait(std::chrono::seconds(20)), 1) << n1->all();
+  EXPECT_NE(n1->err().find("lost the rendezvous service (master) at " + cluster_->address(0)), std::string::npos)
+      << n1->all();
+}
+
+TEST_F(MultiNodeTest, CutLinkIsDetectedOnBothSides) {
+  Cluster(2);
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  ASSERT_TRUE(n0->WaitForOutput("READY 0"));
+  ASSERT_TRUE(n1->WaitForOutput("READY 1"));
+  cluster_->SetLink(1, false);
+  EXPECT_TRUE(n0->WaitForOutput("lost: no keep-alive", std::chrono::seconds(10))) << n0->all();
+  EXPECT_EQ(n1->Wait(std::chrono::seconds(20)), 1) << n1->all();
+  EXPECT_NE(n1->err().find("lost the rendezvous service"), std::string::npos) << n1->all();
+  ::kill(n0->pid(), SIGTERM);
+  EXPECT_TRUE(n0->Wait().has_value());
+}
+
+TEST_F(MultiNodeTest, WrongTokenAndDuplicateRankAreRejectedAndTheJobStillRuns) {
+  Cluster(3);
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {"/bin/sh", "-c", "echo rank=$RANK world=$WORLD_SIZE"});
+  auto intruder = Node(1, {"--nproc-per-node", "1"}, {"/bin/true"}, {}, 2, 1, "wrong");
+  EXPECT_EQ(intruder->Wait(), 1) << intruder->all();
+  EXPECT_NE(intruder->err().find("wrong rendezvous token"), std::string::npos) << intruder->all();
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {"/bin/sh", "-c", "echo rank=$RANK world=$WORLD_SIZE; sleep 1"});
+  ASSERT_TRUE(n1->WaitForOutput("rank=1 world=2")) << n1->all();
+  auto dup = Node(2, {"--nproc-per-node", "1"}, {"/bin/true"}, {}, 2, /*rank=*/1);
+  EXPECT_EQ(dup->Wait(), 1) << dup->all();
+  EXPECT_NE(dup->err().find("node rank 1 has already joined"), std::string::npos) << dup->all();
+  EXPECT_EQ(n0->Wait(), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(), 0) << n1->all();
+}
+
+TEST_F(MultiNodeTest, ElasticLateJoinerEntersAtTheNextRound) {
+  Cluster(2);
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        cluster_->address(0) + ":29512", "--rdzv-id", "el", "--local-addr", cluster_->address(i), "--rdzv-conf",
+        "last_call_timeout=0.2,keep_alive_interval=0.2", "/bin/sh", "-c",
+        "echo round=$TORCHELASTIC_RESTART_COUNT world=$WORLD_SIZE rank=$RANK; exec sleep 300"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  };
+  auto a = elastic(0);
+  ASSERT_TRUE(a->WaitForOutput("round=0 world=1 rank=0")) << a->all();
+  auto b = elastic(1);
+  ASSERT_TRUE(b->WaitForOutput("round=1 world=2 rank=1")) << b->all();
+  ASSERT_TRUE(a->WaitForOutput("round=1 world=2 rank=0")) << a->all();
+  ::kill(b->pid(), SIGTERM);  // b leaves: a goes on alone (>= min) in the next round
+  ASSERT_TRUE(a->WaitForOutput("round=2 world=1 rank=0")) << a->all();
+  ::kill(a->pid(), SIGTERM);
+  EXPECT_EQ(a->Wait(), 128 + SIGTERM);
+  EXPECT_EQ(b->Wait(), 128 + SIGTERM);
+}
+
+TEST_F(MultiNodeTest, ElasticSpareIsPromotedWhenAMemberDies) {
+  Cluster(3);
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        cluster_->address(0) + ":29513", "--rdzv-id", "sp", "--local-addr", cluster_->address(i), "--rdzv-conf",
+        "keep_alive_interval=0.2,keep_alive_max_attempt=3", "/bin/sh", "-c",
+        "echo round=$TORCHELASTIC_RESTART_COUNT rank=$RANK host=" + std::to_string(i) + "; exec sleep 300"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  };
+  auto a = elastic(0);
+  auto b = elastic(1);
+  ASSERT_TRUE(b->WaitForOutput("round=0 rank=1 host=1")) << b->all();
+  auto spare = elastic(2);
+  ::kill(b->pid(), SIGKILL);
+  ASSERT_TRUE(spare->WaitForOutput("round=1 rank=1 host=2", std::chrono::seconds(15))) << spare->all();
+  ::kill(a->pid(), SIGTERM);
+  ::kill(spare->pid(), SIGTERM);
+  EXPECT_TRUE(a->Wait().has_value());
+  EXPECT_TRUE(spare->Wait().has_value());
+}
+
+}  // namespace
+}  // namespace dtrun::testing

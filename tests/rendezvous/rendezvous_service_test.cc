@@ -1,0 +1,101 @@
+// The gRPC adapter over real sockets (loopback): credentials, long-poll, stale rounds.
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
+
+namespace dtrun::rdzv {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+class RendezvousServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.min_nodes = options_.max_nodes = 2;
+    options_.static_ranks = true;
+    options_.max_restarts = 3;
+    options_.run_id = "job";
+    options_.token = "secret";
+    auto s = RendezvousServer::Start("127.0.0.1", 0, options_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+  std::unique_ptr<RendezvousClient> Client(const std::string& token = "secret", const std::string& run = "job") {
+    ClientOptions o;
+    o.endpoint = "127.0.0.1:" + std::to_string(server_->port());
+    o.run_id = run;
+    o.token = token;
+    return std::move(RendezvousClient::Create(o).value());
+  }
+  static NodeInfo Node(int rank) { return NodeInfo{"h" + std::to_string(rank), 1, "127.0.0.1", 1, rank}; }
+
+  RendezvousOptions options_;
+  std::unique_ptr<RendezvousServer> server_;
+};
+
+TEST_F(RendezvousServiceTest, WrongTokenRunIdAreRejectedWithoutDisturbingTheJob) {
+  auto deadline = Clock::now() + seconds(5);
+  EXPECT_EQ(Client("bad")->Join(Node(0), deadline).status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Client("secret", "other")->Join(Node(0), deadline).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  auto summary = Client()->Status();
+  ASSERT_TRUE(summary.ok());
+  EXPECT_TRUE(summary->nodes.empty());
+}
+
+TEST_F(RendezvousServiceTest, WatchLongPollIsAnsweredWhenTheRoundForms) {
+  auto a = Client(), b = Client();
+  auto ja = a->Join(Node(0), Clock::now() + seconds(5));
+  ASSERT_TRUE(ja.ok()) << ja.status();
+  auto first = a->Watch(ja->node_id, 0, seconds(5));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->phase, JobPhase::kForming);
+  absl::StatusOr<NodeView> formed;
+  std::thread waiter([&] { formed = a->Watch(ja->node_id, first->version, seconds(10)); });
+  auto jb = b->Join(Node(1), Clock::now() + seconds(5));
+  ASSERT_TRUE(jb.ok());
+  waiter.join();
+  ASSERT_TRUE(formed.ok()) << formed.status();
+  EXPECT_EQ(formed->phase, JobPhase::kRunning);
+  EXPECT_EQ(formed->assignment->world_size, 2);
+}
+
+TEST_F(RendezvousServiceTest, StaleRoundReportIsAborted) {
+  auto a = Client(), b = Client();
+  auto ja = a->Join(Node(0), Clock::now() + seconds(5));
+  auto jb = b->Join(Node(1), Clock::now() + seconds(5));
+  ASSERT_TRUE(ja.ok() && jb.ok());
+  FailureInfo f;
+  f.host = "h1";
+  EXPECT_TRUE(b->ReportOutcome(jb->node_id, 0, false, {f}).ok());
+  EXPECT_EQ(a->ReportOutcome(ja->node_id, 0, false, {f}).code(), absl::StatusCode::kAborted);
+  auto view = a->Watch(ja->node_id, 0, seconds(5));
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->round, 1);
+}
+
+TEST_F(RendezvousServiceTest, WatchTimesOutWithDeadlineExceeded) {
+  auto a = Client();
+  auto ja = a->Join(Node(0), Clock::now() + seconds(5));
+  auto v = a->Watch(ja->node_id, 0, seconds(5));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(a->Watch(ja->node_id, v->version, milliseconds(200)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(RendezvousServiceTest, JoinWaitsForAServiceThatIsNotUpAndGivesUpAtTheDeadline) {
+  ClientOptions o;
+  o.endpoint = "127.0.0.1:1";  // nothing listens there
+  auto c = RendezvousClient::Create(o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->Join(Node(0), Clock::now() + milliseconds(300));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("is the master node up"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtrun::rdzv

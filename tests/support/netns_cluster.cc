@@ -1,0 +1,62 @@
+#include "tests/support/netns_cluster.h"
+
+#include <unistd.h>
+
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+bool Ip(std::vector<std::string> args) {
+  args.insert(args.begin(), "ip");
+  return RunToEnd(args).first == 0;
+}
+
+std::string Veth(const std::string& prefix, int i, bool sw) {
+  return prefix + "v" + std::to_string(i) + (sw ? "s" : "");
+}
+
+}  // namespace
+
+std::string NetnsCluster::Unavailable() {
+  if (::geteuid() != 0) return "multi-node tests need root (network namespaces)";
+  if (RunToEnd({"ip", "netns", "list"}).first != 0) return "iproute2 'ip netns' is not available";
+  return "";
+}
+
+NetnsCluster::NetnsCluster(int hosts) {
+  prefix_ = "dt" + std::to_string(::getpid() % 100000);
+  const std::string subnet = "198.18." + std::to_string(::getpid() % 250 + 1) + ".";
+  const std::string sw = prefix_ + "sw";
+  ok_ = Ip({"netns", "add", sw});
+  namespaces_.push_back(sw);
+  ok_ = ok_ && Ip({"-n", sw, "link", "add", "br0", "type", "bridge"}) &&
+        Ip({"-n", sw, "link", "set", "br0", "up"});
+  for (int i = 0; ok_ && i < hosts; ++i) {
+    const std::string ns = prefix_ + "h" + std::to_string(i);
+    const std::string addr = subnet + std::to_string(10 + i);
+    ok_ = Ip({"netns", "add", ns});
+    namespaces_.push_back(ns);
+    ok_ = ok_ && Ip({"link", "add", Veth(prefix_, i, false), "type", "veth", "peer", "name", Veth(prefix_, i, true)}) &&
+          Ip({"link", "set", Veth(prefix_, i, false), "netns", ns, "name", "eth0"}) &&
+          Ip({"link", "set", Veth(prefix_, i, true), "netns", sw}) &&
+          Ip({"-n", sw, "link", "set", Veth(prefix_, i, true), "master", "br0", "up"}) &&
+          Ip({"-n", ns, "addr", "add", addr + "/24", "dev", "eth0"}) &&
+          Ip({"-n", ns, "link", "set", "eth0", "up"}) && Ip({"-n", ns, "link", "set", "lo", "up"});
+    addrs_.push_back(addr);
+  }
+}
+
+NetnsCluster::~NetnsCluster() {
+  for (const std::string& ns : namespaces_) Ip({"netns", "del", ns});
+}
+
+std::vector<std::string> NetnsCluster::Exec(int host) const {
+  return {"ip", "netns", "exec", prefix_ + "h" + std::to_string(host)};
+}
+
+void NetnsCluster::SetLink(int host, bool up) {
+  Ip({"-n", prefix_ + "h" + std::to_string(host), "link", "set", "eth0", up ? "up" : "down"});
+}
+
+}  // namespace dtrun::testing

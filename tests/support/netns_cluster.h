@@ -1,0 +1,36 @@
+// Test hosts on one machine: N network namespaces, each with its own address on a bridge that
+// lives in a further "switch" namespace (nothing touches the test machine's own network).
+// Addresses are from 198.18.0.0/15 (RFC 2544, reserved for network tests) and exist only inside
+// these namespaces. Needs root and iproute2; Available() says why not.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dtrun::testing {
+
+class NetnsCluster {
+ public:
+  // Empty if namespaces can be made here; else the reason (for GTEST_SKIP).
+  static std::string Unavailable();
+
+  explicit NetnsCluster(int hosts);
+  ~NetnsCluster();  // deletes every namespace it made
+  NetnsCluster(const NetnsCluster&) = delete;
+  NetnsCluster& operator=(const NetnsCluster&) = delete;
+
+  bool ok() const { return ok_; }
+  const std::string& address(int host) const { return addrs_[host]; }
+  // argv prefix that runs a command inside host `i`'s namespace.
+  std::vector<std::string> Exec(int host) const;
+  // Takes host `i`'s link down (a cut cable) or back up.
+  void SetLink(int host, bool up);
+
+ private:
+  std::string prefix_;
+  std::vector<std::string> addrs_;
+  std::vector<std::string> namespaces_;
+  bool ok_ = false;
+};
+
+}  // namespace dtrun::testing
