@@ -172,6 +172,9 @@ void Agent::OnRoundEvent() {
       spdlog::warn("round {} ended: {}; waiting for the next round", view->round, view->reason);
     }
   }
+  if (view->role == rdzv::NodeRole::kSpare && (!view_ || view_->role != rdzv::NodeRole::kSpare)) {
+    spdlog::info("round {} is full; this node waits as a spare", view->round);
+  }
   view_ = *view;
 }
 
