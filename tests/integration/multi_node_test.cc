@@ -135,17 +135,23 @@ TEST_F(MultiNodeTest, CutLinkIsDetectedOnBothSides) {
 
 TEST_F(MultiNodeTest, WrongTokenAndDuplicateRankAreRejectedAndTheJobStillRuns) {
   Cluster(3);
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, {"/bin/sh", "-c", "echo rank=$RANK world=$WORLD_SIZE"});
+  const std::vector<std::string> program = {"/bin/sh", "-c", "echo rank=$RANK world=$WORLD_SIZE; exec sleep 300"};
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, program);
   auto intruder = Node(1, {"--nproc-per-node", "1"}, {"/bin/true"}, {}, 2, 1, "wrong");
   EXPECT_EQ(intruder->Wait(), 1) << intruder->all();
   EXPECT_NE(intruder->err().find("wrong rendezvous token"), std::string::npos) << intruder->all();
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, {"/bin/sh", "-c", "echo rank=$RANK world=$WORLD_SIZE; sleep 1"});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, program);
   ASSERT_TRUE(n1->WaitForOutput("rank=1 world=2")) << n1->all();
   auto dup = Node(2, {"--nproc-per-node", "1"}, {"/bin/true"}, {}, 2, /*rank=*/1);
   EXPECT_EQ(dup->Wait(), 1) << dup->all();
   EXPECT_NE(dup->err().find("node rank 1 has already joined"), std::string::npos) << dup->all();
-  EXPECT_EQ(n0->Wait(), 0) << n0->all();
-  EXPECT_EQ(n1->Wait(), 0) << n1->all();
+  // The running job was not disturbed: still round 0, still running.
+  EXPECT_FALSE(WaitForPidExit(n0->pid(), std::chrono::milliseconds(0)));
+  EXPECT_EQ(n0->all().find("round"), std::string::npos) << n0->all();
+  ::kill(n0->pid(), SIGTERM);
+  ::kill(n1->pid(), SIGTERM);
+  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
+  EXPECT_EQ(n1->Wait(), 128 + SIGTERM) << n1->all();
 }
 
 TEST_F(MultiNodeTest, ElasticLateJoinerEntersAtTheNextRound) {
