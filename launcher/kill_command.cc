@@ -14,6 +14,7 @@
 #include "base/env_names.h"
 #include "base/process_table.h"
 #include "base/signal_names.h"
+#include "rendezvous/grpc_module.h"
 
 namespace dtrun {
 namespace {
@@ -58,11 +59,31 @@ void PrintTable(const std::vector<Target>& targets) {
   }
 }
 
+// Every node's agent sees the job KILLED within one event and stops its workers.
+int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id, const std::string& token) {
+  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
+  if (!grpc.ok()) {
+    std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(grpc.status().message()).c_str());
+    return 1;
+  }
+  rdzv::ClientOptions o;
+  o.endpoint = endpoint;
+  o.run_id = run_id;
+  o.token = token;
+  absl::Status st = (*grpc)->kill_job(o, "killed by dtrun kill --endpoint");
+  if (!st.ok()) {
+    std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  std::printf("dtrun kill: job %s at %s is being stopped on every node\n", run_id.c_str(), endpoint.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int KillCommand(const std::vector<std::string>& args) {
   CLI::App app("dtrun kill: end the processes of dtrun jobs on this machine", "dtrun kill");
-  std::string run_id, signal_name = "SIGTERM";
+  std::string run_id, signal_name = "SIGTERM", endpoint, token;
   bool all = false, dry_run = false;
   double grace = 10;
   app.add_option("--run-id,--run_id,--rdzv-id", run_id, "The job's run id (see dtrun status)");
@@ -70,6 +91,8 @@ int KillCommand(const std::vector<std::string>& args) {
   app.add_option("--signal,-s", signal_name, "First signal to send")->capture_default_str();
   app.add_option("--grace", grace, "Seconds before SIGKILL")->capture_default_str();
   app.add_flag("--dry-run,-n", dry_run, "Only list the processes that would be signalled");
+  app.add_option("--endpoint", endpoint, "Multi-node: kill the job on every node through its rendezvous HOST:PORT");
+  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname("DTRUN_RDZV_TOKEN");
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -85,6 +108,7 @@ int KillCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "dtrun kill: error: --signal: %s\n", std::string(signo.status().message()).c_str());
     return 2;
   }
+  if (!endpoint.empty()) return KillThroughRendezvous(endpoint, run_id.empty() ? "none" : run_id, token);
   if (run_id.empty() == !all) {
     std::fprintf(stderr, "dtrun kill: error: name one job with --run-id ID or use --all; "
                          "`dtrun status` lists the jobs\n");

@@ -247,7 +247,8 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
     if (is_host != c.rdzv_conf.end()) {
       c.host_service = is_host->second == "1" || is_host->second == "true" || is_host->second == "True";
     } else {
-      c.host_service = InterfaceWithAddress(c.service_host).has_value();
+      // As torchrun: the first local agent to bind the endpoint hosts, the others join it.
+      c.host_service = c.host_service_if_free = InterfaceWithAddress(c.service_host).has_value();
     }
   } else {
     c.service_host = f.master_addr;

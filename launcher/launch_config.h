@@ -26,6 +26,7 @@ struct LaunchConfig {
   // Multi-node: the rendezvous service this node joins (and hosts, if host_service).
   bool multi_node = false;
   bool host_service = false;
+  bool host_service_if_free = false;  // endpoint is local and is_host unset: host unless taken
   std::string service_host;
   int service_port = 0;
   rdzv::RendezvousOptions rdzv;

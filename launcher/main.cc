@@ -10,6 +10,7 @@
 #include "agent/worker_env.h"
 #include "launcher/kill_command.h"
 #include "launcher/launch_config.h"
+#include "launcher/rdzv_server_command.h"
 #include "launcher/run_job.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "status") return dtrun::StatusCommand({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "rdzv-server") return dtrun::RdzvServerCommand({args.begin() + 1, args.end()});
 
   // A closed console (dtrun ... | head) must not kill the launcher; writes just fail.
   ::signal(SIGPIPE, SIG_IGN);

@@ -84,12 +84,13 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
   if (config.host_service) {
     absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s =
         (*grpc)->start_server(config.service_host, config.service_port, config.rdzv, config.tls);
-    if (!s.ok()) {
+    if (s.ok()) {
+      server = std::move(*s);
+      spdlog::info("hosting the rendezvous for run {} on {}:{}", a.run_id, config.service_host, server->port());
+    } else if (!config.host_service_if_free) {
       spdlog::error("{}", std::string(s.status().message()));
       return 1;
     }
-    server = std::move(*s);
-    spdlog::info("hosting the rendezvous for run {} on {}:{}", a.run_id, config.service_host, server->port());
   }
   rdzv::ClientOptions copts;
   copts.endpoint = absl::StrCat(config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]"

@@ -37,7 +37,7 @@ class RendezvousClient::Call {
  public:
   explicit Call(RendezvousClient* c) : client_(c) {
     absl::MutexLock lock(&c->mu_);
-    if (c->cancelled_) ctx.TryCancel();
+    cancelled = c->cancelled_;
     c->in_flight_.push_back(&ctx);
   }
   ~Call() {
@@ -46,10 +46,13 @@ class RendezvousClient::Call {
     v.erase(std::remove(v.begin(), v.end(), static_cast<void*>(&ctx)), v.end());
   }
   grpc::ClientContext ctx;
+  bool cancelled = false;  // CancelAll ran before this call: do not start it
 
  private:
   RendezvousClient* client_;
 };
+
+const absl::Status kShutDown = absl::CancelledError("the rendezvous client is shutting down");
 
 void RendezvousClient::CancelAll() {
   absl::MutexLock lock(&mu_);
@@ -103,6 +106,7 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   v1::JoinResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   // wait_for_ready: an unreachable service is waited for (up to the deadline), not an error.
   ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() +
@@ -130,6 +134,7 @@ absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uin
   v1::WatchResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   SetDeadline(ctx, max_wait);
   grpc::Status st = stub_->stub->Watch(&ctx, req, &resp);
   if (!st.ok()) return FromGrpc(st);
@@ -143,6 +148,7 @@ absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono
   v1::KeepAliveResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   SetDeadline(ctx, timeout);
   return FromGrpc(stub_->stub->KeepAlive(&ctx, req, &resp));
 }
@@ -158,6 +164,7 @@ absl::Status RendezvousClient::ReportOutcome(const std::string& node_id, int64_t
   v1::OutcomeResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   SetDeadline(ctx, kCallTimeout);
   return FromGrpc(stub_->stub->ReportOutcome(&ctx, req, &resp));
 }
@@ -169,6 +176,7 @@ absl::Status RendezvousClient::Leave(const std::string& node_id) {
   v1::LeaveResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   SetDeadline(ctx, std::chrono::seconds(2));
   return FromGrpc(stub_->stub->Leave(&ctx, req, &resp));
 }
@@ -179,6 +187,7 @@ absl::StatusOr<JobSummary> RendezvousClient::Status() {
   v1::StatusResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   SetDeadline(ctx, kCallTimeout);
   grpc::Status st = stub_->stub->Status(&ctx, req, &resp);
   if (!st.ok()) return FromGrpc(st);
@@ -197,6 +206,7 @@ absl::Status RendezvousClient::Kill(const std::string& reason) {
   v1::KillResponse resp;
   Call call(this);
   grpc::ClientContext& ctx = call.ctx;
+  if (call.cancelled) return kShutDown;
   SetDeadline(ctx, kCallTimeout);
   return FromGrpc(stub_->stub->Kill(&ctx, req, &resp));
 }
@@ -226,7 +236,6 @@ void GrpcRoundSource::JoinThenWatch(Clock::time_point join_deadline) {
     join_ = *join;
     node_id_ = join->node_id;
     joined_ = true;
-    stop_cv_.SignalAll();
   }
   WatchLoop();
 }
@@ -235,7 +244,6 @@ GrpcRoundSource::~GrpcRoundSource() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    stop_cv_.SignalAll();
   }
   client_->CancelAll();  // ends a pending Join or Watch now
   keeper_.join();
@@ -288,7 +296,7 @@ void GrpcRoundSource::WatchLoop() {
       // Unreachable: the keep-alive loop decides when the service counts as lost. Wait a
       // keep-alive interval before asking again (or until stopped).
       absl::MutexLock lock(&mu_);
-      stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(join_.keep_alive_interval));
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(join_.keep_alive_interval));
     }
   }
 }
@@ -305,7 +313,7 @@ void GrpcRoundSource::KeepAliveLoop() {
     std::string id;
     {
       absl::MutexLock lock(&mu_);
-      stop_cv_.WaitWithTimeout(&mu_, absl::FromChrono(join_.keep_alive_interval));
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(join_.keep_alive_interval));
       if (stopping_) return;
       id = node_id_;
     }

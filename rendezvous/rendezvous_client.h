@@ -91,7 +91,6 @@ class GrpcRoundSource : public RoundSource {
   JoinResult join_;  // written once by the joining thread before `joined_`
   int event_fd_;
   absl::Mutex mu_;
-  absl::CondVar stop_cv_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool joined_ ABSL_GUARDED_BY(mu_) = false;
   std::string node_id_ ABSL_GUARDED_BY(mu_);

@@ -176,6 +176,11 @@ class Service final : public v1::Rendezvous::CallbackService {
     mu_.AwaitWithTimeout(absl::Condition(this, &Service::NoNodes), absl::FromChrono(timeout));
   }
 
+  void AwaitOver() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &Service::Over));
+  }
+
   void Cancel(WatchReactor* reactor) {
     {
       absl::MutexLock lock(&mu_);
@@ -206,6 +211,12 @@ class Service final : public v1::Rendezvous::CallbackService {
   }
 
   bool NoNodes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_.Summary().nodes.empty(); }
+  bool Over() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_) return true;
+    JobSummary s = state_.Summary();
+    return s.nodes.empty() && (s.phase == JobPhase::kSucceeded || s.phase == JobPhase::kFailed ||
+                               s.phase == JobPhase::kKilled);
+  }
 
   absl::Status CheckCredentials(const v1::Credentials& auth) const {
     if (auth.protocol_version() != kProtocolVersion) {
@@ -285,6 +296,8 @@ class ServerImpl final : public RendezvousServer {
   }
   int port() const override { return port_; }
   void AwaitNodesLeft(std::chrono::milliseconds timeout) override { service_->AwaitNoNodes(timeout); }
+  void AwaitJobOver() override { service_->AwaitOver(); }
+  void Stop() override { service_->StopWatches(); }
 
  private:
   std::unique_ptr<Service> service_;
@@ -315,6 +328,9 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const 
   }
   auto service = std::make_unique<Service>(options);
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second service would silently share the port and split
+  // the nodes between two rendezvous. One port, one service.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int selected = 0;
   std::string addr = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
                                                          : absl::StrCat(host, ":", port);

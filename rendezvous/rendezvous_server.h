@@ -25,6 +25,10 @@ class RendezvousServer {
   // Waits until every node has left (they leave once they have seen the job's end) or `timeout`
   // passes, so that the host does not vanish before the others learn the outcome.
   virtual void AwaitNodesLeft(std::chrono::milliseconds timeout) = 0;
+  // Blocks until the job is over (succeeded, failed or killed) and every node has left, or Stop().
+  virtual void AwaitJobOver() = 0;
+  // Answers parked calls and releases AwaitJobOver; the destructor then shuts down.
+  virtual void Stop() = 0;
 };
 
 }  // namespace dtrun::rdzv

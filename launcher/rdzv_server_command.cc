@@ -1,0 +1,90 @@
+#include "launcher/rdzv_server_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "launcher/launch_config.h"
+#include "rendezvous/grpc_module.h"
+
+namespace dtrun {
+
+int RdzvServerCommand(const std::vector<std::string>& args) {
+  CLI::App app("dtrun rdzv-server: host a job's rendezvous on this machine", "dtrun rdzv-server");
+  std::string endpoint, nnodes = "1", run_id = "none", token, token_file, conf, backend = "c10d";
+  std::string cert, key, ca;
+  int max_restarts = 0;
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "HOST:PORT to listen on")->required();
+  app.add_option("--nnodes", nnodes, "N or MIN:MAX")->capture_default_str();
+  app.add_option("--rdzv-backend,--rdzv_backend", backend, "c10d (elastic ranks) or static")->capture_default_str();
+  app.add_option("--rdzv-id,--rdzv_id", run_id, "The job's run id")->capture_default_str();
+  app.add_option("--rdzv-token", token, "Secret the nodes must present")->envname("DTRUN_RDZV_TOKEN");
+  app.add_option("--rdzv-token-file", token_file, "Read the token from this file");
+  app.add_option("--rdzv-conf,--rdzv_conf", conf, "key=value,... (as for dtrun)");
+  app.add_option("--max-restarts,--max_restarts", max_restarts, "Job-wide restart budget")->capture_default_str();
+  app.add_option("--rdzv-tls-cert", cert, "PEM server certificate");
+  app.add_option("--rdzv-tls-key", key, "PEM server key");
+  app.add_option("--rdzv-tls-ca", ca, "PEM CA that client certificates must chain to");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "dtrun rdzv-server: error: %s\n", e.what());
+    return 2;
+  }
+  auto fail = [](const absl::Status& st) {
+    std::fprintf(stderr, "dtrun rdzv-server: error: %s\n", std::string(st.message()).c_str());
+    return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  };
+  rdzv::RendezvousOptions o;
+  absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(nnodes);
+  if (!nodes.ok()) return fail(nodes.status());
+  std::tie(o.min_nodes, o.max_nodes) = *nodes;
+  o.static_ranks = backend == "static";
+  o.max_restarts = max_restarts;
+  o.run_id = run_id;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    if (!in) return fail(absl::InvalidArgumentError(absl::StrCat("--rdzv-token-file ", token_file, " cannot be read")));
+    std::getline(in, token);
+  }
+  o.token = token;
+  absl::StatusOr<std::map<std::string, std::string>> kv = ParseRdzvConf(conf);
+  if (!kv.ok()) return fail(kv.status());
+  if (absl::Status st = rdzv::ApplyRdzvConf(*kv, o); !st.ok()) return fail(st);
+  absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(endpoint, 29400);
+  if (!ep.ok()) return fail(ep.status());
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before the module's threads start
+  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
+  if (!grpc.ok()) return fail(grpc.status());
+  absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
+      (*grpc)->start_server(ep->first, ep->second, o, rdzv::TlsFiles{cert, key, ca});
+  if (!server.ok()) return fail(server.status());
+  std::printf("dtrun rdzv-server: serving run %s on %s:%d\n", run_id.c_str(), ep->first.c_str(), (*server)->port());
+  std::fflush(stdout);
+  // Ends on SIGINT/SIGTERM, or once the job is over and every node has left.
+  std::thread watcher([s = server->get()] {
+    s->AwaitJobOver();
+    ::kill(::getpid(), SIGTERM);
+  });
+  int sig = 0;
+  ::sigwait(&set, &sig);
+  (*server)->Stop();
+  watcher.join();
+  return 0;
+}
+
+}  // namespace dtrun
