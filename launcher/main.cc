@@ -1,5 +1,6 @@
 // dtrun: the torchrun-compatible launcher. `dtrun kill` and `dtrun status` are subcommands.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -17,7 +18,21 @@
 
 extern char** environ;
 
+namespace {
+
+// A rendezvous host holds one connection per node: lift the soft fd limit to the hard one.
+void RaiseFdLimit() {
+  rlimit lim;
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  RaiseFdLimit();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "status") return dtrun::StatusCommand({args.begin() + 1, args.end()});

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <fstream>
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -66,7 +68,7 @@ class Service final : public v1::Rendezvous::CallbackService {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
-      parked.assign(parked_.begin(), parked_.end());
+      for (auto& [id, r] : parked_) parked.push_back(r);
       parked_.clear();
       wake_.Signal();
     }
@@ -162,7 +164,7 @@ class Service final : public v1::Rendezvous::CallbackService {
         } else if (view->version > req->after_version() || stopping_) {
           ToWire(*view, resp);
         } else {
-          parked_.insert(reactor);  // answered by Notify or OnCancel
+          parked_.emplace(req->node_id(), reactor);  // answered by TakeAnswersLocked or OnCancel
           return reactor;
         }
       }
@@ -184,7 +186,10 @@ class Service final : public v1::Rendezvous::CallbackService {
   void Cancel(WatchReactor* reactor) {
     {
       absl::MutexLock lock(&mu_);
-      if (parked_.erase(reactor) == 0) return;  // already answered
+      auto range = parked_.equal_range(reactor->node_id_);
+      auto it = std::find_if(range.first, range.second, [&](const auto& p) { return p.second == reactor; });
+      if (it == range.second) return;  // already answered
+      parked_.erase(it);
     }
     reactor->Finish(grpc::Status::CANCELLED);
   }
@@ -235,18 +240,24 @@ class Service final : public v1::Rendezvous::CallbackService {
     return absl::OkStatus();
   }
 
+  // Collects the parked watchers whose node's view moved; they are answered outside the lock.
   std::vector<std::pair<WatchReactor*, grpc::Status>> TakeAnswersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::pair<WatchReactor*, grpc::Status>> out;
-    for (auto it = parked_.begin(); it != parked_.end();) {
-      WatchReactor* r = *it;
+    RendezvousState::Touched touched = state_.TakeTouched();
+    auto answer = [&](std::multimap<std::string, WatchReactor*>::iterator it) {
+      WatchReactor* r = it->second;
       absl::StatusOr<NodeView> view = state_.View(r->node_id_);
-      if (view.ok() && view->version <= r->after_) {
-        ++it;
-        continue;
-      }
+      if (view.ok() && view->version <= r->after_) return std::next(it);
       if (view.ok()) ToWire(*view, r->response_);
       out.emplace_back(r, view.ok() ? grpc::Status::OK : ToGrpc(view.status()));
-      it = parked_.erase(it);
+      return parked_.erase(it);
+    };
+    if (touched.all) {
+      for (auto it = parked_.begin(); it != parked_.end();) it = answer(it);
+      return out;
+    }
+    for (const std::string& node : touched.nodes) {
+      for (auto it = parked_.lower_bound(node); it != parked_.end() && it->first == node;) it = answer(it);
     }
     return out;
   }
@@ -277,7 +288,7 @@ class Service final : public v1::Rendezvous::CallbackService {
   absl::Mutex mu_;
   absl::CondVar wake_;
   RendezvousState state_ ABSL_GUARDED_BY(mu_);
-  std::set<WatchReactor*> parked_ ABSL_GUARDED_BY(mu_);
+  std::multimap<std::string, WatchReactor*> parked_ ABSL_GUARDED_BY(mu_);  // by node id
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
 };

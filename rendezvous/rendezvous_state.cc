@@ -47,13 +47,14 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
   n.info = node;
   n.join_seq = next_seq_++;
   n.lease_expiry = now + options_.lease();
-  Changed();
+  Touch(id);
   if (phase_ == JobPhase::kRunning) {
     bool room = !options_.static_ranks && static_cast<int>(members_.size()) < options_.max_nodes;
     if (room) {
       EndRound(absl::StrCat("node ", node.host, " joined; re-forming with it"), now);
     } else {
       n.role = NodeRole::kSpare;
+      Touch(id);
     }
   } else {
     MaybeFormRound(now, /*reforming=*/false);
@@ -76,7 +77,7 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
     return absl::NotFoundError(absl::StrCat(node_id, " is not in the job (declared lost); join again"));
   }
   NodeView v;
-  v.version = version_;
+  v.version = it == nodes_.end() ? version_ : it->second.view_version;
   v.phase = phase_;
   v.round = round_;
   v.role = it == nodes_.end() ? NodeRole::kWaiting : it->second.role;
@@ -116,11 +117,12 @@ absl::Status RendezvousState::ReportSuccess(const std::string& node_id, int64_t 
                                            round_, ", ", PhaseName(phase_), ")"));
   }
   succeeded_[node_id] = true;
+  ++version_;
   if (std::all_of(members_.begin(), members_.end(), [&](const std::string& m) { return succeeded_[m]; })) {
     phase_ = JobPhase::kSucceeded;
     reason_ = "every worker on every node exited 0";
+    TouchAll();
   }
-  Changed();
   return absl::OkStatus();
 }
 
@@ -134,7 +136,7 @@ void RendezvousState::Kill(const std::string& reason) {
   if (Terminal()) return;
   phase_ = JobPhase::kKilled;
   reason_ = reason;
-  Changed();
+  TouchAll();
 }
 
 void RendezvousState::Tick(TimePoint now) {
@@ -226,7 +228,7 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
     if (!assignments_.count(id)) n.role = NodeRole::kSpare;
   }
   phase_ = JobPhase::kRunning;
-  Changed();
+  TouchAll();
 }
 
 void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
@@ -236,7 +238,7 @@ void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
   members_.clear();
   assignments_.clear();
   for (auto& [id, n] : nodes_) n.role = NodeRole::kWaiting;
-  Changed();
+  TouchAll();
   MaybeFormRound(now, /*reforming=*/true);
 }
 
@@ -245,19 +247,34 @@ void RendezvousState::Fail(const std::string& reason, std::vector<FailureInfo> f
   reason_ = reason;
   failures_ = std::move(failures);
   exit_code_ = exit_code;
-  Changed();
+  TouchAll();
 }
 
 void RendezvousState::DropNode(const std::string& node_id, const std::string& why, TimePoint now) {
   const Node node = nodes_.at(node_id);
   nodes_.erase(node_id);
-  Changed();
+  Touch(node_id);  // its watcher learns it is out
   bool member = assignments_.count(node_id) > 0;
   bool finished = member && succeeded_[node_id];
   if (phase_ == JobPhase::kRunning && member && !finished) {
     EndRound(absl::StrCat("node ", node.info.host, " ", why), now);
   }
 }
+
+void RendezvousState::TouchAll() {
+  ++version_;
+  for (auto& [id, n] : nodes_) n.view_version = version_;
+  touched_.all = true;
+}
+
+void RendezvousState::Touch(const std::string& node) {
+  ++version_;
+  auto it = nodes_.find(node);
+  if (it != nodes_.end()) it->second.view_version = version_;
+  touched_.nodes.push_back(node);
+}
+
+RendezvousState::Touched RendezvousState::TakeTouched() { return std::exchange(touched_, Touched{}); }
 
 JobSummary RendezvousState::Summary() const {
   JobSummary s;

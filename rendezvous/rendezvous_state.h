@@ -10,7 +10,8 @@
 //   RUNNING --every member reported success--> SUCCEEDED
 //   FORMING --join_timeout--> FAILED
 //   any     --Kill--> KILLED
-// Every change bumps `version`; agents long-poll for a version newer than the one they hold.
+// Every change bumps `version`; each node's view carries the version at which it last changed, and
+// agents long-poll for a view newer than the one they hold (a join elsewhere wakes nobody).
 // Not thread-safe: the service serialises calls.
 #pragma once
 
@@ -108,8 +109,16 @@ class RendezvousState {
   // When Tick must run next (nullopt: nothing pending).
   std::optional<TimePoint> NextDeadline() const;
 
+  // Bumped by every change; a node's own view changes less often (NodeView::version).
   uint64_t version() const { return version_; }
   JobSummary Summary() const;
+
+  // Which nodes' views changed since the last call (so the service wakes only their watchers).
+  struct Touched {
+    bool all = false;
+    std::vector<std::string> nodes;
+  };
+  Touched TakeTouched();
 
  private:
   struct Node {
@@ -117,9 +126,11 @@ class RendezvousState {
     NodeRole role = NodeRole::kWaiting;
     TimePoint lease_expiry;
     uint64_t join_seq = 0;
+    uint64_t view_version = 0;  // version_ when this node's view last changed
   };
 
-  void Changed() { ++version_; }
+  void TouchAll();                      // every node's view changed
+  void Touch(const std::string& node);  // only this node's
   void MaybeFormRound(TimePoint now, bool reforming);
   void FormRound(std::vector<std::string> members);
   void EndRound(const std::string& reason, TimePoint now);
@@ -143,6 +154,7 @@ class RendezvousState {
   std::string reason_;
   std::vector<FailureInfo> failures_;
   int exit_code_ = 0;
+  Touched touched_;
 };
 
 }  // namespace dtrun::rdzv

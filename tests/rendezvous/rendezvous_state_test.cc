@@ -75,6 +75,21 @@ TEST_F(RendezvousStateTest, EveryChangeBumpsTheVersion) {
   EXPECT_EQ(s.version(), v1);  // keep-alives change nothing observable
 }
 
+TEST_F(RendezvousStateTest, AJoinElsewhereDoesNotChangeAWaitingNodesView) {
+  RendezvousState s(Elastic(3, 3), now_);
+  std::string a = MustJoin(s, Node("a"));
+  uint64_t before = s.View(a)->version;
+  s.TakeTouched();
+  MustJoin(s, Node("b"));
+  EXPECT_EQ(s.View(a)->version, before);
+  RendezvousState::Touched t = s.TakeTouched();
+  EXPECT_FALSE(t.all);
+  EXPECT_EQ(t.nodes.size(), 1u);
+  MustJoin(s, Node("c"));  // the round forms: everyone's view changes
+  EXPECT_GT(s.View(a)->version, before);
+  EXPECT_TRUE(s.TakeTouched().all);
+}
+
 TEST_F(RendezvousStateTest, FailureWithBudgetStartsTheNextRoundForEveryone) {
   RendezvousState s(Static(2, /*max_restarts=*/1), now_);
   std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
