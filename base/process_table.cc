@@ -119,11 +119,15 @@ std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
   if (dir == nullptr) return found;
   const pid_t self = ::getpid();
   const uid_t uid = ::getuid();
+  const std::string needle = marker_name + "=";
   while (dirent* de = ::readdir(dir)) {
     pid_t pid = 0;
     if (!absl::SimpleAtoi(de->d_name, &pid) || pid == self) continue;
     struct stat st;
     if (::fstatat(::dirfd(dir), de->d_name, &st, 0) != 0 || (uid != 0 && st.st_uid != uid)) continue;
+    // Cheap test first: most processes do not carry the marker at all.
+    std::string environ = ReadWholeFile(absl::StrCat("/proc/", pid, "/environ"));
+    if (environ.find(needle) == std::string::npos) continue;
     absl::StatusOr<ProcessEntry> entry = ReadProcess(pid, env_names);
     if (!entry.ok()) continue;
     auto it = entry->env.find(marker_name);
