@@ -131,11 +131,46 @@ int KillCommand(const std::vector<std::string>& args) {
   return 0;
 }
 
-int StatusCommand(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::puts("dtrun status: list the dtrun jobs of this user on this machine");
-    return 0;
+// `dtrun status --endpoint HOST:PORT --run-id ID`: a multi-node job as its rendezvous sees it.
+int RemoteStatus(const std::string& endpoint, const std::string& run_id, const std::string& token) {
+  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
+  if (!grpc.ok()) {
+    std::fprintf(stderr, "dtrun status: error: %s\n", std::string(grpc.status().message()).c_str());
+    return 1;
   }
+  rdzv::ClientOptions o;
+  o.endpoint = endpoint;
+  o.run_id = run_id;
+  o.token = token;
+  absl::StatusOr<rdzv::JobSummary> s = (*grpc)->job_status(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "dtrun status: error: %s\n", std::string(s.status().message()).c_str());
+    return 1;
+  }
+  std::printf("run %s: %s, round %lld, %d restart(s) used, %zu node(s)\n", run_id.c_str(),
+              rdzv::PhaseName(s->phase).c_str(), static_cast<long long>(s->round), s->restarts_used,
+              s->nodes.size());
+  for (const auto& [id, info] : s->nodes) std::printf("  %-32s %-24s nproc=%d\n", id.c_str(), info.host.c_str(), info.nproc);
+  return 0;
+}
+
+int StatusCommand(const std::vector<std::string>& args) {
+  CLI::App app("dtrun status: list this user's dtrun jobs on this machine, or one multi-node job", "dtrun status");
+  std::string endpoint, run_id = "none", token;
+  app.add_option("--endpoint", endpoint, "Ask a multi-node job's rendezvous at HOST:PORT instead");
+  app.add_option("--run-id,--rdzv-id", run_id, "The job's run id (with --endpoint)");
+  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname("DTRUN_RDZV_TOKEN");
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "dtrun status: error: %s; run dtrun status --help\n", e.what());
+    return 2;
+  }
+  if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, token);
   std::vector<LaunchRecord> launches = ListLaunches();
   if (launches.empty()) {
     std::puts("no dtrun jobs running");

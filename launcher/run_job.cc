@@ -108,7 +108,9 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
     return 1;
   }
   int rc = Agent(a, paths, env, std::move(*store), std::move(*rounds)).Run();
-  if (server) server->AwaitNodesLeft(std::chrono::seconds(10));
+  // Let the other nodes learn the outcome before the service goes; not after an interrupt, when
+  // they are told by the service's absence.
+  if (server && rc < 128) server->AwaitNodesLeft(std::chrono::seconds(10));
   return rc;
 }
 
