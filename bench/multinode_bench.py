@@ -27,7 +27,7 @@ TORCHRUN = [sys.executable if "python3" in sys.executable else "/usr/bin/python3
 
 
 def read_probe(path):
-    starts, exits = {}, {}
+    starts, exits, by_rank = {}, {}, {}
     for line in open(path):
         a, r, what, ns = line.split()
         a, r, ns = int(a), int(r), int(ns)
@@ -35,7 +35,8 @@ def read_probe(path):
             exits[a] = ns
         else:
             starts.setdefault(a, {})[r] = ns
-    return starts, exits
+            by_rank.setdefault(r, []).append(ns)
+    return starts, exits, by_rank
 
 
 def agents_cmd(kind, build, k, port, run_id, extra=()):
@@ -76,14 +77,19 @@ def run_agents(kind, build, k, port, restarts, extra=(), timeout=120):
 
 
 def formation(kind, build, k, port):
-    t0, (starts, _), _ = run_agents(kind, build, k, port, 0)
+    t0, (starts, _, _), _ = run_agents(kind, build, k, port, 0)
     return (max(starts[0].values()) - t0) / 1e6
 
 
 def restart(kind, build, k, port, restarts):
-    _, (starts, exits), hung = run_agents(kind, build, k, port, restarts, timeout=60)
-    lat = [(max(starts[a + 1].values()) - exits[a]) / 1e6 for a in range(restarts)
-           if a in exits and a + 1 in starts and len(starts[a + 1]) == k]
+    _, (_, exits, by_rank), hung = run_agents(kind, build, k, port, restarts, timeout=60)
+    # By time, not by restart count: torchrun's agents keep diverging counts. For each failure,
+    # the latency is until every rank has started again.
+    lat = []
+    for t in sorted(exits.values()):
+        nxt = [min((s for s in by_rank.get(r, []) if s > t), default=None) for r in range(k)]
+        if None not in nxt:
+            lat.append((max(nxt) - t) / 1e6)
     if not lat:
         return None
     return statistics.median(lat), max(lat), len(lat), hung
@@ -92,9 +98,10 @@ def restart(kind, build, k, port, restarts):
 def node_loss(kind, build, port):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if kind == "dtrun":
+        # {host}: agent a hosts the service, so killing b is a node loss (not a master loss).
         cmd = [os.path.join(build, "bin", "dtrun"), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend",
                "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"l{port}", "--local-addr", "127.0.0.1",
-               "--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=3", "/bin/sh", "-c",
+               "--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=3,is_host={host}", "/bin/sh", "-c",
                "echo READY; exec sleep 300"]
         needle = "lost: no keep-alive"
     else:
@@ -102,10 +109,10 @@ def node_loss(kind, build, port):
                           f"127.0.0.1:{port}", "--rdzv_id", f"l{port}", "--monitor_interval", "0.1", "--tee", "3",
                           "--no_python", "/bin/sh", "-c", "echo READY; exec sleep 300"]
         needle = "Rendezvous"
-    a = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    b = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+    a = subprocess.Popen([c.replace("{host}", "1") for c in cmd], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    b = subprocess.Popen([c.replace("{host}", "0") for c in cmd], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
     for line in a.stdout:
         if b"READY" in line:
             break

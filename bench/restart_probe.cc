@@ -1,8 +1,11 @@
 // Benchmark worker for restart latency. Each worker appends "<attempt> <rank> start <ns>" to
-// $PROBE_FILE when it starts. On attempts below $PROBE_RESTARTS, rank 0 appends
-// "<attempt> 0 exit <ns>" and exits 1; the other ranks wait to be stopped. On the last attempt
-// every worker exits 0. Times are CLOCK_REALTIME, comparable across processes.
+// $PROBE_FILE when it starts. On attempts below $PROBE_RESTARTS, rank 0 waits until every rank
+// of the attempt has started (inotify on the file, bounded), appends "<attempt> 0 exit <ns>" and
+// exits 1; the other ranks wait to be stopped. On the last attempt every worker exits 0. Times are
+// CLOCK_REALTIME, comparable across processes.
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,6 +37,34 @@ void Record(int attempt, int rank, const char* what) {
   ::close(fd);
 }
 
+int StartedIn(const char* path, int attempt) {
+  FILE* f = std::fopen(path, "r");
+  if (!f) return 0;
+  int a, r, n = 0;
+  char what[16];
+  long long ns;
+  while (std::fscanf(f, "%d %d %15s %lld", &a, &r, what, &ns) == 4) n += a == attempt && what[0] == 's';
+  std::fclose(f);
+  return n;
+}
+
+// Waits (up to 10 s) until `world` workers of `attempt` have recorded their start.
+void AwaitAllStarted(int attempt, int world) {
+  const char* path = std::getenv("PROBE_FILE");
+  if (!path) return;
+  int fd = inotify_init1(IN_CLOEXEC);
+  inotify_add_watch(fd, path, IN_MODIFY);
+  for (int i = 0; i < 1000 && StartedIn(path, attempt) < world; ++i) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10) > 0) {
+      char buf[4096];
+      ssize_t ignored = ::read(fd, buf, sizeof(buf));
+      (void)ignored;
+    }
+  }
+  ::close(fd);
+}
+
 }  // namespace
 
 int main() {
@@ -42,6 +73,7 @@ int main() {
   Record(attempt, rank, "start");
   if (attempt >= Env("PROBE_RESTARTS", 0)) return 0;
   if (rank == 0) {
+    AwaitAllStarted(attempt, Env("WORLD_SIZE", 1));
     Record(attempt, rank, "exit");
     return 1;
   }
