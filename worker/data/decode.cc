@@ -1,0 +1,95 @@
+#include "worker/data/decode.h"
+
+#include <turbojpeg.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "stb/stb_image.h"
+
+namespace dtrun::data {
+namespace {
+
+bool LooksLikeJpeg(std::string_view b) {
+  return b.size() > 3 && static_cast<uint8_t>(b[0]) == 0xFF && static_cast<uint8_t>(b[1]) == 0xD8;
+}
+
+// Adobe-style (inverted) CMYK → RGB, as PIL converts it.
+void CmykToRgb(const std::vector<uint8_t>& cmyk, int pixels, std::vector<uint8_t>* rgb) {
+  rgb->resize(static_cast<size_t>(pixels) * 3);
+  for (int i = 0; i < pixels; ++i) {
+    const uint8_t* p = &cmyk[static_cast<size_t>(i) * 4];
+    for (int c = 0; c < 3; ++c) (*rgb)[i * 3 + c] = static_cast<uint8_t>(p[c] * p[3] / 255);
+  }
+}
+
+absl::StatusOr<Image> DecodeOther(std::string_view bytes) {
+  int w = 0, h = 0, channels = 0;
+  stbi_uc* px = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                                      static_cast<int>(bytes.size()), &w, &h, &channels, 3);
+  if (px == nullptr) return absl::DataLossError(absl::StrCat("undecodable image: ", stbi_failure_reason()));
+  Image img{w, h, std::vector<uint8_t>(px, px + static_cast<size_t>(w) * h * 3)};
+  stbi_image_free(px);
+  return img;
+}
+
+}  // namespace
+
+Decoder::Decoder() : tj_(tjInitDecompress()) {}
+Decoder::~Decoder() {
+  if (tj_) tjDestroy(static_cast<tjhandle>(tj_));
+}
+
+absl::StatusOr<ImageInfo> Decoder::Info(std::string_view bytes) {
+  if (LooksLikeJpeg(bytes)) {
+    int w = 0, h = 0, subsamp = 0, colorspace = 0;
+    if (tjDecompressHeader3(static_cast<tjhandle>(tj_), reinterpret_cast<const unsigned char*>(bytes.data()),
+                            bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
+      return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(static_cast<tjhandle>(tj_))));
+    }
+    return ImageInfo{w, h, true};
+  }
+  int w = 0, h = 0, channels = 0;
+  if (!stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), static_cast<int>(bytes.size()), &w, &h,
+                             &channels)) {
+    return absl::DataLossError("not an image (unknown or corrupt format)");
+  }
+  return ImageInfo{w, h, false};
+}
+
+absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, int min_w, int min_h, double* scale) {
+  if (scale) *scale = 1;
+  if (!LooksLikeJpeg(bytes)) return DecodeOther(bytes);
+  tjhandle tj = static_cast<tjhandle>(tj_);
+  int w = 0, h = 0, subsamp = 0, colorspace = 0;
+  const auto* buf = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
+    return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
+  }
+  // The smallest DCT scale (1/8, 1/4, 1/2) that keeps the needed region large enough.
+  int denom = 1;
+  for (int d : {8, 4, 2}) {
+    if (need.w / d >= min_w && need.h / d >= min_h) {
+      denom = d;
+      break;
+    }
+  }
+  const int sw = TJSCALED(w, (tjscalingfactor{1, denom}));
+  const int sh = TJSCALED(h, (tjscalingfactor{1, denom}));
+  Image img{sw, sh, {}};
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  std::vector<uint8_t> raw(static_cast<size_t>(sw) * sh * (cmyk ? 4 : 3));
+  int flags = TJFLAG_FASTDCT | TJFLAG_STOPONWARNING;
+  if (tjDecompress2(tj, buf, bytes.size(), raw.data(), sw, 0, sh, cmyk ? TJPF_CMYK : TJPF_RGB, flags) != 0) {
+    return absl::DataLossError(absl::StrCat("corrupt or truncated JPEG: ", tjGetErrorStr2(tj)));
+  }
+  if (cmyk) {
+    CmykToRgb(raw, sw * sh, &img.rgb);
+  } else {
+    img.rgb = std::move(raw);
+  }
+  if (scale) *scale = 1.0 / denom;
+  return img;
+}
+
+}  // namespace dtrun::data

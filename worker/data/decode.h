@@ -1,0 +1,39 @@
+// Image decoding: JPEG with libjpeg-turbo (TurboJPEG), decoding at 1/2, 1/4 or 1/8 scale in the
+// DCT domain when the caller needs less resolution; PNG/BMP/… (also when misnamed .jpg) with
+// stb_image. Grey and CMYK JPEGs come out as RGB. Thread-compatible: one Decoder per thread.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "worker/data/image.h"
+
+namespace dtrun::data {
+
+struct ImageInfo {
+  int width = 0;
+  int height = 0;
+  bool jpeg = false;
+};
+
+class Decoder {
+ public:
+  Decoder();
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  // Reads the size without decoding. DataLoss for corrupt or unknown data.
+  absl::StatusOr<ImageInfo> Info(std::string_view bytes);
+  // Decodes the whole image, as small as possible while the region `need` (in full-size pixel
+  // coordinates) keeps at least `min_w`×`min_h` pixels. Returns the image and the scale used
+  // (1, 1/2, 1/4 or 1/8) through `scale`. DataLoss for corrupt or truncated data.
+  absl::StatusOr<Image> Decode(std::string_view bytes, const Box& need, int min_w, int min_h,
+                               double* scale = nullptr);
+
+ private:
+  void* tj_ = nullptr;  // tjhandle
+};
+
+}  // namespace dtrun::data

@@ -1,0 +1,132 @@
+// dtdata: dataset tools for dtrun's input pipeline.
+//   dtdata make-demo OUT [--classes 10 --train-per-class 64 --val-per-class 16 --size 160 | --width --height]
+//   dtdata pack SRC OUT [--per-shard 1000] [--resize 320]
+//   dtdata verify SRC
+//   dtdata bench SRC [--threads N] [--batches 20] [--batch-size 32] [--image-size 224]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "worker/data/dataset.h"
+#include "worker/data/decode.h"
+#include "worker/data/demo_images.h"
+#include "worker/data/loader.h"
+
+namespace dtrun::data {
+namespace {
+
+int Fail(const absl::Status& st) {
+  std::fprintf(stderr, "dtdata: error: %s\n", std::string(st.message()).c_str());
+  return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+int Verify(const std::string& src) {
+  absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(src);
+  if (!ds.ok()) return Fail(ds.status());
+  Decoder decoder;
+  size_t bad = 0;
+  for (size_t i = 0; i < (*ds)->size(); ++i) {
+    absl::StatusOr<std::string> bytes = (*ds)->ReadBytes(i);
+    absl::StatusOr<ImageInfo> info = bytes.ok() ? decoder.Info(*bytes) : absl::StatusOr<ImageInfo>(bytes.status());
+    absl::Status st = info.status();
+    if (info.ok()) {
+      st = decoder.Decode(*bytes, Box{0, 0, double(info->width), double(info->height)}, info->width, info->height)
+               .status();
+    }
+    if (!st.ok()) {
+      ++bad;
+      std::printf("BAD %s: %s\n", (*ds)->Describe(i).c_str(), std::string(st.message()).c_str());
+    }
+  }
+  std::printf("%zu images, %zu bad\n", (*ds)->size(), bad);
+  return bad == 0 ? 0 : 1;
+}
+
+// Decode + RandomResizedCrop + flip into uint8 batches, then normalise to float (as
+// ToTensor + Normalize would), counting images per second.
+int Bench(const std::string& src, int threads, int batches, int batch_size, int image_size) {
+  absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(src);
+  if (!ds.ok()) return Fail(ds.status());
+  LoaderOptions o;
+  o.threads = threads;
+  o.batch_size = batch_size;
+  o.image_size = image_size;
+  o.max_batches_ahead = 2 * threads;
+  Loader loader(**ds, o);
+  std::vector<float> normalised;
+  size_t images = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t epoch = 0; images < static_cast<size_t>(batches) * batch_size; ++epoch) {
+    loader.StartEpoch(epoch);
+    while (auto b = loader.Next()) {
+      normalised.resize(b->pixels.size());
+      for (size_t i = 0; i < b->pixels.size(); ++i) {
+        normalised[i] = (b->pixels[i] / 255.f - kImageNetMean[i % 3]) / kImageNetStd[i % 3];
+      }
+      images += b->count;
+      if (images >= static_cast<size_t>(batches) * batch_size) break;
+    }
+  }
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("threads=%d images=%zu seconds=%.2f images_per_s=%.1f per_thread=%.1f skipped=%lld\n", threads,
+              images, s, images / s, images / s / threads, static_cast<long long>(loader.skipped_total()));
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrun::data
+
+int main(int argc, char** argv) {
+  using namespace dtrun::data;
+  CLI::App app("dtdata: dataset tools for dtrun", "dtdata");
+  app.require_subcommand(1);
+  DemoOptions demo;
+  std::string out, src;
+  int size = 0;
+  auto* make = app.add_subcommand("make-demo", "Write a small learnable JPEG ImageFolder (train/ and val/)");
+  make->add_option("out", out, "Output folder")->required();
+  make->add_option("--classes", demo.classes)->capture_default_str();
+  make->add_option("--train-per-class", demo.train_per_class)->capture_default_str();
+  make->add_option("--val-per-class", demo.val_per_class)->capture_default_str();
+  make->add_option("--size", size, "Square images of this side");
+  make->add_option("--width", demo.width)->capture_default_str();
+  make->add_option("--height", demo.height)->capture_default_str();
+  make->add_option("--quality", demo.quality)->capture_default_str();
+  make->add_option("--seed", demo.seed)->capture_default_str();
+  PackOptions pack_options;
+  auto* pack = app.add_subcommand("pack", "ImageFolder -> tar shards with an index");
+  pack->add_option("src", src, "ImageFolder root (e.g. data/train)")->required();
+  pack->add_option("out", out, "Output folder for the shards")->required();
+  pack->add_option("--per-shard", pack_options.samples_per_shard)->capture_default_str();
+  pack->add_option("--resize", pack_options.resize_shorter_side, "Pre-resize: shorter side in pixels (e.g. 160, 320)");
+  auto* verify = app.add_subcommand("verify", "Decode every image; list the corrupt ones");
+  verify->add_option("src", src, "ImageFolder root or shard folder")->required();
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int batches = 20, batch_size = 32, image_size = 224;
+  auto* bench = app.add_subcommand("bench", "Decode + augment images/s");
+  bench->add_option("src", src, "ImageFolder root or shard folder")->required();
+  bench->add_option("--threads", threads)->capture_default_str();
+  bench->add_option("--batches", batches)->capture_default_str();
+  bench->add_option("--batch-size", batch_size)->capture_default_str();
+  bench->add_option("--image-size", image_size)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (make->parsed()) {
+    if (size > 0) demo.width = demo.height = size;
+    absl::StatusOr<size_t> n = MakeDemoImageFolder(out, demo);
+    if (!n.ok()) return Fail(n.status());
+    std::printf("wrote %zu images to %s/{train,val}\n", *n, out.c_str());
+  } else if (pack->parsed()) {
+    absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenImageFolder(src);
+    if (!ds.ok()) return Fail(ds.status());
+    absl::StatusOr<size_t> n = PackShards(**ds, out, pack_options);
+    if (!n.ok()) return Fail(n.status());
+    std::printf("packed %zu samples into %s\n", *n, out.c_str());
+  } else if (verify->parsed()) {
+    return Verify(src);
+  } else if (bench->parsed()) {
+    return Bench(src, threads, batches, batch_size, image_size);
+  }
+  return 0;
+}

@@ -1,0 +1,140 @@
+#include "worker/data/loader.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "spdlog/spdlog.h"
+#include "worker/data/decode.h"
+#include "worker/data/transforms.h"
+
+namespace dtrun::data {
+namespace {
+
+// Synthetic pixels: a label-dependent colour with per-sample noise (learnable, cheap).
+void SyntheticPixels(int label, std::mt19937_64& rng, int size, uint8_t* dst) {
+  const uint8_t base[3] = {static_cast<uint8_t>(37 * label), static_cast<uint8_t>(91 * label + 40),
+                           static_cast<uint8_t>(151 * label + 80)};
+  for (int i = 0; i < size * size; ++i) {
+    uint64_t r = rng();
+    for (int c = 0; c < 3; ++c) dst[i * 3 + c] = static_cast<uint8_t>(base[c] + static_cast<int>((r >> (8 * c)) & 31));
+  }
+}
+
+}  // namespace
+
+Loader::Loader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
+  for (int t = 0; t < std::max(1, options_.threads); ++t) threads_.emplace_back([this] { Work(); });
+}
+
+Loader::~Loader() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+size_t Loader::batches_per_epoch() const {
+  const size_t b = static_cast<size_t>(options_.batch_size);
+  return (indices_.size() + b - 1) / b;
+}
+
+void Loader::StartEpoch(int64_t epoch, size_t start_batch) {
+  std::vector<size_t> indices = DistributedIndices(dataset_.size(), epoch, options_.sampler);
+  absl::MutexLock lock(&mu_);
+  indices_ = std::move(indices);
+  epoch_ = epoch;
+  ++generation_;
+  ready_.clear();
+  end_ = batches_per_epoch();
+  next_to_build_ = next_to_deliver_ = std::min(start_batch, end_);
+}
+
+bool Loader::CanProduce() const {
+  return stopping_ || (next_to_build_ < end_ &&
+                       next_to_build_ < next_to_deliver_ + static_cast<size_t>(options_.max_batches_ahead));
+}
+
+bool Loader::HasNext() const { return next_to_deliver_ >= end_ || ready_.count(next_to_deliver_) > 0; }
+
+void Loader::Work() {
+  for (;;) {
+    int64_t epoch;
+    size_t batch;
+    uint64_t generation;
+    std::vector<size_t> slice;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Loader::CanProduce));
+      if (stopping_) return;
+      epoch = epoch_;
+      generation = generation_;
+      batch = next_to_build_++;
+      const size_t b = static_cast<size_t>(options_.batch_size);
+      const size_t lo = batch * b, hi = std::min(indices_.size(), lo + b);
+      slice.assign(indices_.begin() + lo, indices_.begin() + hi);
+    }
+    Batch built = Build(epoch, batch, slice);
+    absl::MutexLock lock(&mu_);
+    if (generation == generation_) ready_.emplace(batch, std::move(built));
+  }
+}
+
+std::optional<Batch> Loader::Next() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &Loader::HasNext));
+  if (next_to_deliver_ >= end_) return std::nullopt;
+  auto it = ready_.find(next_to_deliver_);
+  Batch b = std::move(it->second);
+  ready_.erase(it);
+  ++next_to_deliver_;
+  return b;
+}
+
+Batch Loader::Build(int64_t epoch, size_t batch, const std::vector<size_t>& indices) {
+  const auto start = std::chrono::steady_clock::now();
+  const int s = options_.image_size;
+  const size_t image_bytes = static_cast<size_t>(s) * s * 3;
+  Batch out;
+  out.epoch = epoch;
+  out.index = batch;
+  out.image_size = s;
+  out.pixels.resize(indices.size() * image_bytes);
+  thread_local Decoder decoder;
+  for (size_t index : indices) {
+    // Randomness per (seed, epoch, sample): independent of which thread builds the batch.
+    std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) << 40) ^ index);
+    uint8_t* dst = out.pixels.data() + static_cast<size_t>(out.count) * image_bytes;
+    if (dataset_.synthetic()) {
+      SyntheticPixels(dataset_.label(index), rng, s, dst);
+    } else {
+      absl::StatusOr<std::string> bytes = dataset_.ReadBytes(index);
+      absl::StatusOr<ImageInfo> info = bytes.ok() ? decoder.Info(*bytes) : absl::StatusOr<ImageInfo>(bytes.status());
+      Box box;
+      if (info.ok()) {
+        box = options_.train ? RandomResizedCropBox(info->width, info->height, rng)
+                             : CenterCropBox(info->width, info->height,
+                                             static_cast<int>(std::lround(s * 256.0 / 224.0)), s);
+      }
+      double scale = 1;
+      absl::StatusOr<Image> img = info.ok() ? decoder.Decode(*bytes, box, s, s, &scale) : info.status();
+      if (!img.ok()) {
+        ++out.skipped;
+        ++skipped_total_;
+        spdlog::warn("skipping {}: {}", dataset_.Describe(index), std::string(img.status().message()));
+        continue;
+      }
+      Box scaled{box.x * scale, box.y * scale, box.w * scale, box.h * scale};
+      bool flip = options_.train && (rng() & 1);
+      ResizeCrop(*img, scaled, s, s, flip, dst);
+    }
+    out.labels.push_back(dataset_.label(index));
+    ++out.count;
+  }
+  out.pixels.resize(static_cast<size_t>(out.count) * image_bytes);
+  out.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace dtrun::data

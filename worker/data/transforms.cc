@@ -1,0 +1,116 @@
+#include "worker/data/transforms.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace dtrun::data {
+
+Box RandomResizedCropBox(int width, int height, std::mt19937_64& rng, const RandomResizedCropOptions& o) {
+  const double area = static_cast<double>(width) * height;
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  const double log_lo = std::log(o.ratio_min), log_hi = std::log(o.ratio_max);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    double target = area * (o.scale_min + (o.scale_max - o.scale_min) * uni(rng));
+    double ratio = std::exp(log_lo + (log_hi - log_lo) * uni(rng));
+    int w = static_cast<int>(std::lround(std::sqrt(target * ratio)));
+    int h = static_cast<int>(std::lround(std::sqrt(target / ratio)));
+    if (w > 0 && h > 0 && w <= width && h <= height) {
+      int i = std::uniform_int_distribution<int>(0, height - h)(rng);
+      int j = std::uniform_int_distribution<int>(0, width - w)(rng);
+      return Box{static_cast<double>(j), static_cast<double>(i), static_cast<double>(w), static_cast<double>(h)};
+    }
+  }
+  // Fallback: whole image cropped to the allowed ratio range, centred.
+  double in_ratio = static_cast<double>(width) / height;
+  int w = width, h = height;
+  if (in_ratio < o.ratio_min) {
+    h = static_cast<int>(std::lround(w / o.ratio_min));
+  } else if (in_ratio > o.ratio_max) {
+    w = static_cast<int>(std::lround(h * o.ratio_max));
+  }
+  return Box{(width - w) / 2.0, (height - h) / 2.0, static_cast<double>(w), static_cast<double>(h)};
+}
+
+Box CenterCropBox(int width, int height, int resize_to, int crop) {
+  // Resize: shorter side → resize_to (torchvision truncates the longer side).
+  double s = static_cast<double>(resize_to) / std::min(width, height);
+  double rw = width <= height ? resize_to : std::floor(width * s);
+  double rh = height < width ? resize_to : std::floor(height * s);
+  double sx = width / rw, sy = height / rh;
+  double top = std::round((rh - crop) / 2.0), left = std::round((rw - crop) / 2.0);
+  return Box{left * sx, top * sy, crop * sx, crop * sy};
+}
+
+namespace {
+
+// Triangle-filter taps for one output axis (PIL's antialiased bilinear).
+struct Taps {
+  std::vector<int> start;     // first source index per output
+  std::vector<int> count;     // taps per output
+  std::vector<float> weight;  // count[i] weights per output, at offset i * max_taps
+  int max_taps = 0;
+};
+
+Taps ComputeTaps(double offset, double extent, int in_size, int out_size) {
+  Taps t;
+  const double scale = extent / out_size;
+  const double support = std::max(1.0, scale);
+  t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  t.start.resize(out_size);
+  t.count.resize(out_size);
+  t.weight.assign(static_cast<size_t>(out_size) * t.max_taps, 0.f);
+  for (int o = 0; o < out_size; ++o) {
+    double center = offset + (o + 0.5) * scale;
+    int lo = std::max(0, static_cast<int>(std::floor(center - support)));
+    int hi = std::min(in_size, static_cast<int>(std::ceil(center + support)));
+    double total = 0;
+    int n = 0;
+    for (int i = lo; i < hi && n < t.max_taps; ++i, ++n) {
+      double w = std::max(0.0, 1.0 - std::abs((i + 0.5 - center) / support));
+      t.weight[o * t.max_taps + n] = static_cast<float>(w);
+      total += w;
+    }
+    if (total > 0) {
+      for (int k = 0; k < n; ++k) t.weight[o * t.max_taps + k] /= static_cast<float>(total);
+    }
+    t.start[o] = lo;
+    t.count[o] = n;
+  }
+  return t;
+}
+
+}  // namespace
+
+void ResizeCrop(const Image& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst) {
+  Taps tx = ComputeTaps(box.x, box.w, src.width, out_w);
+  Taps ty = ComputeTaps(box.y, box.h, src.height, out_h);
+  // Vertical pass first over only the source columns the box touches, then horizontal.
+  const int x0 = tx.start.front();
+  const int x1 = tx.start.back() + tx.count.back();
+  const int cols = std::max(1, x1 - x0);
+  std::vector<float> tmp(static_cast<size_t>(cols) * 3);
+  for (int oy = 0; oy < out_h; ++oy) {
+    std::fill(tmp.begin(), tmp.end(), 0.f);
+    for (int k = 0; k < ty.count[oy]; ++k) {
+      const float w = ty.weight[oy * ty.max_taps + k];
+      const uint8_t* row = src.row(ty.start[oy] + k) + x0 * 3;
+      for (int c = 0; c < cols * 3; ++c) tmp[c] += w * row[c];
+    }
+    uint8_t* out = dst + static_cast<size_t>(oy) * out_w * 3;
+    for (int ox = 0; ox < out_w; ++ox) {
+      float acc[3] = {0, 0, 0};
+      for (int k = 0; k < tx.count[ox]; ++k) {
+        const float w = tx.weight[ox * tx.max_taps + k];
+        const float* p = &tmp[(tx.start[ox] - x0 + k) * 3];
+        acc[0] += w * p[0];
+        acc[1] += w * p[1];
+        acc[2] += w * p[2];
+      }
+      uint8_t* o = out + (flip ? out_w - 1 - ox : ox) * 3;
+      for (int c = 0; c < 3; ++c) o[c] = static_cast<uint8_t>(std::clamp(acc[c] + 0.5f, 0.f, 255.f));
+    }
+  }
+}
+
+}  // namespace dtrun::data
