@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "worker/data/dataset.h"
 
 namespace dtrun::data {
@@ -91,12 +92,17 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenImageFolder(const std::string& root
   if (classes.empty()) return absl::InvalidArgumentError(absl::StrCat(root, " has no class folders (expected root/<class>/<image>)"));
   std::vector<std::string> paths;
   std::vector<int> labels;
+  std::vector<std::string> empty;
   for (size_t c = 0; c < classes.size(); ++c) {
     size_t before = paths.size();
     ImagesOf(fs::path(root) / classes[c], &paths);
     labels.insert(labels.end(), paths.size() - before, static_cast<int>(c));
+    if (paths.size() == before) empty.push_back(classes[c]);
   }
-  if (paths.empty()) return absl::InvalidArgumentError(absl::StrCat(root, " has class folders but no images"));
+  if (!empty.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(root, ": no images in class folder(s) ", absl::StrJoin(empty, ", "),
+                                                   " (as torchvision, every class needs an image)"));
+  }
   return std::unique_ptr<Dataset>(new ImageFolder(std::move(classes), std::move(paths), std::move(labels)));
 }
 

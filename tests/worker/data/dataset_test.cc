@@ -1,0 +1,111 @@
+#include "worker/data/dataset.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+#include "tests/worker/data/data_test_util.h"
+
+namespace dtrun::data {
+namespace {
+
+using dtrun::testing::MakeTempDir;
+using dtrun::testing::RunToEnd;
+using dtrun::testing::TorchPython;
+using testing::Jpeg;
+using testing::WriteFile;
+
+// Class and file names that sort differently under naive rules.
+std::string TrickyTree() {
+  std::string root = MakeTempDir() + "/tricky";
+  const char* classes[] = {"b", "B", "a b", "a-b", "a_b", "n10", "n9", "Z", "é", "10", "1"};
+  int i = 0;
+  for (const char* c : classes) {
+    std::string dir = root + "/" + c;
+    WriteFile(dir + "/img" + std::to_string(i) + ".JPG", Jpeg(8, 8));
+    WriteFile(dir + "/Img" + std::to_string(i) + ".jpeg", Jpeg(8, 8));
+    WriteFile(dir + "/sub-x/a.png", Jpeg(8, 8));
+    WriteFile(dir + "/sub/deeper/z.jpg", Jpeg(8, 8));
+    WriteFile(dir + "/sub/b.jpg", Jpeg(8, 8));
+    WriteFile(dir + "/notes.txt", "not an image");
+    ++i;
+  }
+  return root;
+}
+
+TEST(ImageFolderTest, ClassesAndSamplesInTorchvisionOrder) {
+  std::string root = TrickyTree();
+  auto ds = OpenImageFolder(root);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "python3-torchvision not available to compare with";
+  auto [rc, out] = RunToEnd({*py, "-c",
+                             "import sys\n"
+                             "from torchvision.datasets.folder import make_dataset, find_classes\n"
+                             "c, idx = find_classes(sys.argv[1])\n"
+                             "print('\\n'.join(c))\n"
+                             "print('--')\n"
+                             "for p, t in make_dataset(sys.argv[1], idx, extensions=('.jpg','.jpeg','.png','.ppm','.bmp','.pgm','.tif','.tiff','.webp')):\n"
+                             "    print(f'{t} {p}')\n",
+                             root});
+  ASSERT_EQ(rc, 0) << out;
+  std::string ours;
+  for (const std::string& c : (*ds)->classes()) ours += c + "\n";
+  ours += "--\n";
+  for (size_t i = 0; i < (*ds)->size(); ++i) ours += std::to_string((*ds)->label(i)) + " " + (*ds)->Describe(i) + "\n";
+  EXPECT_EQ(ours, out);
+}
+
+TEST(ImageFolderTest, MissingOrEmptyRootsAreClearErrors) {
+  EXPECT_EQ(OpenImageFolder("/nonexistent/data").status().code(), absl::StatusCode::kNotFound);
+  std::string empty = MakeTempDir();
+  EXPECT_EQ(OpenImageFolder(empty).status().code(), absl::StatusCode::kInvalidArgument);
+  WriteFile(empty + "/full/a.jpg", Jpeg(8, 8));
+  std::filesystem::create_directories(empty + "/hollow");
+  auto st = OpenImageFolder(empty).status();  // as torchvision: a class without images is an error
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("hollow"), std::string::npos) << st;
+}
+
+TEST(TarShardsTest, ShardsGiveTheSameSamplesAsTheFolder) {
+  std::string root = MakeTempDir() + "/folder";
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 5; ++i) WriteFile(root + "/c" + std::to_string(c) + "/" + std::to_string(i) + ".jpg", Jpeg(16, 12, c * 10 + i));
+  }
+  auto folder = OpenImageFolder(root);
+  ASSERT_TRUE(folder.ok());
+  std::string shards = MakeTempDir() + "/shards";
+  PackOptions o;
+  o.samples_per_shard = 4;
+  ASSERT_EQ(PackShards(**folder, shards, o).value(), 15u);
+  for (bool with_index : {true, false}) {
+    if (!with_index) std::filesystem::remove(shards + "/index.tsv");
+    auto tar = OpenDataset(shards);
+    ASSERT_TRUE(tar.ok()) << tar.status();
+    ASSERT_EQ((*tar)->size(), 15u);
+    EXPECT_EQ((*tar)->classes(), (*folder)->classes());
+    for (size_t i = 0; i < 15; ++i) {
+      EXPECT_EQ((*tar)->label(i), (*folder)->label(i));
+      EXPECT_EQ((*tar)->ReadBytes(i).value(), (*folder)->ReadBytes(i).value()) << i;
+    }
+  }
+}
+
+TEST(TarShardsTest, PackCanPreResizeToAShorterSide) {
+  std::string root = MakeTempDir() + "/folder";
+  WriteFile(root + "/c/0.jpg", Jpeg(400, 200));
+  auto folder = OpenImageFolder(root);
+  std::string shards = MakeTempDir() + "/shards";
+  PackOptions o;
+  o.resize_shorter_side = 100;
+  ASSERT_TRUE(PackShards(**folder, shards, o).ok());
+  auto tar = OpenDataset(shards);
+  ASSERT_TRUE(tar.ok());
+  std::string bytes = (*tar)->ReadBytes(0).value();
+  auto img = testing::Noise(1, 1, 1);  // silence unused warnings in some builds
+  (void)img;
+  EXPECT_LT(bytes.size(), (*folder)->ReadBytes(0)->size());
+}
+
+}  // namespace
+}  // namespace dtrun::data

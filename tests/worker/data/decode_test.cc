@@ -1,0 +1,72 @@
+#include "worker/data/decode.h"
+
+#include "gtest/gtest.h"
+#include "tests/worker/data/data_test_util.h"
+
+namespace dtrun::data {
+namespace {
+
+using testing::Jpeg;
+using testing::JpegWithFormat;
+using testing::Png;
+
+TEST(DecoderTest, DecodesRgbJpegAtFullSize) {
+  Decoder d;
+  std::string j = Jpeg(64, 48);
+  ASSERT_EQ(d.Info(j)->width, 64);
+  double scale = 0;
+  auto img = d.Decode(j, Box{0, 0, 64, 48}, 64, 48, &scale);
+  ASSERT_TRUE(img.ok()) << img.status();
+  EXPECT_EQ(img->width, 64);
+  EXPECT_EQ(img->height, 48);
+  EXPECT_EQ(img->rgb.size(), 64u * 48 * 3);
+  EXPECT_EQ(scale, 1.0);
+}
+
+TEST(DecoderTest, UsesDctScalingWhenTheCropIsMuchSmallerThanTheImage) {
+  Decoder d;
+  std::string j = Jpeg(800, 600);
+  double scale = 0;
+  auto img = d.Decode(j, Box{0, 0, 800, 600}, 224, 224, &scale);
+  ASSERT_TRUE(img.ok());
+  EXPECT_EQ(scale, 0.5);  // 1/4 would leave 200x150 < 224
+  EXPECT_EQ(img->width, 400);
+  std::string big = Jpeg(1800, 1800);
+  ASSERT_TRUE(d.Decode(big, Box{0, 0, 1800, 1800}, 224, 224, &scale).ok());
+  EXPECT_EQ(scale, 0.125);
+  ASSERT_TRUE(d.Decode(big, Box{0, 0, 300, 300}, 224, 224, &scale).ok());  // a small crop needs full size
+  EXPECT_EQ(scale, 1.0);
+}
+
+TEST(DecoderTest, GreyAndCmykJpegsComeOutRgb) {
+  Decoder d;
+  for (auto [fmt, samp] : {std::pair{TJPF_GRAY, TJSAMP_GRAY}, std::pair{TJPF_CMYK, TJSAMP_444}}) {
+    std::string j = JpegWithFormat(32, 16, fmt, samp);
+    auto img = d.Decode(j, Box{0, 0, 32, 16}, 32, 16);
+    ASSERT_TRUE(img.ok()) << img.status();
+    EXPECT_EQ(img->rgb.size(), 32u * 16 * 3);
+  }
+}
+
+TEST(DecoderTest, PngWithAJpegNameIsDecoded) {
+  Decoder d;
+  std::string p = Png(20, 10);
+  auto info = d.Info(p);
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->jpeg);
+  auto img = d.Decode(p, Box{0, 0, 20, 10}, 20, 10);
+  ASSERT_TRUE(img.ok()) << img.status();
+  EXPECT_EQ(img->width, 20);
+}
+
+TEST(DecoderTest, CorruptAndTruncatedDataAreDataLoss) {
+  Decoder d;
+  std::string j = Jpeg(64, 64);
+  std::string truncated = j.substr(0, j.size() / 2);
+  EXPECT_EQ(d.Decode(truncated, Box{0, 0, 64, 64}, 64, 64).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(d.Info("definitely not an image").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(d.Info("").status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace dtrun::data

@@ -1,0 +1,142 @@
+#include "worker/data/loader.h"
+
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+#include "tests/worker/data/data_test_util.h"
+
+namespace dtrun::data {
+namespace {
+
+using dtrun::testing::MakeTempDir;
+using testing::Jpeg;
+using testing::WriteFile;
+
+std::unique_ptr<Dataset> SmallFolder(int per_class, bool with_bad) {
+  std::string root = MakeTempDir() + "/ds";
+  for (int c = 0; c < 2; ++c) {
+    for (int i = 0; i < per_class; ++i) {
+      WriteFile(root + "/c" + std::to_string(c) + "/" + std::to_string(i) + ".jpg", Jpeg(40 + i, 30 + c, c * 100 + i));
+    }
+  }
+  if (with_bad) {
+    std::string j = Jpeg(40, 40);
+    WriteFile(root + "/c0/bad_truncated.jpg", j.substr(0, j.size() / 3));
+    WriteFile(root + "/c1/bad_garbage.jpg", "garbage, not a jpeg");
+    WriteFile(root + "/c1/grey.jpg", testing::JpegWithFormat(24, 24, TJPF_GRAY, TJSAMP_GRAY));
+    WriteFile(root + "/c1/png_named.jpg", testing::Png(24, 24));
+  }
+  return std::move(OpenImageFolder(root).value());
+}
+
+std::vector<Batch> Epoch(const Dataset& ds, LoaderOptions o, int64_t epoch, size_t start = 0) {
+  Loader loader(ds, o);
+  loader.StartEpoch(epoch, start);
+  std::vector<Batch> out;
+  while (auto b = loader.Next()) out.push_back(std::move(*b));
+  return out;
+}
+
+TEST(LoaderTest, BatchesHaveTheRightShapesAndLabels) {
+  auto ds = SmallFolder(6, false);
+  LoaderOptions o;
+  o.batch_size = 5;
+  o.image_size = 32;
+  std::vector<Batch> batches = Epoch(*ds, o, 0);
+  ASSERT_EQ(batches.size(), 3u);  // 12 samples
+  EXPECT_EQ(batches[2].count, 2);
+  for (const Batch& b : batches) {
+    EXPECT_EQ(b.pixels.size(), static_cast<size_t>(b.count) * 32 * 32 * 3);
+    EXPECT_EQ(b.labels.size(), static_cast<size_t>(b.count));
+    for (int64_t l : b.labels) EXPECT_TRUE(l == 0 || l == 1);
+  }
+}
+
+TEST(LoaderTest, SameSeedSameBatchesWhateverTheThreadCount) {
+  auto ds = SmallFolder(8, false);
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.image_size = 24;
+  o.seed = 3;
+  o.threads = 1;
+  std::vector<Batch> one = Epoch(*ds, o, 2);
+  o.threads = 3;
+  std::vector<Batch> three = Epoch(*ds, o, 2);
+  ASSERT_EQ(one.size(), three.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].pixels, three[i].pixels);
+    EXPECT_EQ(one[i].labels, three[i].labels);
+  }
+  o.seed = 4;
+  EXPECT_NE(Epoch(*ds, o, 2)[0].pixels, one[0].pixels);
+}
+
+TEST(LoaderTest, ResumingMidEpochGivesExactlyTheRemainingBatches) {
+  auto ds = SmallFolder(10, false);
+  LoaderOptions o;
+  o.batch_size = 3;
+  o.image_size = 16;
+  std::vector<Batch> full = Epoch(*ds, o, 1);
+  std::vector<Batch> resumed = Epoch(*ds, o, 1, 4);
+  ASSERT_EQ(resumed.size(), full.size() - 4);
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    EXPECT_EQ(resumed[i].index, full[i + 4].index);
+    EXPECT_EQ(resumed[i].labels, full[i + 4].labels);
+    EXPECT_EQ(resumed[i].pixels, full[i + 4].pixels);
+  }
+}
+
+TEST(LoaderTest, CorruptFilesAreSkippedAndCountedOddFormatsDecoded) {
+  auto ds = SmallFolder(3, true);  // 6 good + grey + png-named + 2 bad
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.image_size = 16;
+  o.sampler.shuffle = false;
+  Loader loader(*ds, o);
+  loader.StartEpoch(0);
+  int images = 0, skipped = 0;
+  while (auto b = loader.Next()) {
+    images += b->count;
+    skipped += b->skipped;
+  }
+  EXPECT_EQ(images, 8);
+  EXPECT_EQ(skipped, 2);
+  EXPECT_EQ(loader.skipped_total(), 2);
+}
+
+TEST(LoaderTest, ValidationIsDeterministicAndSyntheticDataNeedsNoFiles) {
+  auto ds = SmallFolder(2, false);
+  LoaderOptions o;
+  o.train = false;
+  o.image_size = 16;
+  o.sampler.shuffle = false;
+  o.seed = 1;
+  auto a = Epoch(*ds, o, 0);
+  o.seed = 2;
+  auto b = Epoch(*ds, o, 5);
+  EXPECT_EQ(a[0].pixels, b[0].pixels);  // no randomness in validation
+  auto synthetic = MakeSyntheticDataset(10, 3);
+  o.train = true;
+  auto s = Epoch(*synthetic, o, 0);
+  ASSERT_FALSE(s.empty());
+  EXPECT_EQ(s[0].count, 10);
+}
+
+TEST(LoaderTest, ShardedRanksCoverTheEpoch) {
+  auto ds = SmallFolder(5, false);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.image_size = 8;
+  size_t total = 0;
+  for (int r = 0; r < 3; ++r) {
+    o.sampler.rank = r;
+    o.sampler.world_size = 3;
+    Loader loader(*ds, o);
+    loader.StartEpoch(0);
+    EXPECT_EQ(loader.samples_per_epoch(), 4u);  // ceil(10 / 3), padded
+    while (auto b = loader.Next()) total += b->count;
+  }
+  EXPECT_EQ(total, 12u);
+}
+
+}  // namespace
+}  // namespace dtrun::data
