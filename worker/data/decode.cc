@@ -66,16 +66,19 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
     return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
   }
-  // The smallest DCT scale (1/8, 1/4, 1/2) that keeps the needed region large enough.
-  int denom = 1;
-  for (int d : {8, 4, 2}) {
-    if (need.w / d >= min_w && need.h / d >= min_h) {
-      denom = d;
+  // The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps the needed region at least
+  // min_w × min_h: the IDCT does less work and the resampler has less to shrink. (libjpeg-turbo
+  // has SIMD code for these; odd eighths would be slower than decoding at full size.)
+  int eighths = 8;
+  for (int m : {1, 2, 4}) {
+    if (need.w * m / 8 >= min_w && need.h * m / 8 >= min_h) {
+      eighths = m;
       break;
     }
   }
-  const int sw = TJSCALED(w, (tjscalingfactor{1, denom}));
-  const int sh = TJSCALED(h, (tjscalingfactor{1, denom}));
+  const tjscalingfactor factor{eighths, 8};
+  const int sw = TJSCALED(w, factor);
+  const int sh = TJSCALED(h, factor);
   Image img{sw, sh, {}};
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   std::vector<uint8_t> raw(static_cast<size_t>(sw) * sh * (cmyk ? 4 : 3));
@@ -88,7 +91,7 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   } else {
     img.rgb = std::move(raw);
   }
-  if (scale) *scale = 1.0 / denom;
+  if (scale) *scale = static_cast<double>(sw) / w;
   return img;
 }
 
