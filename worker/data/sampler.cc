@@ -16,7 +16,7 @@ std::vector<size_t> DistributedIndices(size_t n, int64_t epoch, const SamplerOpt
     }
   }
   const size_t world = static_cast<size_t>(o.world_size);
-  size_t total = o.drop_last ? n / world * world : (n + world - 1) / world * world;
+  size_t total = o.drop_last ? n / world * world : o.pad ? (n + world - 1) / world * world : n;
   if (total > n) {
     for (size_t i = n; i < total; ++i) order.push_back(order[(i - n) % n]);
   }

@@ -16,6 +16,7 @@ struct SamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;
+  bool pad = true;  // false (validation): ranks get uneven shares, no sample twice
 };
 
 // The dataset indices rank `options.rank` visits in `epoch`, in order.

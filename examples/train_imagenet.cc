@@ -1,0 +1,52 @@
+// train_imagenet: ResNet training on ImageNet-style data, one process or many (under dtrun or
+// torchrun), with the behaviour of pytorch/examples imagenet/main.py plus fast-recipe options.
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "worker/resnet.h"
+#include "worker/trainer.h"
+
+int main(int argc, char** argv) {
+  dtrun::worker::TrainOptions o;
+  CLI::App app("train_imagenet: ResNet training with DDP over the dtrun input pipeline", "train_imagenet");
+  app.add_option("data", o.data, "Folder with train/ and val/ (ImageFolder or tar shards)");
+  app.add_flag("--synthetic", o.synthetic, "Random data, no files");
+  app.add_option("--synthetic-size", o.synthetic_size, "Synthetic training images")->capture_default_str();
+  app.add_option("--arch,-a", o.arch, "resnet18|34|50|101|152")->capture_default_str();
+  app.add_option("--epochs", o.epochs)->capture_default_str();
+  app.add_option("-b,--batch-size", o.batch_size, "Per process")->capture_default_str();
+  app.add_option("--lr", o.lr.base_lr)->capture_default_str();
+  app.add_option("--lr-schedule", o.lr.kind, "step|cosine")->capture_default_str();
+  app.add_option("--lr-step-epochs", o.lr.step_epochs)->capture_default_str();
+  app.add_option("--warmup-epochs", o.lr.warmup_epochs)->capture_default_str();
+  app.add_option("--momentum", o.momentum)->capture_default_str();
+  app.add_flag("--nesterov", o.nesterov);
+  app.add_option("--wd,--weight-decay", o.weight_decay)->capture_default_str();
+  app.add_flag("--no-wd-bn-bias", o.no_wd_on_bn_bias, "No weight decay on BN parameters and biases");
+  app.add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
+  app.add_flag("--zero-init-residual", o.zero_init_residual);
+  app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str();
+  app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)");
+  app.add_option("--image-size", o.image_size)->capture_default_str();
+  app.add_option("-p,--print-freq", o.print_freq)->capture_default_str();
+  app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_option("--desired-acc", o.desired_acc, "Stop when val top-1 (%) reaches it");
+  app.add_option("--output-dir,--state-dir", o.output_dir, "Checkpoints and metrics.jsonl")->capture_default_str();
+  app.add_option("--save-every-minutes", o.save_every_minutes)->capture_default_str();
+  app.add_option("--resume", o.resume, "Checkpoint to start from (default: newest in --output-dir)");
+  app.add_flag("-e,--evaluate", o.evaluate, "Only validate");
+  app.add_option("--num-classes", o.num_classes, "Default: from the dataset");
+  app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str();
+  app.add_flag("!--no-overlap", o.overlap, "All-reduce after backward instead of during it");
+  CLI11_PARSE(app, argc, argv);
+  if (!dtrun::worker::IsKnownArch(o.arch)) {
+    std::fprintf(stderr, "train_imagenet: unknown --arch %s; use resnet18, resnet34, resnet50, resnet101 or resnet152\n", o.arch.c_str());
+    return 2;
+  }
+  if (o.data.empty() && !o.synthetic) {
+    std::fprintf(stderr, "train_imagenet: give a data folder (with train/ and val/) or --synthetic\n");
+    return 2;
+  }
+  o.lr.total_epochs = o.epochs;
+  return dtrun::worker::RunTraining(o);
+}

@@ -1,0 +1,28 @@
+// Checkpoints: rank 0 writes model, optimizer and progress atomically (temp file, fsync, rename)
+// into DIR/checkpoint-<epoch>-<step>.pt, keeping the newest K; loading takes the newest that reads
+// back whole, falling back (with a warning) past truncated or corrupt ones.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace dtrun::worker {
+
+struct Progress {
+  int64_t epoch = 0;      // the epoch to continue
+  int64_t next_batch = 0; // first batch of `epoch` not yet trained
+  int64_t global_step = 0;
+  double best_acc1 = 0;
+};
+
+// Throws c10::Error / std::exception on I/O errors (the trainer reports them).
+void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                    const Progress& progress);
+
+// Loads `path`, or the newest valid checkpoint in `dir` when `path` is empty. nullopt if none.
+std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,
+                                       torch::optim::Optimizer& optimizer);
+
+}  // namespace dtrun::worker

@@ -1,0 +1,59 @@
+// Data-parallel training in C++: parameters and buffers broadcast from rank 0 at start; gradients
+// all-reduced in buckets (~25 MB) launched from autograd hooks as soon as a bucket's gradients are
+// accumulated, so communication overlaps the rest of backward; averaged over the world. NoSync
+// skips communication for gradient accumulation; BN buffers can be broadcast before each forward.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/process_group.h"
+
+namespace dtrun::worker {
+
+struct DdpOptions {
+  double bucket_mb = 25;
+  bool broadcast_buffers = true;  // BN running stats from rank 0 before every forward
+  bool overlap = true;            // false: all-reduce after backward (for measuring the overlap)
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, ProcessGroupHandle pg, int world_size,
+                          DdpOptions options = {});
+  ~DistributedDataParallel();
+
+  // Before forward: rank 0's buffers (when broadcast_buffers).
+  void SyncBuffers();
+  // After backward: waits for every bucket and leaves the averaged gradients in param.grad().
+  void FinishGradientSync();
+
+  // While alive, backward passes accumulate locally without communication.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.sync_ = false; }
+    ~NoSync() { ddp_.sync_ = true; }
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+
+ private:
+  struct Bucket;
+  void OnGradReady(size_t param);
+  void Launch(Bucket& bucket);
+
+  std::shared_ptr<torch::nn::Module> module_;
+  ProcessGroupHandle pg_;
+  int world_size_;
+  DdpOptions options_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::pair<size_t, int64_t>> where_;  // param → (bucket, offset)
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive for the hooks
+  bool sync_ = true;
+};
+
+}  // namespace dtrun::worker

@@ -1,0 +1,286 @@
+#include "worker/trainer.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "nlohmann/json.hpp"
+#include "worker/checkpoint.h"
+#include "worker/data/dataset.h"
+#include "worker/data/loader.h"
+#include "worker/ddp.h"
+#include "worker/resnet.h"
+
+namespace dtrun::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+std::atomic<bool> g_stop_requested{false};
+
+void OnTerm(int) { g_stop_requested.store(true); }  // only sets a flag
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// uint8 NHWC batch → normalised float NCHW.
+torch::Tensor ToInput(data::Batch& b) {
+  torch::Tensor x = torch::from_blob(b.pixels.data(), {b.count, b.image_size, b.image_size, 3}, torch::kUInt8);
+  x = x.permute({0, 3, 1, 2}).to(torch::kFloat32).div_(255);
+  torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}).view({1, 3, 1, 1});
+  torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}).view({1, 3, 1, 1});
+  return x.sub_(mean).div_(std).contiguous();
+}
+
+// Correct top-1 and top-5 predictions in the batch.
+std::pair<int64_t, int64_t> TopK(const torch::Tensor& logits, const torch::Tensor& target) {
+  int64_t k = std::min<int64_t>(5, logits.size(1));
+  torch::Tensor pred = std::get<1>(logits.topk(k, 1));
+  torch::Tensor hit = pred.eq(target.view({-1, 1}));
+  return {hit.narrow(1, 0, 1).sum().item<int64_t>(), hit.sum().item<int64_t>()};
+}
+
+class Training {
+ public:
+  explicit Training(const TrainOptions& o) : o_(o), env_(ReadDistEnv()) {}
+  int Run();
+
+ private:
+  bool Setup();
+  void TrainEpoch(int64_t epoch, int64_t first_batch);
+  double Validate(int64_t epoch);  // returns top-1 %
+  std::vector<double> AllReduceSum(std::vector<double> v);
+  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  void Metrics(const nlohmann::json& j);
+  void Save(int64_t epoch, int64_t next_batch);
+
+  TrainOptions o_;
+  DistEnv env_;
+  std::optional<ProcessGroupHandle> pg_;
+  std::unique_ptr<data::Dataset> train_set_, val_set_;
+  std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  ResNet model_{nullptr};
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  Progress progress_;
+  Clock::time_point last_save_ = Clock::now();
+  std::ofstream metrics_;
+  bool stop_ = false;
+};
+
+void Training::Log(const char* fmt, ...) {
+  if (env_.rank != 0) return;
+  va_list args;
+  va_start(args, fmt);
+  std::vprintf(fmt, args);
+  va_end(args);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void Training::Metrics(const nlohmann::json& j) {
+  if (env_.rank == 0 && metrics_) metrics_ << j.dump() << "\n" << std::flush;
+}
+
+std::vector<double> Training::AllReduceSum(std::vector<double> v) {
+  if (!pg_) return v;
+  std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64)};
+  pg_->gloo->allreduce(t)->wait();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t[0][static_cast<int64_t>(i)].item<double>();
+  return v;
+}
+
+bool Training::Setup() {
+  if (o_.threads > 0) torch::set_num_threads(o_.threads);
+  torch::manual_seed(o_.seed);
+  if (env_.distributed()) pg_ = InitProcessGroup(env_);
+  auto open = [&](const std::string& split) -> std::unique_ptr<data::Dataset> {
+    if (o_.synthetic) return data::MakeSyntheticDataset(split == "train" ? o_.synthetic_size : o_.synthetic_size / 4,
+                                                         o_.num_classes > 0 ? o_.num_classes : 10);
+    absl::StatusOr<std::unique_ptr<data::Dataset>> ds = data::OpenDataset(o_.data + "/" + split);
+    if (!ds.ok()) {
+      std::fprintf(stderr, "train_imagenet: %s\n", std::string(ds.status().message()).c_str());
+      return nullptr;
+    }
+    return std::move(*ds);
+  };
+  train_set_ = open("train");
+  val_set_ = open("val");
+  if (!train_set_ || !val_set_) return false;
+  data::LoaderOptions lo;
+  lo.batch_size = o_.batch_size;
+  lo.threads = o_.workers;
+  lo.image_size = o_.image_size;
+  lo.seed = o_.seed;
+  lo.sampler = data::SamplerOptions{env_.rank, env_.world_size, true, o_.seed, false, true};
+  train_loader_ = std::make_unique<data::Loader>(*train_set_, lo);
+  lo.train = false;
+  lo.sampler.shuffle = false;
+  lo.sampler.pad = false;
+  val_loader_ = std::make_unique<data::Loader>(*val_set_, lo);
+
+  ResNetOptions mo;
+  mo.arch = o_.arch;
+  mo.num_classes = o_.num_classes > 0 ? o_.num_classes : static_cast<int>(train_set_->classes().size());
+  mo.zero_init_residual = o_.zero_init_residual;
+  model_ = ResNet(mo);
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& p : model_->named_parameters()) {
+    bool bn_or_bias = p.value().dim() <= 1;
+    (o_.no_wd_on_bn_bias && bn_or_bias ? no_decay : decay).push_back(p.value());
+  }
+  auto sgd = torch::optim::SGDOptions(o_.lr.base_lr).momentum(o_.momentum).nesterov(o_.nesterov);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(o_.weight_decay)));
+  if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(0)));
+  optimizer_ = std::make_unique<torch::optim::SGD>(groups, sgd);
+  if (std::optional<Progress> p = LoadCheckpoint(o_.output_dir + "/checkpoints", o_.resume, *model_, *optimizer_)) {
+    progress_ = *p;
+  }
+  if (pg_) {
+    DdpOptions d;
+    d.bucket_mb = o_.bucket_mb;
+    d.overlap = o_.overlap;
+    ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
+  }
+  if (env_.rank == 0) {
+    std::filesystem::create_directories(o_.output_dir);
+    metrics_.open(o_.output_dir + "/metrics.jsonl", std::ios::app);
+  }
+  Log("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads",
+      o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
+      o_.batch_size, o_.workers);
+  return true;
+}
+
+void Training::Save(int64_t epoch, int64_t next_batch) {
+  last_save_ = Clock::now();
+  if (env_.rank != 0) return;
+  progress_.epoch = epoch;
+  progress_.next_batch = next_batch;
+  SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_);
+}
+
+void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
+  model_->train();
+  train_loader_->StartEpoch(epoch, static_cast<size_t>(first_batch));
+  const int64_t steps = static_cast<int64_t>(train_loader_->batches_per_epoch());
+  double loss_sum = 0, data_s = 0, compute_s = 0;
+  int64_t seen = 0, correct1 = 0;
+  auto window = Clock::now();
+  auto data_start = Clock::now();
+  int64_t step = first_batch;
+  while (std::optional<data::Batch> b = train_loader_->Next()) {
+    auto compute_start = Clock::now();
+    data_s += Seconds(data_start, compute_start);
+    const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
+    for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
+    torch::Tensor x = ToInput(*b);
+    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).clone();
+    if (ddp_) ddp_->SyncBuffers();
+    torch::Tensor logits = model_->forward(x);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        logits, y, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+    optimizer_->zero_grad();
+    loss.backward();
+    if (ddp_) ddp_->FinishGradientSync();
+    optimizer_->step();
+    ++progress_.global_step;
+    ++step;
+    loss_sum += loss.item<double>() * b->count;
+    correct1 += TopK(logits.detach(), y).first;
+    seen += b->count;
+    compute_s += Seconds(compute_start, Clock::now());
+    // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
+    bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
+    std::vector<double> flags = AllReduceSum({g_stop_requested.load() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
+    if (flags[0] > 0 || flags[1] > 0) Save(epoch, step);
+    if (flags[0] > 0) {
+      Log("stop requested (SIGTERM): checkpoint written at epoch %lld batch %lld", static_cast<long long>(epoch),
+          static_cast<long long>(step));
+      stop_ = true;
+      return;
+    }
+    if (step % o_.print_freq == 0 || step == steps) {
+      double secs = Seconds(window, Clock::now());
+      Log("Epoch: [%lld][%lld/%lld] loss %.4f top1 %.2f lr %.5f img/s %.1f data %.3fs compute %.3fs",
+          static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps),
+          loss_sum / std::max<int64_t>(seen, 1), 100.0 * correct1 / std::max<int64_t>(seen, 1), lr,
+          seen * env_.world_size / std::max(secs, 1e-9), data_s, compute_s);
+      Metrics({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"global_step", progress_.global_step},
+               {"loss", loss_sum / std::max<int64_t>(seen, 1)}, {"top1", 100.0 * correct1 / std::max<int64_t>(seen, 1)},
+               {"lr", lr}, {"img_per_s", seen * env_.world_size / std::max(secs, 1e-9)},
+               {"data_s", data_s}, {"compute_s", compute_s}});
+      loss_sum = 0;
+      seen = correct1 = 0;
+      data_s = compute_s = 0;
+      window = Clock::now();
+    }
+    data_start = Clock::now();
+  }
+}
+
+double Training::Validate(int64_t epoch) {
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  val_loader_->StartEpoch(0);
+  double loss = 0, c1 = 0, c5 = 0, n = 0;
+  while (std::optional<data::Batch> b = val_loader_->Next()) {
+    torch::Tensor logits = model_->forward(ToInput(*b));
+    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).clone();
+    loss += torch::nn::functional::cross_entropy(logits, y).item<double>() * b->count;
+    auto [k1, k5] = TopK(logits, y);
+    c1 += k1;
+    c5 += k5;
+    n += b->count;
+  }
+  std::vector<double> sums = AllReduceSum({loss, c1, c5, n});
+  const double top1 = 100 * sums[1] / std::max(1.0, sums[3]), top5 = 100 * sums[2] / std::max(1.0, sums[3]);
+  Log(" * Epoch %lld val: top1 %.2f top5 %.2f loss %.4f (%d images)", static_cast<long long>(epoch), top1, top5,
+      sums[0] / std::max(1.0, sums[3]), static_cast<int>(sums[3]));
+  Metrics({{"kind", "val"}, {"epoch", epoch}, {"top1", top1}, {"top5", top5}, {"loss", sums[0] / std::max(1.0, sums[3])}});
+  return top1;
+}
+
+int Training::Run() {
+  if (!Setup()) return 2;
+  ::signal(SIGTERM, OnTerm);
+  if (o_.evaluate) {
+    Validate(progress_.epoch);
+    return 0;
+  }
+  for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
+    TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
+    if (stop_) return 128 + SIGTERM;
+    double top1 = Validate(epoch);
+    progress_.best_acc1 = std::max(progress_.best_acc1, top1);
+    Save(epoch + 1, 0);
+    if (o_.desired_acc > 0 && top1 >= o_.desired_acc) {
+      Log("=> reached the desired accuracy %.2f%% (val top1 %.2f%%) after epoch %lld", o_.desired_acc, top1,
+          static_cast<long long>(epoch));
+      break;
+    }
+  }
+  Log("=> done: best val top1 %.2f%%, %lld optimizer steps", progress_.best_acc1,
+      static_cast<long long>(progress_.global_step));
+  return 0;
+}
+
+}  // namespace
+
+int RunTraining(const TrainOptions& options) {
+  try {
+    return Training(options).Run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_imagenet: %s\n", std::string(e.what()).substr(0, 2000).c_str());
+    return 1;
+  }
+}
+
+}  // namespace dtrun::worker

@@ -1,0 +1,47 @@
+// The ImageNet trainer behind examples/train_imagenet: ResNet + DDP over Gloo (world size 1
+// without a launcher), the dtrun input pipeline, SGD with momentum/nesterov and weight decay
+// (optionally none on BN and bias), step/cosine LR with warm-up, label smoothing, top-1/top-5
+// reduced across ranks, a log line every --print-freq steps, JSON-lines metrics, checkpoints
+// (atomic, keep last K, resume mid-epoch) and --desired-acc early stop.
+#pragma once
+
+#include <string>
+
+#include "worker/lr_schedule.h"
+
+namespace dtrun::worker {
+
+struct TrainOptions {
+  std::string data;            // folder with train/ and val/ (ImageFolder or shards), or empty with synthetic
+  bool synthetic = false;
+  int synthetic_size = 1280;
+  int num_classes = 0;         // 0: from the dataset
+  std::string arch = "resnet18";
+  int epochs = 90;
+  int batch_size = 32;         // per process
+  LrSchedule lr;
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 1e-4;
+  bool no_wd_on_bn_bias = false;
+  double label_smoothing = 0;
+  bool zero_init_residual = false;
+  int workers = 2;             // loader threads
+  int threads = 0;             // intra-op threads (0: torch default / OMP_NUM_THREADS)
+  int image_size = 224;
+  int print_freq = 10;
+  uint64_t seed = 0;
+  double desired_acc = 0;      // > 0: stop once val top-1 (percent) reaches it
+  std::string output_dir = "runs/train";  // checkpoints/, metrics.jsonl
+  double save_every_minutes = 2;
+  int keep_checkpoints = 3;
+  std::string resume;          // a checkpoint path; default: newest valid in output_dir
+  bool evaluate = false;       // only validate
+  double bucket_mb = 25;
+  bool overlap = true;
+};
+
+// Runs training; returns the process exit code (0 on success). Logs from rank 0.
+int RunTraining(const TrainOptions& options);
+
+}  // namespace dtrun::worker
