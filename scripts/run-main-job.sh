@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The README's main-job command. Until the training library lands (issue 4) it runs the real
-# distributed examples under dtrun: a C++ LibTorch worker and an unmodified PyTorch script, each
-# with 4 processes doing a Gloo all_reduce through dtrun's store.
+# The README's main-job command: install dependencies, build, make a small embedded JPEG dataset
+# (10 classes of coloured shapes), and train ResNet-18 on it with 2 DDP processes under dtrun.
+# Validation top-1 rises from chance (10%) to well above it within a few minutes on 2 CPU cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
-echo "== C++ LibTorch workers (examples/allreduce_check) =="
-build/bin/dtrun --standalone --nproc-per-node 4 build/bin/allreduce_check
-echo "== PyTorch script (tests/integration/workers/gloo_allreduce.py) =="
-build/bin/dtrun --standalone --nproc-per-node 4 tests/integration/workers/gloo_allreduce.py
+data=${DTRUN_DEMO_DATA:-build/demo-data}
+[ -d "$data/train" ] || build/bin/dtdata make-demo "$data"
+rm -rf build/runs/main-job
+build/bin/dtrun --standalone --nproc-per-node 2 \
+  build/bin/train_imagenet "$data" --arch resnet18 --epochs 8 -b 32 --lr 0.02 --warmup-epochs 1 \
+  --lr-schedule cosine --image-size 112 -j 1 --print-freq 10 --output-dir build/runs/main-job
+echo "metrics: build/runs/main-job/metrics.jsonl; checkpoints: build/runs/main-job/checkpoints/"

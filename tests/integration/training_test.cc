@@ -1,0 +1,86 @@
+// The trainer under dtrun: 2 DDP processes learn, a killed worker resumes from the checkpoint with
+// exactly the planned number of optimizer steps, and DDP matches single-process training.
+#include <signal.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "base/process_table.h"
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+bool Built(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
+
+std::string TinyDataset() {
+  static std::string dir;
+  if (dir.empty()) {
+    dir = MakeTempDir() + "/tiny";
+    auto [rc, out] = RunToEnd({BinDir() + "/dtdata", "make-demo", dir, "--train-per-class", "24",
+                               "--val-per-class", "8", "--size", "64"});
+    EXPECT_EQ(rc, 0) << out;
+  }
+  return dir;
+}
+
+std::vector<std::string> Train(const std::string& out, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BinDir() + "/train_imagenet", TinyDataset(), "-b", "16", "--lr", "0.02",
+                                   "--warmup-epochs", "1", "--lr-schedule", "cosine", "--image-size", "64", "-j",
+                                   "1", "--output-dir", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+TEST(TrainingTest, TwoProcessesLearnFarAboveChance) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
+  for (auto& a : Train(MakeTempDir() + "/run", {"--epochs", "6", "-p", "100"})) argv.push_back(a);
+  auto [rc, out] = RunToEnd(argv);
+  ASSERT_EQ(rc, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("best val top1 ([0-9.]+)%"))) << out;
+  EXPECT_GT(std::stod(m[1]), 25.0) << out;  // chance is 10%
+}
+
+TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedSteps) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1"};
+  // 240 images / 2 ranks / 16 = 8 steps per epoch; 2 epochs = 16 steps. Checkpoint every step.
+  for (auto& a : Train(MakeTempDir() + "/run", {"--epochs", "2", "-p", "1", "--save-every-minutes", "0"})) {
+    argv.push_back(a);
+  }
+  Harness job(argv);
+  ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(120))) << job.all();
+  pid_t victim = 0;
+  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
+    if (p.env.count("RANK") && p.env.at("RANK") == "1" && p.ppid == job.pid()) victim = p.pid;
+  }
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
+  EXPECT_NE(job.all().find("resuming from"), std::string::npos) << job.all();
+  EXPECT_NE(job.all().find("16 optimizer steps"), std::string::npos) << job.all();
+}
+
+TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
+  if (!Built("ddp_equivalence_worker")) GTEST_SKIP() << "built without LibTorch";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/ddp_equivalence_worker"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("DDP_EQUIVALENT rank=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("DDP_EQUIVALENT rank=1"), std::string::npos) << out;
+}
+
+TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  auto [rc1, out1] = RunToEnd({BinDir() + "/train_imagenet", "--synthetic", "--arch", "resnet7"});
+  EXPECT_EQ(rc1, 2);
+  EXPECT_NE(out1.find("unknown --arch resnet7"), std::string::npos) << out1;
+  auto [rc2, out2] = RunToEnd({BinDir() + "/train_imagenet", "/nonexistent/data", "--epochs", "1"});
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("does not exist"), std::string::npos) << out2;
+}
+
+}  // namespace
+}  // namespace dtrun::testing
