@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
 #include "base/process_table.h"
@@ -311,13 +313,25 @@ void Agent::OnOutput(int fd) {
 }
 
 void Agent::KillStrays() {
-  std::vector<ProcessEntry> strays = FindProcessesWithEnv(env::kLaunchId, options_.launch_id);
-  if (!strays.empty()) {
-    spdlog::warn("ending {} leftover process(es) started by the workers (e.g. pid {}: {})",
-                 strays.size(), strays[0].pid, strays[0].cmdline.substr(0, 80));
+  // Descendants that left the workers' process groups: found by the launch marker, and — because
+  // the agent is a subreaper — as our own adopted children (which also covers a process caught
+  // mid-exec, when /proc/PID/environ can read empty). Killing one can orphan more: repeat.
+  const pid_t self = ::getpid();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<ProcessEntry> strays = FindProcessesWithEnv(env::kLaunchId, options_.launch_id);
+    for (ProcessEntry& child : ChildrenOf(self)) {
+      bool known = child.pid == options_.guard_pid ||
+                   std::any_of(strays.begin(), strays.end(), [&](const ProcessEntry& s) { return s.pid == child.pid; });
+      if (!known) strays.push_back(child);
+    }
+    if (strays.empty()) break;
+    if (round == 0) {
+      spdlog::warn("ending {} leftover process(es) started by the workers (e.g. pid {}{}{})", strays.size(),
+                   strays[0].pid, strays[0].cmdline.empty() ? "" : ": ", strays[0].cmdline.substr(0, 80));
+    }
     TerminateProcesses(strays, SIGKILL, std::chrono::milliseconds(0));
-  }
-  while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
   }
 }
 

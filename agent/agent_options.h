@@ -1,6 +1,8 @@
 // What the agent runs and how: filled in by the launcher from the command line, validated there.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -31,6 +33,7 @@ struct AgentOptions {
   int max_restarts = 0;
   std::string run_id = "none";
   std::string launch_id;  // unique per dtrun process; marks every worker (see env::kLaunchId)
+  pid_t guard_pid = -1;   // the launch guard, our only child that is not a worker
 
   std::string master_addr = "127.0.0.1";  // what workers are told
   int master_port = 29500;                // 0: the agent's store picks a free port

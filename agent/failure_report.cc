@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/exit_codes.h"
 #include "base/signal_names.h"
 #include "nlohmann/json.hpp"
 
@@ -22,6 +23,8 @@ std::string FormatOne(size_t index, const WorkerFailure& f) {
   std::string traceback;
   if (!f.traceback.empty() || !f.message.empty()) {
     traceback = f.traceback.empty() ? f.message : f.traceback;
+  } else if (f.signal == 0 && f.exit_code == kCollectiveTimeoutExitCode) {
+    traceback = "a collective timed out: the worker hung (peer lost or stuck) and its watchdog ended it";
   } else if (f.signal > 0) {
     traceback = absl::StrCat("Signal ", f.signal, " (", SignalName(f.signal), ") received by PID ", f.pid);
   } else {

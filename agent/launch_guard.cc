@@ -51,6 +51,7 @@ LaunchGuard LaunchGuard::Start(const std::string& launch_id, const std::string& 
   }
   ::close(fds[0]);
   guard.to_guard_ = UniqueFd(fds[1]);
+  guard.pid_ = pid;
   if (pid < 0) guard.to_guard_.Reset();
   return guard;
 }

@@ -5,6 +5,8 @@
 // removes the launch's registry entry. A parent-death signal alone reaches direct children only.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 #include "base/unique_fd.h"
@@ -20,10 +22,12 @@ class LaunchGuard {
 
   // Tells the guard the agent cleaned up itself; it exits without scanning.
   void Dismiss();
+  pid_t pid() const { return pid_; }
 
  private:
   LaunchGuard() = default;
   UniqueFd to_guard_;
+  pid_t pid_ = -1;
 };
 
 }  // namespace dtrun

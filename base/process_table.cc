@@ -139,6 +139,19 @@ std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
   return found;
 }
 
+std::vector<ProcessEntry> ChildrenOf(pid_t parent) {
+  std::vector<ProcessEntry> out;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (dirent* de = ::readdir(dir)) {
+    ProcessEntry e;
+    if (!absl::SimpleAtoi(de->d_name, &e.pid)) continue;
+    if (ParseStat(e.pid, &e.ppid, &e.start_ticks).ok() && e.ppid == parent) out.push_back(e);
+  }
+  ::closedir(dir);
+  return out;
+}
+
 int TerminateProcesses(const std::vector<ProcessEntry>& procs, int signo,
                        std::chrono::milliseconds grace) {
   std::vector<OpenedProcess> opened;

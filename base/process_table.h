@@ -32,6 +32,9 @@ std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
                                                const std::optional<std::string>& marker_value,
                                                std::vector<std::string> env_names = {});
 
+// Direct children of `parent` (from /proc/*/stat), environment not read.
+std::vector<ProcessEntry> ChildrenOf(pid_t parent);
+
 // Start time of `pid` in clock ticks since boot; NotFound if it does not exist.
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid);
 

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-wd-bn-bias", o.no_wd_on_bn_bias, "No weight decay on BN parameters and biases");
   app.add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
   app.add_flag("--zero-init-residual", o.zero_init_residual);
+  app.add_flag("!--no-channels-last", o.channels_last, "Keep NCHW memory (default: channels-last)");
   app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)");
   app.add_option("--image-size", o.image_size)->capture_default_str();
@@ -37,7 +38,23 @@ int main(int argc, char** argv) {
   app.add_flag("-e,--evaluate", o.evaluate, "Only validate");
   app.add_option("--num-classes", o.num_classes, "Default: from the dataset");
   app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str();
-  app.add_flag("!--no-overlap", o.overlap, "All-reduce after backward instead of during it");
+  app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (CUDA: on, CPU: off), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--amp", o.amp, "Mixed precision: off, bf16 (CPU/CUDA) or fp16 (CUDA)")
+      ->check(CLI::IsMember({"off", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_flag("--grad-scaler", o.grad_scaler, "Dynamic loss scaling even without fp16");
+  app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")
+      ->capture_default_str();
+  app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
+  std::string dist_backend = "gloo";
+  app.add_option("--dist-backend", dist_backend, "gloo (CPU tensors); NCCL is chosen for CUDA builds")
+      ->check(CLI::IsMember({"gloo", "nccl"}))
+      ->capture_default_str();
+  app.add_option("--warmup-iters", o.warmup_iters, "Benchmark: untimed steps first")->capture_default_str();
+  app.add_option("--timed-iters", o.timed_iters, "Benchmark: time this many steps, print images/s, stop");
+  app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
   CLI11_PARSE(app, argc, argv);
   if (!dtrun::worker::IsKnownArch(o.arch)) {
     std::fprintf(stderr, "train_imagenet: unknown --arch %s; use resnet18, resnet34, resnet50, resnet101 or resnet152\n", o.arch.c_str());

@@ -153,6 +153,7 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
   absl::StatusOr<std::string> registry_file = RegisterLaunch(record);
   if (!registry_file.ok()) spdlog::warn("{}; `dtrun kill` will still find the workers", std::string(registry_file.status().message()));
   LaunchGuard guard = LaunchGuard::Start(a.launch_id, registry_file.value_or(""));
+  a.guard_pid = guard.pid();
   BlockAgentSignals(a.signals_to_handle);
 
   if (config.omp_warning) {

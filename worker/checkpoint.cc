@@ -35,7 +35,7 @@ void FsyncPath(const std::string& path, int flags) {
 }  // namespace
 
 void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                    const Progress& p) {
+                    const Progress& p, const GradScaler* scaler) {
   fs::create_directories(dir);
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive, optim_archive;
@@ -47,6 +47,11 @@ void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, 
   archive.write("next_batch", torch::tensor(p.next_batch));
   archive.write("global_step", torch::tensor(p.global_step));
   archive.write("best_acc1", torch::tensor(p.best_acc1, torch::kFloat64));
+  if (scaler) {
+    torch::serialize::OutputArchive scaler_archive;
+    scaler->Save(scaler_archive);
+    archive.write("scaler", scaler_archive);
+  }
   char name[64];
   std::snprintf(name, sizeof(name), "checkpoint-%06lld-%09lld.pt", static_cast<long long>(p.epoch),
                 static_cast<long long>(p.next_batch));
@@ -60,7 +65,7 @@ void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, 
 }
 
 std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,
-                                       torch::optim::Optimizer& optimizer) {
+                                       torch::optim::Optimizer& optimizer, GradScaler* scaler) {
   std::vector<fs::path> candidates;
   if (!path.empty()) {
     candidates.push_back(path);
@@ -86,6 +91,8 @@ std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string
       p.global_step = t.item<int64_t>();
       archive.read("best_acc1", t);
       p.best_acc1 = t.item<double>();
+      torch::serialize::InputArchive scaler_archive;
+      if (scaler && archive.try_read("scaler", scaler_archive)) scaler->Load(scaler_archive);
       std::fprintf(stderr, "resuming from %s (epoch %lld, batch %lld)\n", c.string().c_str(),
                    static_cast<long long>(p.epoch), static_cast<long long>(p.next_batch));
       return p;

@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 
+#include "worker/grad_scaler.h"
+
 namespace dtrun::worker {
 
 struct Progress {
@@ -19,10 +21,10 @@ struct Progress {
 
 // Throws c10::Error / std::exception on I/O errors (the trainer reports them).
 void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                    const Progress& progress);
+                    const Progress& progress, const GradScaler* scaler = nullptr);
 
 // Loads `path`, or the newest valid checkpoint in `dir` when `path` is empty. nullopt if none.
 std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,
-                                       torch::optim::Optimizer& optimizer);
+                                       torch::optim::Optimizer& optimizer, GradScaler* scaler = nullptr);
 
 }  // namespace dtrun::worker

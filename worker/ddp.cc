@@ -89,7 +89,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 DistributedDataParallel::~DistributedDataParallel() = default;
 
 void DistributedDataParallel::SyncBuffers() {
-  if (options_.broadcast_buffers && world_size_ > 1) Broadcast(pg_, module_->buffers());
+  if (!options_.broadcast_buffers || world_size_ == 1) return;
+  CollectiveWatchdog::Scope guard(options_.watchdog, "the buffer broadcast");
+  Broadcast(pg_, module_->buffers());
 }
 
 void DistributedDataParallel::OnGradReady(size_t param) {
@@ -121,6 +123,7 @@ void DistributedDataParallel::FinishGradientSync() {
       Launch(*b);
     }
   }
+  CollectiveWatchdog::Scope guard(options_.watchdog, "the gradient all-reduce");
   for (auto& b : buckets_) {
     b->work->wait();
     b->flat.div_(world_size_);

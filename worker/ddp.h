@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "worker/collective_watchdog.h"
 #include "worker/process_group.h"
 
 namespace dtrun::worker {
@@ -17,6 +18,7 @@ struct DdpOptions {
   double bucket_mb = 25;
   bool broadcast_buffers = true;  // BN running stats from rank 0 before every forward
   bool overlap = true;            // false: all-reduce after backward (for measuring the overlap)
+  CollectiveWatchdog* watchdog = nullptr;  // bounds every wait on a collective
 };
 
 class DistributedDataParallel {

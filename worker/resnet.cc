@@ -50,11 +50,12 @@ class BlockImpl : public nn::Module {
   }
 
   torch::Tensor forward(torch::Tensor x) {
+    // In-place ReLUs and residual add, as torchvision (ReLU(inplace=True), out += identity).
     torch::Tensor identity = downsample ? downsample->forward(x) : x;
-    torch::Tensor y = torch::relu(bn1(conv1(x)));
+    torch::Tensor y = bn1(conv1(x)).relu_();
     y = bn2(conv2(y));
-    if (bottleneck_) y = bn3(conv3(torch::relu(y)));
-    return torch::relu(y + identity);
+    if (bottleneck_) y = bn3(conv3(y.relu_()));
+    return y.add_(identity).relu_();
   }
 
  private:
@@ -95,7 +96,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) {
 }
 
 torch::Tensor ResNetImpl::forward(torch::Tensor x) {
-  x = torch::max_pool2d(torch::relu(bn1(conv1(x))), 3, 2, 1);
+  x = torch::max_pool2d(bn1(conv1(x)).relu_(), 3, 2, 1);
   x = layer4->forward(layer3->forward(layer2->forward(layer1->forward(x))));
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
   return fc(x);

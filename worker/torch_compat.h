@@ -20,3 +20,43 @@
 #else
 #define DTRUN_HAVE_NCCL 0
 #endif
+
+#include <ATen/autocast_mode.h>
+
+namespace dtrun::worker {
+
+// Turns autocast on or off for CPU or CUDA with the given lower-precision dtype. LibTorch 2.4+
+// takes the device type; older versions have one function per device.
+inline void SetAutocast(bool cuda, at::ScalarType dtype, bool enabled) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  const at::DeviceType device = cuda ? at::kCUDA : at::kCPU;
+  at::autocast::set_autocast_enabled(device, enabled);
+  at::autocast::set_autocast_dtype(device, dtype);
+#else
+  if (cuda) {
+    at::autocast::set_enabled(enabled);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    at::autocast::set_cpu_enabled(enabled);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+  if (!enabled) at::autocast::clear_cache();
+}
+
+// Autocast for one scope (the forward pass and the loss).
+class AutocastScope {
+ public:
+  AutocastScope(bool enabled, bool cuda, at::ScalarType dtype) : enabled_(enabled), cuda_(cuda), dtype_(dtype) {
+    if (enabled_) SetAutocast(cuda_, dtype_, true);
+  }
+  ~AutocastScope() {
+    if (enabled_) SetAutocast(cuda_, dtype_, false);
+  }
+
+ private:
+  bool enabled_, cuda_;
+  at::ScalarType dtype_;
+};
+
+}  // namespace dtrun::worker

@@ -17,7 +17,11 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/ddp.h"
+#include "worker/collective_watchdog.h"
+#include "worker/grad_scaler.h"
 #include "worker/resnet.h"
+#include "worker/tensorboard.h"
+#include "worker/torch_compat.h"
 
 namespace dtrun::worker {
 namespace {
@@ -29,13 +33,14 @@ void OnTerm(int) { g_stop_requested.store(true); }  // only sets a flag
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// uint8 NHWC batch → normalised float NCHW.
-torch::Tensor ToInput(data::Batch& b) {
+// uint8 NHWC batch → normalised float NCHW (optionally kept in channels-last memory).
+torch::Tensor ToInput(data::Batch& b, bool channels_last) {
   torch::Tensor x = torch::from_blob(b.pixels.data(), {b.count, b.image_size, b.image_size, 3}, torch::kUInt8);
   x = x.permute({0, 3, 1, 2}).to(torch::kFloat32).div_(255);
   torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}).view({1, 3, 1, 1});
   torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}).view({1, 3, 1, 1});
-  return x.sub_(mean).div_(std).contiguous();
+  x = x.sub_(mean).div_(std);
+  return channels_last ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x.contiguous();
 }
 
 // Correct top-1 and top-5 predictions in the batch.
@@ -69,10 +74,39 @@ class Training {
   std::unique_ptr<torch::optim::SGD> optimizer_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   Progress progress_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
+  std::unique_ptr<EventWriter> tb_;
+  bool autocast_ = false;
+  at::ScalarType autocast_dtype_ = at::kBFloat16;
   Clock::time_point last_save_ = Clock::now();
   std::ofstream metrics_;
   bool stop_ = false;
+  int64_t bench_steps_ = 0;
+  Clock::time_point bench_start_;
+  bool BenchStep(int batch_images);
 };
+
+// Counts benchmark steps; returns true when the timed window is over (result printed).
+bool Training::BenchStep(int batch_images) {
+  if (o_.timed_iters <= 0) return false;
+  ++bench_steps_;
+  if (bench_steps_ == o_.warmup_iters) {
+    AllReduceSum({0});  // barrier
+    bench_start_ = Clock::now();
+  }
+  if (bench_steps_ < o_.warmup_iters + o_.timed_iters) return false;
+  AllReduceSum({0});
+  const double secs = Seconds(bench_start_, Clock::now());
+  const double ips = static_cast<double>(o_.timed_iters) * batch_images * env_.world_size / secs;
+  Log("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step", o_.timed_iters, ips, secs / o_.timed_iters);
+  if (env_.rank == 0 && !o_.bench_json.empty()) {
+    std::ofstream(o_.bench_json) << nlohmann::json{{"images_per_s", ips}, {"world_size", env_.world_size},
+                                                   {"timed_iters", o_.timed_iters}, {"seconds", secs}}.dump() << "\n";
+  }
+  stop_ = true;
+  return true;
+}
 
 void Training::Log(const char* fmt, ...) {
   if (env_.rank != 0) return;
@@ -90,6 +124,7 @@ void Training::Metrics(const nlohmann::json& j) {
 
 std::vector<double> Training::AllReduceSum(std::vector<double> v) {
   if (!pg_) return v;
+  CollectiveWatchdog::Scope guard(watchdog_.get(), "an all-reduce of training statistics");
   std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64)};
   pg_->gloo->allreduce(t)->wait();
   for (size_t i = 0; i < v.size(); ++i) v[i] = t[0][static_cast<int64_t>(i)].item<double>();
@@ -99,7 +134,17 @@ std::vector<double> Training::AllReduceSum(std::vector<double> v) {
 bool Training::Setup() {
   if (o_.threads > 0) torch::set_num_threads(o_.threads);
   torch::manual_seed(o_.seed);
-  if (env_.distributed()) pg_ = InitProcessGroup(env_);
+  if (env_.distributed()) {
+    pg_ = InitProcessGroup(env_);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
+  }
+  if (o_.amp == "fp16") {
+    std::fprintf(stderr, "train_imagenet: --amp fp16 needs CUDA; on CPU use --amp bf16\n");
+    return false;
+  }
+  autocast_ = o_.amp == "bf16";
+  scaler_ = std::make_unique<GradScaler>(GradScalerOptions{o_.amp == "fp16" || o_.grad_scaler});
   auto open = [&](const std::string& split) -> std::unique_ptr<data::Dataset> {
     if (o_.synthetic) return data::MakeSyntheticDataset(split == "train" ? o_.synthetic_size : o_.synthetic_size / 4,
                                                          o_.num_classes > 0 ? o_.num_classes : 10);
@@ -130,6 +175,12 @@ bool Training::Setup() {
   mo.num_classes = o_.num_classes > 0 ? o_.num_classes : static_cast<int>(train_set_->classes().size());
   mo.zero_init_residual = o_.zero_init_residual;
   model_ = ResNet(mo);
+  if (o_.channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(torch::MemoryFormat::ChannelsLast));
+    }
+  }
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : model_->named_parameters()) {
     bool bn_or_bias = p.value().dim() <= 1;
@@ -140,18 +191,21 @@ bool Training::Setup() {
   groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(o_.weight_decay)));
   if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(0)));
   optimizer_ = std::make_unique<torch::optim::SGD>(groups, sgd);
-  if (std::optional<Progress> p = LoadCheckpoint(o_.output_dir + "/checkpoints", o_.resume, *model_, *optimizer_)) {
+  if (std::optional<Progress> p =
+          LoadCheckpoint(o_.output_dir + "/checkpoints", o_.resume, *model_, *optimizer_, scaler_.get())) {
     progress_ = *p;
   }
   if (pg_) {
     DdpOptions d;
     d.bucket_mb = o_.bucket_mb;
-    d.overlap = o_.overlap;
+    d.overlap = o_.overlap == "on";  // "auto": this build trains on CPU tensors
+    d.watchdog = watchdog_.get();
     ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
   }
   if (env_.rank == 0) {
     std::filesystem::create_directories(o_.output_dir);
     metrics_.open(o_.output_dir + "/metrics.jsonl", std::ios::app);
+    if (o_.tensorboard) tb_ = std::make_unique<EventWriter>(o_.output_dir + "/tb");
   }
   Log("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads",
       o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
@@ -164,7 +218,7 @@ void Training::Save(int64_t epoch, int64_t next_batch) {
   if (env_.rank != 0) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
-  SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_);
+  SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_, scaler_.get());
 }
 
 void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
@@ -181,22 +235,35 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     data_s += Seconds(data_start, compute_start);
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
-    torch::Tensor x = ToInput(*b);
+    torch::Tensor x = ToInput(*b, o_.channels_last);
     torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).clone();
     if (ddp_) ddp_->SyncBuffers();
-    torch::Tensor logits = model_->forward(x);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(
-        logits, y, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+    torch::Tensor logits, loss;
+    {
+      AutocastScope autocast(autocast_, /*cuda=*/false, autocast_dtype_);
+      logits = model_->forward(x);
+      loss = torch::nn::functional::cross_entropy(
+          logits.to(torch::kFloat32), y,
+          torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+    }
     optimizer_->zero_grad();
-    loss.backward();
+    scaler_->Scale(loss).backward();
     if (ddp_) ddp_->FinishGradientSync();
-    optimizer_->step();
+    bool step_ok = scaler_->UnscaleAndUpdate(model_->parameters(), [this](bool mine) {
+      return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
+    });
+    if (step_ok) optimizer_->step();
     ++progress_.global_step;
     ++step;
     loss_sum += loss.item<double>() * b->count;
     correct1 += TopK(logits.detach(), y).first;
     seen += b->count;
     compute_s += Seconds(compute_start, Clock::now());
+    if (BenchStep(b->count)) return;
+    if (o_.timed_iters > 0) {
+      data_start = Clock::now();
+      continue;
+    }
     // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
     bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
     std::vector<double> flags = AllReduceSum({g_stop_requested.load() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
@@ -213,7 +280,16 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
           static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps),
           loss_sum / std::max<int64_t>(seen, 1), 100.0 * correct1 / std::max<int64_t>(seen, 1), lr,
           seen * env_.world_size / std::max(secs, 1e-9), data_s, compute_s);
+      if (tb_) {
+        tb_->AddScalar("train/loss", static_cast<float>(loss_sum / std::max<int64_t>(seen, 1)), progress_.global_step);
+        tb_->AddScalar("train/top1", static_cast<float>(100.0 * correct1 / std::max<int64_t>(seen, 1)), progress_.global_step);
+        tb_->AddScalar("train/lr", static_cast<float>(lr), progress_.global_step);
+        tb_->AddScalar("train/img_per_s", static_cast<float>(seen * env_.world_size / std::max(secs, 1e-9)), progress_.global_step);
+        tb_->AddScalar("train/loss_scale", static_cast<float>(scaler_->scale()), progress_.global_step);
+        tb_->Flush();
+      }
       Metrics({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"global_step", progress_.global_step},
+               {"loss_scale", scaler_->scale()},
                {"loss", loss_sum / std::max<int64_t>(seen, 1)}, {"top1", 100.0 * correct1 / std::max<int64_t>(seen, 1)},
                {"lr", lr}, {"img_per_s", seen * env_.world_size / std::max(secs, 1e-9)},
                {"data_s", data_s}, {"compute_s", compute_s}});
@@ -232,7 +308,8 @@ double Training::Validate(int64_t epoch) {
   val_loader_->StartEpoch(0);
   double loss = 0, c1 = 0, c5 = 0, n = 0;
   while (std::optional<data::Batch> b = val_loader_->Next()) {
-    torch::Tensor logits = model_->forward(ToInput(*b));
+    AutocastScope autocast(autocast_, /*cuda=*/false, autocast_dtype_);
+    torch::Tensor logits = model_->forward(ToInput(*b, o_.channels_last)).to(torch::kFloat32);
     torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).clone();
     loss += torch::nn::functional::cross_entropy(logits, y).item<double>() * b->count;
     auto [k1, k5] = TopK(logits, y);
@@ -245,6 +322,12 @@ double Training::Validate(int64_t epoch) {
   Log(" * Epoch %lld val: top1 %.2f top5 %.2f loss %.4f (%d images)", static_cast<long long>(epoch), top1, top5,
       sums[0] / std::max(1.0, sums[3]), static_cast<int>(sums[3]));
   Metrics({{"kind", "val"}, {"epoch", epoch}, {"top1", top1}, {"top5", top5}, {"loss", sums[0] / std::max(1.0, sums[3])}});
+  if (tb_) {
+    tb_->AddScalar("val/top1", static_cast<float>(top1), progress_.global_step);
+    tb_->AddScalar("val/top5", static_cast<float>(top5), progress_.global_step);
+    tb_->AddScalar("val/loss", static_cast<float>(sums[0] / std::max(1.0, sums[3])), progress_.global_step);
+    tb_->Flush();
+  }
   return top1;
 }
 
@@ -257,7 +340,7 @@ int Training::Run() {
   }
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
-    if (stop_) return 128 + SIGTERM;
+    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + SIGTERM;
     double top1 = Validate(epoch);
     progress_.best_acc1 = std::max(progress_.best_acc1, top1);
     Save(epoch + 1, 0);

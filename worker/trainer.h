@@ -26,6 +26,7 @@ struct TrainOptions {
   bool no_wd_on_bn_bias = false;
   double label_smoothing = 0;
   bool zero_init_residual = false;
+  bool channels_last = true;   // NHWC activations and weights: faster oneDNN convolutions on CPU
   int workers = 2;             // loader threads
   int threads = 0;             // intra-op threads (0: torch default / OMP_NUM_THREADS)
   int image_size = 224;
@@ -38,7 +39,19 @@ struct TrainOptions {
   std::string resume;          // a checkpoint path; default: newest valid in output_dir
   bool evaluate = false;       // only validate
   double bucket_mb = 25;
-  bool overlap = true;
+  // Gradient all-reduce during backward: on for CUDA (idle CPU cores drive it); off for CPU
+  // training, where it competes with the compute threads for the same cores (measured ~8% slower
+  // on 2 cores, docs/BENCHMARKS.md). "auto" picks by device.
+  std::string overlap = "auto";
+  std::string amp = "off";     // off | bf16 (CPU or CUDA) | fp16 (CUDA)
+  bool grad_scaler = false;    // dynamic loss scaling also without fp16 (fp16 always has it)
+  double collective_timeout_s = 600;  // a hung collective ends the worker with exit code 75
+  bool tensorboard = true;     // rank 0 writes OUTPUT/tb/events.out.tfevents.*
+  // Benchmark mode: after `warmup_iters`, time `timed_iters` steps between barriers, print global
+  // images/s (and write it as JSON to bench_json), then stop. No validation, no checkpoints.
+  int warmup_iters = 3;
+  int timed_iters = 0;
+  std::string bench_json;
 };
 
 // Runs training; returns the process exit code (0 on success). Logs from rank 0.

@@ -62,5 +62,12 @@ TEST(FailureReportTest, SummaryHasTorchrunSections) {
   EXPECT_NE(s.find("host      : host1"), std::string::npos);
 }
 
+TEST(FailureReportTest, CollectiveTimeoutExitCodeIsExplained) {
+  WorkerFailure f;
+  f.exit_code = 75;
+  f.host = "h";
+  EXPECT_NE(FormatFailureSummary("t", {f}).find("a collective timed out"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dtrun
