@@ -53,7 +53,11 @@ TEST(KillCommandTest, EndsOrphansOfAKilledLauncherAndSparesOtherProcesses) {
   for (pid_t p : orphans) EXPECT_NE(table.find(std::to_string(p)), std::string::npos) << table;
   EXPECT_NE(table.find("RUN_ID"), std::string::npos);
 
-  auto [rc, msg] = RunToEnd({DtrunBinary(), "kill", "--all", "--grace", "2"}, env);
+  // --all would also end other tests' jobs running in parallel: list with it, kill by run id.
+  auto [all_rc, all_table] = RunToEnd({DtrunBinary(), "kill", "--all", "--dry-run"}, env);
+  EXPECT_EQ(all_rc, 0) << all_table;
+  for (pid_t p : orphans) EXPECT_NE(all_table.find(std::to_string(p)), std::string::npos) << all_table;
+  auto [rc, msg] = RunToEnd({DtrunBinary(), "kill", "--run-id", "orphans", "--grace", "2"}, env);
   EXPECT_EQ(rc, 0) << msg;
   for (pid_t p : orphans) EXPECT_TRUE(WaitForPidExit(p, std::chrono::seconds(10)));
   EXPECT_FALSE(WaitForPidExit(bystander.pid(), std::chrono::milliseconds(0)));
