@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)");
   app.add_option("--image-size", o.image_size)->capture_default_str();
+  std::string size_schedule;
+  app.add_option("--size-schedule", size_schedule,
+                 "Progressive resizing: EPOCH:SIZE:BATCH,... e.g. 0:128:64,10:224:32,16:288:24");
+  app.add_flag("--lr-scale-with-batch", o.scale_lr_with_batch, "--lr is per 256 images: scale by the global batch");
   app.add_option("-p,--print-freq", o.print_freq)->capture_default_str();
   app.add_option("--seed", o.seed)->capture_default_str();
   app.add_option("--desired-acc", o.desired_acc, "Stop when val top-1 (%) reaches it");
@@ -65,5 +69,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.lr.total_epochs = o.epochs;
+  for (size_t start = 0; start < size_schedule.size();) {
+    size_t end = size_schedule.find(',', start);
+    std::string stage = size_schedule.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    dtrun::worker::TrainOptions::SizeStage s{};
+    if (std::sscanf(stage.c_str(), "%d:%d:%d", &s.from_epoch, &s.image_size, &s.batch_size) != 3 ||
+        s.image_size < 16 || s.batch_size < 1) {
+      std::fprintf(stderr, "train_imagenet: --size-schedule stage '%s' is not EPOCH:SIZE:BATCH\n", stage.c_str());
+      return 2;
+    }
+    o.size_schedule.push_back(s);
+    start = end == std::string::npos ? end : end + 1;
+  }
   return dtrun::worker::RunTraining(o);
 }

@@ -59,6 +59,10 @@ class Training {
  private:
   bool Setup();
   void TrainEpoch(int64_t epoch, int64_t first_batch);
+  void MakeLoaders(int image_size, int batch_size);
+  void ApplySizeSchedule(int64_t epoch);
+  int loader_size_ = 0;
+  int loader_batch_ = 0;
   double Validate(int64_t epoch);  // returns top-1 %
   std::vector<double> AllReduceSum(std::vector<double> v);
   void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -131,6 +135,41 @@ std::vector<double> Training::AllReduceSum(std::vector<double> v) {
   return v;
 }
 
+// (Re)builds both loaders for an image size and per-process batch.
+void Training::MakeLoaders(int image_size, int batch_size) {
+  if (train_loader_ && loader_size_ == image_size && loader_batch_ == batch_size) return;
+  loader_size_ = image_size;
+  loader_batch_ = batch_size;
+  train_loader_.reset();
+  val_loader_.reset();
+  data::LoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.threads = o_.workers;
+  lo.image_size = image_size;
+  lo.seed = o_.seed;
+  lo.sampler = data::SamplerOptions{env_.rank, env_.world_size, true, o_.seed, false, true};
+  train_loader_ = std::make_unique<data::Loader>(*train_set_, lo);
+  lo.train = false;
+  lo.sampler.shuffle = false;
+  lo.sampler.pad = false;
+  val_loader_ = std::make_unique<data::Loader>(*val_set_, lo);
+}
+
+// The size stage in force at `epoch` (progressive resizing).
+void Training::ApplySizeSchedule(int64_t epoch) {
+  int size = o_.image_size, batch = o_.batch_size;
+  for (const TrainOptions::SizeStage& s : o_.size_schedule) {
+    if (epoch >= s.from_epoch) {
+      size = s.image_size;
+      batch = s.batch_size;
+    }
+  }
+  if (size != loader_size_ || batch != loader_batch_) {
+    Log("=> epoch %lld: image size %d, batch %d per process", static_cast<long long>(epoch), size, batch);
+  }
+  MakeLoaders(size, batch);
+}
+
 bool Training::Setup() {
   if (o_.threads > 0) torch::set_num_threads(o_.threads);
   torch::manual_seed(o_.seed);
@@ -144,6 +183,9 @@ bool Training::Setup() {
     return false;
   }
   autocast_ = o_.amp == "bf16";
+  if (o_.scale_lr_with_batch) {
+    o_.lr.base_lr = ScaledLr(o_.lr.base_lr, o_.batch_size * env_.world_size);
+  }
   scaler_ = std::make_unique<GradScaler>(GradScalerOptions{o_.amp == "fp16" || o_.grad_scaler});
   auto open = [&](const std::string& split) -> std::unique_ptr<data::Dataset> {
     if (o_.synthetic) return data::MakeSyntheticDataset(split == "train" ? o_.synthetic_size : o_.synthetic_size / 4,
@@ -158,17 +200,7 @@ bool Training::Setup() {
   train_set_ = open("train");
   val_set_ = open("val");
   if (!train_set_ || !val_set_) return false;
-  data::LoaderOptions lo;
-  lo.batch_size = o_.batch_size;
-  lo.threads = o_.workers;
-  lo.image_size = o_.image_size;
-  lo.seed = o_.seed;
-  lo.sampler = data::SamplerOptions{env_.rank, env_.world_size, true, o_.seed, false, true};
-  train_loader_ = std::make_unique<data::Loader>(*train_set_, lo);
-  lo.train = false;
-  lo.sampler.shuffle = false;
-  lo.sampler.pad = false;
-  val_loader_ = std::make_unique<data::Loader>(*val_set_, lo);
+  MakeLoaders(o_.image_size, o_.batch_size);
 
   ResNetOptions mo;
   mo.arch = o_.arch;
@@ -335,10 +367,12 @@ int Training::Run() {
   if (!Setup()) return 2;
   ::signal(SIGTERM, OnTerm);
   if (o_.evaluate) {
+    ApplySizeSchedule(progress_.epoch);
     Validate(progress_.epoch);
     return 0;
   }
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
+    ApplySizeSchedule(epoch);
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
     if (stop_) return o_.timed_iters > 0 ? 0 : 128 + SIGTERM;
     double top1 = Validate(epoch);

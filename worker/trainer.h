@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "worker/lr_schedule.h"
 
@@ -30,6 +31,13 @@ struct TrainOptions {
   int workers = 2;             // loader threads
   int threads = 0;             // intra-op threads (0: torch default / OMP_NUM_THREADS)
   int image_size = 224;
+  // Progressive resizing (fast ImageNet recipes): from epoch E, train at size S with batch B per
+  // process. Empty: image_size and batch_size throughout. Validation uses the current size.
+  struct SizeStage {
+    int from_epoch, image_size, batch_size;
+  };
+  std::vector<SizeStage> size_schedule;
+  bool scale_lr_with_batch = false;  // lr is per 256 images: lr × global batch / 256
   int print_freq = 10;
   uint64_t seed = 0;
   double desired_acc = 0;      // > 0: stop once val top-1 (percent) reaches it

@@ -72,6 +72,24 @@ TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
   EXPECT_NE(out.find("DDP_EQUIVALENT rank=1"), std::string::npos) << out;
 }
 
+TEST(TrainingTest, ProgressiveResizingChangesSizeAndBatchByEpochAndWritesTensorBoard) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  std::string out_dir = MakeTempDir() + "/run";
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
+  for (auto& a : Train(out_dir, {"--epochs", "3", "-p", "100", "--size-schedule", "0:48:16,2:64:8"})) argv.push_back(a);
+  auto [rc, out] = RunToEnd(argv);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("epoch 2: image size 64, batch 8 per process"), std::string::npos) << out;
+  // 120 samples per rank: 2 epochs × ceil(120/16) + 1 epoch × ceil(120/8) = 16 + 15.
+  EXPECT_NE(out.find("31 optimizer steps"), std::string::npos) << out;
+  bool has_events = false;
+  for (auto& e : std::filesystem::directory_iterator(out_dir + "/tb")) {
+    has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && e.file_size() > 100;
+  }
+  EXPECT_TRUE(has_events);
+  EXPECT_TRUE(std::filesystem::exists(out_dir + "/metrics.jsonl"));
+}
+
 TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {
   if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   auto [rc1, out1] = RunToEnd({BinDir() + "/train_imagenet", "--synthetic", "--arch", "resnet7"});
