@@ -12,8 +12,8 @@ int main() {
     dtrun::worker::DistEnv env = dtrun::worker::ReadDistEnv();
     dtrun::worker::ProcessGroupHandle pg = dtrun::worker::InitProcessGroup(env);
     std::vector<at::Tensor> tensors = {torch::full({4}, static_cast<float>(env.rank + 1))};
-    pg.gloo->allreduce(tensors)->wait();
-    pg.gloo->barrier()->wait();
+    pg.backend->allreduce(tensors)->wait();
+    pg.backend->barrier()->wait();
     const double expected = env.world_size * (env.world_size + 1) / 2.0;
     const double got = tensors[0][0].item<double>();
     const bool ok = got == expected;

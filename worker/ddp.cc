@@ -35,7 +35,7 @@ void Broadcast(ProcessGroupHandle& pg, std::vector<torch::Tensor> tensors) {
     for (auto& t : tensors) views.push_back(t.detach().reshape(-1).to(torch::kFloat64));
     return views;
   }())};
-  pg.gloo->broadcast(flat)->wait();
+  pg.backend->broadcast(flat)->wait();
   int64_t offset = 0;
   torch::NoGradGuard no_grad;
   for (auto& t : tensors) {
@@ -105,7 +105,7 @@ void DistributedDataParallel::OnGradReady(size_t param) {
 
 void DistributedDataParallel::Launch(Bucket& bucket) {
   std::vector<torch::Tensor> tensors{bucket.flat};
-  bucket.work = pg_.gloo->allreduce(tensors);
+  bucket.work = pg_.backend->allreduce(tensors);
 }
 
 void DistributedDataParallel::FinishGradientSync() {

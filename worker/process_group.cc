@@ -9,6 +9,11 @@
 
 #include "worker/torch_compat.h"
 
+#include <torch/cuda.h>
+#if DTRUN_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 namespace dtrun::worker {
 namespace {
 
@@ -44,11 +49,22 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> GlooOptions(std::chrono::mil
 
 }  // namespace
 
-ProcessGroupHandle InitProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout) {
+bool CudaCollectivesAvailable() { return DTRUN_WITH_NCCL && torch::cuda::is_available(); }
+
+ProcessGroupHandle InitProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout, bool cuda) {
   ProcessGroupHandle h;
   h.store = ConnectStore(env, timeout);
-  h.gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(h.store, env.rank, env.world_size,
-                                                       GlooOptions(timeout));
+#if DTRUN_WITH_NCCL
+  if (cuda) {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout;
+    h.backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(h.store, env.rank, env.world_size, options);
+    h.nccl = true;
+    return h;
+  }
+#endif
+  (void)cuda;
+  h.backend = c10::make_intrusive<c10d::ProcessGroupGloo>(h.store, env.rank, env.world_size, GlooOptions(timeout));
   return h;
 }
 

@@ -1,6 +1,6 @@
 // Process-group initialisation from the launcher's environment (torchrun's env:// contract):
-// a TCPStore client (or server on rank 0 when the launcher hosts none) and a Gloo group.
-// NCCL selection for CUDA tensors arrives with the training library (issue 4).
+// a TCPStore client (or server on rank 0 when the launcher hosts none) and a collective backend:
+// NCCL when the tensors live on CUDA (and LibTorch has it), Gloo otherwise.
 #pragma once
 
 #include <chrono>
@@ -10,18 +10,24 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "worker/dist_env.h"
+#include "worker/torch_compat.h"
 
 namespace dtrun::worker {
 
 struct ProcessGroupHandle {
   c10::intrusive_ptr<c10d::Store> store;  // prefixed per restart attempt, as torch does
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  c10::intrusive_ptr<CollectiveBackend> backend;
+  bool nccl = false;  // collectives take CUDA tensors
 };
 
 // Connects to the job's store and builds a Gloo group. Honours GLOO_SOCKET_IFNAME as PyTorch's
 // Python binding does. Throws c10::Error (from LibTorch) on failure; callers at the LibTorch
 // boundary turn it into an exit code.
 ProcessGroupHandle InitProcessGroup(const DistEnv& env,
-                                    std::chrono::milliseconds timeout = std::chrono::minutes(30));
+                                    std::chrono::milliseconds timeout = std::chrono::minutes(30),
+                                    bool cuda = false);
+
+// True if this build can run NCCL collectives on CUDA tensors and a GPU is visible.
+bool CudaCollectivesAvailable();
 
 }  // namespace dtrun::worker

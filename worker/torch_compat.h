@@ -11,14 +11,24 @@
 #define DTRUN_TCPSTORE_HAS_LIBUV_OPTION 0
 #endif
 
-// In 1.x ProcessGroupGloo derives from ProcessGroup; in 2.x from Backend. Both expose the
-// collectives the worker library uses (allreduce, broadcast, barrier), so callers hold the
-// concrete class.
+// NCCL: CMake defines DTRUN_WITH_NCCL (and USE_C10D_NCCL, which ProcessGroupNCCL.hpp needs) when
+// LibTorch was built with CUDA.
+#ifndef DTRUN_WITH_NCCL
+#define DTRUN_WITH_NCCL 0
+#endif
 
-#if defined(USE_C10D_NCCL)
-#define DTRUN_HAVE_NCCL 1
+// In 1.x the collective classes (ProcessGroupGloo, ProcessGroupNCCL) derive from ProcessGroup; in
+// 2.x from Backend. Both expose allreduce / broadcast / barrier, which is all the library uses.
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+namespace dtrun::worker {
+using CollectiveBackend = c10d::Backend;
+}
 #else
-#define DTRUN_HAVE_NCCL 0
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+namespace dtrun::worker {
+using CollectiveBackend = c10d::ProcessGroup;
+}
 #endif
 
 #include <ATen/autocast_mode.h>

@@ -33,12 +33,15 @@ void OnTerm(int) { g_stop_requested.store(true); }  // only sets a flag
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// uint8 NHWC batch → normalised float NCHW (optionally kept in channels-last memory).
-torch::Tensor ToInput(data::Batch& b, bool channels_last) {
+// uint8 NHWC batch → normalised float NCHW on `device` (optionally channels-last memory). On CUDA
+// the uint8 batch goes through pinned memory with a non-blocking copy and is normalised there.
+torch::Tensor ToInput(data::Batch& b, bool channels_last, const torch::Device& device) {
   torch::Tensor x = torch::from_blob(b.pixels.data(), {b.count, b.image_size, b.image_size, 3}, torch::kUInt8);
+  if (device.is_cuda()) x = x.pin_memory().to(device, /*non_blocking=*/true);
   x = x.permute({0, 3, 1, 2}).to(torch::kFloat32).div_(255);
-  torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}).view({1, 3, 1, 1});
-  torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}).view({1, 3, 1, 1});
+  auto opts = torch::TensorOptions().device(device);
+  torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}, opts).view({1, 3, 1, 1});
+  torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}, opts).view({1, 3, 1, 1});
   x = x.sub_(mean).div_(std);
   return channels_last ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x.contiguous();
 }
@@ -82,6 +85,8 @@ class Training {
   std::unique_ptr<CollectiveWatchdog> watchdog_;
   std::unique_ptr<EventWriter> tb_;
   bool autocast_ = false;
+  bool cuda_ = false;
+  torch::Device device_ = torch::kCPU;
   at::ScalarType autocast_dtype_ = at::kBFloat16;
   Clock::time_point last_save_ = Clock::now();
   std::ofstream metrics_;
@@ -129,9 +134,10 @@ void Training::Metrics(const nlohmann::json& j) {
 std::vector<double> Training::AllReduceSum(std::vector<double> v) {
   if (!pg_) return v;
   CollectiveWatchdog::Scope guard(watchdog_.get(), "an all-reduce of training statistics");
-  std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64)};
-  pg_->gloo->allreduce(t)->wait();
-  for (size_t i = 0; i < v.size(); ++i) v[i] = t[0][static_cast<int64_t>(i)].item<double>();
+  std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64).to(pg_->nccl ? device_ : torch::Device(torch::kCPU))};
+  pg_->backend->allreduce(t)->wait();
+  torch::Tensor sums = t[0].cpu();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = sums[static_cast<int64_t>(i)].item<double>();
   return v;
 }
 
@@ -173,16 +179,20 @@ void Training::ApplySizeSchedule(int64_t epoch) {
 bool Training::Setup() {
   if (o_.threads > 0) torch::set_num_threads(o_.threads);
   torch::manual_seed(o_.seed);
+  // CUDA builds train on the local rank's GPU with NCCL; otherwise CPU with Gloo.
+  cuda_ = CudaCollectivesAvailable();
+  if (cuda_) device_ = torch::Device(torch::kCUDA, static_cast<int>(env_.local_rank % torch::cuda::device_count()));
   if (env_.distributed()) {
-    pg_ = InitProcessGroup(env_);
+    pg_ = InitProcessGroup(env_, std::chrono::minutes(30), cuda_);
     watchdog_ = std::make_unique<CollectiveWatchdog>(
         std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
   }
-  if (o_.amp == "fp16") {
+  if (o_.amp == "fp16" && !cuda_) {
     std::fprintf(stderr, "train_imagenet: --amp fp16 needs CUDA; on CPU use --amp bf16\n");
     return false;
   }
-  autocast_ = o_.amp == "bf16";
+  autocast_ = o_.amp != "off";
+  autocast_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
   if (o_.scale_lr_with_batch) {
     o_.lr.base_lr = ScaledLr(o_.lr.base_lr, o_.batch_size * env_.world_size);
   }
@@ -207,6 +217,7 @@ bool Training::Setup() {
   mo.num_classes = o_.num_classes > 0 ? o_.num_classes : static_cast<int>(train_set_->classes().size());
   mo.zero_init_residual = o_.zero_init_residual;
   model_ = ResNet(mo);
+  model_->to(device_);
   if (o_.channels_last) {
     torch::NoGradGuard no_grad;
     for (auto& p : model_->parameters()) {
@@ -267,12 +278,12 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     data_s += Seconds(data_start, compute_start);
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
-    torch::Tensor x = ToInput(*b, o_.channels_last);
-    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).clone();
+    torch::Tensor x = ToInput(*b, o_.channels_last, device_);
+    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).to(device_);
     if (ddp_) ddp_->SyncBuffers();
     torch::Tensor logits, loss;
     {
-      AutocastScope autocast(autocast_, /*cuda=*/false, autocast_dtype_);
+      AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
       logits = model_->forward(x);
       loss = torch::nn::functional::cross_entropy(
           logits.to(torch::kFloat32), y,
@@ -340,9 +351,9 @@ double Training::Validate(int64_t epoch) {
   val_loader_->StartEpoch(0);
   double loss = 0, c1 = 0, c5 = 0, n = 0;
   while (std::optional<data::Batch> b = val_loader_->Next()) {
-    AutocastScope autocast(autocast_, /*cuda=*/false, autocast_dtype_);
-    torch::Tensor logits = model_->forward(ToInput(*b, o_.channels_last)).to(torch::kFloat32);
-    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).clone();
+    AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
+    torch::Tensor logits = model_->forward(ToInput(*b, o_.channels_last, device_)).to(torch::kFloat32);
+    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).to(device_);
     loss += torch::nn::functional::cross_entropy(logits, y).item<double>() * b->count;
     auto [k1, k5] = TopK(logits, y);
     c1 += k1;
