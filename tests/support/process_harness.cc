@@ -24,11 +24,15 @@ Harness::Harness(std::vector<std::string> argv, std::map<std::string, std::strin
   req.argv = std::move(argv);
   for (auto& [k, v] : merged) req.env.push_back(k + "=" + v);
   absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
-  if (!p.ok()) std::abort();
+  if (!p.ok()) {
+    err_ = std::string(p.status().message()) + "\n";  // e.g. the program is not installed
+    return;
+  }
   proc_.emplace(std::move(*p));
 }
 
 bool Harness::Pump(std::chrono::steady_clock::time_point deadline) {
+  if (!proc_) return false;
   UniqueFd* fds[2] = {&proc_->stdout_fd(), &proc_->stderr_fd()};
   std::string* bufs[2] = {&out_, &err_};
   std::vector<pollfd> pfds;
@@ -65,6 +69,7 @@ bool Harness::WaitForOutput(const std::string& needle, std::chrono::milliseconds
 }
 
 std::optional<int> Harness::Wait(std::chrono::milliseconds timeout) {
+  if (!proc_) return 127;  // could not start: as a shell reports a missing command
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (Pump(deadline)) {
   }

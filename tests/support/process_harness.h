@@ -16,10 +16,11 @@ namespace dtrun::testing {
 
 class Harness {
  public:
-  // Starts `argv` with the test's environment plus `env` overrides.
+  // Starts `argv` with the test's environment plus `env` overrides. If it cannot be started, the
+  // reason is in err() and Wait() returns 127.
   explicit Harness(std::vector<std::string> argv, std::map<std::string, std::string> env = {});
 
-  pid_t pid() const { return proc_->pid(); }
+  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
   // Reads output until `needle` appears in stdout+stderr; false on timeout or EOF.
   bool WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Waits for exit; returns the exit code (128 + signal if killed), nullopt on timeout.
