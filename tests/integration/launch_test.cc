@@ -7,8 +7,6 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
-
 TEST(LaunchTest, AllWorkersSucceedMeansExitZero) {
   auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "4", "/bin/true"});
   EXPECT_EQ(rc, 0) << out;
