@@ -8,6 +8,7 @@
 #include <set>
 
 #include "CLI/CLI.hpp"
+#include "launcher/subcommand_cli.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/run_registry.h"
@@ -93,16 +94,7 @@ int KillCommand(const std::vector<std::string>& args) {
   app.add_flag("--dry-run,-n", dry_run, "Only list the processes that would be signalled");
   app.add_option("--endpoint", endpoint, "Multi-node: kill the job on every node through its rendezvous HOST:PORT");
   app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname("DTRUN_RDZV_TOKEN");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "dtrun kill: error: %s; run dtrun kill --help\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   absl::StatusOr<int> signo = ParseSignal(signal_name);
   if (!signo.ok()) {
     std::fprintf(stderr, "dtrun kill: error: --signal: %s\n", std::string(signo.status().message()).c_str());
@@ -160,16 +152,7 @@ int StatusCommand(const std::vector<std::string>& args) {
   app.add_option("--endpoint", endpoint, "Ask a multi-node job's rendezvous at HOST:PORT instead");
   app.add_option("--run-id,--rdzv-id", run_id, "The job's run id (with --endpoint)");
   app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname("DTRUN_RDZV_TOKEN");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "dtrun status: error: %s; run dtrun status --help\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, token);
   std::vector<LaunchRecord> launches = ListLaunches();
   if (launches.empty()) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "launcher/subcommand_cli.h"
 #include "absl/strings/str_cat.h"
 #include "launcher/launch_config.h"
 #include "rendezvous/grpc_module.h"
@@ -30,16 +31,7 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   app.add_option("--rdzv-tls-cert", cert, "PEM server certificate");
   app.add_option("--rdzv-tls-key", key, "PEM server key");
   app.add_option("--rdzv-tls-ca", ca, "PEM CA that client certificates must chain to");
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "dtrun rdzv-server: error: %s\n", e.what());
-    return 2;
-  }
+  if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "dtrun rdzv-server: error: %s\n", std::string(st.message()).c_str());
     return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

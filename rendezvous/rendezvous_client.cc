@@ -125,72 +125,57 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   return r;
 }
 
+template <typename StubT, typename Req, typename Resp>
+absl::Status RendezvousClient::Invoke(grpc::Status (StubT::*method)(grpc::ClientContext*, const Req&, Resp*), Req& req,
+                                      Resp* resp, std::chrono::milliseconds timeout) {
+  *req.mutable_auth() = stub_->auth;
+  Call call(this);
+  if (call.cancelled) return kShutDown;
+  SetDeadline(call.ctx, timeout);
+  return FromGrpc((stub_->stub.get()->*method)(&call.ctx, req, resp));
+}
+
 absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uint64_t after,
                                                  std::chrono::milliseconds max_wait) {
   v1::WatchRequest req;
-  *req.mutable_auth() = stub_->auth;
   req.set_node_id(node_id);
   req.set_after_version(after);
   v1::WatchResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  SetDeadline(ctx, max_wait);
-  grpc::Status st = stub_->stub->Watch(&ctx, req, &resp);
-  if (!st.ok()) return FromGrpc(st);
+  absl::Status st = Invoke(&v1::Rendezvous::Stub::Watch, req, &resp, max_wait);
+  if (!st.ok()) return st;
   return FromWire(resp);
 }
 
 absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout) {
   v1::KeepAliveRequest req;
-  *req.mutable_auth() = stub_->auth;
   req.set_node_id(node_id);
   v1::KeepAliveResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  SetDeadline(ctx, timeout);
-  return FromGrpc(stub_->stub->KeepAlive(&ctx, req, &resp));
+  return Invoke(&v1::Rendezvous::Stub::KeepAlive, req, &resp, timeout);
 }
 
 absl::Status RendezvousClient::ReportOutcome(const std::string& node_id, int64_t round, bool success,
                                              const std::vector<FailureInfo>& failures) {
   v1::OutcomeRequest req;
-  *req.mutable_auth() = stub_->auth;
   req.set_node_id(node_id);
   req.set_round(round);
   req.set_success(success);
   for (const FailureInfo& f : failures) ToWire(f, req.add_failures());
   v1::OutcomeResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  SetDeadline(ctx, kCallTimeout);
-  return FromGrpc(stub_->stub->ReportOutcome(&ctx, req, &resp));
+  return Invoke(&v1::Rendezvous::Stub::ReportOutcome, req, &resp, kCallTimeout);
 }
 
 absl::Status RendezvousClient::Leave(const std::string& node_id) {
   v1::LeaveRequest req;
-  *req.mutable_auth() = stub_->auth;
   req.set_node_id(node_id);
   v1::LeaveResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  SetDeadline(ctx, std::chrono::seconds(2));
-  return FromGrpc(stub_->stub->Leave(&ctx, req, &resp));
+  return Invoke(&v1::Rendezvous::Stub::Leave, req, &resp, std::chrono::seconds(2));
 }
 
 absl::StatusOr<JobSummary> RendezvousClient::Status() {
   v1::StatusRequest req;
-  *req.mutable_auth() = stub_->auth;
   v1::StatusResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  SetDeadline(ctx, kCallTimeout);
-  grpc::Status st = stub_->stub->Status(&ctx, req, &resp);
-  if (!st.ok()) return FromGrpc(st);
+  absl::Status st = Invoke(&v1::Rendezvous::Stub::Status, req, &resp, kCallTimeout);
+  if (!st.ok()) return st;
   JobSummary s;
   s.phase = static_cast<JobPhase>(resp.phase());
   s.round = resp.round();
@@ -201,14 +186,9 @@ absl::StatusOr<JobSummary> RendezvousClient::Status() {
 
 absl::Status RendezvousClient::Kill(const std::string& reason) {
   v1::KillRequest req;
-  *req.mutable_auth() = stub_->auth;
   req.set_reason(reason);
   v1::KillResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  SetDeadline(ctx, kCallTimeout);
-  return FromGrpc(stub_->stub->Kill(&ctx, req, &resp));
+  return Invoke(&v1::Rendezvous::Stub::Kill, req, &resp, kCallTimeout);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -347,34 +327,22 @@ void GrpcRoundSource::Rejoin() {
   node_id_ = join->node_id;
 }
 
+std::string GrpcRoundSource::NodeId() {
+  absl::MutexLock lock(&mu_);
+  return node_id_;
+}
+
 void GrpcRoundSource::ReportSuccess(int64_t round) {
-  std::string id;
-  {
-    absl::MutexLock lock(&mu_);
-    id = node_id_;
-  }
-  absl::Status st = client_->ReportOutcome(id, round, true, {});
+  absl::Status st = client_->ReportOutcome(NodeId(), round, true, {});
   if (!st.ok() && st.code() != absl::StatusCode::kAborted) spdlog::warn("reporting success: {}", st.ToString());
 }
 
 void GrpcRoundSource::ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) {
-  std::string id;
-  {
-    absl::MutexLock lock(&mu_);
-    id = node_id_;
-  }
-  absl::Status st = client_->ReportOutcome(id, round, false, failures);
+  absl::Status st = client_->ReportOutcome(NodeId(), round, false, failures);
   // Aborted: another node's report already ended this round; the next view says what follows.
   if (!st.ok() && st.code() != absl::StatusCode::kAborted) spdlog::warn("reporting a failure: {}", st.ToString());
 }
 
-void GrpcRoundSource::Leave() {
-  std::string id;
-  {
-    absl::MutexLock lock(&mu_);
-    id = node_id_;
-  }
-  client_->Leave(id).IgnoreError();
-}
+void GrpcRoundSource::Leave() { client_->Leave(NodeId()).IgnoreError(); }
 
 }  // namespace dtrun::rdzv

@@ -18,7 +18,9 @@
 
 namespace grpc {
 class Channel;
-}
+class ClientContext;
+class Status;
+}  // namespace grpc
 
 namespace dtrun::rdzv {
 
@@ -52,6 +54,10 @@ class RendezvousClient {
   class Call;
   struct Stub;
   RendezvousClient(ClientOptions options, std::unique_ptr<Stub> stub);
+  // One unary call with credentials, deadline and shutdown cancellation (defined in the .cc).
+  template <typename StubT, typename Req, typename Resp>
+  absl::Status Invoke(grpc::Status (StubT::*method)(grpc::ClientContext*, const Req&, Resp*), Req& req, Resp* resp,
+                      std::chrono::milliseconds timeout);
   ClientOptions options_;
   std::unique_ptr<Stub> stub_;
   absl::Mutex mu_;
@@ -84,6 +90,7 @@ class GrpcRoundSource : public RoundSource {
   void Post();
   void Fatal(const absl::Status& status);
   void Rejoin();
+  std::string NodeId();
   bool JoinSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joined_ || stopping_ || !fatal_.ok(); }
 
   std::unique_ptr<RendezvousClient> client_;
