@@ -265,12 +265,10 @@ void Agent::Step() {
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {
-  RoundLayout layout{a.round, a.group_rank, a.group_world_size, a.rank_offset, a.world_size,
-                     a.master_addr, a.master_port};
   group_round_ = a.round;
   reported_ = false;
   barrier_deadline_.reset();
-  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, layout);
+  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a);
   if (!group.ok()) {
     spdlog::error("{}", std::string(group.status().message()));
     KillStrays();

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     const AgentOptions& o, const std::map<std::string, std::string>& base_env,
-    const AttemptPaths& paths, const RoundLayout& layout) {
+    const AttemptPaths& paths, const rdzv::Assignment& layout) {
   std::unique_ptr<WorkerGroup> group(new WorkerGroup());
   const int64_t attempt = layout.round;
   group->workers_.reserve(o.nproc_per_node);

@@ -15,6 +15,7 @@
 #include "agent/child_process.h"
 #include "agent/failure_report.h"
 #include "agent/output_relay.h"
+#include "rendezvous/rendezvous_state.h"
 
 namespace dtrun {
 
@@ -22,17 +23,6 @@ namespace dtrun {
 struct AttemptPaths {
   std::string log_root;    // persistent logs (empty: none)
   std::string error_root;  // error files (always set)
-};
-
-// This node's part of one round, from the rendezvous.
-struct RoundLayout {
-  int64_t round = 0;
-  int group_rank = 0;
-  int group_world_size = 1;
-  int rank_offset = 0;
-  int world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
 };
 
 class WorkerGroup {
@@ -48,7 +38,7 @@ class WorkerGroup {
   // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       const AgentOptions& options, const std::map<std::string, std::string>& base_env,
-      const AttemptPaths& paths, const RoundLayout& layout);
+      const AttemptPaths& paths, const rdzv::Assignment& layout);
 
   // Records a reaped exit. Returns false if `pid` is not one of this group's workers.
   bool OnExit(pid_t pid, int wait_status);

@@ -67,7 +67,7 @@ TEST(KillCommandTest, EndsOrphansOfAKilledLauncherAndSparesOtherProcesses) {
 TEST(KillCommandTest, KillsARunningJobByRunIdAndStatusListsIt) {
   std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}};
   Harness job({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0", "--rdzv-id", "live",
-               Worker("sleep_forever.sh")}, env);
+               Worker("idle_until_stopped.sh")}, env);
   ASSERT_TRUE(job.WaitForOutput("READY 1"));
   auto [src, status] = RunToEnd({DtrunBinary(), "status"}, env);
   EXPECT_EQ(src, 0);

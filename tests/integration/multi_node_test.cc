@@ -92,14 +92,14 @@ TEST_F(MultiNodeTest, SpentBudgetEndsEveryHostWithTheSameRootCause) {
 
 TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
   Cluster(2);
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(n0->WaitForOutput("READY 0"));
   ASSERT_TRUE(n1->WaitForOutput("READY 1"));
   ::kill(n1->pid(), SIGKILL);
   ASSERT_TRUE(n0->WaitForOutput("lost: no keep-alive", std::chrono::seconds(10))) << n0->all();
   // Static membership: the survivor waits for the node to come back; it does, and a new round runs.
-  auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(back->WaitForOutput("READY 1")) << back->all();
   ::kill(n0->pid(), SIGTERM);
   ::kill(back->pid(), SIGTERM);
@@ -109,8 +109,8 @@ TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
 
 TEST_F(MultiNodeTest, LostMasterMakesEveryOtherNodeCleanUpAndExit) {
   Cluster(2);
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(n0->WaitForOutput("READY 0"));
   ASSERT_TRUE(n1->WaitForOutput("READY 1"));
   ::kill(n0->pid(), SIGKILL);
@@ -121,8 +121,8 @@ TEST_F(MultiNodeTest, LostMasterMakesEveryOtherNodeCleanUpAndExit) {
 
 TEST_F(MultiNodeTest, CutLinkIsDetectedOnBothSides) {
   Cluster(2);
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("sleep_forever.sh")});
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(n0->WaitForOutput("READY 0"));
   ASSERT_TRUE(n1->WaitForOutput("READY 1"));
   cluster_->SetLink(1, false);
