@@ -157,13 +157,13 @@ void Agent::OnSignal(int signo) {
 }
 
 void Agent::OnRoundEvent() {
-  absl::StatusOr<rdzv::NodeView> view = rounds_->Latest();
-  if (!view.ok()) {
-    if (view.status().code() != absl::StatusCode::kUnavailable || source_error_.ok()) {
-      if (view.status().message() != "no view of the job yet") source_error_ = view.status();
-    }
+  absl::StatusOr<std::optional<rdzv::NodeView>> latest = rounds_->Latest();
+  if (!latest.ok()) {
+    if (source_error_.ok()) source_error_ = latest.status();
     return;
   }
+  if (!latest->has_value()) return;  // joined, no view yet
+  const rdzv::NodeView* view = &**latest;
   // Say once why a round ended, whether the next one starts at once or has to wait.
   const bool in_play = view->phase == rdzv::JobPhase::kRunning || view->phase == rdzv::JobPhase::kForming;
   if (in_play && !view->reason.empty() && view->reason != logged_reason_) {
@@ -177,7 +177,7 @@ void Agent::OnRoundEvent() {
   if (view->role == rdzv::NodeRole::kSpare && (!view_ || view_->role != rdzv::NodeRole::kSpare)) {
     spdlog::info("round {} is full; this node waits as a spare", view->round);
   }
-  view_ = *view;
+  view_ = **latest;
 }
 
 void Agent::ReapChildren() {

@@ -32,11 +32,13 @@ void LocalRoundSource::Post() {
   (void)ignored;
 }
 
-absl::StatusOr<NodeView> LocalRoundSource::Latest() {
+absl::StatusOr<std::optional<NodeView>> LocalRoundSource::Latest() {
   uint64_t count;
   ssize_t ignored = ::read(event_fd_, &count, sizeof(count));
   (void)ignored;
-  return state_.View(node_id_);
+  absl::StatusOr<NodeView> view = state_.View(node_id_);
+  if (!view.ok()) return view.status();
+  return std::optional<NodeView>(*view);
 }
 
 void LocalRoundSource::ReportSuccess(int64_t round) {

@@ -243,14 +243,13 @@ void GrpcRoundSource::Fatal(const absl::Status& status) {
   Post();
 }
 
-absl::StatusOr<NodeView> GrpcRoundSource::Latest() {
+absl::StatusOr<std::optional<NodeView>> GrpcRoundSource::Latest() {
   uint64_t count;
   ssize_t ignored = ::read(event_fd_, &count, sizeof(count));
   (void)ignored;
   absl::MutexLock lock(&mu_);
   if (!fatal_.ok()) return fatal_;
-  if (!latest_) return absl::UnavailableError("no view of the job yet");
-  return *latest_;
+  return latest_;
 }
 
 void GrpcRoundSource::WatchLoop() {

@@ -76,7 +76,7 @@ class GrpcRoundSource : public RoundSource {
   ~GrpcRoundSource() override;
 
   int event_fd() const override { return event_fd_; }
-  absl::StatusOr<NodeView> Latest() override;
+  absl::StatusOr<std::optional<NodeView>> Latest() override;
   void ReportSuccess(int64_t round) override;
   void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) override;
   void Leave() override;

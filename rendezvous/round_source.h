@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,9 +18,9 @@ class RoundSource {
   virtual ~RoundSource() = default;
   // Becomes readable when Latest() may have news.
   virtual int event_fd() const = 0;
-  // Drains the fd and returns the newest view. An error ends the agent: the service rejected the
-  // node or cannot be reached any more (the message names it).
-  virtual absl::StatusOr<NodeView> Latest() = 0;
+  // Drains the fd and returns the newest view (nullopt: none yet). An error ends the agent: the
+  // service rejected the node or cannot be reached any more (the message names it).
+  virtual absl::StatusOr<std::optional<NodeView>> Latest() = 0;
   virtual void ReportSuccess(int64_t round) = 0;
   virtual void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) = 0;
   // The agent is going away.
@@ -35,7 +36,7 @@ class LocalRoundSource : public RoundSource {
   LocalRoundSource(int max_restarts, int nproc, const std::string& store_addr, int store_port);
   ~LocalRoundSource() override;
   int event_fd() const override { return event_fd_; }
-  absl::StatusOr<NodeView> Latest() override;
+  absl::StatusOr<std::optional<NodeView>> Latest() override;
   void ReportSuccess(int64_t round) override;
   void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) override;
   void Leave() override {}
