@@ -1,5 +1,9 @@
 #include "worker/data/loader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -59,6 +63,9 @@ bool Loader::CanProduce() const {
 bool Loader::HasNext() const { return next_to_deliver_ >= end_ || ready_.count(next_to_deliver_) > 0; }
 
 void Loader::Work() {
+  // Below the compute threads: an OpenMP region stalls until its slowest thread runs, so a loader
+  // thread should yield the core to them rather than preempt one. (Best effort: may be refused.)
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
   for (;;) {
     int64_t epoch;
     size_t batch;
