@@ -35,46 +35,6 @@ void Watch(int epoll, int fd) {
   ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
 }
 
-std::vector<rdzv::FailureInfo> ToWire(const std::vector<WorkerFailure>& failures) {
-  std::vector<rdzv::FailureInfo> out;
-  size_t root = RootCauseIndex(failures);
-  for (size_t k = 0; k < failures.size(); ++k) {
-    const WorkerFailure& f = failures[k == 0 ? root : (k == root ? 0 : k)];  // root cause first
-    rdzv::FailureInfo w;
-    w.host = f.host;
-    w.global_rank = f.global_rank;
-    w.local_rank = f.local_rank;
-    w.exit_code = f.exit_code;
-    w.signal = f.signal;
-    w.pid = f.pid;
-    w.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(f.time.time_since_epoch()).count();
-    w.error_file = f.error_file;
-    w.message = f.message;
-    w.traceback = f.traceback;
-    out.push_back(std::move(w));
-  }
-  return out;
-}
-
-std::vector<WorkerFailure> FromWire(const std::vector<rdzv::FailureInfo>& failures) {
-  std::vector<WorkerFailure> out;
-  for (const rdzv::FailureInfo& w : failures) {
-    WorkerFailure f;
-    f.host = w.host;
-    f.global_rank = w.global_rank;
-    f.local_rank = w.local_rank;
-    f.exit_code = w.exit_code;
-    f.signal = w.signal;
-    f.pid = static_cast<pid_t>(w.pid);
-    f.time = std::chrono::system_clock::time_point(std::chrono::milliseconds(w.time_unix_ms));
-    f.error_file = w.error_file;
-    f.message = w.message;
-    f.traceback = w.traceback;
-    out.push_back(std::move(f));
-  }
-  return out;
-}
-
 }  // namespace
 
 void BlockAgentSignals(const std::vector<int>& signals) {
@@ -192,7 +152,7 @@ void Agent::ReapChildren() {
   // The first failure of a round is reported at once: every node restarts within a round trip.
   if (!reported_ && !group_->failures().empty() && !stopping_) {
     reported_ = true;
-    std::vector<rdzv::FailureInfo> failures = ToWire(group_->failures());
+    std::vector<WorkerFailure> failures = RootCauseFirst(group_->failures());
     StopGroup(SIGTERM);
     rounds_->ReportFailure(group_round_, failures);
   }
@@ -247,7 +207,7 @@ void Agent::Step() {
         spdlog::error("the job failed: {}", view_->reason);
         return Finish(view_->exit_code ? view_->exit_code : 1);
       }
-      std::string summary = FormatFailureSummary(options_.program_name, FromWire(view_->failures));
+      std::string summary = FormatFailureSummary(options_.program_name, view_->failures);
       WriteAll(STDERR_FILENO, summary.data(), summary.size());
       return Finish(view_->exit_code);
     }

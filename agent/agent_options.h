@@ -27,7 +27,6 @@ struct AgentOptions {
   std::optional<std::string> local_rank_arg;
 
   int nproc_per_node = 1;
-  int nnodes = 1;
   int node_rank = 0;
   std::string role = "default";
   int max_restarts = 0;

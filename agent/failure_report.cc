@@ -17,7 +17,7 @@ constexpr char kRule[] = "======================================================
 constexpr char kThinRule[] = "------------------------------------------------------------";
 
 std::string FormatOne(size_t index, const WorkerFailure& f) {
-  std::string when = absl::FormatTime("%Y-%m-%d_%H:%M:%S", absl::FromChrono(f.time),
+  std::string when = absl::FormatTime("%Y-%m-%d_%H:%M:%S", absl::FromUnixMillis(f.time_unix_ms),
                                       absl::LocalTimeZone());
   std::string exitcode = f.signal > 0 ? absl::StrCat(-f.signal) : absl::StrCat(f.exit_code);
   std::string traceback;
@@ -41,7 +41,10 @@ std::string FormatOne(size_t index, const WorkerFailure& f) {
 
 }  // namespace
 
-int ExitCodeOf(const WorkerFailure& f) { return f.signal > 0 ? 128 + f.signal : f.exit_code; }
+std::vector<WorkerFailure> RootCauseFirst(std::vector<WorkerFailure> failures) {
+  if (!failures.empty()) std::swap(failures[0], failures[RootCauseIndex(failures)]);
+  return failures;
+}
 
 void ReadErrorFile(WorkerFailure& f) {
   if (f.error_file.empty()) return;

@@ -113,7 +113,8 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
       f.pid = pid;
       f.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
       f.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
-      f.time = std::chrono::system_clock::now();
+      f.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count();
       f.error_file = error_files_[w.local_rank];
       ReadErrorFile(f);
       failures_.push_back(std::move(f));

@@ -143,10 +143,9 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc);
   if (!nproc.ok()) return nproc.status();
   a.nproc_per_node = *nproc;
-  a.nnodes = c.max_nodes;
-  if (f.node_rank < 0 || f.node_rank >= a.nnodes) {
+  if (f.node_rank < 0 || f.node_rank >= c.max_nodes) {
     return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
-                            "; use 0..", a.nnodes - 1));
+                            "; use 0..", c.max_nodes - 1));
   }
   a.node_rank = f.node_rank;
   if (f.max_restarts < 0) return Bad("--max-restarts must be >= 0");

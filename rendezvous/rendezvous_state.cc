@@ -102,9 +102,8 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
                                   failure.signal ? absl::StrCat("signal ", failure.signal)
                                                  : absl::StrCat("exit code ", failure.exit_code), ")");
   if (restarts_used_ > options_.max_restarts) {
-    int code = failure.signal ? 128 + failure.signal : failure.exit_code;
     Fail(absl::StrCat(what, "; no restarts left (--max-restarts ", options_.max_restarts, ")"),
-         failures, code);
+         failures, ExitCodeOf(failure));
     return absl::OkStatus();
   }
   EndRound(absl::StrCat(what, "; restart ", restarts_used_, "/", options_.max_restarts), now);

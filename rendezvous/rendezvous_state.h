@@ -58,7 +58,11 @@ struct FailureInfo {
   std::string error_file;
   std::string message;
   std::string traceback;
+  double error_timestamp = 0;  // from the worker's error file; orders root causes across workers
 };
+
+// The exit code dtrun reports for a failure: the worker's code, or 128 + signal.
+inline int ExitCodeOf(const FailureInfo& f) { return f.signal > 0 ? 128 + f.signal : f.exit_code; }
 
 enum class JobPhase { kForming, kRunning, kSucceeded, kFailed, kKilled };
 enum class NodeRole { kWaiting, kMember, kSpare };

@@ -23,6 +23,7 @@ void ToWire(const FailureInfo& in, v1::Failure* out) {
   out->set_error_file(in.error_file);
   out->set_message(in.message);
   out->set_traceback(in.traceback);
+  out->set_error_timestamp(in.error_timestamp);
 }
 
 FailureInfo FromWire(const v1::Failure& in) {
@@ -37,6 +38,7 @@ FailureInfo FromWire(const v1::Failure& in) {
   f.error_file = in.error_file();
   f.message = in.message();
   f.traceback = in.traceback();
+  f.error_timestamp = in.error_timestamp();
   return f;
 }
 
