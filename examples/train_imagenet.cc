@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
   app.add_flag("--zero-init-residual", o.zero_init_residual);
   app.add_flag("!--no-channels-last", o.channels_last, "Keep NCHW memory (default: channels-last)");
+  app.add_flag("!--no-retain-host-memory", o.retain_host_memory,
+               "Let malloc return freed memory to the kernel (default: keep it; faster CPU steps, higher RSS)");
   app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)");
   app.add_option("--image-size", o.image_size)->capture_default_str();
@@ -42,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_flag("-e,--evaluate", o.evaluate, "Only validate");
   app.add_option("--num-classes", o.num_classes, "Default: from the dataset");
   app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str();
+  app.add_flag("!--no-fused-bn", o.fused_bn, "ATen's separate BatchNorm, add and ReLU instead of the fused CPU kernels");
+  app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: batch statistics over all processes (small per-process batches)");
   app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (CUDA: on, CPU: off), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();

@@ -3,6 +3,9 @@
 #include <map>
 #include <vector>
 
+#include "worker/batch_norm_relu.h"
+#include "worker/sync_batch_norm.h"
+
 namespace dtrun::worker {
 namespace {
 
@@ -28,7 +31,8 @@ nn::Conv2d Conv(int in, int out, int k, int stride = 1) {
 // torchvision's BasicBlock (expansion 1) and Bottleneck (expansion 4, stride on the 3x3).
 class BlockImpl : public nn::Module {
  public:
-  BlockImpl(bool bottleneck, int in, int planes, int stride, bool zero_init) : bottleneck_(bottleneck) {
+  BlockImpl(bool bottleneck, int in, int planes, int stride, bool zero_init, std::shared_ptr<NormalizationMode> norm)
+      : bottleneck_(bottleneck), norm_(std::move(norm)) {
     const int out = planes * (bottleneck ? 4 : 1);
     if (bottleneck) {
       conv1 = register_module("conv1", Conv(in, planes, 1));
@@ -44,24 +48,33 @@ class BlockImpl : public nn::Module {
       bn2 = register_module("bn2", nn::BatchNorm2d(planes));
     }
     if (stride != 1 || in != out) {
-      downsample = register_module("downsample", nn::Sequential(Conv(in, out, 1, stride), nn::BatchNorm2d(out)));
+      downsample_conv = Conv(in, out, 1, stride);
+      downsample_bn = nn::BatchNorm2d(out);
+      // torchvision's names: downsample.0 (conv) and downsample.1 (bn).
+      downsample = register_module("downsample", nn::Sequential(downsample_conv, downsample_bn));
     }
     if (zero_init) torch::nn::init::zeros_((bottleneck ? bn3 : bn2)->weight);
   }
 
   torch::Tensor forward(torch::Tensor x) {
-    // In-place ReLUs and residual add, as torchvision (ReLU(inplace=True), out += identity).
-    torch::Tensor identity = downsample ? downsample->forward(x) : x;
-    torch::Tensor y = bn1(conv1(x)).relu_();
-    y = bn2(conv2(y));
-    if (bottleneck_) y = bn3(conv3(y.relu_()));
-    return y.add_(identity).relu_();
+    // torchvision's relu(bn(conv(x))) and relu(bn(conv(y)) + identity), each normalisation fused
+    // with its ReLU and residual add.
+    const NormalizationMode& mode = *norm_;
+    torch::Tensor identity = downsample ? SyncBatchNorm(downsample_bn, downsample_conv(x), mode.sync.get()) : x;
+    torch::Tensor y = BatchNormAddRelu(bn1, conv1(x), {}, mode);
+    if (bottleneck_) {
+      y = BatchNormAddRelu(bn2, conv2(y), {}, mode);
+      return BatchNormAddRelu(bn3, conv3(y), identity, mode);
+    }
+    return BatchNormAddRelu(bn2, conv2(y), identity, mode);
   }
 
  private:
+
   bool bottleneck_;
-  nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  std::shared_ptr<NormalizationMode> norm_;
+  nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, downsample_conv{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr}, downsample_bn{nullptr};
   nn::Sequential downsample{nullptr};
 };
 TORCH_MODULE(Block);
@@ -81,7 +94,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) {
     const int planes = 64 << l;
     nn::Sequential seq;
     for (int b = 0; b < spec.blocks[l]; ++b) {
-      seq->push_back(Block(spec.bottleneck, in, planes, b == 0 && l > 0 ? 2 : 1, o.zero_init_residual));
+      seq->push_back(Block(spec.bottleneck, in, planes, b == 0 && l > 0 ? 2 : 1, o.zero_init_residual, norm_));
       in = planes * expansion;
     }
     *layers[l] = register_module("layer" + std::to_string(l + 1), seq);
@@ -96,7 +109,7 @@ ResNetImpl::ResNetImpl(const ResNetOptions& o) {
 }
 
 torch::Tensor ResNetImpl::forward(torch::Tensor x) {
-  x = torch::max_pool2d(bn1(conv1(x)).relu_(), 3, 2, 1);
+  x = torch::max_pool2d(BatchNormAddRelu(bn1, conv1(x), {}, *norm_), 3, 2, 1);
   x = layer4->forward(layer3->forward(layer2->forward(layer1->forward(x))));
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
   return fc(x);

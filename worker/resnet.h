@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include "worker/batch_norm_relu.h"
+
 namespace dtrun::worker {
 
 struct ResNetOptions {
@@ -19,8 +21,14 @@ class ResNetImpl : public torch::nn::Module {
  public:
   explicit ResNetImpl(const ResNetOptions& options);
   torch::Tensor forward(torch::Tensor x);
+  // Training with batch statistics over all ranks (SyncBatchNorm), or per process when null.
+  // Parameter names and checkpoints are the same either way.
+  void SetBatchNormSync(std::shared_ptr<BatchNormSync> sync) { norm_->sync = std::move(sync); }
+  // Fused BatchNorm(+add)+ReLU CPU kernels (default) or ATen's separate operations.
+  void SetFusedBatchNorm(bool fused) { norm_->fused = fused; }
 
  private:
+  std::shared_ptr<NormalizationMode> norm_ = std::make_shared<NormalizationMode>();
   torch::nn::Conv2d conv1{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr};
   torch::nn::Sequential layer1{nullptr}, layer2{nullptr}, layer3{nullptr}, layer4{nullptr};

@@ -30,6 +30,7 @@ struct TrainOptions {
   bool channels_last = true;   // NHWC activations and weights: faster oneDNN convolutions on CPU
   int workers = 2;             // loader threads
   int threads = 0;             // intra-op threads (0: torch default / OMP_NUM_THREADS)
+  bool retain_host_memory = true;  // keep freed activations' pages (worker/host_memory.h)
   int image_size = 224;
   // Progressive resizing (fast ImageNet recipes): from epoch E, train at size S with batch B per
   // process. Empty: image_size and batch_size throughout. Validation uses the current size.
@@ -47,6 +48,8 @@ struct TrainOptions {
   std::string resume;          // a checkpoint path; default: newest valid in output_dir
   bool evaluate = false;       // only validate
   double bucket_mb = 25;
+  bool fused_bn = true;        // fused BatchNorm(+add)+ReLU CPU kernels (worker/batch_norm_relu.h)
+  bool sync_bn = false;        // batch-norm statistics over the global batch (worker/sync_batch_norm.h)
   // Gradient all-reduce during backward: on for CUDA (idle CPU cores drive it); off for CPU
   // training, where it competes with the compute threads for the same cores (measured ~8% slower
   // on 2 cores, docs/BENCHMARKS.md). "auto" picks by device.

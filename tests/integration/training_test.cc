@@ -70,6 +70,8 @@ TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("DDP_EQUIVALENT rank=0"), std::string::npos) << out;
   EXPECT_NE(out.find("DDP_EQUIVALENT rank=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("SYNC_BN_EQUIVALENT rank=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("SYNC_BN_EQUIVALENT rank=1"), std::string::npos) << out;
 }
 
 TEST(TrainingTest, ProgressiveResizingChangesSizeAndBatchByEpochAndWritesTensorBoard) {
