@@ -35,16 +35,19 @@ void OnTerm(int) { g_stop_requested.store(true); }  // only sets a flag
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// uint8 NHWC batch → normalised float NCHW on `device` (optionally channels-last memory). On CUDA
-// the uint8 batch goes through pinned memory with a non-blocking copy and is normalised there.
+// uint8 NHWC batch → normalised float NCHW on `device`. The NHWC buffer viewed as NCHW already
+// has channels-last strides, which the float conversion keeps: no transposing copy in that case.
+// On CUDA the uint8 batch goes through pinned memory with a non-blocking copy and is normalised
+// there.
 torch::Tensor ToInput(data::Batch& b, bool channels_last, const torch::Device& device) {
   torch::Tensor x = torch::from_blob(b.pixels.data(), {b.count, b.image_size, b.image_size, 3}, torch::kUInt8);
   if (device.is_cuda()) x = x.pin_memory().to(device, /*non_blocking=*/true);
-  x = x.permute({0, 3, 1, 2}).to(torch::kFloat32).div_(255);
+  x = x.permute({0, 3, 1, 2}).to(torch::kFloat32);
   auto opts = torch::TensorOptions().device(device);
-  torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}, opts).view({1, 3, 1, 1});
-  torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}, opts).view({1, 3, 1, 1});
-  x = x.sub_(mean).div_(std);
+  // (x/255 − mean)/std = (x − 255·mean)/(255·std)
+  torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}, opts);
+  torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}, opts);
+  x = x.sub_(mean.mul_(255).view({1, 3, 1, 1})).div_(std.mul_(255).view({1, 3, 1, 1}));
   return channels_last ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x.contiguous();
 }
 
