@@ -74,13 +74,16 @@ TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
   EXPECT_NE(out.find("SYNC_BN_EQUIVALENT rank=1"), std::string::npos) << out;
 }
 
-TEST(TrainingTest, ProgressiveResizingChangesSizeAndBatchByEpochAndWritesTensorBoard) {
+TEST(TrainingTest, ProgressiveResizingWithSyncBatchNormChangesSizeAndBatchByEpochAndWritesTensorBoard) {
   if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   std::string out_dir = MakeTempDir() + "/run";
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
-  for (auto& a : Train(out_dir, {"--epochs", "3", "-p", "100", "--size-schedule", "0:48:16,2:64:8"})) argv.push_back(a);
+  for (auto& a : Train(out_dir, {"--epochs", "3", "-p", "100", "--size-schedule", "0:48:16,2:64:8", "--sync-bn"})) {
+    argv.push_back(a);
+  }
   auto [rc, out] = RunToEnd(argv);
   ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("SyncBatchNorm"), std::string::npos) << out;
   EXPECT_NE(out.find("epoch 2: image size 64, batch 8 per process"), std::string::npos) << out;
   // 120 samples per rank: 2 epochs × ceil(120/16) + 1 epoch × ceil(120/8) = 16 + 15.
   EXPECT_NE(out.find("31 optimizer steps"), std::string::npos) << out;
