@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 // One build, each CPU's widest vectors: GCC compiles the loops once per target and picks at load.
@@ -50,13 +51,14 @@ int64_t ForEachRowRange(int64_t rows, Fn fn) {
   return ranges;
 }
 
-// Partial sums in float over short row blocks (fast, vectorised), folded into float64 per block
-// so long reductions keep their precision.
+// Two per-channel sums over rows [begin, end): terms(i) gives the pair of terms for element i.
+// Partial sums in float over short row blocks (fast, vectorised) are folded into float64 per
+// block, so long reductions keep their precision.
 constexpr int64_t kBlockRows = 64;
 
-template <typename T>
-DTRUN_VECTOR_CLONES void ShiftedSums(const T* __restrict x, int64_t begin, int64_t end, int64_t channels,
-                                     const float* __restrict shift, double* __restrict s1, double* __restrict s2) {
+template <typename Terms>
+inline void ChannelSums(int64_t begin, int64_t end, int64_t channels, Terms terms, double* __restrict s1,
+                        double* __restrict s2) {
   std::vector<float> b1(channels), b2(channels);
   for (int64_t block = begin; block < end; block += kBlockRows) {
     std::fill(b1.begin(), b1.end(), 0.f);
@@ -66,9 +68,9 @@ DTRUN_VECTOR_CLONES void ShiftedSums(const T* __restrict x, int64_t begin, int64
     for (int64_t r = block; r < std::min(end, block + kBlockRows); ++r) {
       const int64_t row = r * channels;
       for (int64_t c = 0; c < channels; ++c) {
-        const float v = Load(x, row + c) - shift[c];
-        p1[c] += v;
-        p2[c] += v * v;
+        const auto [t1, t2] = terms(row + c, c);
+        p1[c] += t1;
+        p2[c] += t2;
       }
     }
     for (int64_t c = 0; c < channels; ++c) {
@@ -76,6 +78,16 @@ DTRUN_VECTOR_CLONES void ShiftedSums(const T* __restrict x, int64_t begin, int64
       s2[c] += p2[c];
     }
   }
+}
+
+// Σ(x − shift) and Σ(x − shift)².
+template <typename T>
+DTRUN_VECTOR_CLONES void ShiftedSums(const T* __restrict x, int64_t begin, int64_t end, int64_t channels,
+                                     const float* __restrict shift, double* s1, double* s2) {
+  ChannelSums(begin, end, channels, [&](int64_t i, int64_t c) {
+    const float v = Load(x, i) - shift[c];
+    return std::pair<float, float>(v, v * v);
+  }, s1, s2);
 }
 
 template <typename T>
@@ -94,30 +106,16 @@ DTRUN_VECTOR_CLONES void ScaleShiftReluRows(const T* __restrict x, const T* __re
   }
 }
 
+// Σg and Σg·x with g = dy·(y > 0); g also written to g_out when not null.
 template <typename T>
 DTRUN_VECTOR_CLONES void MaskedGradSumsRows(const T* __restrict dy, const T* __restrict y, const T* __restrict x,
                                             T* __restrict g_out, int64_t begin, int64_t end, int64_t channels,
-                                            double* __restrict sum_g, double* __restrict sum_gx) {
-  std::vector<float> b1(channels), b2(channels);
-  for (int64_t block = begin; block < end; block += kBlockRows) {
-    std::fill(b1.begin(), b1.end(), 0.f);
-    std::fill(b2.begin(), b2.end(), 0.f);
-    float* __restrict p1 = b1.data();
-    float* __restrict p2 = b2.data();
-    for (int64_t r = block; r < std::min(end, block + kBlockRows); ++r) {
-      const int64_t row = r * channels;
-      for (int64_t c = 0; c < channels; ++c) {
-        const float g = MaskedLoad(dy, y, row + c);
-        p1[c] += g;
-        p2[c] += g * Load(x, row + c);
-        if (g_out != nullptr) Store(g_out, row + c, g);
-      }
-    }
-    for (int64_t c = 0; c < channels; ++c) {
-      sum_g[c] += p1[c];
-      sum_gx[c] += p2[c];
-    }
-  }
+                                            double* sum_g, double* sum_gx) {
+  ChannelSums(begin, end, channels, [&](int64_t i, int64_t) {
+    const float g = MaskedLoad(dy, y, i);
+    if (g_out != nullptr) Store(g_out, i, g);
+    return std::pair<float, float>(g, g * Load(x, i));
+  }, sum_g, sum_gx);
 }
 
 template <typename T>
