@@ -1,6 +1,7 @@
 // The ImageNet trainer behind examples/train_imagenet: ResNet + DDP over Gloo on CPU or NCCL on
 // the local rank's GPU in CUDA builds (world size 1 without a launcher), the dtrun input pipeline, SGD with momentum/nesterov and weight decay
-// (optionally none on BN and bias), step/cosine LR with warm-up, label smoothing, top-1/top-5
+// (optionally none on BN and bias), step/cosine LR with warm-up, label smoothing, SyncBatchNorm,
+// bf16/fp16 autocast with dynamic loss scaling, top-1/top-5
 // reduced across ranks, a log line every --print-freq steps, JSON-lines metrics, checkpoints
 // (atomic, keep last K, resume mid-epoch) and --desired-acc early stop.
 #pragma once
@@ -51,8 +52,8 @@ struct TrainOptions {
   bool fused_bn = true;        // fused BatchNorm(+add)+ReLU CPU kernels (worker/batch_norm_relu.h)
   bool sync_bn = false;        // batch-norm statistics over the global batch (worker/sync_batch_norm.h)
   // Gradient all-reduce during backward: on for CUDA (idle CPU cores drive it); off for CPU
-  // training, where it competes with the compute threads for the same cores (measured ~8% slower
-  // on 2 cores, docs/BENCHMARKS.md). "auto" picks by device.
+  // training, where it competes with the compute threads for the same cores (no gain, up to 8%
+  // slower on 2 cores, docs/BENCHMARKS.md). "auto" picks by device.
   std::string overlap = "auto";
   std::string amp = "off";     // off | bf16 (CPU or CUDA) | fp16 (CUDA)
   bool grad_scaler = false;    // dynamic loss scaling also without fp16 (fp16 always has it)
