@@ -1,9 +1,10 @@
 // The ImageNet trainer behind examples/train_imagenet: ResNet + DDP over Gloo on CPU or NCCL on
-// the local rank's GPU in CUDA builds (world size 1 without a launcher), the dtrun input pipeline, SGD with momentum/nesterov and weight decay
-// (optionally none on BN and bias), step/cosine LR with warm-up, label smoothing, SyncBatchNorm,
-// bf16/fp16 autocast with dynamic loss scaling, top-1/top-5
-// reduced across ranks, a log line every --print-freq steps, JSON-lines metrics, checkpoints
-// (atomic, keep last K, resume mid-epoch) and --desired-acc early stop.
+// the local rank's GPU in CUDA builds (world size 1 without a launcher), the dtrun input
+// pipeline, SGD with momentum/nesterov and weight decay (optionally none on BN and bias),
+// step/cosine LR with warm-up, label smoothing, SyncBatchNorm, bf16/fp16 autocast with dynamic
+// loss scaling, top-1/top-5 reduced across ranks, a log line every --print-freq steps, JSON-lines
+// metrics, TensorBoard events, checkpoints (atomic, keep last K, resume mid-epoch) and
+// --desired-acc early stop.
 #pragma once
 
 #include <string>
