@@ -70,7 +70,6 @@ class BlockImpl : public nn::Module {
   }
 
  private:
-
   bool bottleneck_;
   std::shared_ptr<NormalizationMode> norm_;
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr}, downsample_conv{nullptr};

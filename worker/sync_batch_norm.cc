@@ -32,12 +32,9 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     const double total = stats[2 * channels].item<double>();
     torch::Tensor global_mean = stats.narrow(0, 0, channels) / total;
     torch::Tensor global_var = (stats.narrow(0, channels, channels) / total - global_mean * global_mean).clamp_min(0);
-    {
-      torch::NoGradGuard no_grad;
-      running_mean.mul_(1 - momentum).add_(global_mean.to(running_mean.dtype()), momentum);
-      const double unbias = total > 1 ? total / (total - 1) : 1.0;
-      running_var.mul_(1 - momentum).add_((global_var * unbias).to(running_var.dtype()), momentum);
-    }
+    running_mean.mul_(1 - momentum).add_(global_mean.to(running_mean.dtype()), momentum);  // forward runs without grad
+    const double unbias = total > 1 ? total / (total - 1) : 1.0;
+    running_var.mul_(1 - momentum).add_((global_var * unbias).to(running_var.dtype()), momentum);
     torch::Tensor mean_f = global_mean.to(torch::kFloat32);
     torch::Tensor invstd = (global_var + eps).rsqrt().to(torch::kFloat32);
     torch::Tensor xhat = (xf - PerChannel(mean_f)) * PerChannel(invstd);
