@@ -254,6 +254,7 @@ bool Training::Setup() {
   if (pg_) {
     DdpOptions d;
     d.bucket_mb = o_.bucket_mb;
+    d.broadcast_buffers = !o_.sync_bn;  // SyncBatchNorm's running statistics agree on every rank already
     d.overlap = o_.overlap == "on";  // "auto": this build trains on CPU tensors
     d.watchdog = watchdog_.get();
     ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
