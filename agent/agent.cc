@@ -35,6 +35,17 @@ void Watch(int epoll, int fd) {
   ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
 }
 
+// Failures of this node's workers that came after the round's failure report (a second rank that
+// failed on its own while the group was being stopped): shown under "Other failures".
+void AddUnreported(const std::vector<WorkerFailure>& local, std::vector<WorkerFailure>& reported) {
+  for (const WorkerFailure& f : local) {
+    bool known = std::any_of(reported.begin(), reported.end(), [&](const WorkerFailure& r) {
+      return r.pid == f.pid && r.global_rank == f.global_rank && r.host == f.host;
+    });
+    if (!known) reported.push_back(f);
+  }
+}
+
 }  // namespace
 
 void BlockAgentSignals(const std::vector<int>& signals) {
@@ -45,7 +56,7 @@ void BlockAgentSignals(const std::vector<int>& signals) {
 Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
              std::unique_ptr<TcpStoreServer> store, std::unique_ptr<rdzv::RoundSource> rounds)
     : options_(std::move(options)), paths_(std::move(paths)), base_env_(std::move(base_env)),
-      store_(std::move(store)), rounds_(std::move(rounds)) {}
+      store_(std::move(store)), rounds_(std::move(rounds)), consoles_(Consoles::ForStdio()) {}
 
 Agent::~Agent() = default;
 
@@ -55,6 +66,7 @@ int Agent::Run() {
   epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   Watch(epoll_fd_.get(), signal_fd_.get());
   Watch(epoll_fd_.get(), rounds_->event_fd());
+  stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
@@ -62,15 +74,24 @@ int Agent::Run() {
   while (!exit_code_) {
     int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms());
     HandleEvents(events, std::max(n, 0));
+    ShowQuietOutput();
     Step();
   }
   return *exit_code_;
 }
 
-int Agent::timeout_ms() const {
+int Agent::timeout_ms() {
   std::optional<Clock::time_point> next;
   if (stopping_ && !killed_) next = kill_deadline_;
   if (barrier_deadline_ && (!next || *barrier_deadline_ < *next)) next = barrier_deadline_;
+  if (group_) {
+    for (WorkerGroup::Worker& w : group_->workers()) {
+      for (const OutputRelay* relay : {w.out.get(), w.err.get()}) {
+        std::optional<Clock::time_point> quiet = relay->quiet_deadline();
+        if (quiet && (!next || *quiet < *next)) next = quiet;
+      }
+    }
+  }
   if (!next) return -1;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now());
   return static_cast<int>(std::max<int64_t>(0, left.count()));
@@ -90,6 +111,9 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
       }
     } else if (fd == rounds_->event_fd()) {
       OnRoundEvent();
+    } else if (stdin_->Owns(fd)) {
+      stdin_->OnEvent(fd, events[i].events);
+      if (stdin_->TakeEchoedLine()) consoles_.ForgetOpenLines();
     } else {
       OnOutput(fd);
     }
@@ -161,6 +185,7 @@ void Agent::ReapChildren() {
 
 void Agent::OnGroupExited() {
   group_->DrainAndCloseOutputs();
+  round_failures_ = group_->failures();
   KillStrays();
   if (!reported_ && !stopping_ && group_->all_succeeded()) {
     reported_ = true;
@@ -170,6 +195,7 @@ void Agent::OnGroupExited() {
     }
   }
   group_.reset();
+  stdin_->SetWorkers({});
   stopping_ = false;
   killed_ = false;
 }
@@ -207,7 +233,9 @@ void Agent::Step() {
         spdlog::error("the job failed: {}", view_->reason);
         return Finish(view_->exit_code ? view_->exit_code : 1);
       }
-      std::string summary = FormatFailureSummary(options_.program_name, view_->failures);
+      std::vector<WorkerFailure> failures = view_->failures;
+      if (view_->round == group_round_) AddUnreported(round_failures_, failures);
+      std::string summary = FormatFailureSummary(options_.program_name, failures);
       WriteAll(STDERR_FILENO, summary.data(), summary.size());
       return Finish(view_->exit_code);
     }
@@ -228,7 +256,8 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   group_round_ = a.round;
   reported_ = false;
   barrier_deadline_.reset();
-  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a);
+  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted};
+  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a, io);
   if (!group.ok()) {
     spdlog::error("{}", std::string(group.status().message()));
     KillStrays();
@@ -237,6 +266,9 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   }
   group_ = std::move(*group);
   WatchOutputs();
+  std::map<int, UniqueFd> stdins;
+  for (WorkerGroup::Worker& w : group_->workers()) stdins[w.local_rank] = std::move(w.process.stdin_fd());
+  stdin_->SetWorkers(std::move(stdins));
 }
 
 void Agent::StopGroup(int signo) {
@@ -268,6 +300,18 @@ void Agent::OnOutput(int fd) {
     }
     return;
   }
+}
+
+void Agent::ShowQuietOutput() {
+  if (!group_) return;
+  const Clock::time_point now = Clock::now();
+  for (WorkerGroup::Worker& w : group_->workers()) {
+    for (OutputRelay* relay : {w.out.get(), w.err.get()}) {
+      relay->ShowIfQuiet(now);
+      if (relay->TakePrompted()) stdin_->OnPrompt(w.local_rank);
+    }
+  }
+  if (stdin_->TakeEchoedLine()) consoles_.ForgetOpenLines();
 }
 
 void Agent::KillStrays() {

@@ -19,6 +19,8 @@
 #include <string>
 
 #include "agent/agent_options.h"
+#include "agent/console.h"
+#include "agent/stdin_router.h"
 #include "agent/tcp_store_server.h"
 #include "agent/worker_group.h"
 #include "base/unique_fd.h"
@@ -50,8 +52,9 @@ class Agent {
   void StopGroup(int signo);
   void WatchOutputs();
   void OnOutput(int fd);
+  void ShowQuietOutput();  // partial lines (prompts, `\r` bars) whose quiet time has passed
   void KillStrays();
-  int timeout_ms() const;
+  int timeout_ms();
   void Finish(int code) { exit_code_ = code; }
 
   AgentOptions options_;
@@ -61,6 +64,8 @@ class Agent {
   std::unique_ptr<rdzv::RoundSource> rounds_;
   UniqueFd signal_fd_;
   UniqueFd epoll_fd_;
+  Consoles consoles_;
+  std::unique_ptr<StdinRouter> stdin_;  // created with the epoll set
 
   std::optional<rdzv::NodeView> view_;   // the job as last seen
   std::string logged_reason_;            // the last round-change reason printed
@@ -68,6 +73,7 @@ class Agent {
   std::unique_ptr<WorkerGroup> group_;   // this node's workers (null between rounds)
   int64_t group_round_ = -1;             // the round group_ (or the last group) ran
   bool reported_ = false;                // group_round_'s outcome was reported
+  std::vector<WorkerFailure> round_failures_;  // every failure of group_round_ on this node
   bool stopping_ = false;                // a stop signal was sent to group_
   bool killed_ = false;                  // SIGKILL was sent to group_
   std::chrono::steady_clock::time_point kill_deadline_;

@@ -27,7 +27,7 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
 
 // Runs in the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void ExecChild(const SpawnRequest& req, char* const* argv, char* const* envp,
-                            int out_fd, int err_fd, int errpipe, pid_t parent) {
+                            int in_fd, int out_fd, int err_fd, int errpipe, pid_t parent) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
@@ -35,6 +35,7 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+  if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
   ::execve(req.executable.c_str(), argv, envp);
@@ -56,6 +57,13 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
     out = std::move(*o);
     err = std::move(*e);
   }
+  std::optional<Pipe> in;
+  if (req.pipe_stdin) {
+    absl::StatusOr<Pipe> i = MakePipe(/*nonblocking_read=*/false);
+    if (!i.ok()) return i.status();
+    ::fcntl(i->write.get(), F_SETFL, ::fcntl(i->write.get(), F_GETFL) | O_NONBLOCK);
+    in = std::move(*i);
+  }
   absl::StatusOr<Pipe> exec_errors = MakePipe(/*nonblocking_read=*/false);
   if (!exec_errors.ok()) return exec_errors.status();
 
@@ -65,7 +73,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
   pid_t pid = ::fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
-    ExecChild(req, argv.data(), envp.data(), out ? out->write.get() : -1,
+    ExecChild(req, argv.data(), envp.data(), in ? in->read.get() : -1, out ? out->write.get() : -1,
               err ? err->write.get() : -1, exec_errors->write.get(), parent);
   }
   // Also set the group from the parent, so signals sent right after Spawn reach it.
@@ -76,6 +84,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
   child.pid_ = pid;
   if (out) child.stdout_ = std::move(out->read);
   if (err) child.stderr_ = std::move(err->read);
+  if (in) child.stdin_ = std::move(in->write);
 
   int child_errno = 0;
   ssize_t n;
@@ -102,6 +111,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   status_ = other.status_;
   stdout_ = std::move(other.stdout_);
   stderr_ = std::move(other.stderr_);
+  stdin_ = std::move(other.stdin_);
   return *this;
 }
 

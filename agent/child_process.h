@@ -19,6 +19,7 @@ struct SpawnRequest {
   std::vector<std::string> argv;   // argv[0] included
   std::vector<std::string> env;    // "NAME=value" entries, the child's whole environment
   bool capture_output = true;      // false: the child inherits our stdout/stderr
+  bool pipe_stdin = false;         // true: the child reads a pipe we write (stdin_fd); else ours
 };
 
 class ChildProcess {
@@ -36,6 +37,8 @@ class ChildProcess {
   // The read ends of the output pipes (invalid when not captured or already closed).
   UniqueFd& stdout_fd() { return stdout_; }
   UniqueFd& stderr_fd() { return stderr_; }
+  // The write end of the child's stdin pipe (non-blocking; invalid unless requested).
+  UniqueFd& stdin_fd() { return stdin_; }
 
   // Signals the child's whole process group. Returns false if it is already gone.
   bool SignalGroup(int signo) const;
@@ -52,6 +55,7 @@ class ChildProcess {
   int status_ = 0;
   UniqueFd stdout_;
   UniqueFd stderr_;
+  UniqueFd stdin_;
 };
 
 // Resolves `program` like execvp: a name containing '/' is used as is, otherwise PATH is searched.

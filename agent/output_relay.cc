@@ -8,53 +8,78 @@
 
 namespace dtrun {
 
-OutputRelay::OutputRelay(std::string prefix, int console_fd, UniqueFd file)
-    : prefix_(std::move(prefix)), console_fd_(console_fd), file_(std::move(file)) {}
+OutputRelay::OutputRelay(std::string prefix, std::shared_ptr<Console> console, UniqueFd file)
+    : prefix_(std::move(prefix)), console_(std::move(console)), file_(std::move(file)) {}
 
-void OutputRelay::Write(absl::string_view data) {
+void OutputRelay::Write(absl::string_view data, Clock::time_point now) {
   if (file_.valid()) WriteAll(file_.get(), data.data(), data.size());
-  if (console_fd_ < 0) return;
+  if (!console_ || data.empty()) return;
+  last_data_ = now;
   while (!data.empty()) {
-    size_t nl = data.find('\n');
-    if (nl == absl::string_view::npos) {
+    size_t cut = data.find_first_of("\r\n");
+    if (cut == absl::string_view::npos) {
       partial_.append(data.data(), data.size());
-      if (partial_.size() >= kMaxLine) Flush();
+      if (partial_.size() >= kMaxLine) {
+        Emit(partial_, Console::End::kOpen);
+        partial_.clear();
+      }
       return;
     }
+    const bool newline = data[cut] == '\n';
+    absl::string_view piece = data.substr(0, cut);
     if (partial_.empty()) {
-      EmitLine(data.substr(0, nl));
+      Emit(piece, newline ? Console::End::kNewline : Console::End::kCarriageReturn);
     } else {
-      partial_.append(data.data(), nl);
-      EmitLine(partial_);
+      partial_.append(piece.data(), piece.size());
+      Emit(partial_, newline ? Console::End::kNewline : Console::End::kCarriageReturn);
       partial_.clear();
     }
-    data.remove_prefix(nl + 1);
+    partial_starts_line_ = newline;
+    data.remove_prefix(cut + 1);
   }
 }
 
-bool OutputRelay::DrainFrom(int fd) {
+bool OutputRelay::DrainFrom(int fd, Clock::time_point now) {
   char buf[65536];
-  for (;;) {
+  for (size_t total = 0; total < kMaxReadPerCall;) {
     ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n > 0) {
-      Write(absl::string_view(buf, static_cast<size_t>(n)));
+      Write(absl::string_view(buf, static_cast<size_t>(n)), now);
+      total += static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return true;
     return false;  // EOF or error
   }
+  return true;  // more may be ready: epoll (level-triggered) reports the fd again
 }
 
-void OutputRelay::Flush() {
-  if (partial_.empty()) return;
-  EmitLine(partial_);
+std::optional<OutputRelay::Clock::time_point> OutputRelay::quiet_deadline() const {
+  if (partial_.empty()) return std::nullopt;
+  return last_data_ + kQuietTime;
+}
+
+void OutputRelay::ShowIfQuiet(Clock::time_point now) {
+  if (partial_.empty() || now < last_data_ + kQuietTime) return;
+  if (partial_starts_line_ && !line_shown_) prompted_ = true;
+  Emit(partial_, Console::End::kOpen);
   partial_.clear();
 }
 
-void OutputRelay::EmitLine(absl::string_view line) {
-  std::string out = absl::StrCat(prefix_, line, "\n");
-  WriteAll(console_fd_, out.data(), out.size());
+void OutputRelay::Flush() {
+  if (!console_) return;
+  if (!partial_.empty()) {
+    Emit(partial_, Console::End::kNewline);
+    partial_.clear();
+  }
+  console_->EndLineOf(this);
+  line_shown_ = false;
+}
+
+void OutputRelay::Emit(absl::string_view text, Console::End end) {
+  console_->Write(this, prefix_, text, end);
+  line_shown_ = end == Console::End::kOpen;
 }
 
 std::string ExpandPrefixTemplate(absl::string_view tmpl, absl::string_view role_name, int rank,

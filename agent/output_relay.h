@@ -1,35 +1,59 @@
-// Relays one worker stream (stdout or stderr) to the console and/or a log file. Console output is
-// written a whole line at a time with the rank prefix, so two ranks never share a line; the file
-// gets the raw bytes. Not thread-safe: the agent's event loop drives every relay.
+// Relays one worker stream (stdout or stderr) to the console and/or a log file. The file gets the
+// raw bytes. The console gets the stream cut at '\n' and '\r', each piece with the rank prefix
+// when it starts a console line; a trailing piece without either (a prompt, a progress bar's
+// latest state) is shown once the stream has been quiet for kQuietTime, so prompts and `\r` bars
+// appear as they happen while ordinary lines, written in several pieces, still arrive whole.
+// Not thread-safe: the agent's event loop drives every relay.
 #pragma once
 
+#include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "agent/console.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
 
 class OutputRelay {
  public:
-  // `console_fd` < 0 disables the console; an invalid `file` disables the file.
-  OutputRelay(std::string prefix, int console_fd, UniqueFd file);
+  using Clock = std::chrono::steady_clock;
+  // How long a partial line waits for more bytes before it is shown.
+  static constexpr std::chrono::milliseconds kQuietTime{100};
+
+  // A null `console` disables the console; an invalid `file` disables the file.
+  OutputRelay(std::string prefix, std::shared_ptr<Console> console, UniqueFd file);
 
   // Consumes bytes as they arrive from the worker.
-  void Write(absl::string_view data);
-  // Reads everything `fd` has ready (non-blocking). Returns false at EOF or on error.
-  bool DrainFrom(int fd);
-  // Emits a trailing partial line (a newline is added on the console).
+  void Write(absl::string_view data, Clock::time_point now = Clock::now());
+  // Reads what `fd` has ready (non-blocking), at most kMaxReadPerCall bytes so that one chatty
+  // worker cannot hold the event loop. Returns false at EOF or on error.
+  bool DrainFrom(int fd, Clock::time_point now = Clock::now());
+  // When a held partial line is due to be shown (nullopt: nothing held).
+  std::optional<Clock::time_point> quiet_deadline() const;
+  // Shows a held partial line whose quiet time has passed.
+  void ShowIfQuiet(Clock::time_point now);
+  // The stream ended: shows the held partial line and ends the console line.
   void Flush();
+  // True once after a partial line that started a line (not a '\r' redraw) was shown because the
+  // worker went quiet: the worker is probably waiting for input (pdb, input()).
+  bool TakePrompted() { return std::exchange(prompted_, false); }
 
  private:
-  void EmitLine(absl::string_view line);
+  void Emit(absl::string_view text, Console::End end);
 
-  static constexpr size_t kMaxLine = 64 * 1024;  // longer lines are split, never held forever
+  static constexpr size_t kMaxLine = 64 * 1024;  // longer partial lines are shown, never held
+  static constexpr size_t kMaxReadPerCall = 256 * 1024;
   std::string prefix_;
-  int console_fd_;
+  std::shared_ptr<Console> console_;
   UniqueFd file_;
   std::string partial_;
+  bool partial_starts_line_ = true;  // the held bytes follow a '\n' (or the stream's start)
+  bool line_shown_ = false;          // part of the current line is already on the console
+  bool prompted_ = false;
+  Clock::time_point last_data_;
 };
 
 // Expands torchrun's log-line prefix template: ${role_name}, ${rank}, ${local_rank}.

@@ -1,6 +1,7 @@
 #include "agent/worker_group.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,7 +36,8 @@ absl::Status MakeDirs(const std::string& dir) {
 // Builds the relay for one stream of one worker.
 absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, const AttemptPaths& p,
                                                        const std::string& rank_dir, int local_rank,
-                                                       int global_rank, StreamMask bit) {
+                                                       int global_rank, StreamMask bit,
+                                                       const Consoles& consoles) {
   StreamMask redirect = o.redirects.count(local_rank) ? o.redirects.at(local_rank) : 0;
   bool shown = !(redirect & bit) && (!o.console_ranks || o.console_ranks->count(local_rank));
   // With a log root every stream is also written to its file, so --tee needs nothing more here.
@@ -46,7 +48,7 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
     if (!f.ok()) return f.status();
     file = std::move(*f);
   }
-  int console = shown ? (bit == kStdoutBit ? STDOUT_FILENO : STDERR_FILENO) : -1;
+  std::shared_ptr<Console> console = !shown ? nullptr : bit == kStdoutBit ? consoles.out : consoles.err;
   std::string prefix = ExpandPrefixTemplate(o.log_line_prefix_template, o.role, global_rank, local_rank);
   return std::make_unique<OutputRelay>(std::move(prefix), console, std::move(file));
 }
@@ -55,7 +57,7 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     const AgentOptions& o, const std::map<std::string, std::string>& base_env,
-    const AttemptPaths& paths, const rdzv::Assignment& layout) {
+    const AttemptPaths& paths, const rdzv::Assignment& layout, const Io& io) {
   std::unique_ptr<WorkerGroup> group(new WorkerGroup());
   const int64_t attempt = layout.round;
   group->workers_.reserve(o.nproc_per_node);
@@ -84,11 +86,12 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     req.argv = o.argv;
     if (o.local_rank_arg) req.argv.push_back(absl::StrCat(*o.local_rank_arg, "=", lr));
     req.env = BuildWorkerEnv(base_env, o, id);
+    req.pipe_stdin = io.pipe_stdin;
     absl::StatusOr<std::unique_ptr<OutputRelay>> out =
-        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStdoutBit);
+        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStdoutBit, io.consoles);
     if (!out.ok()) return out.status();
     absl::StatusOr<std::unique_ptr<OutputRelay>> err =
-        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStderrBit);
+        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStderrBit, io.consoles);
     if (!err.ok()) return err.status();
     absl::StatusOr<ChildProcess> proc = ChildProcess::Spawn(req);
     if (!proc.ok()) return proc.status();
@@ -103,25 +106,37 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
   for (Worker& w : workers_) {
     if (w.process.pid() != pid || !w.process.running()) continue;
     w.process.MarkExited(wait_status);
-    bool ok = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
-    // Exits caused by our own stop signal are consequences, not failures.
-    if (!ok && !stop_sent_) {
-      WorkerFailure f;
-      f.host = LocalHostName();
-      f.global_rank = w.global_rank;
-      f.local_rank = w.local_rank;
-      f.pid = pid;
-      f.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
-      f.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
-      f.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::system_clock::now().time_since_epoch()).count();
-      f.error_file = error_files_[w.local_rank];
-      ReadErrorFile(f);
-      failures_.push_back(std::move(f));
-    }
+    if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return true;
+    WorkerFailure f;
+    f.host = LocalHostName();
+    f.global_rank = w.global_rank;
+    f.local_rank = w.local_rank;
+    f.pid = pid;
+    f.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
+    f.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+    f.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+    f.error_file = error_files_[w.local_rank];
+    ReadErrorFile(f);
+    // An exit caused by our own stop signal is a consequence, not a failure; a worker that
+    // failed on its own meanwhile (an error file, an exit code of its own) is one, as torchrun
+    // lists it under "Other failures".
+    const bool own_error = !f.message.empty() || !f.traceback.empty();
+    if (own_error || !StoppedByUs(wait_status)) failures_.push_back(std::move(f));
     return true;
   }
   return false;
+}
+
+bool WorkerGroup::StoppedByUs(int wait_status) const {
+  if (signals_sent_.empty()) return false;
+  if (WIFSIGNALED(wait_status)) {
+    int sig = WTERMSIG(wait_status);
+    return sig == SIGKILL || signals_sent_.count(sig);
+  }
+  // Shells and wrappers that catch the signal exit with 128 + its number.
+  int code = WEXITSTATUS(wait_status);
+  return code > 128 && signals_sent_.count(code - 128);
 }
 
 bool WorkerGroup::all_exited() const {
@@ -134,7 +149,7 @@ bool WorkerGroup::all_exited() const {
 bool WorkerGroup::all_succeeded() const { return all_exited() && failures_.empty(); }
 
 void WorkerGroup::SignalAll(int signo) {
-  stop_sent_ = true;
+  signals_sent_.insert(signo);
   for (Worker& w : workers_) w.process.SignalGroup(signo);
 }
 

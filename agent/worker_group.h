@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "agent/agent_options.h"
 #include "agent/child_process.h"
+#include "agent/console.h"
 #include "agent/failure_report.h"
 #include "agent/output_relay.h"
 #include "rendezvous/rendezvous_state.h"
@@ -35,10 +37,16 @@ class WorkerGroup {
     std::unique_ptr<OutputRelay> err;
   };
 
+  // Where the round's workers write and read. `pipe_stdin`: each worker reads a pipe (its write
+  // end is the process's stdin_fd()); otherwise workers inherit dtrun's stdin.
+  struct Io {
+    Consoles consoles;
+    bool pipe_stdin = false;
+  };
   // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       const AgentOptions& options, const std::map<std::string, std::string>& base_env,
-      const AttemptPaths& paths, const rdzv::Assignment& layout);
+      const AttemptPaths& paths, const rdzv::Assignment& layout, const Io& io);
 
   // Records a reaped exit. Returns false if `pid` is not one of this group's workers.
   bool OnExit(pid_t pid, int wait_status);
@@ -59,7 +67,8 @@ class WorkerGroup {
   std::vector<Worker> workers_;
   std::vector<WorkerFailure> failures_;
   std::map<int, std::string> error_files_;  // local rank → path
-  bool stop_sent_ = false;
+  bool StoppedByUs(int wait_status) const;
+  std::set<int> signals_sent_;  // stop signals sent to the group
 };
 
 }  // namespace dtrun

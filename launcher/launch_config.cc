@@ -43,6 +43,7 @@ struct RawFlags {
   double monitor_interval = 0.1, shutdown_timeout = 30;
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
   bool append_local_rank = false;
+  bool prefix_template_given = false;  // an empty --log-line-prefix-template means "no prefix"
   std::string rdzv_token, rdzv_token_file, tls_cert, tls_key, tls_ca;
 };
 
@@ -185,10 +186,12 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
     }
     a.console_ranks = ranks;
   }
-  std::string tmpl = !f.prefix_template.empty() ? f.prefix_template
-                     : env.count(env::kLogLinePrefixTemplate) ? env.at(env::kLogLinePrefixTemplate)
-                                                              : "";
-  if (!tmpl.empty()) a.log_line_prefix_template = tmpl;
+  // Given but empty (flag or environment) means no prefix at all, for output that is parsed.
+  if (f.prefix_template_given) {
+    a.log_line_prefix_template = f.prefix_template;
+  } else if (auto it = env.find(env::kLogLinePrefixTemplate); it != env.end()) {
+    a.log_line_prefix_template = it->second;
+  }
   if (f.append_local_rank) a.local_rank_arg = f.local_rank_flag;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
@@ -380,6 +383,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   } catch (const CLI::ParseError& e) {
     return Bad(absl::StrCat(e.what(), "; run dtrun --help"));
   }
+  f.prefix_template_given = app.get_option("--log-line-prefix-template")->count() > 0;
   if (f.version) {
     parsed.exit_text = "dtrun 0.1.0\n";
     return parsed;

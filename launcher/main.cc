@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
 
   // A closed console (dtrun ... | head) must not kill the launcher; writes just fail.
   ::signal(SIGPIPE, SIG_IGN);
+  // Reading the terminal after being sent to the background fails with EIO instead of stopping
+  // dtrun (and with it the whole job's supervision); see StdinRouter.
+  ::signal(SIGTTIN, SIG_IGN);
   auto logger = spdlog::stderr_logger_st("dtrun");
   logger->set_pattern("[dtrun] %v");
   spdlog::set_default_logger(logger);

@@ -7,6 +7,8 @@
 namespace dtrun {
 namespace {
 
+using Clock = OutputRelay::Clock;
+
 std::string ReadAll(int fd) {
   std::string out;
   char buf[4096];
@@ -15,29 +17,96 @@ std::string ReadAll(int fd) {
   return out;
 }
 
-TEST(OutputRelayTest, PrefixesWholeLinesOnly) {
-  absl::StatusOr<Pipe> p = MakePipe(false);
-  ASSERT_TRUE(p.ok());
+// A console writing into a pipe, read back after the relays are done.
+struct PipeConsole {
+  PipeConsole() : pipe(*MakePipe(false)), console(std::make_shared<Console>(pipe.write.get())) {}
+  std::string Take() {
+    pipe.write.Reset();
+    return ReadAll(pipe.read.get());
+  }
+  Pipe pipe;
+  std::shared_ptr<Console> console;
+};
+
+TEST(OutputRelayTest, PrefixesWholeLines) {
+  PipeConsole c;
   {
-    OutputRelay relay("[default1]:", p->write.get(), UniqueFd());
+    OutputRelay relay("[default1]:", c.console, UniqueFd());
     relay.Write("hel");
     relay.Write("lo\nwor");
     relay.Write("ld\n\npartial");
     relay.Flush();
   }
-  p->write.Reset();
-  EXPECT_EQ(ReadAll(p->read.get()), "[default1]:hello\n[default1]:world\n[default1]:\n[default1]:partial\n");
+  EXPECT_EQ(c.Take(), "[default1]:hello\n[default1]:world\n[default1]:\n[default1]:partial\n");
+}
+
+TEST(OutputRelayTest, PartialLineIsShownOnlyAfterTheQuietTime) {
+  PipeConsole c;
+  Clock::time_point t0 = Clock::now();
+  OutputRelay relay("[0]:", c.console, UniqueFd());
+  relay.Write("(Pdb) ", t0);
+  ASSERT_TRUE(relay.quiet_deadline().has_value());
+  EXPECT_EQ(*relay.quiet_deadline(), t0 + OutputRelay::kQuietTime);
+  relay.ShowIfQuiet(t0 + OutputRelay::kQuietTime / 2);
+  EXPECT_FALSE(relay.TakePrompted());
+  relay.ShowIfQuiet(t0 + OutputRelay::kQuietTime);
+  EXPECT_TRUE(relay.TakePrompted());   // began a line, then went quiet: a prompt
+  EXPECT_FALSE(relay.TakePrompted());  // reported once
+  EXPECT_FALSE(relay.quiet_deadline().has_value());
+  relay.Write("p x\n42\n", t0 + OutputRelay::kQuietTime);  // continues the shown line, no 2nd prefix
+  relay.Flush();
+  EXPECT_EQ(c.Take(), "[0]:(Pdb) p x\n[0]:42\n");
+}
+
+TEST(OutputRelayTest, CarriageReturnRedrawsAreRelayedAsTheyComeAndAreNotPrompts) {
+  PipeConsole c;
+  Clock::time_point t0 = Clock::now();
+  OutputRelay relay("[0]:", c.console, UniqueFd());
+  relay.Write("\r 10%|#", t0);
+  relay.Write("\r 20%|##", t0);  // the 10% state is shown at once, ended by its '\r'
+  relay.ShowIfQuiet(t0 + OutputRelay::kQuietTime);
+  EXPECT_FALSE(relay.TakePrompted());
+  relay.Write("\r100%|###\n", t0 + OutputRelay::kQuietTime);
+  relay.Flush();
+  EXPECT_EQ(c.Take(), "[0]: 10%|#\r[0]: 20%|##\r[0]:100%|###\n");
+}
+
+TEST(OutputRelayTest, TwoRanksNeverShareAConsoleLine) {
+  PipeConsole c;
+  Clock::time_point t0 = Clock::now();
+  OutputRelay a("[0]:", c.console, UniqueFd());
+  OutputRelay b("[1]:", c.console, UniqueFd());
+  a.Write("Name: ", t0);
+  a.ShowIfQuiet(t0 + OutputRelay::kQuietTime);   // rank 0's prompt is on the console
+  b.Write("hello from 1\n", t0);                 // ends rank 0's line first
+  a.Write("Ada\n", t0);                          // rank 0's line goes on, with its prefix again
+  b.Write("\r50%", t0);
+  b.Write("\r60%", t0);                          // rank 1's bar, redrawn in place
+  a.Write("done\n", t0);                         // leaves the bar's line whole
+  a.Flush();
+  b.Flush();
+  EXPECT_EQ(c.Take(), "[0]:Name: \n[1]:hello from 1\n[0]:Ada\n[1]:50%\r\n[0]:done\n[1]:60%\n");
+}
+
+TEST(OutputRelayTest, EmptyPrefixWritesTheWorkersBytesUnchanged) {
+  PipeConsole c;
+  {
+    OutputRelay relay("", c.console, UniqueFd());
+    relay.Write("{\"a\": 1}\n{\"b\": 2}\n");
+    relay.Flush();
+  }
+  EXPECT_EQ(c.Take(), "{\"a\": 1}\n{\"b\": 2}\n");
 }
 
 TEST(OutputRelayTest, FileGetsRawBytesAndConsoleCanBeOff) {
   absl::StatusOr<Pipe> file = MakePipe(false);
   ASSERT_TRUE(file.ok());
   {
-    OutputRelay relay("[x]:", -1, std::move(file->write));
-    relay.Write("a\nb");
+    OutputRelay relay("[x]:", nullptr, std::move(file->write));
+    relay.Write("a\r\nb");
     relay.Flush();
   }
-  EXPECT_EQ(ReadAll(file->read.get()), "a\nb");
+  EXPECT_EQ(ReadAll(file->read.get()), "a\r\nb");
 }
 
 TEST(OutputRelayTest, ExpandsTorchrunTemplateVariables) {

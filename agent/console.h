@@ -1,0 +1,46 @@
+// One console stream (dtrun's stdout or stderr) shared by every worker relay that writes to it. It
+// remembers which relay left a line open (a prompt or a progress bar shown before its newline), so
+// another rank's output first ends that line: two ranks never share a console line, and the
+// owner's continuation is written without a second prefix. Not thread-safe: the agent's event
+// loop drives every relay.
+#pragma once
+
+#include <memory>
+
+#include "absl/strings/string_view.h"
+
+namespace dtrun {
+
+class Console {
+ public:
+  // How a segment of a worker's output ended.
+  enum class End { kNewline, kCarriageReturn, kOpen };
+
+  explicit Console(int fd) : fd_(fd) {}
+  int fd() const { return fd_; }
+
+  // Writes one segment of `writer`'s output. `prefix` is written when the segment starts a line
+  // on the console (after a newline, a carriage return, or another writer's line).
+  void Write(const void* writer, absl::string_view prefix, absl::string_view text, End end);
+  // Ends `writer`'s open line, if it has one (its stream closed).
+  void EndLineOf(const void* writer);
+  // The terminal ended the line itself (the user's typed input was echoed with its newline).
+  void ForgetOpenLine() { owner_ = nullptr; }
+  bool line_open() const { return owner_ != nullptr; }
+
+ private:
+  int fd_;
+  const void* owner_ = nullptr;  // the writer whose line is open on the console
+  bool at_line_start_ = false;   // the owner's last segment ended in '\r'
+};
+
+// The consoles for dtrun's stdout and stderr. When both are the same file (a terminal, `2>&1`)
+// they share one Console, so an open line on one is ended before the other writes.
+struct Consoles {
+  std::shared_ptr<Console> out;
+  std::shared_ptr<Console> err;
+  static Consoles ForStdio();
+  void ForgetOpenLines();
+};
+
+}  // namespace dtrun

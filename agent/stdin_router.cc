@@ -1,0 +1,181 @@
+#include "agent/stdin_router.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+namespace {
+
+// Whether epoll can watch `fd` (regular files and /dev/null cannot).
+bool Pollable(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return false;
+  UniqueFd probe(::epoll_create1(EPOLL_CLOEXEC));
+  if (!probe.valid()) return false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  return ::epoll_ctl(probe.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void SetInterest(int epoll_fd, int fd, uint32_t events, bool& registered) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (events == 0) {
+    if (registered) ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    registered = false;
+    return;
+  }
+  if (::epoll_ctl(epoll_fd, registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) == 0) registered = true;
+}
+
+}  // namespace
+
+StdinRouter::Mode StdinRouter::ModeFor(int input_fd) {
+  return Pollable(input_fd) ? Mode::kRouted : Mode::kInherited;
+}
+
+StdinRouter::StdinRouter(int input_fd, int epoll_fd)
+    : mode_(ModeFor(input_fd)), input_fd_(input_fd), epoll_fd_(epoll_fd) {
+  if (mode_ != Mode::kRouted) {
+    input_over_ = true;
+    return;
+  }
+  is_terminal_ = ::isatty(input_fd) == 1;
+  // A terminal that another job holds in the foreground is not ours to read (`dtrun ... &`):
+  // the workers' stdin stays open and silent, as a background job's would.
+  if (is_terminal_ && ::tcgetpgrp(input_fd) != ::getpgrp()) readable_ = false;
+  UpdateInterest();
+}
+
+StdinRouter::~StdinRouter() { SetWorkers({}); }
+
+bool StdinRouter::Owns(int fd) const {
+  if (mode_ != Mode::kRouted) return false;
+  if (fd == input_fd_) return true;
+  return std::any_of(sinks_.begin(), sinks_.end(), [&](const auto& s) { return s.second.fd.get() == fd; });
+}
+
+void StdinRouter::OnEvent(int fd, uint32_t events) {
+  if (fd == input_fd_) {
+    ReadInput();
+  } else {
+    for (auto& [rank, sink] : sinks_) {
+      if (sink.fd.get() == fd) WriteTo(sink);
+    }
+  }
+  Deliver();
+}
+
+void StdinRouter::SetWorkers(std::map<int, UniqueFd> fds) {
+  for (auto& [rank, sink] : sinks_) SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+  sinks_.clear();
+  prompts_.clear();
+  last_prompter_ = kDefaultRank;
+  for (auto& [rank, fd] : fds) {
+    if (!fd.valid()) continue;
+    ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) | O_NONBLOCK);  // the loop never blocks
+    sinks_[rank].fd = std::move(fd);
+  }
+  Deliver();
+}
+
+void StdinRouter::OnPrompt(int local_rank) {
+  if (std::find(prompts_.begin(), prompts_.end(), local_rank) == prompts_.end()) prompts_.push_back(local_rank);
+  Deliver();
+}
+
+void StdinRouter::ReadInput() {
+  // One read per readiness report: dtrun's stdin is shared with the shell, so it stays blocking.
+  char buf[65536];
+  size_t room = std::min(sizeof(buf), kMaxBuffered - std::min(kMaxBuffered, input_.size()));
+  if (room == 0) return;
+  ssize_t n = ::read(input_fd_, buf, room);
+  if (n > 0) {
+    input_.append(buf, static_cast<size_t>(n));
+  } else if (n == 0) {
+    input_over_ = true;
+  } else if (errno == EIO && is_terminal_) {
+    readable_ = false;
+    spdlog::warn("dtrun is in the background: its terminal input no longer reaches the workers");
+  } else if (errno != EINTR && errno != EAGAIN) {
+    input_over_ = true;
+  }
+}
+
+int StdinRouter::Target() {
+  while (!prompts_.empty() && !sinks_.count(prompts_.front())) prompts_.pop_front();
+  if (!prompts_.empty()) return prompts_.front();
+  if (sinks_.count(last_prompter_)) return last_prompter_;
+  if (sinks_.count(kDefaultRank)) return kDefaultRank;
+  return sinks_.empty() ? -1 : sinks_.begin()->first;
+}
+
+void StdinRouter::Deliver() {
+  for (;;) {
+    size_t nl = input_.find('\n');
+    size_t len = nl != std::string::npos ? nl + 1
+                 : (input_over_ || input_.size() >= kMaxBuffered) ? input_.size()
+                                                                  : 0;
+    if (len == 0) break;
+    int target = Target();
+    if (target < 0) break;  // between rounds: the next round's workers get it
+    Sink& sink = sinks_.at(target);
+    if (!sink.pending.empty()) break;  // back-pressure: this worker has not taken its last line
+    if (!prompts_.empty() && prompts_.front() == target) prompts_.pop_front();
+    last_prompter_ = target;
+    sink.pending = input_.substr(0, len);
+    input_.erase(0, len);
+    if (is_terminal_) echoed_line_ = true;
+    WriteTo(sink);
+  }
+  CloseSinksIfDone();
+  UpdateInterest();
+}
+
+void StdinRouter::WriteTo(Sink& sink) {
+  while (!sink.pending.empty() && sink.fd.valid()) {
+    ssize_t n = ::write(sink.fd.get(), sink.pending.data(), sink.pending.size());
+    if (n > 0) {
+      sink.pending.erase(0, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      break;
+    } else {
+      sink.pending.clear();  // the worker closed its stdin (or exited): the line is dropped
+      SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+      sink.fd.Reset();
+    }
+  }
+}
+
+void StdinRouter::CloseSinksIfDone() {
+  if (!input_over_ || !input_.empty()) return;
+  for (auto& [rank, sink] : sinks_) {
+    if (sink.pending.empty() && sink.fd.valid()) {
+      SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+      sink.fd.Reset();  // end of input reaches the worker
+    }
+  }
+}
+
+void StdinRouter::UpdateInterest() {
+  if (mode_ != Mode::kRouted) return;
+  const bool want_input = readable_ && !input_over_ && input_.size() < kMaxBuffered;
+  SetInterest(epoll_fd_, input_fd_, want_input ? static_cast<uint32_t>(EPOLLIN) : 0u, input_registered_);
+  for (auto& [rank, sink] : sinks_) {
+    if (sink.fd.valid()) SetInterest(epoll_fd_, sink.fd.get(), sink.pending.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT), sink.registered);
+  }
+}
+
+}  // namespace dtrun

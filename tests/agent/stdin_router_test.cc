@@ -1,0 +1,101 @@
+#include "agent/stdin_router.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+
+namespace dtrun {
+namespace {
+
+// dtrun's stdin as a pipe, and two workers' stdin pipes; events are fed by hand.
+class StdinRouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    input_ = *MakePipe(false);
+    router_ = std::make_unique<StdinRouter>(input_.read.get(), epoll_.get());
+    ASSERT_EQ(router_->mode(), StdinRouter::Mode::kRouted);
+    std::map<int, UniqueFd> sinks;
+    for (int r = 0; r < 2; ++r) {
+      workers_[r] = *MakePipe(true);
+      sinks[r] = std::move(workers_[r].write);
+    }
+    router_->SetWorkers(std::move(sinks));
+  }
+  void Type(const std::string& s) {
+    ASSERT_TRUE(WriteAll(input_.write.get(), s.data(), s.size()));
+    router_->OnEvent(input_.read.get(), EPOLLIN);
+  }
+  std::string Received(int rank) {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(workers_[rank].read.get(), buf, sizeof(buf))) > 0) out.append(buf, n);
+    return out;
+  }
+  bool AtEof(int rank) {
+    char c;
+    return ::read(workers_[rank].read.get(), &c, 1) == 0;
+  }
+  UniqueFd epoll_;
+  Pipe input_;
+  Pipe workers_[2];
+  std::unique_ptr<StdinRouter> router_;
+};
+
+TEST_F(StdinRouterTest, LinesGoToRankZeroUntilARankPrompts) {
+  Type("a\nb");
+  EXPECT_EQ(Received(0), "a\n");  // "b" waits for its newline
+  Type("\n");
+  EXPECT_EQ(Received(0), "b\n");
+  EXPECT_EQ(Received(1), "");
+}
+
+TEST_F(StdinRouterTest, PromptsAreAnsweredInOrderAndTheLastOneKeepsTheInput) {
+  router_->OnPrompt(1);
+  router_->OnPrompt(0);
+  Type("first\nsecond\nthird\n");
+  EXPECT_EQ(Received(1), "first\n");
+  EXPECT_EQ(Received(0), "second\nthird\n");  // rank 0 answered last: it keeps the input
+  router_->OnPrompt(1);
+  Type("p x\n");
+  Type("c\n");  // typed before rank 1's next prompt showed: still rank 1's
+  EXPECT_EQ(Received(1), "p x\nc\n");
+}
+
+TEST_F(StdinRouterTest, EndOfInputClosesEveryWorkersStdin) {
+  Type("last without newline");
+  input_.write.Reset();
+  router_->OnEvent(input_.read.get(), EPOLLIN);
+  EXPECT_EQ(Received(0), "last without newline");
+  EXPECT_TRUE(AtEof(0));
+  EXPECT_TRUE(AtEof(1));
+}
+
+TEST_F(StdinRouterTest, AWorkerThatDoesNotReadHoldsItsLineAndTheRestWaits) {
+  // A line larger than the worker's pipe: the router keeps the remainder, delivers nothing after
+  // it meanwhile, and goes on when epoll says the pipe has room again.
+  const std::string big = std::string(150 * 1024, 'x') + "\n";
+  for (size_t at = 0; at < big.size(); at += 50 * 1024) Type(big.substr(at, 50 * 1024));
+  Type("next\n");
+  std::string got;
+  for (int i = 0; i < 50 && (got += Received(0)).size() < big.size() + 5; ++i) {
+    epoll_event ev[4];
+    int n = ::epoll_wait(epoll_.get(), ev, 4, 1000);
+    for (int k = 0; k < n; ++k) router_->OnEvent(ev[k].data.fd, ev[k].events);
+  }
+  EXPECT_EQ(got, big + "next\n");
+  EXPECT_EQ(Received(1), "");
+}
+
+TEST(StdinRouterModeTest, FilesAndDevNullAreInheritedNotRouted) {
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  EXPECT_EQ(StdinRouter::ModeFor(null.get()), StdinRouter::Mode::kInherited);
+  absl::StatusOr<Pipe> p = MakePipe(false);
+  EXPECT_EQ(StdinRouter::ModeFor(p->read.get()), StdinRouter::Mode::kRouted);
+}
+
+}  // namespace
+}  // namespace dtrun
