@@ -155,7 +155,9 @@ void Agent::OnRoundEvent() {
     if (view->phase == rdzv::JobPhase::kRunning) {
       spdlog::warn("round {}: {}", view->round, view->reason);
     } else {
-      spdlog::warn("round {} ended: {}; waiting for the next round", view->round, view->reason);
+      // Static jobs say whom they wait for and how long; otherwise the next round just forms.
+      const bool says_wait = view->reason.find("; waiting for ") != std::string::npos;
+      spdlog::warn("round {} ended: {}{}", view->round, view->reason, says_wait ? "" : "; waiting for the next round");
     }
   }
   if (view->role == rdzv::NodeRole::kSpare && (!view_ || view_->role != rdzv::NodeRole::kSpare)) {

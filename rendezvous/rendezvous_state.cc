@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dtrun::rdzv {
 
@@ -15,6 +16,14 @@ std::string PhaseName(JobPhase phase) {
     case JobPhase::kKilled: return "KILLED";
   }
   return "?";
+}
+
+std::string NodeLabel(const NodeInfo& node) {
+  const bool has_addr = !node.store_addr.empty() && node.store_addr != node.host;
+  if (node.requested_rank >= 0) {
+    return absl::StrCat("node ", node.requested_rank, " (", node.host, has_addr ? ", " + node.store_addr : "", ")");
+  }
+  return absl::StrCat("node ", node.host, has_addr ? " (" + node.store_addr + ")" : "");
 }
 
 RendezvousState::RendezvousState(RendezvousOptions options, TimePoint now)
@@ -37,7 +46,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     for (const auto& [id, n] : nodes_) {
       if (n.info.requested_rank == node.requested_rank) {
         return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank,
-                                                     " has already joined from ", n.info.host,
+                                                     " has already joined from ", NodeLabel(n.info),
                                                      "; give every node its own --node-rank"));
       }
     }
@@ -47,11 +56,13 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
   n.info = node;
   n.join_seq = next_seq_++;
   n.lease_expiry = now + options_.lease();
+  n.last_contact = now;
+  if (node.requested_rank >= 0) last_known_[node.requested_rank] = node;
   Touch(id);
   if (phase_ == JobPhase::kRunning) {
     bool room = !options_.static_ranks && static_cast<int>(members_.size()) < options_.max_nodes;
     if (room) {
-      EndRound(absl::StrCat("node ", node.host, " joined; re-forming with it"), now);
+      EndRound(absl::StrCat(NodeLabel(node), " joined; re-forming with it"), now);
     } else {
       n.role = NodeRole::kSpare;
       Touch(id);
@@ -68,6 +79,7 @@ absl::Status RendezvousState::KeepAlive(const std::string& node_id, TimePoint no
     return absl::NotFoundError(absl::StrCat(node_id, " is not in the job (declared lost); join again"));
   }
   it->second.lease_expiry = now + options_.lease();
+  it->second.last_contact = now;
   return absl::OkStatus();
 }
 
@@ -98,7 +110,8 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
   if (failures.empty()) return absl::InvalidArgumentError("a failure report needs at least one failure");
   const FailureInfo& failure = failures[0];
   ++restarts_used_;
-  std::string what = absl::StrCat("worker rank ", failure.global_rank, " on ", failure.host, " failed (",
+  std::string what = absl::StrCat("worker rank ", failure.global_rank, " on ", NodeLabel(nodes_.at(node_id).info),
+                                  " failed (",
                                   failure.signal ? absl::StrCat("signal ", failure.signal)
                                                  : absl::StrCat("exit code ", failure.exit_code), ")");
   if (restarts_used_ > options_.max_restarts) {
@@ -138,10 +151,17 @@ void RendezvousState::Kill(const std::string& reason) {
   TouchAll();
 }
 
+TimePoint RendezvousState::Expiry(const Node& n) const {
+  // Once the job is over nothing is left to protect: a node that misses one keep-alive is gone,
+  // so the service host does not wait for a dead node (it waits for live ones to learn the end).
+  if (!Terminal()) return n.lease_expiry;
+  return std::min(n.lease_expiry, n.last_contact + options_.keep_alive_interval * 5 / 4);
+}
+
 void RendezvousState::Tick(TimePoint now) {
   std::vector<std::string> expired;
   for (const auto& [id, n] : nodes_) {
-    if (n.lease_expiry <= now) expired.push_back(id);
+    if (Expiry(n) <= now) expired.push_back(id);
   }
   for (const std::string& id : expired) {
     DropNode(id, absl::StrCat("lost: no keep-alive for ", options_.lease().count(), " ms"), now);
@@ -159,12 +179,11 @@ void RendezvousState::Tick(TimePoint now) {
 }
 
 std::optional<TimePoint> RendezvousState::NextDeadline() const {
-  if (Terminal()) return std::nullopt;
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (!next || t < *next) next = t;
   };
-  for (const auto& [id, n] : nodes_) consider(n.lease_expiry);
+  for (const auto& [id, n] : nodes_) consider(Expiry(n));
   if (phase_ == JobPhase::kForming) {
     consider(forming_since_ + options_.join_timeout);
     if (min_reached_at_) consider(*min_reached_at_ + options_.last_call_timeout);
@@ -239,6 +258,7 @@ void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
   for (auto& [id, n] : nodes_) n.role = NodeRole::kWaiting;
   TouchAll();
   MaybeFormRound(now, /*reforming=*/true);
+  SayWhoIsAwaited();
 }
 
 void RendezvousState::Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code) {
@@ -256,8 +276,23 @@ void RendezvousState::DropNode(const std::string& node_id, const std::string& wh
   bool member = assignments_.count(node_id) > 0;
   bool finished = member && succeeded_[node_id];
   if (phase_ == JobPhase::kRunning && member && !finished) {
-    EndRound(absl::StrCat("node ", node.info.host, " ", why), now);
+    EndRound(absl::StrCat(NodeLabel(node.info), " ", why), now);
   }
+}
+
+void RendezvousState::SayWhoIsAwaited() {
+  if (phase_ != JobPhase::kForming || !options_.static_ranks) return;
+  std::vector<std::string> missing;
+  for (int rank = 0; rank < options_.max_nodes; ++rank) {
+    bool present = std::any_of(nodes_.begin(), nodes_.end(),
+                               [&](const auto& n) { return n.second.info.requested_rank == rank; });
+    if (present) continue;
+    auto known = last_known_.find(rank);
+    missing.push_back(known != last_known_.end() ? NodeLabel(known->second) : absl::StrCat("node ", rank));
+  }
+  if (missing.empty()) return;
+  absl::StrAppend(&reason_, "; waiting for ", absl::StrJoin(missing, ", "), " to come back, up to ",
+                  options_.join_timeout.count() / 1000.0, " s (join_timeout); Ctrl-C to stop");
 }
 
 void RendezvousState::TouchAll() {

@@ -86,6 +86,9 @@ struct JobSummary {
 };
 
 std::string PhaseName(JobPhase phase);
+// How messages name a node: "node 1 (vm, 198.18.0.2)" with static ranks, else "node vm (198.18.0.2)"
+// (hostnames alone are ambiguous in clusters of identically named containers).
+std::string NodeLabel(const NodeInfo& node);
 
 class RendezvousState {
  public:
@@ -129,6 +132,7 @@ class RendezvousState {
     NodeInfo info;
     NodeRole role = NodeRole::kWaiting;
     TimePoint lease_expiry;
+    TimePoint last_contact;  // join or keep-alive
     uint64_t join_seq = 0;
     uint64_t view_version = 0;  // version_ when this node's view last changed
   };
@@ -140,11 +144,14 @@ class RendezvousState {
   void EndRound(const std::string& reason, TimePoint now);
   void Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code);
   void DropNode(const std::string& node_id, const std::string& why, TimePoint now);
+  TimePoint Expiry(const Node& n) const;
+  void SayWhoIsAwaited();  // static mode, forming: names the ranks the round waits for
   bool Terminal() const;
   std::vector<std::string> LiveCandidates() const;  // by join order
 
   RendezvousOptions options_;
   std::map<std::string, Node> nodes_;
+  std::map<int, NodeInfo> last_known_;  // static rank → the node that last held it
   uint64_t next_seq_ = 0;
   uint64_t version_ = 1;
   JobPhase phase_ = JobPhase::kForming;

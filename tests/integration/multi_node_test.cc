@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
+#include "agent/failure_report.h"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
 
@@ -98,6 +99,11 @@ TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
   ASSERT_TRUE(n1->WaitForOutput("READY 1"));
   ::kill(n1->pid(), SIGKILL);
   ASSERT_TRUE(n0->WaitForOutput("lost: no keep-alive", std::chrono::seconds(10))) << n0->all();
+  // Named by rank and address (containers often share a hostname), with what happens next.
+  const std::string node1 = "node 1 (" + LocalHostName() + ", " + cluster_->address(1) + ")";
+  EXPECT_NE(n0->err().find(node1 + " lost: no keep-alive"), std::string::npos) << n0->all();
+  EXPECT_NE(n0->err().find("waiting for " + node1 + " to come back, up to 20 s (join_timeout); Ctrl-C to stop"),
+            std::string::npos) << n0->all();
   // Static membership: the survivor waits for the node to come back; it does, and a new round runs.
   auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(back->WaitForOutput("READY 1")) << back->all();
@@ -105,6 +111,23 @@ TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
   ::kill(back->pid(), SIGTERM);
   EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
   EXPECT_TRUE(back->Wait().has_value());
+}
+
+TEST_F(MultiNodeTest, SurvivorExitsSoonAfterTheJobFailsWithoutWaitingForTheDeadNode) {
+  Cluster(2);
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  // Node 0's worker fails as soon as node 1's dtrun is gone (as a collective would), with no
+  // restarts left: the job is over, and node 0 (the service host) has only a dead node to wait for.
+  auto n0 = Node(0, {"--nproc-per-node", "1"},
+                 {"/bin/sh", "-c", "echo READY 0; while kill -0 $PEER 2>/dev/null; do sleep 0.05; done; exit 3"},
+                 {{"PEER", std::to_string(n1->pid())}});
+  ASSERT_TRUE(n0->WaitForOutput("READY 0"));
+  ASSERT_TRUE(n1->WaitForOutput("READY 1"));
+  ::kill(n1->pid(), SIGKILL);
+  ASSERT_TRUE(n1->Wait(std::chrono::seconds(10)).has_value());  // reaped: kill -0 now fails
+  ASSERT_TRUE(n0->WaitForOutput("Root Cause", std::chrono::seconds(10))) << n0->all();
+  // Before: 10 s more, waiting for the dead node to "leave"; now one missed keep-alive (0.25 s).
+  EXPECT_EQ(n0->Wait(std::chrono::seconds(3)), 3) << n0->all();
 }
 
 TEST_F(MultiNodeTest, LostMasterMakesEveryOtherNodeCleanUpAndExit) {

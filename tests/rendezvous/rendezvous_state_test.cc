@@ -101,7 +101,7 @@ TEST_F(RendezvousStateTest, FailureWithBudgetStartsTheNextRoundForEveryone) {
   NodeView v = *s.View(a);
   EXPECT_EQ(v.phase, JobPhase::kRunning);
   EXPECT_EQ(v.round, 1);
-  EXPECT_NE(v.reason.find("worker rank 3 on b failed (exit code 7)"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("worker rank 3 on node 1 (b, b-addr) failed (exit code 7)"), std::string::npos) << v.reason;
 }
 
 TEST_F(RendezvousStateTest, RejectsReportsFromAStaleRound) {
@@ -153,12 +153,38 @@ TEST_F(RendezvousStateTest, LostStaticNodeEndsTheRoundAndIsAwaitedUntilJoinTimeo
   Advance(s, milliseconds(100));  // b's lease (3 s) has expired
   NodeView v = *s.View(a);
   EXPECT_EQ(v.phase, JobPhase::kForming);
-  EXPECT_NE(v.reason.find("node b lost"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("node 1 (b, b-addr) lost"), std::string::npos) << v.reason;
+  // It says whom it waits for, how long, and how to stop.
+  EXPECT_NE(v.reason.find("waiting for node 1 (b, b-addr) to come back, up to 10 s (join_timeout); Ctrl-C to stop"),
+            std::string::npos) << v.reason;
   EXPECT_EQ(s.KeepAlive(b, now_).code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE(s.NextDeadline().has_value());
   // b comes back: a new round forms with it.
   std::string b2 = MustJoin(s, Node("b", 1));
   EXPECT_EQ(s.View(b2)->round, 1);
+}
+
+TEST_F(RendezvousStateTest, AfterTheEndANodeThatMissesOneKeepAliveIsDroppedSoTheHostCanExit) {
+  RendezvousOptions o = Static(2);
+  o.keep_alive_interval = seconds(4);
+  o.keep_alive_max_attempt = 3;
+  RendezvousState s(o, now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  Advance(s, seconds(1));
+  FailureInfo f;
+  f.host = "a";
+  f.exit_code = 1;
+  ASSERT_TRUE(s.ReportFailure(a, 0, {f}, now_).ok());  // no restarts: the job is over
+  ASSERT_EQ(s.View(a)->phase, JobPhase::kFailed);
+  // Leases still run out after the end, but after one missed keep-alive, not three.
+  ASSERT_TRUE(s.NextDeadline().has_value());
+  EXPECT_EQ(*s.NextDeadline(), now_ - seconds(1) + seconds(5));
+  ASSERT_TRUE(s.KeepAlive(a, now_).ok());  // a is alive; b is not heard from again
+  Advance(s, seconds(4));
+  EXPECT_EQ(s.Summary().nodes.size(), 1u);
+  ASSERT_TRUE(s.Leave(a, now_).ok());
+  EXPECT_TRUE(s.Summary().nodes.empty());
+  EXPECT_EQ(s.View(b)->phase, JobPhase::kFailed);  // a late reader still learns the outcome
 }
 
 TEST_F(RendezvousStateTest, StaticNodeThatNeverReturnsFailsTheJobAtJoinTimeout) {
@@ -239,6 +265,8 @@ TEST_F(RendezvousStateTest, KillEndsTheJobForEveryone) {
   std::string a = MustJoin(s, Node("a", 0));
   s.Kill("dtrun kill");
   EXPECT_EQ(s.View(a)->phase, JobPhase::kKilled);
+  EXPECT_TRUE(s.NextDeadline().has_value());  // a's lease: it must leave or be dropped
+  ASSERT_TRUE(s.Leave(a, now_).ok());
   EXPECT_FALSE(s.NextDeadline().has_value());
 }
 
