@@ -54,9 +54,9 @@ void BlockAgentSignals(const std::vector<int>& signals) {
 }
 
 Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
-             std::unique_ptr<TcpStoreServer> store, std::unique_ptr<rdzv::RoundSource> rounds)
+             std::unique_ptr<rdzv::RoundSource> rounds)
     : options_(std::move(options)), paths_(std::move(paths)), base_env_(std::move(base_env)),
-      store_(std::move(store)), rounds_(std::move(rounds)), consoles_(Consoles::ForStdio()) {}
+      rounds_(std::move(rounds)), consoles_(Consoles::ForStdio()) {}
 
 Agent::~Agent() = default;
 

@@ -21,7 +21,6 @@
 #include "agent/agent_options.h"
 #include "agent/console.h"
 #include "agent/stdin_router.h"
-#include "agent/tcp_store_server.h"
 #include "agent/worker_group.h"
 #include "base/unique_fd.h"
 #include "rendezvous/round_source.h"
@@ -31,9 +30,9 @@ namespace dtrun {
 class Agent {
  public:
   // The caller blocks SIGCHLD and `signals_to_handle` in every thread before any thread starts
-  // (see BlockAgentSignals). `store` serves the workers' TCPStore for this node's rounds.
+  // (see BlockAgentSignals), and keeps the workers' TCPStore serving while the agent runs.
   Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
-        std::unique_ptr<TcpStoreServer> store, std::unique_ptr<rdzv::RoundSource> rounds);
+        std::unique_ptr<rdzv::RoundSource> rounds);
   ~Agent();
 
   // Runs the job to the end. Returns dtrun's exit code: 0 on success, the job's root-cause code
@@ -60,7 +59,6 @@ class Agent {
   AgentOptions options_;
   AttemptPaths paths_;
   std::map<std::string, std::string> base_env_;
-  std::unique_ptr<TcpStoreServer> store_;
   std::unique_ptr<rdzv::RoundSource> rounds_;
   UniqueFd signal_fd_;
   UniqueFd epoll_fd_;

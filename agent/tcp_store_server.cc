@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "agent/store_core.h"
+#include "agent/stream_forwarder.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
@@ -67,7 +69,12 @@ void Watch(int epoll, int fd, uint32_t events) {
 struct Connection {
   UniqueFd fd;
   std::string pending;
+  bool classified = false;  // its first byte has been seen
 };
+
+// Every TCPStore request starts with its opcode (0..13 in every LibTorch dialect); HTTP/2 starts
+// with "PRI * HTTP/2.0" and TLS with a handshake record (0x16).
+bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_byte) < 0x10; }
 
 }  // namespace
 
@@ -100,6 +107,7 @@ TcpStoreServer::~TcpStoreServer() {
 void TcpStoreServer::Serve() {
   StoreCore core;
   std::map<int, Connection> conns;  // keyed by fd, which is also the StoreClientId
+  std::optional<StreamForwarder> forwarder;
   Watch(epoll_.get(), listener_.get(), EPOLLIN);
   Watch(epoll_.get(), wakeup_.get(), EPOLLIN);
 
@@ -131,6 +139,10 @@ void TcpStoreServer::Serve() {
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == wakeup_.get()) return;
+      if (forwarder && forwarder->Owns(fd)) {
+        forwarder->OnEvent(fd, events[i].events);
+        continue;
+      }
       if (fd == listener_.get()) {
         int c;
         while ((c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
@@ -145,6 +157,17 @@ void TcpStoreServer::Serve() {
       if (!(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
       ssize_t got = ::recv(fd, buf, sizeof(buf), 0);
       if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (got > 0 && !forwarder && forward_port_.load() != 0) forwarder.emplace(epoll_.get(), forward_port_.load());
+      if (got > 0 && forwarder) {
+        Connection& conn = conns[fd];
+        if (!conn.classified && !SpeaksTcpStore(buf[0])) {
+          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+          forwarder->Forward(std::move(conn.fd), absl::string_view(buf, static_cast<size_t>(got)));
+          conns.erase(fd);
+          continue;
+        }
+        conn.classified = true;
+      }
       if (got <= 0 || !core.OnData(static_cast<StoreClientId>(fd), absl::string_view(buf, got))) {
         if (got > 0) spdlog::warn("store: closing a client that broke the TCPStore protocol");
         close_conn(fd);

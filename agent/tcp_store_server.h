@@ -24,6 +24,10 @@ class TcpStoreServer {
   ~TcpStoreServer();  // stops the thread and closes every connection
 
   uint16_t port() const { return port_; }
+  // From now on, connections that do not speak TCPStore (their first byte is no TCPStore request:
+  // an HTTP/2 preface, a TLS handshake) are relayed to 127.0.0.1:`port`, so the rendezvous
+  // service and the workers' store share the one declared port.
+  void ForwardOthersTo(uint16_t port) { forward_port_.store(port); }
 
  private:
   TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port);
@@ -33,6 +37,7 @@ class TcpStoreServer {
   UniqueFd epoll_;
   UniqueFd wakeup_;  // eventfd: written by the destructor to stop Serve()
   uint16_t port_;
+  std::atomic<uint16_t> forward_port_{0};
   std::thread thread_;
 };
 

@@ -56,50 +56,83 @@ bool WantsLogFiles(const AgentOptions& a) {
   return false;
 }
 
-// Starts this node's store and its round source (in-process, or the rendezvous service, hosted
-// here if this node hosts it), then runs the agent.
-int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
-             const std::map<std::string, std::string>& env) {
+// A single-node job: the workers' store on the declared (or a free) port, rounds in-process.
+int RunLocalAgent(const LaunchConfig& config, const AttemptPaths& paths,
+                  const std::map<std::string, std::string>& env) {
   const AgentOptions& a = config.agent;
-  std::string store_bind = config.multi_node ? a.local_addr
-                           : a.store_bind_addr.empty() ? a.master_addr
-                                                       : a.store_bind_addr;
+  std::string bind = a.store_bind_addr.empty() ? a.master_addr : a.store_bind_addr;
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
-      TcpStoreServer::Start(store_bind, static_cast<uint16_t>(config.multi_node ? 0 : a.master_port));
+      TcpStoreServer::Start(bind, static_cast<uint16_t>(a.master_port));
   if (!store.ok()) {
     spdlog::error("{}", std::string(store.status().message()));
     return 1;
   }
-  const int store_port = (*store)->port();
-  if (!config.multi_node) {
-    auto rounds = std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr, store_port);
-    return Agent(a, paths, env, std::move(*store), std::move(rounds)).Run();
-  }
+  auto rounds = std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr,
+                                                         (*store)->port());
+  return Agent(a, paths, env, std::move(rounds)).Run();
+}
+
+// The node that hosts the rendezvous serves the workers' store and the gRPC service on the one
+// declared port (the service itself listens on loopback behind it), so clusters that open only
+// that port between nodes work, and workers see MASTER_PORT = the declared port, as under
+// torchrun. Returns the store (null if another local agent already holds the port and this one
+// may join it instead) and the service.
+absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
+                            std::unique_ptr<TcpStoreServer>& store,
+                            std::unique_ptr<rdzv::RendezvousServer>& server) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared =
+      TcpStoreServer::Start(config.service_host, static_cast<uint16_t>(config.service_port));
+  if (!shared.ok()) return config.host_service_if_free ? absl::OkStatus() : shared.status();
+  rdzv::RendezvousOptions options = config.rdzv;
+  options.workers_store_addr = config.service_host;
+  options.workers_store_port = (*shared)->port();
+  absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s = grpc.start_server("127.0.0.1", 0, options, config.tls);
+  if (!s.ok()) return s.status();
+  (*shared)->ForwardOthersTo(static_cast<uint16_t>((*s)->port()));
+  store = std::move(*shared);
+  server = std::move(*s);
+  spdlog::info("hosting the rendezvous and the workers' store for run {} on {}:{}", config.agent.run_id,
+               config.service_host, store->port());
+  return absl::OkStatus();
+}
+
+// Starts this node's store and round source (the rendezvous service, hosted here if this node
+// hosts it), then runs the agent.
+int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
+             const std::map<std::string, std::string>& env) {
+  if (!config.multi_node) return RunLocalAgent(config, paths, env);
+  const AgentOptions& a = config.agent;
   absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
   if (!grpc.ok()) {
     spdlog::error("{}", std::string(grpc.status().message()));
     return 1;
   }
+  std::unique_ptr<TcpStoreServer> store;
   std::unique_ptr<rdzv::RendezvousServer> server;
   if (config.host_service) {
-    absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s =
-        (*grpc)->start_server(config.service_host, config.service_port, config.rdzv, config.tls);
-    if (s.ok()) {
-      server = std::move(*s);
-      spdlog::info("hosting the rendezvous for run {} on {}:{}", a.run_id, config.service_host, server->port());
-    } else if (!config.host_service_if_free) {
-      spdlog::error("{}", std::string(s.status().message()));
+    absl::Status st = HostRendezvous(config, **grpc, store, server);
+    if (!st.ok()) {
+      spdlog::error("{}", std::string(st.message()));
       return 1;
     }
+  }
+  if (!store) {
+    // Used when no service host serves the store (a standalone `dtrun rdzv-server`).
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> own = TcpStoreServer::Start(a.local_addr, 0);
+    if (!own.ok()) {
+      spdlog::error("{}", std::string(own.status().message()));
+      return 1;
+    }
+    store = std::move(*own);
   }
   rdzv::ClientOptions copts;
   copts.endpoint = absl::StrCat(config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]"
                                                                                      : config.service_host,
-                                ":", server ? server->port() : config.service_port);
+                                ":", server ? store->port() : config.service_port);
   copts.run_id = a.run_id;
   copts.token = config.rdzv.token;
   copts.tls = config.tls;
-  rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store_port,
+  rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store->port(),
                       config.rdzv.static_ranks ? a.node_rank : -1};
   absl::StatusOr<std::unique_ptr<rdzv::RoundSource>> rounds = (*grpc)->start_round_source(
       copts, node, std::chrono::steady_clock::now() + config.rdzv.join_timeout);
@@ -107,9 +140,9 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
     spdlog::error("{}", std::string(rounds.status().message()));
     return 1;
   }
-  int rc = Agent(a, paths, env, std::move(*store), std::move(*rounds)).Run();
-  // Let the other nodes learn the outcome before the service goes; not after an interrupt, when
-  // they are told by the service's absence.
+  int rc = Agent(a, paths, env, std::move(*rounds)).Run();
+  // Let the other nodes learn the outcome before the service (and the port it shares with the
+  // store) goes; not after an interrupt, when they are told by the service's absence.
   if (server && rc < 128) server->AwaitNodesLeft(std::chrono::seconds(10));
   return rc;
 }

@@ -18,6 +18,11 @@ struct RendezvousOptions {
   int max_restarts = 0;      // job-wide, counted once per worker failure
   std::string run_id = "none";
   std::string token;         // agents must present it; empty = no check
+  // The workers' TCPStore for every round, when the service host serves it on the declared port
+  // (as torchrun's workers see MASTER_ADDR:MASTER_PORT = the endpoint). Empty: the store of the
+  // agent of group rank 0 (a standalone `dtrun rdzv-server` hosts no store).
+  std::string workers_store_addr;
+  int workers_store_port = 0;
 
   Duration join_timeout{600000};       // a round must form within this (and a lost static node return)
   Duration last_call_timeout{30000};   // elastic: extra wait for more nodes once min is reached

@@ -233,7 +233,11 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   min_reached_at_.reset();
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
-  const NodeInfo& master = nodes_.at(members_[0]).info;
+  NodeInfo master = nodes_.at(members_[0]).info;
+  if (!options_.workers_store_addr.empty()) {
+    master.store_addr = options_.workers_store_addr;
+    master.store_port = options_.workers_store_port;
+  }
   int offset = 0;
   for (size_t i = 0; i < members_.size(); ++i) {
     Node& node = nodes_.at(members_[i]);

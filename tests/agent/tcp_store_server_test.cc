@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -51,6 +52,59 @@ TEST(TcpStoreServerTest, PortZeroBindsAFreePortAndServesWaitAcrossClients) {
   EXPECT_EQ(ReadN(waiter, 1), Raw<uint8_t>(0));  // STOP_WAITING
   ::close(waiter);
   ::close(setter);
+}
+
+// A plain listening socket on loopback standing in for the gRPC service behind the shared port.
+struct Upstream {
+  Upstream() : fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(fd, 8);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ~Upstream() { ::close(fd); }
+  int Accept() {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return -1;
+    int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+    timeval tv{10, 0};
+    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return c;
+  }
+  int fd;
+  uint16_t port = 0;
+};
+
+TEST(TcpStoreServerTest, OtherProtocolsOnTheSamePortAreRelayedToTheForwardPort) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  Upstream grpc;
+  (*server)->ForwardOthersTo(grpc.port);
+  // An HTTP/2 client (as gRPC opens) reaches the upstream, both ways, half-closes included.
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  int h2 = Connect((*server)->port());
+  ASSERT_EQ(::send(h2, preface.data(), preface.size(), 0), static_cast<ssize_t>(preface.size()));
+  int up = grpc.Accept();
+  ASSERT_GE(up, 0);
+  EXPECT_EQ(ReadN(up, preface.size()), preface);
+  ASSERT_EQ(::send(up, "settings", 8, 0), 8);
+  EXPECT_EQ(ReadN(h2, 8), "settings");
+  // Meanwhile a TCPStore client on the same port is served by the store itself.
+  int store = Connect((*server)->port());
+  std::string set = Raw<uint8_t>(0) + Str("k") + Str("v"), get = Raw<uint8_t>(2) + Str("k");
+  ASSERT_EQ(::send(store, (set + get).data(), set.size() + get.size(), 0), static_cast<ssize_t>(set.size() + get.size()));
+  EXPECT_EQ(ReadN(store, 9), Str("v"));
+  ::shutdown(h2, SHUT_WR);
+  char c;
+  EXPECT_EQ(::recv(up, &c, 1, 0), 0);  // the client's half-close reached the upstream
+  ::close(up);
+  EXPECT_EQ(::recv(h2, &c, 1, 0), 0);  // and the upstream's close reached the client
+  ::close(h2);
+  ::close(store);
 }
 
 TEST(TcpStoreServerTest, PortInUseIsUnavailable) {

@@ -55,6 +55,22 @@ TEST_F(MultiNodeTest, PythonGlooJobAcrossTwoHostsWithUnevenWorkerCounts) {
   EXPECT_NE(n1->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << n1->all();
 }
 
+TEST_F(MultiNodeTest, OnlyTheDeclaredPortIsNeededBetweenHostsAndWorkersSeeIt) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  for (int host : {0, 1}) {
+    if (!cluster_->AllowOnlyTcpPort(host, 29511)) GTEST_SKIP() << "nftables (nft) is not available";
+  }
+  // The rendezvous (gRPC) and the workers' TCPStore share --master-port on node 0.
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("store_exchange.py")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("store_exchange.py")});
+  EXPECT_EQ(n0->Wait(std::chrono::seconds(60)), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(std::chrono::seconds(60)), 0) << n1->all();
+  const std::string master = cluster_->address(0) + ":29511";
+  EXPECT_NE(n0->out().find("STORE_OK rank=0 master=" + master), std::string::npos) << n0->all();
+  EXPECT_NE(n1->out().find("STORE_OK rank=1 master=" + master), std::string::npos) << n1->all();
+}
+
 TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
   Cluster(3);
   std::string bin = BinDir() + "/allreduce_check";

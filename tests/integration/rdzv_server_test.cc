@@ -42,21 +42,27 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0) << server.all();  // job over, nodes gone
 }
 
-TEST(RdzvServerTest, TlsAgentsJoinAndPlaintextAgentsCannot) {
+// A CA and a node certificate for 127.0.0.1, and the TLS flags that use them; empty if openssl
+// is missing or failed.
+std::vector<std::string> MakeTlsFlags() {
   std::string dir = MakeTempDir();
   auto openssl = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "openssl");
-    return RunToEnd(args).first;
+    return RunToEnd(args).first == 0;
   };
-  if (openssl({"version"}) != 0) GTEST_SKIP() << "openssl is not installed";
-  ASSERT_EQ(openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/ca.key", "-out",
-                     dir + "/ca.pem", "-days", "1", "-subj", "/CN=dtrun-test-ca"}), 0);
-  ASSERT_EQ(openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/node.key", "-out", dir + "/node.csr",
-                     "-subj", "/CN=node", "-addext", "subjectAltName=IP:127.0.0.1"}), 0);
-  ASSERT_EQ(openssl({"x509", "-req", "-in", dir + "/node.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
-                     "-CAcreateserial", "-out", dir + "/node.pem", "-days", "1", "-copy_extensions", "copy"}), 0);
-  std::vector<std::string> tls = {"--rdzv-tls-cert", dir + "/node.pem", "--rdzv-tls-key", dir + "/node.key",
-                                  "--rdzv-tls-ca", dir + "/ca.pem"};
+  bool ok = openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/ca.key", "-out",
+                     dir + "/ca.pem", "-days", "1", "-subj", "/CN=dtrun-test-ca"}) &&
+            openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/node.key", "-out", dir + "/node.csr",
+                     "-subj", "/CN=node", "-addext", "subjectAltName=IP:127.0.0.1"}) &&
+            openssl({"x509", "-req", "-in", dir + "/node.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
+                     "-CAcreateserial", "-out", dir + "/node.pem", "-days", "1", "-copy_extensions", "copy"});
+  if (!ok) return {};
+  return {"--rdzv-tls-cert", dir + "/node.pem", "--rdzv-tls-key", dir + "/node.key", "--rdzv-tls-ca", dir + "/ca.pem"};
+}
+
+TEST(RdzvServerTest, TlsAgentsJoinAndPlaintextAgentsCannot) {
+  std::vector<std::string> tls = MakeTlsFlags();
+  if (tls.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
   const int port = FreePortGuess() + 1;
   std::vector<std::string> server_argv = {DtrunBinary(), "rdzv-server", "--rdzv-endpoint",
                                           "127.0.0.1:" + std::to_string(port), "--nnodes", "2", "--rdzv-id", "rs",
@@ -75,6 +81,25 @@ TEST(RdzvServerTest, TlsAgentsJoinAndPlaintextAgentsCannot) {
   EXPECT_EQ(b->Wait(), 128 + SIGTERM);
   ::kill(server.pid(), SIGTERM);
   EXPECT_EQ(server.Wait(), 0);
+}
+
+TEST(RdzvServerTest, AgentHostedTlsServiceSharesTheWorkersStorePort) {
+  std::vector<std::string> tls = MakeTlsFlags();
+  if (tls.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
+  // No dedicated server: the first agent binds the endpoint and serves TLS gRPC and the workers'
+  // TCPStore on that one port.
+  const int port = FreePortGuess() + 2;
+  std::vector<std::string> argv = {DtrunBinary(), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                                   "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--rdzv-id", "tl",
+                                   "--rdzv-token", "t", "--local-addr", "127.0.0.1"};
+  argv.insert(argv.end(), tls.begin(), tls.end());
+  for (const char* a : {"/bin/sh", "-c", "echo RANK $RANK at $MASTER_ADDR:$MASTER_PORT"}) argv.push_back(a);
+  Harness a(argv), b(argv);
+  EXPECT_EQ(a.Wait(), 0) << a.all();
+  EXPECT_EQ(b.Wait(), 0) << b.all();
+  const std::string at = " at 127.0.0.1:" + std::to_string(port);
+  EXPECT_NE((a.out() + b.out()).find("RANK 0" + at), std::string::npos) << a.all() << b.all();
+  EXPECT_NE((a.out() + b.out()).find("RANK 1" + at), std::string::npos) << a.all() << b.all();
 }
 
 }  // namespace

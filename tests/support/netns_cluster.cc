@@ -59,4 +59,18 @@ void NetnsCluster::SetLink(int host, bool up) {
   Ip({"-n", prefix_ + "h" + std::to_string(host), "link", "set", "eth0", up ? "up" : "down"});
 }
 
+bool NetnsCluster::AllowOnlyTcpPort(int host, int port) {
+  std::vector<std::string> nft = {"ip", "netns", "exec", prefix_ + "h" + std::to_string(host), "nft"};
+  auto run = [&](const std::string& command) {
+    std::vector<std::string> argv = nft;
+    argv.push_back(command);
+    return RunToEnd(argv).first == 0;
+  };
+  return run("add table inet dtrun_test") &&
+         run("add chain inet dtrun_test input { type filter hook input priority 0; policy drop; }") &&
+         run("add rule inet dtrun_test input iif lo accept") &&
+         run("add rule inet dtrun_test input ct state established,related accept") &&
+         run("add rule inet dtrun_test input tcp dport " + std::to_string(port) + " accept");
+}
+
 }  // namespace dtrun::testing

@@ -25,6 +25,9 @@ class NetnsCluster {
   std::vector<std::string> Exec(int host) const;
   // Takes host `i`'s link down (a cut cable) or back up.
   void SetLink(int host, bool up);
+  // A firewall on host `i` (nftables): it accepts new TCP connections on `port` only (replies to
+  // its own connections still pass). False if nftables is missing.
+  bool AllowOnlyTcpPort(int host, int port);
 
  private:
   std::string prefix_;
