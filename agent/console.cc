@@ -3,20 +3,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "absl/strings/str_cat.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
 
 void Console::Write(const void* writer, absl::string_view prefix, absl::string_view text, End end) {
-  std::string out;
+  std::string& out = buffer_;
   if (owner_ != nullptr && owner_ != writer) {
-    out = "\n";  // another rank's line stays whole on its own console line
+    out += '\n';  // another rank's line stays whole on its own console line
     owner_ = nullptr;
   }
   const bool continues = owner_ == writer && !at_line_start_;
   if (!continues && text.empty() && end == End::kCarriageReturn) return;  // nothing to redraw
-  absl::StrAppend(&out, continues ? "" : prefix, text);
+  if (!continues) out.append(prefix.data(), prefix.size());
+  out.append(text.data(), text.size());
   switch (end) {
     case End::kNewline:
       out += '\n';
@@ -32,13 +32,19 @@ void Console::Write(const void* writer, absl::string_view prefix, absl::string_v
       at_line_start_ = false;
       break;
   }
-  WriteAll(fd_, out.data(), out.size());
+}
+
+void Console::Flush() {
+  if (buffer_.empty()) return;
+  WriteAll(fd_, buffer_.data(), buffer_.size());
+  buffer_.clear();
 }
 
 void Console::EndLineOf(const void* writer) {
   if (owner_ != writer || writer == nullptr) return;
   owner_ = nullptr;
-  WriteAll(fd_, "\n", 1);
+  buffer_ += '\n';
+  Flush();
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -17,11 +18,14 @@ class Console {
   enum class End { kNewline, kCarriageReturn, kOpen };
 
   explicit Console(int fd) : fd_(fd) {}
+  ~Console() { Flush(); }
   int fd() const { return fd_; }
 
-  // Writes one segment of `writer`'s output. `prefix` is written when the segment starts a line
-  // on the console (after a newline, a carriage return, or another writer's line).
+  // Adds one segment of `writer`'s output. `prefix` is written when the segment starts a line on
+  // the console (after a newline, a carriage return, or another writer's line). Segments are
+  // collected until Flush(), which writes them with one write(2): whole lines, few system calls.
   void Write(const void* writer, absl::string_view prefix, absl::string_view text, End end);
+  void Flush();
   // Ends `writer`'s open line, if it has one (its stream closed).
   void EndLineOf(const void* writer);
   // The terminal ended the line itself (the user's typed input was echoed with its newline).
@@ -30,6 +34,7 @@ class Console {
 
  private:
   int fd_;
+  std::string buffer_;
   const void* owner_ = nullptr;  // the writer whose line is open on the console
   bool at_line_start_ = false;   // the owner's last segment ended in '\r'
 };

@@ -16,14 +16,16 @@ void OutputRelay::Write(absl::string_view data, Clock::time_point now) {
   if (!console_ || data.empty()) return;
   last_data_ = now;
   while (!data.empty()) {
-    size_t cut = data.find_first_of("\r\n");
+    size_t cut = data.find('\n');  // memchr, then '\r' only within the line
+    size_t cr = data.substr(0, cut).find('\r');
+    if (cr != absl::string_view::npos) cut = cr;
     if (cut == absl::string_view::npos) {
       partial_.append(data.data(), data.size());
       if (partial_.size() >= kMaxLine) {
         Emit(partial_, Console::End::kOpen);
         partial_.clear();
       }
-      return;
+      break;
     }
     const bool newline = data[cut] == '\n';
     absl::string_view piece = data.substr(0, cut);
@@ -37,6 +39,7 @@ void OutputRelay::Write(absl::string_view data, Clock::time_point now) {
     partial_starts_line_ = newline;
     data.remove_prefix(cut + 1);
   }
+  console_->Flush();
 }
 
 bool OutputRelay::DrainFrom(int fd, Clock::time_point now) {
@@ -65,6 +68,7 @@ void OutputRelay::ShowIfQuiet(Clock::time_point now) {
   if (partial_starts_line_ && !line_shown_) prompted_ = true;
   Emit(partial_, Console::End::kOpen);
   partial_.clear();
+  console_->Flush();
 }
 
 void OutputRelay::Flush() {
@@ -74,6 +78,7 @@ void OutputRelay::Flush() {
     partial_.clear();
   }
   console_->EndLineOf(this);
+  console_->Flush();
   line_shown_ = false;
 }
 
