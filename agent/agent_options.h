@@ -23,8 +23,11 @@ struct AgentOptions {
   std::string executable;
   std::vector<std::string> argv;
   std::string program_name;  // as the user typed it, for messages and the failure summary
-  // Appended per worker, e.g. "--local-rank" → "--local-rank=3" (legacy torch.distributed.launch).
+  // Legacy torch.distributed.launch: "--local-rank" → "--local-rank=3" per worker, inserted at
+  // argv[script_args_at], between the script and its own arguments, where that launcher put it
+  // (scripts that end in an argparse.REMAINDER list of overrides depend on it).
   std::optional<std::string> local_rank_arg;
+  size_t script_args_at = 0;
 
   int nproc_per_node = 1;
   int node_rank = 0;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -84,7 +85,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     SpawnRequest req;
     req.executable = o.executable;
     req.argv = o.argv;
-    if (o.local_rank_arg) req.argv.push_back(absl::StrCat(*o.local_rank_arg, "=", lr));
+    if (o.local_rank_arg) {
+      size_t at = std::min(o.script_args_at, req.argv.size());
+      req.argv.insert(req.argv.begin() + static_cast<long>(at), absl::StrCat(*o.local_rank_arg, "=", lr));
+    }
     req.env = BuildWorkerEnv(base_env, o, id);
     req.pipe_stdin = io.pipe_stdin;
     absl::StatusOr<std::unique_ptr<OutputRelay>> out =

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -98,6 +99,10 @@ int KillCommand(const std::vector<std::string>& args) {
   absl::StatusOr<int> signo = ParseSignal(signal_name);
   if (!signo.ok()) {
     std::fprintf(stderr, "dtrun kill: error: --signal: %s\n", std::string(signo.status().message()).c_str());
+    return 2;
+  }
+  if (!std::isfinite(grace) || grace < 0 || grace > 86400) {
+    std::fprintf(stderr, "dtrun kill: error: --grace %g: expected seconds between 0 and 86400\n", grace);
     return 2;
   }
   if (!endpoint.empty()) return KillThroughRendezvous(endpoint, run_id.empty() ? "none" : run_id, token);

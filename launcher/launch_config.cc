@@ -1,8 +1,10 @@
 #include "launcher/launch_config.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -21,6 +23,7 @@ namespace dtrun {
 namespace {
 
 constexpr char kUsage[] = "dtrun [options] PROGRAM [ARGS...]";
+constexpr int kMaxNprocPerNode = 1024;
 
 absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(what); }
 
@@ -131,6 +134,7 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
     if (f.module) a.argv.push_back("-m");
     a.argv.push_back(program);
   }
+  a.script_args_at = a.argv.size();  // torch.distributed.launch puts --local-rank=N here
   a.argv.insert(a.argv.end(), args.begin(), args.end());
   return absl::OkStatus();
 }
@@ -143,6 +147,10 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   std::tie(c.min_nodes, c.max_nodes) = *nodes;
   absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc);
   if (!nproc.ok()) return nproc.status();
+  if (*nproc > kMaxNprocPerNode) {
+    return Bad(absl::StrCat("--nproc-per-node ", *nproc, " is more than ", kMaxNprocPerNode,
+                            " workers on one node; use at most one per GPU or core"));
+  }
   a.nproc_per_node = *nproc;
   if (f.node_rank < 0 || f.node_rank >= c.max_nodes) {
     return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
@@ -153,7 +161,9 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   if (f.master_port < 0 || f.master_port > 65535) {
     return Bad(absl::StrCat("--master-port ", f.master_port, " is not a port; use 1..65535"));
   }
-  if (f.shutdown_timeout < 0) return Bad("--shutdown-timeout must be >= 0 seconds");
+  if (!std::isfinite(f.shutdown_timeout) || f.shutdown_timeout < 0 || f.shutdown_timeout > 86400) {
+    return Bad(absl::StrCat("--shutdown-timeout ", f.shutdown_timeout, ": expected seconds between 0 and 86400"));
+  }
   a.max_restarts = f.max_restarts;
   a.role = f.role;
   a.local_addr = f.local_addr;
@@ -168,6 +178,13 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.shutdown_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
   absl::StatusOr<std::vector<int>> signals = ParseSignalList(f.signals);
   if (!signals.ok()) return Bad(absl::StrCat("--signals-to-handle: ", signals.status().message()));
+  for (int sig : *signals) {
+    if (sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD) {
+      return Bad(absl::StrCat("--signals-to-handle: ", SignalName(sig),
+                              sig == SIGCHLD ? " is dtrun's own (worker exits)" : " cannot be caught",
+                              "; list signals such as SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"));
+    }
+  }
   a.signals_to_handle = *signals;
   for (auto [flag, value, out] : {std::make_tuple("--redirects", &f.redirects, &a.redirects),
                                   std::make_tuple("--tee", &f.tee, &a.tee)}) {
@@ -196,7 +213,8 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;
-  return absl::OkStatus();
+  rdzv::RendezvousOptions checked;  // every key and value is checked, single-node jobs too
+  return rdzv::ApplyRdzvConf(c.rdzv_conf, checked);
 }
 
 // Where the workers' store lives and what they are told (single node), or which rendezvous
@@ -209,6 +227,14 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
   a.run_id = f.rdzv_id;
   a.master_addr = f.master_addr;
   a.master_port = f.master_port;
+  if (f.rdzv_backend != "static" && f.rdzv_backend != "c10d") {
+    return Bad(absl::StrCat("--rdzv-backend ", f.rdzv_backend, " is not supported; use c10d (dtrun's rendezvous "
+                            "service) or static"));
+  }
+  if (c.standalone && c.max_nodes > 1) {
+    return Bad(absl::StrCat("--standalone runs one node, but --nnodes is ", f.nnodes,
+                            "; drop --standalone for a multi-node job"));
+  }
   if (c.standalone) {
     // A fresh run id and a kernel-chosen port: two standalone jobs on one host never collide.
     // Workers see torchrun's "localhost"; the store listens on loopback only.
@@ -221,6 +247,13 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
   }
   c.multi_node = c.max_nodes > 1;
   const bool dynamic = c.rdzv_backend != "static";
+  if (!dynamic && !f.rdzv_endpoint.empty()) {
+    // As torchrun: with the static backend the endpoint is the master's address and port
+    // (PyTorch's own examples launch this way).
+    absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, f.master_port);
+    if (!ep.ok()) return ep.status();
+    std::tie(a.master_addr, a.master_port) = *ep;
+  }
   if (!c.multi_node) {
     if (dynamic && !f.rdzv_endpoint.empty()) {
       absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, 29400);
@@ -253,9 +286,13 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
       c.host_service = c.host_service_if_free = InterfaceWithAddress(c.service_host).has_value();
     }
   } else {
-    c.service_host = f.master_addr;
-    c.service_port = f.master_port;
+    c.service_host = a.master_addr;
+    c.service_port = a.master_port;
     c.host_service = f.node_rank == 0;
+  }
+  if (c.service_port == 0) {
+    return Bad(absl::StrCat("a multi-node job needs a fixed port that every node can reach; give ",
+                            dynamic ? "--rdzv-endpoint HOST:PORT" : "--master-port", " a port other than 0"));
   }
   if (a.local_addr.empty()) {
     std::optional<std::string> local = LocalAddressFacing(c.service_host, c.service_port);

@@ -1,9 +1,26 @@
 #include "rendezvous/rendezvous_options.h"
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace dtrun::rdzv {
+
+namespace {
+
+// Seconds as torchrun takes them (fractions allowed), finite and within [min, 30 days].
+absl::StatusOr<Duration> ParseSeconds(const std::string& key, const std::string& value, double min) {
+  constexpr double kMaxSeconds = 30 * 86400.0;
+  double seconds = 0;
+  if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds < min || seconds > kMaxSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("--rdzv-conf ", key, "=", value, ": expected seconds from ", min,
+                                                   " to ", kMaxSeconds));
+  }
+  return Duration(static_cast<int64_t>(seconds * 1000));
+}
+
+}  // namespace
 
 absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& o) {
   const std::map<std::string, Duration*> durations = {
@@ -28,16 +45,14 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Rende
           "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
           "read_timeout, exit_barrier_timeout, is_host"));
     }
-    double seconds = 0;
-    if (!absl::SimpleAtod(value, &seconds) || seconds < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rdzv-conf ", key, "=", value, ": expected seconds >= 0"));
-    }
-    *it->second = Duration(static_cast<int64_t>(seconds * 1000));
+    absl::StatusOr<Duration> d = ParseSeconds(key, value, key == "keep_alive_interval" ? 0.01 : 0);
+    if (!d.ok()) return d.status();
+    *it->second = *d;
   }
   if (conf.count("timeout") && !conf.count("join_timeout")) {
-    double seconds = 0;
-    if (absl::SimpleAtod(conf.at("timeout"), &seconds)) o.join_timeout = Duration(static_cast<int64_t>(seconds * 1000));
+    absl::StatusOr<Duration> d = ParseSeconds("timeout", conf.at("timeout"), 0);
+    if (!d.ok()) return d.status();
+    o.join_timeout = *d;
   }
   return absl::OkStatus();
 }

@@ -45,7 +45,17 @@ TEST(LaunchTest, LegacyLaunchScriptsReceiveLocalRankArgument) {
   auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0",
                              "--append-local-rank", "--local-rank-flag=--local_rank", "--no-python", "/bin/echo", "args:"});
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("[default1]:args: --local_rank=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("[default1]:--local_rank=1 args:"), std::string::npos) << out;
+}
+
+TEST(LaunchTest, LocalRankComesBeforeTheScriptsRemainderArguments) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--append-local-rank",
+                             SourceDir() + "/tests/integration/workers/legacy_launch_args.py", "--cfg", "r50.yaml",
+                             "TRAIN.LR", "0.1"},
+                            {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[default1]:local_rank=1 cfg=r50.yaml opts=['TRAIN.LR', '0.1']"), std::string::npos) << out;
+  EXPECT_NE(out.find("[default0]:local_rank=0 cfg=r50.yaml opts=['TRAIN.LR', '0.1']"), std::string::npos) << out;
 }
 
 TEST(LaunchTest, StaticModeServesTheStoreOnTheGivenPort) {

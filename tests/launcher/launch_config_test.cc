@@ -109,11 +109,49 @@ TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
            {"--master-port", "70000", "/bin/true"},
            {"--rdzv-conf", "novalue", "/bin/true"},
            {},
+           // Values that used to be accepted and then meant something else.
+           {"--shutdown-timeout", "inf", "/bin/true"},
+           {"--shutdown-timeout", "nan", "/bin/true"},
+           {"--shutdown-timeout", "1e300", "/bin/true"},
+           {"--standalone", "--nnodes", "2", "/bin/true"},
+           {"--rdzv-conf", "no_such_key=1", "/bin/true"},
+           {"--rdzv-conf", "join_timeout=nan", "/bin/true"},
+           {"--rdzv-conf", "keep_alive_interval=0", "/bin/true"},
+           {"--rdzv-conf", "timeout=-1", "/bin/true"},
+           {"--rdzv-backend", "etcd", "/bin/true"},
+           {"--signals-to-handle", "SIGKILL", "/bin/true"},
+           {"--signals-to-handle", "SIGTERM,SIGCHLD", "/bin/true"},
+           {"--nnodes", "2", "--master-port", "0", "--master-addr", "127.0.0.1", "--local-addr", "127.0.0.1", "/bin/true"},
+           {"--nproc-per-node", "100000", "/bin/true"},
        }) {
     auto c = Parse(args);
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)
-        << "args: " << (args.empty() ? "(none)" : args[0]);
+        << "args: " << (args.empty() ? "(none)" : args[0] + " " + (args.size() > 1 ? args[1] : ""));
   }
+}
+
+TEST(LaunchConfigTest, StaticBackendTakesTheEndpointAsMasterAddressAndPort) {
+  // PyTorch's DDP example: --nnodes=2 --rdzv_id=101 --rdzv_endpoint=HEAD:5972, backend left static.
+  auto c = Parse({"--nnodes=2", "--node-rank=0", "--rdzv_id=101", "--rdzv_endpoint=127.0.0.1:5972", "--local-addr",
+                  "127.0.0.1", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->service_host, "127.0.0.1");
+  EXPECT_EQ(c->service_port, 5972);
+  EXPECT_TRUE(c->host_service);
+  auto single = Parse({"--rdzv-endpoint", "localhost:6001", "/bin/true"});
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->agent.master_addr, "localhost");
+  EXPECT_EQ(single->agent.master_port, 6001);
+}
+
+TEST(LaunchConfigTest, LocalRankGoesBetweenTheScriptAndItsArguments) {
+  std::string script = ::testing::TempDir() + "/legacy.py";
+  std::fclose(std::fopen(script.c_str(), "w"));
+  auto c = Parse({"--append-local-rank", script, "--cfg", "a.yaml", "opts", "LR", "0.1"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_LT(c->agent.script_args_at, c->agent.argv.size());
+  EXPECT_EQ(c->agent.argv[c->agent.script_args_at - 1], script);
+  EXPECT_EQ(c->agent.argv[c->agent.script_args_at], "--cfg");
 }
 
 TEST(LaunchConfigTest, NnodesFormats) {
