@@ -1,13 +1,18 @@
 #include "agent/failure_report.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/exit_codes.h"
 #include "base/signal_names.h"
+#include "base/unique_fd.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun {
@@ -46,25 +51,71 @@ std::vector<WorkerFailure> RootCauseFirst(std::vector<WorkerFailure> failures) {
   return failures;
 }
 
-void ReadErrorFile(WorkerFailure& f) {
-  if (f.error_file.empty()) return;
-  std::ifstream in(f.error_file);
-  if (!in) return;
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || !doc.contains("message")) return;
-  const nlohmann::json& msg = doc["message"];
-  if (msg.is_string()) {
-    f.message = msg.get<std::string>();
+namespace {
+
+std::string Capped(std::string text, const std::string& path) {
+  if (text.size() <= kMaxErrorTextBytes) return text;
+  const size_t total = text.size();
+  text.resize(kMaxErrorTextBytes);
+  absl::StrAppend(&text, "\n... [", total - kMaxErrorTextBytes, " more bytes in ", path, "]");
+  return text;
+}
+
+std::string StringField(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// torchelastic writes the time as a string of seconds; a number is accepted too.
+double TimestampField(const nlohmann::json& obj) {
+  auto it = obj.find("timestamp");
+  if (it == obj.end()) return 0;
+  double t = 0;
+  if (it->is_number()) t = it->get<double>();
+  if (it->is_string() && !absl::SimpleAtod(it->get<std::string>(), &t)) t = 0;
+  return std::isfinite(t) && t > 0 ? t : 0;
+}
+
+}  // namespace
+
+void ParseErrorRecord(absl::string_view json, WorkerFailure& f) {
+  nlohmann::json doc = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return;
+  auto msg = doc.find("message");
+  if (msg == doc.end()) return;
+  if (msg->is_string()) {
+    f.message = Capped(msg->get<std::string>(), f.error_file);
     return;
   }
-  if (!msg.is_object()) return;
-  f.message = msg.value("message", "");
-  if (msg.contains("extraInfo") && msg["extraInfo"].is_object()) {
-    const nlohmann::json& extra = msg["extraInfo"];
-    f.traceback = extra.value("py_callstack", "");
-    std::string ts = extra.value("timestamp", "");
-    f.error_timestamp = std::atof(ts.c_str());
+  if (!msg->is_object()) return;
+  f.message = Capped(StringField(*msg, "message"), f.error_file);
+  auto extra = msg->find("extraInfo");
+  if (extra != msg->end() && extra->is_object()) {
+    f.traceback = Capped(StringField(*extra, "py_callstack"), f.error_file);
+    f.error_timestamp = TimestampField(*extra);
   }
+}
+
+void ReadErrorFile(WorkerFailure& f) {
+  if (f.error_file.empty()) return;
+  UniqueFd fd(::open(f.error_file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  if (static_cast<size_t>(st.st_size) > kMaxErrorFileBytes) {
+    f.message = absl::StrCat("(the worker's error file is ", st.st_size, " bytes, more than the ",
+                             kMaxErrorFileBytes, " read; see ", f.error_file, ")");
+    return;
+  }
+  std::string json(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < json.size()) {
+    ssize_t n = ::read(fd.get(), json.data() + got, json.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  json.resize(got);
+  ParseErrorRecord(json, f);
 }
 
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 #include "rendezvous/rendezvous_state.h"
 
 namespace dtrun {
@@ -16,8 +18,15 @@ using rdzv::ExitCodeOf;
 std::vector<WorkerFailure> RootCauseFirst(std::vector<WorkerFailure> failures);
 
 // Reads TORCHELASTIC_ERROR_FILE JSON (torch.distributed.elastic's `record` format) into `f`.
-// A missing or malformed file leaves `f` unchanged.
+// The file is the worker's: it is opened without following links or blocking (a FIFO, a
+// directory or a link is not read), read up to kMaxErrorFileBytes, and every field is type-checked.
+// A missing, malformed or ill-typed file leaves `f` unchanged; a too-large one says so.
 void ReadErrorFile(WorkerFailure& f);
+// The parsing half of ReadErrorFile: `json` is untrusted. Message and traceback are cut to
+// kMaxErrorTextBytes each (the summary says where the whole text is).
+void ParseErrorRecord(absl::string_view json, WorkerFailure& f);
+inline constexpr size_t kMaxErrorFileBytes = 1 << 20;
+inline constexpr size_t kMaxErrorTextBytes = 16 << 10;
 
 // The root cause: the failure with the earliest error-file timestamp, else the first observed.
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);

@@ -1,6 +1,8 @@
 #include "agent/failure_report.h"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -36,6 +38,54 @@ TEST(FailureReportTest, MalformedErrorFileIsIgnored) {
   f.error_file = path;
   ReadErrorFile(f);
   EXPECT_TRUE(f.message.empty());
+}
+
+TEST(FailureReportTest, WrongTypesAreIgnoredFieldByField) {
+  for (const char* json : {R"({"message": {"message": 5}})", R"({"message": [1, 2]})", R"([])", R"("x")",
+                           R"({"message": {"message": "m", "extraInfo": {"py_callstack": 7, "timestamp": {}}}})",
+                           R"({"message": {"message": "m", "extraInfo": "nope"}})", R"({"message": null})"}) {
+    WorkerFailure f;
+    ParseErrorRecord(json, f);  // must not throw
+    EXPECT_TRUE(f.traceback.empty()) << json;
+    EXPECT_EQ(f.error_timestamp, 0) << json;
+  }
+  WorkerFailure f;
+  ParseErrorRecord(R"({"message": {"message": "m", "extraInfo": {"timestamp": 1700000001.5}}})", f);
+  EXPECT_EQ(f.message, "m");
+  EXPECT_EQ(f.error_timestamp, 1700000001.5);  // a number is accepted as well as torch's string
+  WorkerFailure g;
+  ParseErrorRecord(R"({"message": {"message": "m", "extraInfo": {"timestamp": "nan"}}})", g);
+  EXPECT_EQ(g.error_timestamp, 0);
+}
+
+TEST(FailureReportTest, LongTextsAreCutAndSayWhereTheRestIs) {
+  WorkerFailure f;
+  f.error_file = "/runs/error.json";
+  std::string big(3 * kMaxErrorTextBytes, 'x');
+  ParseErrorRecord(R"({"message": ")" + big + R"("})", f);
+  EXPECT_LT(f.message.size(), kMaxErrorTextBytes + 100);
+  EXPECT_NE(f.message.find("more bytes in /runs/error.json]"), std::string::npos);
+}
+
+TEST(FailureReportTest, OnlyRegularFilesAreReadAndNeverBlock) {
+  const std::string dir = ::testing::TempDir();
+  const std::string fifo = dir + "/fifo.json", link = dir + "/link.json", real = dir + "/real.json";
+  ::unlink(fifo.c_str());
+  ::unlink(link.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(real) << R"({"message": "secret"})";
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  for (const std::string& path : {fifo, link, dir}) {
+    WorkerFailure f;
+    f.error_file = path;
+    ReadErrorFile(f);  // a FIFO with no writer would block a plain open/read forever
+    EXPECT_TRUE(f.message.empty()) << path;
+  }
+  std::ofstream(dir + "/huge.json") << std::string(kMaxErrorFileBytes + 1, ' ');
+  WorkerFailure h;
+  h.error_file = dir + "/huge.json";
+  ReadErrorFile(h);
+  EXPECT_NE(h.message.find("more than the 1048576 read"), std::string::npos) << h.message;
 }
 
 TEST(FailureReportTest, RootCauseIsEarliestErrorTimestampElseFirstObserved) {
