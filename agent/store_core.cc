@@ -22,7 +22,8 @@ constexpr Op kValidatedOps[] = {kValidate, kSet,      kCompareSet, kGet,       k
                                 kCheck,    kWait,     kGetNumKeys, kDeleteKey, kAppend,
                                 kMultiGet, kMultiSet, kCancelWait, kPing};
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;
-constexpr uint64_t kMaxFieldBytes = 1ull << 30;  // refuse absurd lengths instead of buffering them
+// Every length a client claims is checked against what it has sent and against these limits
+// before anything is allocated; a request beyond them closes the connection.
 constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;
 constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
 constexpr uint8_t kWatchRegistered = 3;
@@ -49,7 +50,7 @@ class StoreCore::Reader {
   bool Str(std::string* out) {
     uint64_t len = 0;
     if (!Get(&len)) return false;
-    if (len > kMaxFieldBytes) {
+    if (len > StoreCore::kMaxRequestBytes) {
       too_large_ = true;
       return false;
     }
@@ -58,12 +59,17 @@ class StoreCore::Reader {
     pos_ += len;
     return true;
   }
-  bool Strs(uint64_t n, std::vector<std::string>* out) {
-    if (n > kMaxFieldBytes) {
+  // `n` length-prefixed strings: each takes at least 8 bytes, so a count the received bytes cannot
+  // hold waits for more (up to the request limit) instead of allocating n empty strings.
+  bool Strs(uint64_t n, std::vector<std::string>* out) { return Count(n, 8) && (out->resize(n), AllStr(out)); }
+  bool Count(uint64_t n, uint64_t min_bytes_each) {
+    if (n > StoreCore::kMaxRequestBytes / min_bytes_each) {
       too_large_ = true;
       return false;
     }
-    out->resize(n);
+    return n * min_bytes_each <= buf_.size() - pos_;
+  }
+  bool AllStr(std::vector<std::string>* out) {
     for (auto& s : *out) {
       if (!Str(&s)) return false;
     }
@@ -79,8 +85,18 @@ class StoreCore::Reader {
 };
 
 bool StoreCore::OnData(StoreClientId id, absl::string_view data) {
+  // All clients' unfinished input together is bounded: the client that would go beyond it goes.
+  if (buffered_ + data.size() > kMaxBufferedBytes) return false;
   Client& c = clients_[id];
+  const size_t before = c.in.size();
   c.in.append(data.data(), data.size());
+  const bool ok = RunComplete(id, c);
+  buffered_ = buffered_ - before + c.in.size();
+  // An incomplete request never grows past the limit: the next bytes would only make it larger.
+  return ok && c.in.size() <= kMaxRequestBytes;
+}
+
+bool StoreCore::RunComplete(StoreClientId id, Client& c) {
   size_t consumed = 0;
   while (consumed < c.in.size()) {
     long n = RunOne(id, c, absl::string_view(c.in).substr(consumed));
@@ -201,7 +217,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       return true;
     }
     case kMultiSet: {
-      if (!r.Get(&n) || n > kMaxFieldBytes) return false;
+      if (!r.Get(&n) || !r.Count(n, 16)) return false;
       std::vector<std::pair<std::string, std::string>> pairs(n);
       for (auto& [k, v] : pairs) {
         if (!r.Str(&k) || !r.Str(&v)) return false;
@@ -263,6 +279,7 @@ void StoreCore::OnDisconnect(StoreClientId id) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
   CancelWait(id, it->second);
+  buffered_ -= it->second.in.size();
   clients_.erase(it);
   pending_output_.erase(id);
 }

@@ -19,6 +19,12 @@ using StoreClientId = uint64_t;
 
 class StoreCore {
  public:
+  // The largest request (key, values and framing) a client may send: larger ones close it.
+  // LibTorch's own server has no limit; 64 MiB is far above what process groups store.
+  static constexpr uint64_t kMaxRequestBytes = 64ull << 20;
+  // Unfinished input of all clients together.
+  static constexpr uint64_t kMaxBufferedBytes = 256ull << 20;
+
   // Appends `data` from `client` and executes every complete request in it. Returns false on a
   // protocol violation; the caller then closes the connection (and calls OnDisconnect).
   bool OnData(StoreClientId client, absl::string_view data);
@@ -41,6 +47,8 @@ class StoreCore {
   };
   class Reader;
 
+  // Runs every complete request buffered for `c`; false on a protocol error.
+  bool RunComplete(StoreClientId id, Client& c);
   // Parses and runs one request at the head of `input`; returns bytes consumed, 0 if the request
   // is incomplete, or -1 on a protocol error.
   long RunOne(StoreClientId id, Client& c, absl::string_view input);
@@ -54,6 +62,7 @@ class StoreCore {
   std::unordered_map<std::string, std::vector<StoreClientId>> waiters_;
   std::map<StoreClientId, Client> clients_;
   std::set<StoreClientId> pending_output_;
+  uint64_t buffered_ = 0;  // sum of clients_[*].in sizes
 };
 
 }  // namespace dtrun

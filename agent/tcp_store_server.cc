@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -72,6 +74,16 @@ struct Connection {
   bool classified = false;  // its first byte has been seen
 };
 
+constexpr size_t kMaxPendingOutput = 64 << 20;  // replies queued for one client
+
+// At most half the descriptors this process may open (the rest are for the workers' pipes and
+// dtrun itself), and never more than 16,384.
+size_t MaxConnections() {
+  rlimit lim{};
+  size_t nofile = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<size_t>(lim.rlim_cur) : 1024;
+  return std::clamp<size_t>(nofile / 2, 16, 16384);
+}
+
 // Every TCPStore request starts with its opcode (0..13 in every LibTorch dialect); HTTP/2 starts
 // with "PRI * HTTP/2.0" and TLS with a handshake record (0x16).
 bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_byte) < 0x10; }
@@ -111,9 +123,16 @@ void TcpStoreServer::Serve() {
   Watch(epoll_.get(), listener_.get(), EPOLLIN);
   Watch(epoll_.get(), wakeup_.get(), EPOLLIN);
 
+  const size_t max_conns = MaxConnections();
+  bool refusing = false;
+  bool listener_paused = false;
   auto close_conn = [&](int fd) {
     core.OnDisconnect(static_cast<StoreClientId>(fd));
     conns.erase(fd);  // closes the socket, which also removes it from epoll
+    if (listener_paused) {
+      listener_paused = false;
+      Watch(epoll_.get(), listener_.get(), EPOLLIN);
+    }
   };
   auto flush = [&](int fd) {
     auto it = conns.find(fd);
@@ -127,7 +146,10 @@ void TcpStoreServer::Serve() {
       if (n < 0) return close_conn(fd);
       conn.pending.erase(0, static_cast<size_t>(n));
     }
-    Watch(epoll_.get(), fd, EPOLLIN | (conn.pending.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT)));
+    // A client that does not read its replies gets no more requests served until it does.
+    uint32_t events = conn.pending.size() < kMaxPendingOutput ? static_cast<uint32_t>(EPOLLIN) : 0u;
+    if (!conn.pending.empty()) events |= EPOLLOUT;
+    Watch(epoll_.get(), fd, events);
   };
 
   epoll_event events[64];
@@ -146,10 +168,24 @@ void TcpStoreServer::Serve() {
       if (fd == listener_.get()) {
         int c;
         while ((c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+          if (conns.size() + (forwarder ? forwarder->num_streams() * 2 : 0) >= max_conns) {
+            ::close(c);  // keeps file descriptors for the workers' pipes on the next restart
+            if (!refusing) spdlog::warn("store: {} connections open; refusing more", max_conns);
+            refusing = true;
+            continue;
+          }
+          refusing = false;
           int one = 1;
           ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
           conns[c].fd = UniqueFd(c);
           Watch(epoll_.get(), c, EPOLLIN);
+        }
+        if (errno == EMFILE || errno == ENFILE) {
+          // Out of descriptors: the pending connection would wake us forever. Listen again once
+          // a connection has closed.
+          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+          listener_paused = true;
+          spdlog::warn("store: out of file descriptors; not accepting until a connection closes");
         }
         continue;
       }

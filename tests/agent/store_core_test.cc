@@ -111,6 +111,45 @@ TEST(StoreCoreTest, RejectsUnknownOpCodesAndAbsurdLengths) {
   EXPECT_FALSE(core.OnData(2, Op(kGet) + Raw<uint64_t>(1ull << 40)));
 }
 
+TEST(StoreCoreTest, ClaimedCountsAndLengthsAreBoundedByWhatWasSent) {
+  // Nine bytes claiming 2^30 (or 2^25) keys used to allocate them all and abort dtrun.
+  for (uint64_t n : {uint64_t{1} << 30, uint64_t{1} << 25}) {
+    StoreCore core;
+    EXPECT_FALSE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(n))) << n;
+    EXPECT_FALSE(core.OnData(2, Op(kWait) + Raw<uint64_t>(n))) << n;
+  }
+  // A plausible count with no keys yet waits for them, allocating nothing, and still works.
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(2)));
+  ASSERT_TRUE(core.OnData(1, Str("a") + Str("b")));
+  EXPECT_EQ(As<uint8_t>(core.TakeOutput(1)), 1);  // not ready
+  // A value larger than the request limit closes the client before its bytes arrive.
+  EXPECT_FALSE(core.OnData(3, Op(kSet) + Str("k") + Raw<uint64_t>(StoreCore::kMaxRequestBytes + 1)));
+  // MULTI_SET (legacy 11) with an absurd pair count, too.
+  EXPECT_FALSE(core.OnData(4, Op(11) + Raw<uint64_t>(uint64_t{1} << 40)));
+  // Closing the offenders leaves the accounting whole: other clients are still served.
+  for (StoreClientId id : {3, 4}) core.OnDisconnect(id);
+  ASSERT_TRUE(core.OnData(5, Op(kSet) + Str("k") + Str("v")));
+  ASSERT_TRUE(core.OnData(5, Op(kGet) + Str("k")));
+  EXPECT_EQ(core.TakeOutput(5), Str("v"));
+}
+
+TEST(StoreCoreTest, UnfinishedInputOfAllClientsTogetherIsBounded) {
+  StoreCore core;
+  const std::string chunk(1 << 20, 'x');
+  size_t clients_accepted = 0;
+  for (StoreClientId id = 1; id <= 10; ++id) {
+    // Each client starts a 60 MiB SET and sends 30 MiB of it.
+    bool ok = core.OnData(id, Op(kSet) + Str("k") + Raw<uint64_t>(60ull << 20));
+    for (int i = 0; ok && i < 30; ++i) ok = core.OnData(id, chunk);
+    clients_accepted += ok;
+    if (!ok) core.OnDisconnect(id);
+  }
+  EXPECT_EQ(clients_accepted, StoreCore::kMaxBufferedBytes / (30ull << 20));
+  // Those that were closed freed their share: a new client is served.
+  ASSERT_TRUE(core.OnData(99, Op(kSet) + Str("k") + Str("v")));
+}
+
 TEST(StoreCoreTest, DisconnectDropsPendingWaits) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kWait) + Raw<uint64_t>(1) + Str("k")));

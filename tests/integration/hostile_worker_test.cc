@@ -1,4 +1,10 @@
-// Workers that hand dtrun hostile files: the job still ends with its summary, promptly.
+// Hostile input from workers and neighbours: files planted by workers, packets to the workers'
+// store. The job goes on (or ends with its summary), promptly.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
 
@@ -22,6 +28,51 @@ TEST(HostileWorkerTest, ErrorFilesThatAreFifosDirectoriesOrIllTypedStillGiveASum
     EXPECT_NE(h.err().find("Root Cause"), std::string::npos) << what << ": " << h.all();
     EXPECT_LT(h.err().size(), 64u << 10) << what;  // a 300 KB message is not printed whole
   }
+}
+
+template <typename T>
+std::string Raw(T v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(T)); }
+
+int ConnectLoopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+TEST(HostileWorkerTest, PacketsClaimingHugeSizesDoNotTakeTheStoreDown) {
+  std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch";
+  Harness h({DtrunBinary(), "--standalone", "--nproc-per-node", "1",
+             SourceDir() + "/tests/integration/workers/store_waits_for_go.py"},
+            {{"PYTHON_EXEC", *py}});
+  ASSERT_TRUE(h.WaitForOutput(";", seconds(60))) << h.all();
+  size_t at = h.out().find("PORT=");
+  ASSERT_NE(at, std::string::npos) << h.all();
+  const int port = std::stoi(h.out().substr(at + 5));
+  // CHECK and WAIT claiming 2^30 keys with no payload (9 bytes), an unfinished 1 GiB SET, and a
+  // MULTI_SET claiming 2^40 pairs: each used to abort dtrun or grow it by gigabytes.
+  for (const std::string& packet :
+       {Raw<uint8_t>(4) + Raw<uint64_t>(1ull << 30), Raw<uint8_t>(5) + Raw<uint64_t>(1ull << 30),
+        Raw<uint8_t>(0) + Raw<uint64_t>(1) + "k" + Raw<uint64_t>(1ull << 30) + std::string(65536, 'x'),
+        Raw<uint8_t>(11) + Raw<uint64_t>(1ull << 40)}) {
+    int fd = ConnectLoopback(port);
+    ASSERT_EQ(::send(fd, packet.data(), packet.size(), MSG_NOSIGNAL), static_cast<ssize_t>(packet.size()));
+    char c;
+    EXPECT_LE(::recv(fd, &c, 1, 0), 0);  // the store closes the offender
+    ::close(fd);
+  }
+  // A well-behaved client (legacy SET "go") still gets through; the worker finishes.
+  int fd = ConnectLoopback(port);
+  // LibTorch's client puts "/" before every key.
+  std::string set = Raw<uint8_t>(0) + Raw<uint64_t>(3) + "/go" + Raw<uint64_t>(1) + "1";
+  ASSERT_EQ(::send(fd, set.data(), set.size(), MSG_NOSIGNAL), static_cast<ssize_t>(set.size()));
+  EXPECT_EQ(h.Wait(seconds(60)), 0) << h.all();
+  EXPECT_NE(h.out().find("STORE_SURVIVED"), std::string::npos) << h.all();
+  ::close(fd);
 }
 
 }  // namespace
