@@ -34,5 +34,7 @@ inline constexpr char kPythonExec[] = "PYTHON_EXEC";
 inline constexpr char kLogLinePrefixTemplate[] = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE";
 inline constexpr char kRuntimeDir[] = "XDG_RUNTIME_DIR";
 inline constexpr char kDtrunRuntimeDir[] = "DTRUN_RUNTIME_DIR";
+// The rendezvous token: read by dtrun, never passed on to workers.
+inline constexpr char kRdzvToken[] = "DTRUN_RDZV_TOKEN";
 
 }  // namespace dtrun::env

@@ -94,7 +94,7 @@ int KillCommand(const std::vector<std::string>& args) {
   app.add_option("--grace", grace, "Seconds before SIGKILL")->capture_default_str();
   app.add_flag("--dry-run,-n", dry_run, "Only list the processes that would be signalled");
   app.add_option("--endpoint", endpoint, "Multi-node: kill the job on every node through its rendezvous HOST:PORT");
-  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname("DTRUN_RDZV_TOKEN");
+  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname(env::kRdzvToken);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   absl::StatusOr<int> signo = ParseSignal(signal_name);
   if (!signo.ok()) {
@@ -156,7 +156,7 @@ int StatusCommand(const std::vector<std::string>& args) {
   std::string endpoint, run_id = "none", token;
   app.add_option("--endpoint", endpoint, "Ask a multi-node job's rendezvous at HOST:PORT instead");
   app.add_option("--run-id,--rdzv-id", run_id, "The job's run id (with --endpoint)");
-  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname("DTRUN_RDZV_TOKEN");
+  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname(env::kRdzvToken);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, token);
   std::vector<LaunchRecord> launches = ListLaunches();

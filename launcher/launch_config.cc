@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <string_view>
 #include <set>
 #include <thread>
 
@@ -13,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/child_process.h"
 #include "base/env_names.h"
@@ -98,7 +102,7 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
                  "The flag --append-local-rank appends (older scripts: --local_rank)")
       ->capture_default_str();
   app.add_option("--rdzv-token", f.rdzv_token, "Secret every node presents to the rendezvous")
-      ->envname("DTRUN_RDZV_TOKEN");
+      ->envname(env::kRdzvToken);
   app.add_option("--rdzv-token-file", f.rdzv_token_file, "Read the rendezvous token from this file");
   app.add_option("--rdzv-tls-cert", f.tls_cert, "PEM certificate of this node (TLS for the rendezvous)");
   app.add_option("--rdzv-tls-key", f.tls_key, "PEM private key for --rdzv-tls-cert");
@@ -318,6 +322,42 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
 }
 
 }  // namespace
+
+namespace {
+
+// Where the token's value is in `args` (the flag's next word, or after '=' in --rdzv-token=X).
+template <typename Visit>
+void ForEachTokenValue(int n, const std::function<std::string_view(int)>& arg, Visit visit) {
+  for (int i = 0; i < n; ++i) {
+    std::string_view a = arg(i);
+    if (a == "--") return;
+    if (a == "--rdzv-token" || a == "--rdzv_token") {
+      if (i + 1 < n) visit(i + 1, size_t{0});
+      ++i;
+    } else if (a.rfind("--rdzv-token=", 0) == 0 || a.rfind("--rdzv_token=", 0) == 0) {
+      visit(i, a.find('=') + 1);
+    }
+  }
+}
+
+}  // namespace
+
+std::string RedactedCommandLine(const std::vector<std::string>& args) {
+  std::vector<std::string> shown = args;
+  ForEachTokenValue(static_cast<int>(args.size()), [&](int i) { return std::string_view(args[i]); },
+                    [&](int i, size_t at) { shown[i] = shown[i].substr(0, at) + "***"; });
+  return absl::StrJoin(shown, " ");
+}
+
+bool HideTokenInArgv(int argc, char** argv) {
+  bool found = false;
+  ForEachTokenValue(argc - 1, [&](int i) { return std::string_view(argv[i + 1]); }, [&](int i, size_t at) {
+    char* value = argv[i + 1] + at;
+    std::memset(value, '*', std::strlen(value));
+    found = true;
+  });
+  return found;
+}
 
 absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value) {
   std::vector<std::string> parts = absl::StrSplit(value, ':');

@@ -45,6 +45,12 @@ struct ParsedCommandLine {
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::map<std::string, std::string>& env);
 
+// The command line as `dtrun status` may show it: the value of --rdzv-token is replaced by "***".
+std::string RedactedCommandLine(const std::vector<std::string>& args);
+// Overwrites the value of --rdzv-token in the process's own argv (so /proc/PID/cmdline and `ps`
+// do not show it); returns true if there was one.
+bool HideTokenInArgv(int argc, char** argv);
+
 // Value parsers, exposed for tests.
 absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value);
 absl::StatusOr<int> ParseNprocPerNode(const std::string& value);

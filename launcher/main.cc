@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_join.h"
 #include "agent/worker_env.h"
+#include "base/env_names.h"
 #include "launcher/kill_command.h"
 #include "launcher/launch_config.h"
 #include "launcher/rdzv_server_command.h"
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   logger->set_pattern("[dtrun] %v");
   spdlog::set_default_logger(logger);
 
+  // The token was copied into `args`; ps and /proc/PID/cmdline must not show it.
+  const bool token_on_command_line = dtrun::HideTokenInArgv(argc, argv);
   std::map<std::string, std::string> env = dtrun::EnvironToMap(environ);
   absl::StatusOr<dtrun::ParsedCommandLine> parsed = dtrun::ParseCommandLine(args, env);
   if (!parsed.ok()) {
@@ -57,5 +60,10 @@ int main(int argc, char** argv) {
     std::fputs(parsed->exit_text.c_str(), stdout);
     return 0;
   }
-  return dtrun::RunJob(std::move(*parsed->config), env, absl::StrJoin(args, " "));
+  if (token_on_command_line) {
+    spdlog::warn("--rdzv-token on the command line is visible to other users until dtrun hides it; prefer "
+                 "--rdzv-token-file or the DTRUN_RDZV_TOKEN environment variable");
+  }
+  env.erase(dtrun::env::kRdzvToken);  // the workers never see the token
+  return dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args));
 }

@@ -1,3 +1,4 @@
+#include "base/env_names.h"
 #include "launcher/rdzv_server_command.h"
 
 #include <signal.h>
@@ -24,7 +25,7 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   app.add_option("--nnodes", nnodes, "N or MIN:MAX")->capture_default_str();
   app.add_option("--rdzv-backend,--rdzv_backend", backend, "c10d (elastic ranks) or static")->capture_default_str();
   app.add_option("--rdzv-id,--rdzv_id", run_id, "The job's run id")->capture_default_str();
-  app.add_option("--rdzv-token", token, "Secret the nodes must present")->envname("DTRUN_RDZV_TOKEN");
+  app.add_option("--rdzv-token", token, "Secret the nodes must present")->envname(env::kRdzvToken);
   app.add_option("--rdzv-token-file", token_file, "Read the token from this file");
   app.add_option("--rdzv-conf,--rdzv_conf", conf, "key=value,... (as for dtrun)");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "Job-wide restart budget")->capture_default_str();

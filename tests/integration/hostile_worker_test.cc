@@ -30,6 +30,20 @@ TEST(HostileWorkerTest, ErrorFilesThatAreFifosDirectoriesOrIllTypedStillGiveASum
   }
 }
 
+TEST(HostileWorkerTest, WorkersNeverSeeTheRendezvousToken) {
+  const std::string dir = MakeTempDir();
+  // A worker looks everywhere it could: its environment, dtrun's command line, the registry.
+  Harness h({DtrunBinary(), "--standalone", "--nproc-per-node", "1", "--rdzv-token", "FLAGSECRET", "/bin/sh", "-c",
+             "echo env=$DTRUN_RDZV_TOKEN; tr '\\0' ' ' < /proc/$PPID/cmdline; echo; cat " + dir + "/*.json"},
+            {{"DTRUN_RUNTIME_DIR", dir}, {"DTRUN_RDZV_TOKEN", "ENVSECRET"}});
+  ASSERT_EQ(h.Wait(seconds(30)), 0) << h.all();
+  EXPECT_NE(h.out().find("[default0]:env="), std::string::npos) << h.all();
+  EXPECT_NE(h.out().find("--rdzv-token ***"), std::string::npos) << h.all();  // the registry's copy
+  EXPECT_EQ(h.all().find("FLAGSECRET"), std::string::npos) << h.all();
+  EXPECT_EQ(h.all().find("ENVSECRET"), std::string::npos) << h.all();
+  EXPECT_NE(h.err().find("prefer --rdzv-token-file"), std::string::npos) << h.all();
+}
+
 template <typename T>
 std::string Raw(T v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(T)); }
 

@@ -154,6 +154,12 @@ TEST(LaunchConfigTest, LocalRankGoesBetweenTheScriptAndItsArguments) {
   EXPECT_EQ(c->agent.argv[c->agent.script_args_at], "--cfg");
 }
 
+TEST(LaunchConfigTest, RedactedCommandLineHidesTheTokenInEverySpelling) {
+  EXPECT_EQ(RedactedCommandLine({"--rdzv-token", "s3cret", "--rdzv_token=s3cret", "--rdzv-token=", "train.py", "--",
+                                 "--rdzv-token", "prog-arg"}),
+            "--rdzv-token *** --rdzv_token=*** --rdzv-token=*** train.py -- --rdzv-token prog-arg");
+}
+
 TEST(LaunchConfigTest, NnodesFormats) {
   EXPECT_EQ(*ParseNnodes("2"), std::make_pair(2, 2));
   EXPECT_EQ(*ParseNnodes("1:4"), std::make_pair(1, 4));
