@@ -1,20 +1,25 @@
 #include "agent/run_registry.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
 #include "base/process_table.h"
+#include "base/status_macros.h"
+#include "base/unique_fd.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun {
 
-std::string RuntimeDir() {
+absl::StatusOr<std::string> RuntimeDir() {
   std::string dir;
   if (const char* d = std::getenv(env::kDtrunRuntimeDir); d && *d) {
     dir = d;
@@ -23,9 +28,18 @@ std::string RuntimeDir() {
   } else {
     dir = absl::StrCat("/tmp/dtrun-", ::getuid());
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  ::chmod(dir.c_str(), 0700);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create the runtime directory ", dir, ": ",
+                                                      strerror(errno), "; set DTRUN_RUNTIME_DIR to a private directory"));
+  }
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the runtime directory ", dir, " is not private to you (it must be a directory, not a link, owned by uid ",
+        ::geteuid(), " with mode 0700; another user may have created it); remove it, or set DTRUN_RUNTIME_DIR to a "
+        "private directory"));
+  }
   return dir;
 }
 
@@ -34,12 +48,15 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
                       {"pid", r.pid},             {"start_ticks", r.start_ticks},
                       {"nproc_per_node", r.nproc_per_node}, {"command", r.command},
                       {"started_unix", r.started_unix}};
-  std::string path = absl::StrCat(RuntimeDir(), "/", r.launch_id, ".json");
+  DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
+  std::string path = absl::StrCat(dir, "/", r.launch_id, ".json");
   std::string tmp = path + ".tmp";
   {
-    std::ofstream out(tmp);
-    out << j.dump() << "\n";
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+    UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    std::string text = j.dump() + "\n";
+    if (!out.valid() || !WriteAll(out.get(), text.data(), text.size())) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
@@ -47,28 +64,54 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
   return path;
 }
 
+namespace {
+
+constexpr size_t kMaxRecordBytes = 64 << 10;
+
+// The record at `path`, or nullopt if it is not a small regular file of well-typed JSON.
+std::optional<LaunchRecord> ReadRecord(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<size_t>(st.st_size) > kMaxRecordBytes) {
+    return std::nullopt;
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  ssize_t n = ::read(fd.get(), text.data(), text.size());
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
+  auto num = [&](const char* k) { return j.contains(k) && j[k].is_number_integer() ? j[k].get<long long>() : 0; };
+  LaunchRecord r;
+  r.launch_id = str("launch_id");
+  r.run_id = str("run_id");
+  r.pid = static_cast<pid_t>(num("pid"));
+  r.start_ticks = static_cast<unsigned long long>(num("start_ticks"));
+  r.nproc_per_node = static_cast<int>(num("nproc_per_node"));
+  r.command = str("command");
+  r.started_unix = num("started_unix");
+  if (r.pid <= 0) return std::nullopt;
+  return r;
+}
+
+}  // namespace
+
 std::vector<LaunchRecord> ListLaunches() {
   std::vector<LaunchRecord> out;
+  absl::StatusOr<std::string> dir = RuntimeDir();
+  if (!dir.ok()) return out;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(RuntimeDir(), ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
     if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) continue;
-    LaunchRecord r;
-    r.launch_id = j.value("launch_id", "");
-    r.run_id = j.value("run_id", "");
-    r.pid = j.value("pid", 0);
-    r.start_ticks = j.value("start_ticks", 0ull);
-    r.nproc_per_node = j.value("nproc_per_node", 0);
-    r.command = j.value("command", "");
-    r.started_unix = j.value("started_unix", 0ll);
-    absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(r.pid);
-    if (!ticks.ok() || *ticks != r.start_ticks) {
+    std::optional<LaunchRecord> r = ReadRecord(entry.path().string());
+    if (!r) continue;
+    absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(r->pid);
+    if (!ticks.ok() || *ticks != r->start_ticks) {
       std::filesystem::remove(entry.path(), ec);  // its dtrun is gone
       continue;
     }
-    out.push_back(std::move(r));
+    out.push_back(std::move(*r));
   }
   return out;
 }

@@ -21,12 +21,15 @@ struct LaunchRecord {
   long long started_unix = 0;
 };
 
-// $DTRUN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/dtrun, else /tmp/dtrun-<uid>; created 0700.
-std::string RuntimeDir();
+// $DTRUN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/dtrun, else /tmp/dtrun-<uid>; created 0700. Checked at
+// every call: a directory (not a symlink) owned by this user with no access for others, else
+// FailedPrecondition naming the path and the fix (another local user may have planted it).
+absl::StatusOr<std::string> RuntimeDir();
 
 // Writes the record; returns its path.
 absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& record);
-// Every readable record whose process is still alive (stale ones are removed).
+// Every record whose process is still alive (stale ones are removed). Records are read as
+// untrusted: regular files only, no links, at most 64 KiB, fields type-checked.
 std::vector<LaunchRecord> ListLaunches();
 
 }  // namespace dtrun

@@ -124,7 +124,8 @@ std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
     pid_t pid = 0;
     if (!absl::SimpleAtoi(de->d_name, &pid) || pid == self) continue;
     struct stat st;
-    if (::fstatat(::dirfd(dir), de->d_name, &st, 0) != 0 || (uid != 0 && st.st_uid != uid)) continue;
+    // Only the caller's own processes, root included: `dtrun kill --all` never reaches other users.
+    if (::fstatat(::dirfd(dir), de->d_name, &st, 0) != 0 || st.st_uid != uid) continue;
     // Cheap test first: most processes do not carry the marker at all.
     std::string environ = ReadWholeFile(absl::StrCat("/proc/", pid, "/environ"));
     if (environ.find(needle) == std::string::npos) continue;

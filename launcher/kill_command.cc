@@ -111,6 +111,10 @@ int KillCommand(const std::vector<std::string>& args) {
                          "`dtrun status` lists the jobs\n");
     return 2;
   }
+  if (absl::StatusOr<std::string> dir = RuntimeDir(); !dir.ok()) {
+    std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(dir.status().message()).c_str());
+    return 1;
+  }
   std::vector<Target> targets = FindTargets(run_id, all);
   if (targets.empty()) {
     std::fprintf(stderr, "dtrun kill: no dtrun processes found%s\n",
@@ -159,6 +163,10 @@ int StatusCommand(const std::vector<std::string>& args) {
   app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname(env::kRdzvToken);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, token);
+  if (absl::StatusOr<std::string> dir = RuntimeDir(); !dir.ok()) {
+    std::fprintf(stderr, "dtrun status: error: %s\n", std::string(dir.status().message()).c_str());
+    return 1;
+  }
   std::vector<LaunchRecord> launches = ListLaunches();
   if (launches.empty()) {
     std::puts("no dtrun jobs running");

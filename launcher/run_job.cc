@@ -160,7 +160,12 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
   }
 
   AttemptPaths paths;
-  std::string private_dir = absl::StrCat(RuntimeDir(), "/", a.launch_id);
+  absl::StatusOr<std::string> runtime_dir = RuntimeDir();
+  if (!runtime_dir.ok()) {
+    spdlog::error("{}", std::string(runtime_dir.status().message()));
+    return 2;
+  }
+  std::string private_dir = absl::StrCat(*runtime_dir, "/", a.launch_id);
   if (!config.log_dir.empty()) {
     absl::StatusOr<std::string> root = FreshLogRoot(config.log_dir, a.run_id);
     if (!root.ok()) {

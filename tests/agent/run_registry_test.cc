@@ -1,0 +1,74 @@
+#include "agent/run_registry.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+#include "base/process_table.h"
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun {
+namespace {
+
+// Points DTRUN_RUNTIME_DIR at `dir` for the test's duration.
+class ScopedRuntimeDir {
+ public:
+  explicit ScopedRuntimeDir(const std::string& dir) { ::setenv("DTRUN_RUNTIME_DIR", dir.c_str(), 1); }
+  ~ScopedRuntimeDir() { ::unsetenv("DTRUN_RUNTIME_DIR"); }
+};
+
+TEST(RunRegistryTest, ANewRuntimeDirIsCreatedPrivate) {
+  const std::string dir = testing::MakeTempDir() + "/rt";
+  ScopedRuntimeDir scoped(dir);
+  absl::StatusOr<std::string> got = RuntimeDir();
+  ASSERT_TRUE(got.ok()) << got.status();
+  struct stat st;
+  ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST(RunRegistryTest, ADirOthersCanWriteOrALinkIsRefusedNotRepaired) {
+  const std::string base = testing::MakeTempDir();
+  const std::string open_dir = base + "/open", link = base + "/link", private_dir = base + "/private";
+  ASSERT_EQ(::mkdir(open_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);  // as another user would have planted it
+  ASSERT_EQ(::mkdir(private_dir.c_str(), 0700), 0);
+  ASSERT_EQ(::symlink(private_dir.c_str(), link.c_str()), 0);
+  for (const std::string& dir : {open_dir, link}) {
+    ScopedRuntimeDir scoped(dir);
+    absl::StatusOr<std::string> got = RuntimeDir();
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << dir;
+    EXPECT_NE(std::string(got.status().message()).find(dir), std::string::npos);
+    EXPECT_NE(std::string(got.status().message()).find("DTRUN_RUNTIME_DIR"), std::string::npos);
+  }
+  struct stat st;
+  ASSERT_EQ(::lstat(open_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);  // nothing was chmod-ed through a name we do not trust
+}
+
+TEST(RunRegistryTest, RecordsArePrivateAndHostileEntriesAreSkippedWithoutBlocking) {
+  const std::string dir = testing::MakeTempDir() + "/rt";
+  ScopedRuntimeDir scoped(dir);
+  LaunchRecord r;
+  r.launch_id = "me";
+  r.pid = ::getpid();
+  r.start_ticks = ProcessStartTicks(r.pid).value_or(0);
+  absl::StatusOr<std::string> path = RegisterLaunch(r);
+  ASSERT_TRUE(path.ok()) << path.status();
+  struct stat st;
+  ASSERT_EQ(::stat(path->c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A FIFO named like a record (it would block a plain read), and ill-typed JSON.
+  ASSERT_EQ(::mkfifo((dir + "/fifo.json").c_str(), 0600), 0);
+  FILE* bad = std::fopen((dir + "/bad.json").c_str(), "w");
+  std::fputs(R"({"pid": "1", "launch_id": 5})", bad);
+  std::fclose(bad);
+  std::vector<LaunchRecord> all = ListLaunches();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].launch_id, "me");
+}
+
+}  // namespace
+}  // namespace dtrun
