@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <signal.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -28,11 +29,11 @@ sigset_t AgentSignalSet(const std::vector<int>& signals) {
   return set;
 }
 
-void Watch(int epoll, int fd) {
+bool Watch(int epoll, int fd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;
-  ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev);
+  return ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
 // Failures of this node's workers that came after the round's failure report (a second rank that
@@ -64,8 +65,13 @@ int Agent::Run() {
   sigset_t set = AgentSignalSet(options_.signals_to_handle);
   signal_fd_ = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  Watch(epoll_fd_.get(), signal_fd_.get());
-  Watch(epoll_fd_.get(), rounds_->event_fd());
+  if (!signal_fd_.valid() || !epoll_fd_.valid() || !Watch(epoll_fd_.get(), signal_fd_.get()) ||
+      !Watch(epoll_fd_.get(), rounds_->event_fd())) {
+    spdlog::error("cannot set up the event loop (signalfd/epoll): {}; raise the open-files limit (ulimit -n)",
+                  strerror(errno));
+    rounds_->Leave();
+    return 1;
+  }
   stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -283,7 +289,12 @@ void Agent::StopGroup(int signo) {
 void Agent::WatchOutputs() {
   for (WorkerGroup::Worker& w : group_->workers()) {
     for (UniqueFd* fd : {&w.process.stdout_fd(), &w.process.stderr_fd()}) {
-      if (fd->valid()) Watch(epoll_fd_.get(), fd->get());
+      // A pipe that cannot be watched would never be drained: close it (the worker's writes then
+      // fail) rather than let the worker block on a full pipe.
+      if (fd->valid() && !Watch(epoll_fd_.get(), fd->get())) {
+        spdlog::warn("cannot watch a worker's output ({}); its output is dropped", strerror(errno));
+        fd->Reset();
+      }
     }
   }
 }
