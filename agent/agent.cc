@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
@@ -86,12 +87,12 @@ int Agent::Run() {
   return *exit_code_;
 }
 
-int Agent::timeout_ms() {
+int Agent::timeout_ms() const {
   std::optional<Clock::time_point> next;
   if (stopping_ && !killed_) next = kill_deadline_;
   if (barrier_deadline_ && (!next || *barrier_deadline_ < *next)) next = barrier_deadline_;
   if (group_) {
-    for (WorkerGroup::Worker& w : group_->workers()) {
+    for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
       for (const OutputRelay* relay : {w.out.get(), w.err.get()}) {
         std::optional<Clock::time_point> quiet = relay->quiet_deadline();
         if (quiet && (!next || *quiet < *next)) next = quiet;
@@ -118,8 +119,7 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
     } else if (fd == rounds_->event_fd()) {
       OnRoundEvent();
     } else if (stdin_->Owns(fd)) {
-      stdin_->OnEvent(fd, events[i].events);
-      if (stdin_->TakeEchoedLine()) consoles_.ForgetOpenLines();
+      stdin_->OnEvent(fd, events[i].events);  // an echoed line is handled in ShowQuietOutput
     } else {
       OnOutput(fd);
     }

@@ -53,7 +53,7 @@ class Agent {
   void OnOutput(int fd);
   void ShowQuietOutput();  // partial lines (prompts, `\r` bars) whose quiet time has passed
   void KillStrays();
-  int timeout_ms();
+  int timeout_ms() const;
   void Finish(int code) { exit_code_ = code; }
 
   AgentOptions options_;

@@ -19,7 +19,6 @@ class Console {
 
   explicit Console(int fd) : fd_(fd) {}
   ~Console() { Flush(); }
-  int fd() const { return fd_; }
 
   // Adds one segment of `writer`'s output. `prefix` is written when the segment starts a line on
   // the console (after a newline, a carriage return, or another writer's line). Segments are
@@ -30,7 +29,6 @@ class Console {
   void EndLineOf(const void* writer);
   // The terminal ended the line itself (the user's typed input was echoed with its newline).
   void ForgetOpenLine() { owner_ = nullptr; }
-  bool line_open() const { return owner_ != nullptr; }
 
  private:
   int fd_;

@@ -1,8 +1,5 @@
 #include "agent/failure_report.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -12,7 +9,7 @@
 #include "absl/time/time.h"
 #include "base/exit_codes.h"
 #include "base/signal_names.h"
-#include "base/unique_fd.h"
+#include "base/untrusted_file.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun {
@@ -98,24 +95,12 @@ void ParseErrorRecord(absl::string_view json, WorkerFailure& f) {
 
 void ReadErrorFile(WorkerFailure& f) {
   if (f.error_file.empty()) return;
-  UniqueFd fd(::open(f.error_file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  if (static_cast<size_t>(st.st_size) > kMaxErrorFileBytes) {
-    f.message = absl::StrCat("(the worker's error file is ", st.st_size, " bytes, more than the ",
-                             kMaxErrorFileBytes, " read; see ", f.error_file, ")");
-    return;
+  absl::StatusOr<std::string> json = ReadUntrustedFile(f.error_file, kMaxErrorFileBytes);
+  if (json.ok()) {
+    ParseErrorRecord(*json, f);
+  } else if (absl::IsOutOfRange(json.status())) {
+    f.message = absl::StrCat("(the worker's error file ", json.status().message(), ")");
   }
-  std::string json(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < json.size()) {
-    ssize_t n = ::read(fd.get(), json.data() + got, json.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  json.resize(got);
-  ParseErrorRecord(json, f);
 }
 
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {

@@ -15,6 +15,7 @@
 #include "base/process_table.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
+#include "base/untrusted_file.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun {
@@ -70,16 +71,9 @@ constexpr size_t kMaxRecordBytes = 64 << 10;
 
 // The record at `path`, or nullopt if it is not a small regular file of well-typed JSON.
 std::optional<LaunchRecord> ReadRecord(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<size_t>(st.st_size) > kMaxRecordBytes) {
-    return std::nullopt;
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  ssize_t n = ::read(fd.get(), text.data(), text.size());
-  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxRecordBytes);
+  if (!text.ok()) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;
   auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
   auto num = [&](const char* k) { return j.contains(k) && j[k].is_number_integer() ? j[k].get<long long>() : 0; };

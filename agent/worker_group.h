@@ -61,6 +61,7 @@ class WorkerGroup {
   void DrainAndCloseOutputs();
 
   std::vector<Worker>& workers() { return workers_; }
+  const std::vector<Worker>& workers() const { return workers_; }
 
  private:
   WorkerGroup() = default;

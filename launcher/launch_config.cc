@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <string_view>
 #include <set>
 #include <thread>
@@ -325,38 +324,36 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
 
 namespace {
 
-// Where the token's value is in `args` (the flag's next word, or after '=' in --rdzv-token=X).
-template <typename Visit>
-void ForEachTokenValue(int n, const std::function<std::string_view(int)>& arg, Visit visit) {
-  for (int i = 0; i < n; ++i) {
-    std::string_view a = arg(i);
-    if (a == "--") return;
+// Where the token's value is in `args`: (index, offset) — the word after --rdzv-token, or the
+// part after '=' in --rdzv-token=X. Nothing after "--" is dtrun's.
+std::vector<std::pair<size_t, size_t>> TokenValues(const std::vector<std::string_view>& args) {
+  std::vector<std::pair<size_t, size_t>> at;
+  for (size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    std::string_view a = args[i];
     if (a == "--rdzv-token" || a == "--rdzv_token") {
-      if (i + 1 < n) visit(i + 1, size_t{0});
-      ++i;
+      if (i + 1 < args.size()) at.emplace_back(++i, 0);
     } else if (a.rfind("--rdzv-token=", 0) == 0 || a.rfind("--rdzv_token=", 0) == 0) {
-      visit(i, a.find('=') + 1);
+      at.emplace_back(i, a.find('=') + 1);
     }
   }
+  return at;
 }
 
 }  // namespace
 
 std::string RedactedCommandLine(const std::vector<std::string>& args) {
   std::vector<std::string> shown = args;
-  ForEachTokenValue(static_cast<int>(args.size()), [&](int i) { return std::string_view(args[i]); },
-                    [&](int i, size_t at) { shown[i] = shown[i].substr(0, at) + "***"; });
+  for (auto [i, offset] : TokenValues({args.begin(), args.end()})) shown[i] = shown[i].substr(0, offset) + "***";
   return absl::StrJoin(shown, " ");
 }
 
 bool HideTokenInArgv(int argc, char** argv) {
-  bool found = false;
-  ForEachTokenValue(argc - 1, [&](int i) { return std::string_view(argv[i + 1]); }, [&](int i, size_t at) {
-    char* value = argv[i + 1] + at;
+  std::vector<std::pair<size_t, size_t>> at = TokenValues({argv + 1, argv + argc});
+  for (auto [i, offset] : at) {
+    char* value = argv[i + 1] + offset;
     std::memset(value, '*', std::strlen(value));
-    found = true;
-  });
-  return found;
+  }
+  return !at.empty();
 }
 
 absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value) {
