@@ -91,7 +91,7 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host,
-                                                                      uint16_t port) {
+                                                                      uint16_t port, uint16_t forward_port) {
   absl::StatusOr<UniqueFd> listener = BindListener(host, port);
   if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
@@ -101,13 +101,15 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   }
   uint16_t bound = BoundPort(listener->get());
   std::unique_ptr<TcpStoreServer> server(
-      new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound));
+      new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound, forward_port));
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;
 }
 
-TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port)
-    : listener_(std::move(listener)), epoll_(std::move(epoll)), wakeup_(std::move(wakeup)), port_(port) {}
+TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port,
+                               uint16_t forward_port)
+    : listener_(std::move(listener)), epoll_(std::move(epoll)), wakeup_(std::move(wakeup)), port_(port),
+      forward_port_(forward_port) {}
 
 TcpStoreServer::~TcpStoreServer() {
   uint64_t one = 1;
@@ -120,6 +122,7 @@ void TcpStoreServer::Serve() {
   StoreCore core;
   std::map<int, Connection> conns;  // keyed by fd, which is also the StoreClientId
   std::optional<StreamForwarder> forwarder;
+  if (forward_port_ != 0) forwarder.emplace(epoll_.get(), forward_port_);
   Watch(epoll_.get(), listener_.get(), EPOLLIN);
   Watch(epoll_.get(), wakeup_.get(), EPOLLIN);
 
@@ -193,7 +196,6 @@ void TcpStoreServer::Serve() {
       if (!(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
       ssize_t got = ::recv(fd, buf, sizeof(buf), 0);
       if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got > 0 && !forwarder && forward_port_.load() != 0) forwarder.emplace(epoll_.get(), forward_port_.load());
       if (got > 0 && forwarder) {
         Connection& conn = conns[fd];
         if (!conn.classified && !SpeaksTcpStore(buf[0])) {

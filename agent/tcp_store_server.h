@@ -19,25 +19,25 @@ class TcpStoreServer {
   // Binds `host:port` (a name or a literal address; port 0 picks a free port) and starts serving
   // on a thread of its own. Errors: Unavailable if the address cannot be bound (port in use),
   // InvalidArgument if `host` does not resolve.
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host,
-                                                               uint16_t port);
+  // `forward_port` (non-zero): connections that do not speak TCPStore (their first byte is no
+  // TCPStore request: an HTTP/2 preface, a TLS handshake) are relayed to 127.0.0.1:forward_port,
+  // so the rendezvous service and the workers' store share the one declared port. Known at start,
+  // so that no early connection is mistaken for a TCPStore client.
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, uint16_t port,
+                                                               uint16_t forward_port = 0);
   ~TcpStoreServer();  // stops the thread and closes every connection
 
   uint16_t port() const { return port_; }
-  // From now on, connections that do not speak TCPStore (their first byte is no TCPStore request:
-  // an HTTP/2 preface, a TLS handshake) are relayed to 127.0.0.1:`port`, so the rendezvous
-  // service and the workers' store share the one declared port.
-  void ForwardOthersTo(uint16_t port) { forward_port_.store(port); }
 
  private:
-  TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port);
+  TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port);
   void Serve();
 
   UniqueFd listener_;
   UniqueFd epoll_;
   UniqueFd wakeup_;  // eventfd: written by the destructor to stop Serve()
   uint16_t port_;
-  std::atomic<uint16_t> forward_port_{0};
+  uint16_t forward_port_;
   std::thread thread_;
 };
 

@@ -80,15 +80,14 @@ int RunLocalAgent(const LaunchConfig& config, const AttemptPaths& paths,
 absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
                             std::unique_ptr<TcpStoreServer>& store,
                             std::unique_ptr<rdzv::RendezvousServer>& server) {
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared =
-      TcpStoreServer::Start(config.service_host, static_cast<uint16_t>(config.service_port));
-  if (!shared.ok()) return config.host_service_if_free ? absl::OkStatus() : shared.status();
   rdzv::RendezvousOptions options = config.rdzv;
   options.workers_store_addr = config.service_host;
-  options.workers_store_port = (*shared)->port();
+  options.workers_store_port = config.service_port;  // never 0 for multi-node jobs
   absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s = grpc.start_server("127.0.0.1", 0, options, config.tls);
   if (!s.ok()) return s.status();
-  (*shared)->ForwardOthersTo(static_cast<uint16_t>((*s)->port()));
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared = TcpStoreServer::Start(
+      config.service_host, static_cast<uint16_t>(config.service_port), static_cast<uint16_t>((*s)->port()));
+  if (!shared.ok()) return config.host_service_if_free ? absl::OkStatus() : shared.status();
   store = std::move(*shared);
   server = std::move(*s);
   spdlog::info("hosting the rendezvous and the workers' store for run {} on {}:{}", config.agent.run_id,

@@ -80,10 +80,9 @@ struct Upstream {
 };
 
 TEST(TcpStoreServerTest, OtherProtocolsOnTheSamePortAreRelayedToTheForwardPort) {
-  auto server = TcpStoreServer::Start("127.0.0.1", 0);
-  ASSERT_TRUE(server.ok()) << server.status();
   Upstream grpc;
-  (*server)->ForwardOthersTo(grpc.port);
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, grpc.port);
+  ASSERT_TRUE(server.ok()) << server.status();
   // An HTTP/2 client (as gRPC opens) reaches the upstream, both ways, half-closes included.
   const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   int h2 = Connect((*server)->port());
