@@ -41,13 +41,16 @@ def main():
     ap.add_argument("build_dir")
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--restarts", type=int, default=20)
+    ap.add_argument("--torchrun", default=f"/usr/bin/python3 {TORCHRUN}",
+                    help="torchrun command (default: the shim beside this checkout; a pip PyTorch: "
+                         "'python3 -m torch.distributed.run')")
     args = ap.parse_args()
     probe = os.path.join(args.build_dir, "bin", "restart_probe")
     dtrun = os.path.join(args.build_dir, "bin", "dtrun")
     n, r = str(args.nproc), str(args.restarts)
     runs = {
         "dtrun": [dtrun, "--standalone", "--nproc-per-node", n, "--max-restarts", r, probe],
-        "torchrun": ["/usr/bin/python3", TORCHRUN, "--standalone", "--nproc_per_node", n,
+        "torchrun": args.torchrun.split() + ["--standalone", "--nproc_per_node", n,
                      "--max_restarts", r, "--monitor_interval", "0.1", "--no_python", probe],
     }
     results = {}

@@ -13,6 +13,9 @@
 #if DTRUN_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
+#if DTRUN_WITH_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 
 namespace dtrun::worker {
 namespace {
@@ -33,6 +36,7 @@ c10::intrusive_ptr<c10d::Store> ConnectStore(const DistEnv& env, std::chrono::mi
       "/worker/attempt_" + std::to_string(env.restart_count), tcp);
 }
 
+#if DTRUN_WITH_GLOO
 c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> GlooOptions(std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   const char* ifnames = std::getenv("GLOO_SOCKET_IFNAME");
@@ -46,6 +50,7 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> GlooOptions(std::chrono::mil
   }
   return options;
 }
+#endif
 
 }  // namespace
 
@@ -64,8 +69,13 @@ ProcessGroupHandle InitProcessGroup(const DistEnv& env, std::chrono::millisecond
   }
 #endif
   (void)cuda;
+#if DTRUN_WITH_GLOO
   h.backend = c10::make_intrusive<c10d::ProcessGroupGloo>(h.store, env.rank, env.world_size, GlooOptions(timeout));
   return h;
+#else
+  TORCH_CHECK(false, "CPU collectives need Gloo, and this build has none (its LibTorch ships no gloo headers, as pip "
+              "wheels do not): run on CUDA tensors (NCCL), or build against a LibTorch with gloo headers");
+#endif
 }
 
 }  // namespace dtrun::worker

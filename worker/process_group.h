@@ -6,7 +6,6 @@
 #include <chrono>
 
 #include <c10/util/intrusive_ptr.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "worker/dist_env.h"
@@ -20,9 +19,10 @@ struct ProcessGroupHandle {
   bool nccl = false;  // collectives take CUDA tensors
 };
 
-// Connects to the job's store and builds a Gloo group. Honours GLOO_SOCKET_IFNAME as PyTorch's
-// Python binding does. Throws c10::Error (from LibTorch) on failure; callers at the LibTorch
-// boundary turn it into an exit code.
+// Connects to the job's store and builds an NCCL group (`cuda`) or a Gloo group. Honours
+// GLOO_SOCKET_IFNAME as PyTorch's Python binding does. Throws c10::Error (from LibTorch) on failure,
+// also when this build has no backend for the request; callers at the LibTorch boundary turn it
+// into an exit code.
 ProcessGroupHandle InitProcessGroup(const DistEnv& env,
                                     std::chrono::milliseconds timeout = std::chrono::minutes(30),
                                     bool cuda = false);

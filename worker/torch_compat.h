@@ -17,6 +17,12 @@
 #define DTRUN_WITH_NCCL 0
 #endif
 
+// Gloo: CMake defines DTRUN_WITH_GLOO when gloo's headers are there (Debian's LibTorch has them,
+// pip wheels do not); without it only NCCL collectives exist.
+#ifndef DTRUN_WITH_GLOO
+#define DTRUN_WITH_GLOO 0
+#endif
+
 // In 1.x the collective classes (ProcessGroupGloo, ProcessGroupNCCL) derive from ProcessGroup; in
 // 2.x from Backend. Both expose allreduce / broadcast / barrier, which is all the library uses.
 #if TORCH_VERSION_MAJOR >= 2

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "stb/stb_image.h"
+#include <stb_image.h>  // libstb-dev (pkg-config stb)
 
 namespace dtrun::data {
 namespace {

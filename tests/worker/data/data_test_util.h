@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "stb/stb_image_write.h"
+#include <stb_image_write.h>  // libstb-dev (pkg-config stb)
 #include "worker/data/encode.h"
 
 namespace dtrun::data::testing {

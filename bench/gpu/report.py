@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Turns scripts/gpu-check.sh's step records into report.json and report.txt (markdown tables
+ready for docs/BENCHMARKS.md).  report.py RESULTS_JSONL WORK_DIR OUT_DIR BATCH"""
+import json
+import os
+import re
+import sys
+
+results_path, work, out, batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+steps = [json.loads(line) for line in open(results_path) if line.strip()]
+by_name = {s["step"]: s for s in steps}
+
+
+def text(name):
+    path = os.path.join(work, name)
+    return open(path).read() if os.path.exists(path) else ""
+
+
+def ips(name):
+    s = by_name.get(name)
+    return s["result"].get("images_per_s") if s and s["rc"] == 0 else None
+
+
+def wait_ms(name):
+    s = by_name.get(name)
+    w = s["result"].get("data_wait_s_per_step") if s and s["rc"] == 0 else None
+    return None if w is None else w * 1000
+
+
+def fmt(v, spec=".0f"):
+    return "—" if v is None else format(v, spec)
+
+
+def ratio(a, b):
+    return "—" if a is None or b is None else f"{a / b:.2f}x"
+
+
+env = text("env.txt").strip().splitlines()
+launch = [json.loads(l[7:]) for l in text("launch.txt").splitlines() if l.startswith("LAUNCH ")]
+decode = re.search(r"images_per_s=([0-9.]+) per_thread=([0-9.]+)", text("decode.txt"))
+restart = re.findall(r"(dtrun|torchrun)\s+nproc=\d+ restarts=\d+: rank0 replaced median\s+([0-9.]+) ms; "
+                     r"whole group restarted median\s+([0-9.]+) ms", text("restart.txt"))
+report = {"machine": env, "batch": batch, "steps": steps, "launch": launch,
+          "decode_16_threads_images_per_s": float(decode.group(1)) if decode else None,
+          "restart": {k: {"rank0_ms": float(a), "group_ms": float(b)} for k, a, b in restart}}
+json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=1)
+
+L = [f"# gpu-check report", "", "Machine: " + " | ".join(env), ""]
+L += ["## Steps", "", "| step | result | seconds |", "|---|---|---|"]
+for s in steps:
+    rc = s["rc"]
+    L.append(f"| {s['step']} | {'ok' if rc == 0 else rc if rc == 'skipped' else f'FAILED (rc {rc})'} | {s['seconds']} |")
+L += ["", f"## ResNet-50 training, 224 px, channels-last, batch {batch}, one GPU (images/s after warm-up)", "",
+      "| input | AMP | train_imagenet (C++) | Python reference | ratio | loader wait/step ours / ref (ms) |",
+      "|---|---|---|---|---|---|"]
+for amp in ("fp16", "bf16"):
+    a, b = ips(f"ours_synthetic_{amp}"), ips(f"ref_synthetic_{amp}")
+    L.append(f"| synthetic | {amp} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
+             f"{fmt(wait_ms(f'ours_synthetic_{amp}'), '.1f')} / {fmt(wait_ms(f'ref_synthetic_{amp}'), '.1f')} |")
+a, b = ips("ours_jpeg_fp16_j16"), ips("ref_jpeg_fp16_w16")
+L.append(f"| JPEG 500x375, 16 loader threads / workers | fp16 | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
+         f"{fmt(wait_ms('ours_jpeg_fp16_j16'), '.1f')} / {fmt(wait_ms('ref_jpeg_fp16_w16'), '.1f')} |")
+for j in (8, 4):
+    a = ips(f"ours_jpeg_fp16_j{j}")
+    if a is not None:
+        L.append(f"| JPEG, {j} loader threads | fp16 | {fmt(a)} | | | {fmt(wait_ms(f'ours_jpeg_fp16_j{j}'), '.1f')} / |")
+c = ips("ref_compiled_synthetic_fp16")
+if c is not None:
+    L.append(f"| synthetic, torch.compile'd Python | fp16 | {fmt(ips('ours_synthetic_fp16'))} | {fmt(c)} | "
+             f"{ratio(ips('ours_synthetic_fp16'), c)} | |")
+if decode:
+    L += ["", f"Loader capacity (dtdata bench, decode + RandomResizedCrop to 224, 16 threads): "
+              f"{float(decode.group(1)):.0f} images/s ({float(decode.group(2)):.0f} per thread)."]
+bw = by_name.get("allreduce_bw")
+if bw:
+    r = bw["result"]
+    L += ["", f"NCCL all_reduce of {r['mb']} MiB: {r['ms']} ms, algorithm bandwidth {r['algbw_gbps']} GB/s."]
+if launch:
+    L += ["", "## Launch to exit (median)", "", "| workload | nproc | dtrun (ms) | torchrun (ms) | torchrun / dtrun |",
+          "|---|---|---|---|---|"]
+    for r in launch:
+        L.append(f"| {r['workload']} | {r['nproc']} | {r['dtrun_ms']:.0f} | {r['torchrun_ms']:.0f} | "
+                 f"{r['torchrun_ms'] / r['dtrun_ms']:.1f}x |")
+if restart:
+    L += ["", "## Restart (4 workers, 10 restarts, median ms from the failing exit)", "",
+          "| launcher | rank 0 replaced | whole group restarted |", "|---|---|---|"]
+    for k, a, b in restart:
+        L.append(f"| {k} | {a} | {b} |")
+open(os.path.join(out, "report.txt"), "w").write("\n".join(L) + "\n")

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The GPU check: one command on a machine with an NVIDIA GPU and a pip PyTorch (no network, no apt).
+#   scripts/gpu-check.sh [OUT_DIR]          (default: $OUT, else gpu-check-out/)
+# Needs .gpu-kit/debs from scripts/gpu-kit-fetch.sh (run where apt works; carry the folder along).
+# Builds dtrun and the worker library against this PyTorch's LibTorch, the other dependencies from
+# the kit's .debs unpacked into .gpu-kit/prefix; then, each step bounded in time and the whole run
+# kept under GPU_CHECK_BUDGET_S (default 570 s; lower-priority steps are skipped, and reported so,
+# when it runs short): the CUDA tests (ctest -L cuda), NCCL all_reduce, ResNet-50 training
+# throughput (fp16/bf16, channels-last, synthetic and real JPEGs) next to the Python reference on the
+# same machine, a Python NCCL job under dtrun, launch and restart timings. Writes report.txt,
+# report.json, steps.log, build.log and ctest.log to OUT_DIR.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+out=${1:-${OUT:-gpu-check-out}}
+mkdir -p "$out" && out=$(realpath "$out")
+budget=${GPU_CHECK_BUDGET_S:-570}
+batch=${GPU_CHECK_BATCH:-256}
+start=$EPOCHREALTIME
+work=$(mktemp -d /tmp/gpu-check.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+results=$out/results.jsonl log=$out/steps.log
+: >"$results"; : >"$log"
+py=$(command -v python3)
+build=${GPU_CHECK_BUILD_DIR:-$repo/build-gpu}
+
+elapsed() { awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", b - a }'; }
+record() {  # record STEP RC SECONDS [JSON_FILE]
+  local extra='{}'
+  [ -n "${4:-}" ] && [ -s "$4" ] && extra=$(cat "$4")
+  printf '{"step": "%s", "rc": %s, "seconds": %s, "result": %s}\n' "$1" "$2" "$3" "$extra" >>"$results"
+}
+# step NAME LIMIT_S [--json FILE] CMD...: runs CMD bounded by LIMIT_S (and what is left of the
+# budget), output to steps.log; skipped if less than 20 s of the budget is left.
+step() {
+  local name=$1 limit=$2 json=""; shift 2
+  if [ "$1" = --json ]; then json=$2; shift 2; fi
+  local left=$((budget - $(elapsed)))
+  if [ "$left" -lt 20 ]; then
+    echo "== $name: skipped (time budget spent)" | tee -a "$log"; record "$name" '"skipped"' 0; return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "== $name (limit ${limit}s, t=$(elapsed)s): $*" | tee -a "$log"
+  local t0=$EPOCHREALTIME rc
+  timeout -k 5 "$limit" "$@" >>"$log" 2>&1
+  rc=$?
+  local secs
+  secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  echo "   -> rc=$rc in ${secs}s" | tee -a "$log"
+  record "$name" "$rc" "$secs" "$json"
+  return $rc
+}
+
+# The machine.
+{
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())), "cudnn", torch.backends.cudnn.version())'
+  lscpu | sed -n 's/^Model name: *//p'
+  nproc
+} >"$work/env.txt" 2>&1
+ngpu=$("$py" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+cat "$work/env.txt" | tee -a "$log"
+[ "$ngpu" -gt 0 ] || echo "gpu-check: no GPU visible to PyTorch; CUDA steps will fail or skip" | tee -a "$log"
+
+# Build against this PyTorch's LibTorch, the rest from the kit.
+source scripts/gpu-kit-env.sh
+KIT_EXTRA_PREFIX=$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+kit_setup || exit 1
+cap=$("$py" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null || echo 9.0)
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$cap}
+printf -v configure '%q ' cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "${KIT_CMAKE_ARGS[@]}"
+printf -v compile '%q ' cmake --build "$build" -j"$(nproc)" --target dtrun dtdata allreduce_check train_imagenet \
+  restart_probe dtrun_cuda_tests
+step build 420 bash -c "$configure && $compile" || cp "$log" "$out/build.log"
+bin=$build/bin
+export PYTHON_EXEC=$py
+
+step cuda_tests 240 ctest --test-dir "$build" -L cuda --no-tests=error --output-on-failure --timeout 200
+grep -E "tests passed|Failed|\*\*\*|Passed|Skipped" "$log" | tail -20 >"$out/ctest.log" 2>/dev/null
+
+# NCCL all_reduce (one rank per GPU) with a 256 MiB bandwidth probe.
+step allreduce_nccl 90 bash -o pipefail -c "'$bin/dtrun' --standalone --nproc-per-node $ngpu '$bin/allreduce_check' --backend nccl --mb 256 \
+  | tee '$work/allreduce.txt'"
+sed -n 's/.*ALLREDUCE_BW rank=0 mb=\([0-9]*\) ms=\([0-9.]*\) algbw_gbps=\([0-9.]*\).*/{"mb": \1, "ms": \2, "algbw_gbps": \3}/p' \
+  "$work/allreduce.txt" >"$work/allreduce.json" 2>/dev/null
+[ -s "$work/allreduce.json" ] && record allreduce_bw 0 0 "$work/allreduce.json"
+
+# ResNet-50, 224 px, channels-last, batch $batch: ours (one process, no launcher) vs the reference.
+ours() {  # ours NAME DATA_ARGS... -- FLAGS...
+  local name=$1; shift
+  step "$name" 150 --json "$work/$name.json" "$bin/train_imagenet" "$@" -a resnet50 -b "$batch" --image-size 224 \
+    --print-freq 1000 --no-tensorboard --output-dir "$work/run_$name" --bench-json "$work/$name.json"
+}
+theirs() {  # theirs NAME ARGS...
+  local name=$1; shift
+  step "$name" 240 --json "$work/$name.json" env -u LD_LIBRARY_PATH "$py" "$repo/bench/gpu/train_ref_gpu.py" "$@" \
+    -a resnet50 -b "$batch" --bench-json "$work/$name.json"
+}
+syn="--synthetic --synthetic-size 40000 -j 16 --warmup-iters 20 --timed-iters 60"
+for amp in fp16 bf16; do
+  ours "ours_synthetic_$amp" $syn --amp "$amp"
+  theirs "ref_synthetic_$amp" --synthetic --amp "$amp" --warmup-iters 20 --timed-iters 60
+done
+
+# Real JPEGs at ImageNet-like sizes (500x375, ~100 KB): does the loader keep the GPU fed, on how many cores?
+step make_dataset 120 "$bin/dtdata" make-demo "$work/jpeg" --classes 100 --train-per-class 128 --val-per-class 1 \
+  --width 500 --height 375
+step decode_bench 60 bash -o pipefail -c "'$bin/dtdata' bench '$work/jpeg/train' --threads 16 --batches 20 --batch-size $batch \
+  --image-size 224 | tee '$work/decode.txt'"
+real="--warmup-iters 10 --timed-iters 30"
+ours ours_jpeg_fp16_j16 "$work/jpeg" $real -j 16 --amp fp16
+theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 --warmup-iters 10 --timed-iters 30
+
+# dtrun with a Python NCCL job; launch and restart timings next to this PyTorch's torchrun.
+step python_nccl_under_dtrun 60 "$bin/dtrun" --standalone --nproc-per-node "$ngpu" "$repo/bench/gpu/nccl_init.py"
+step launch_times 150 bash -o pipefail -c "env -u LD_LIBRARY_PATH '$py' '$repo/bench/gpu/launch_times.py' '$build' --nproc $ngpu \
+  --runs 5 | tee '$work/launch.txt'"
+step restart_latency 120 bash -o pipefail -c "'$py' '$repo/bench/restart_latency.py' '$build' --nproc 4 --restarts 10 \
+  --torchrun '$py -m torch.distributed.run' | tee '$work/restart.txt'"
+
+# Fewer loader threads, then torch.compile'd Python: only if the budget allows.
+ours ours_jpeg_fp16_j8 "$work/jpeg" $real -j 8 --amp fp16
+ours ours_jpeg_fp16_j4 "$work/jpeg" $real -j 4 --amp fp16
+theirs ref_compiled_synthetic_fp16 --synthetic --compile --amp fp16 --warmup-iters 30 --timed-iters 60
+
+"$py" "$repo/bench/gpu/report.py" "$results" "$work" "$out" "$batch"
+cat "$out/report.txt"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# CPU self-test of the GPU kit (run by scripts/test.sh): the package list of
+# scripts/gpu-kit-fetch.sh resolves and downloads, and the unpacked prefix alone supplies every
+# build dependency but LibTorch: dtrun and the worker library are built against Debian's LibTorch
+# with CMake and pkg-config pointed at the prefix, and the build is checked to have read no header
+# and linked no library of those packages from the system. A package missing from the kit fails
+# here instead of on a GPU machine.
+#   scripts/gpu-kit-selftest.sh [BUILD_DIR]     (default build-kit/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-kit}
+[ -n "$(ls .gpu-kit/debs/*.deb 2>/dev/null)" ] || scripts/gpu-kit-fetch.sh
+source scripts/gpu-kit-env.sh
+kit_setup
+rm -f "$build/CMakeCache.txt"  # pkg-config results are cached: always resolve against the kit afresh
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTRUN_WITH_TESTS=OFF "${KIT_CMAKE_ARGS[@]}" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target dtrun dtdata dtrun_worker allreduce_check train_imagenet
+# Every header the build read that the kit also provides must have come from the kit.
+kit_headers=$(cd "$KIT_PREFIX/usr/include" && find . -type f | sed 's|^\./|/usr/include/|' | sort -u)
+used=$(ninja -C "$build" -t deps | grep -E '^ +/usr/include/' | sed 's/^ *//' | sort -u)
+leaked=$(comm -12 <(echo "$kit_headers") <(echo "$used") | head -5)
+[ -z "$leaked" ] || { echo "gpu-kit self-test: the build read system headers the kit provides:" $leaked >&2; exit 1; }
+# Likewise for libraries on the link lines.
+kit_libs=$(cd "$KIT_PREFIX/usr/lib/x86_64-linux-gnu" && ls | grep -E '\.(so|a)' | sed 's|^|/usr/lib/x86_64-linux-gnu/|')
+linked=$(ninja -C "$build" -t commands dtrun train_imagenet | tr ' ' '\n' | grep '^/usr/lib/x86_64-linux-gnu/' | sort -u)
+leaked=$(comm -12 <(echo "$kit_libs" | sort -u) <(echo "$linked") | head -5)
+[ -z "$leaked" ] || { echo "gpu-kit self-test: the link used system libraries the kit provides:" $leaked >&2; exit 1; }
+"$build/bin/dtrun" --standalone --nproc-per-node 2 "$build/bin/allreduce_check" | grep -c ALLREDUCE_OK | grep -qx 2
+echo "gpu-kit self-test: OK ($(ls .gpu-kit/debs | wc -l) packages, $(du -sm .gpu-kit/debs | cut -f1) MiB)"
