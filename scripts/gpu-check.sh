@@ -5,7 +5,7 @@
 # Builds dtrun and the worker library against this PyTorch's LibTorch, the other dependencies from
 # the kit's .debs unpacked into .gpu-kit/prefix; then, each step bounded in time and the whole run
 # kept under GPU_CHECK_BUDGET_S (default 570 s; lower-priority steps are skipped, and reported so,
-# when it runs short): the CUDA tests (ctest -L cuda), NCCL all_reduce, ResNet-50 training
+# when it runs short; GPU_CHECK_SKIP="STEP ..." skips named steps): the CUDA tests (ctest -L cuda), NCCL all_reduce, ResNet-50 training
 # throughput (fp16/bf16, channels-last, synthetic and real JPEGs) next to the Python reference on the
 # same machine, a Python NCCL job under dtrun, launch and restart timings. Writes report.txt,
 # report.json, steps.log, build.log and ctest.log to OUT_DIR.
@@ -35,6 +35,9 @@ record() {  # record STEP RC SECONDS [JSON_FILE]
 step() {
   local name=$1 limit=$2 json=""; shift 2
   if [ "$1" = --json ]; then json=$2; shift 2; fi
+  if [[ " ${GPU_CHECK_SKIP:-} " == *" $name "* ]]; then
+    echo "== $name: skipped (GPU_CHECK_SKIP)" | tee -a "$log"; record "$name" '"skipped"' 0; return 1
+  fi
   local left=$((budget - $(elapsed)))
   if [ "$left" -lt 20 ]; then
     echo "== $name: skipped (time budget spent)" | tee -a "$log"; record "$name" '"skipped"' 0; return 1
@@ -75,6 +78,7 @@ printf -v compile '%q ' cmake --build "$build" -j"$(nproc)" --target dtrun dtdat
 step build 420 bash -c "$configure && $compile" || cp "$log" "$out/build.log"
 bin=$build/bin
 export PYTHON_EXEC=$py
+unset LD_LIBRARY_PATH  # the programs find the kit's libraries through their rpath; Python needs none
 
 step cuda_tests 240 ctest --test-dir "$build" -L cuda --no-tests=error --output-on-failure --timeout 200
 grep -E "tests passed|Failed|\*\*\*|Passed|Skipped" "$log" | tail -20 >"$out/ctest.log" 2>/dev/null
@@ -84,7 +88,8 @@ step allreduce_nccl 90 bash -o pipefail -c "'$bin/dtrun' --standalone --nproc-pe
   | tee '$work/allreduce.txt'"
 sed -n 's/.*ALLREDUCE_BW rank=0 mb=\([0-9]*\) ms=\([0-9.]*\) algbw_gbps=\([0-9.]*\).*/{"mb": \1, "ms": \2, "algbw_gbps": \3}/p' \
   "$work/allreduce.txt" >"$work/allreduce.json" 2>/dev/null
-[ -s "$work/allreduce.json" ] && record allreduce_bw 0 0 "$work/allreduce.json"
+# With one rank all_reduce moves no data: a bandwidth figure needs two GPUs or more.
+[ "$ngpu" -gt 1 ] && [ -s "$work/allreduce.json" ] && record allreduce_bw 0 0 "$work/allreduce.json"
 
 # ResNet-50, 224 px, channels-last, batch $batch: ours (one process, no launcher) vs the reference.
 ours() {  # ours NAME DATA_ARGS... -- FLAGS...
@@ -94,7 +99,7 @@ ours() {  # ours NAME DATA_ARGS... -- FLAGS...
 }
 theirs() {  # theirs NAME ARGS...
   local name=$1; shift
-  step "$name" 240 --json "$work/$name.json" env -u LD_LIBRARY_PATH "$py" "$repo/bench/gpu/train_ref_gpu.py" "$@" \
+  step "$name" 240 --json "$work/$name.json" "$py" "$repo/bench/gpu/train_ref_gpu.py" "$@" \
     -a resnet50 -b "$batch" --bench-json "$work/$name.json"
 }
 syn="--synthetic --synthetic-size 40000 -j 16 --warmup-iters 20 --timed-iters 60"
@@ -114,7 +119,7 @@ theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 --warmup-iters 10 --time
 
 # dtrun with a Python NCCL job; launch and restart timings next to this PyTorch's torchrun.
 step python_nccl_under_dtrun 60 "$bin/dtrun" --standalone --nproc-per-node "$ngpu" "$repo/bench/gpu/nccl_init.py"
-step launch_times 150 bash -o pipefail -c "env -u LD_LIBRARY_PATH '$py' '$repo/bench/gpu/launch_times.py' '$build' --nproc $ngpu \
+step launch_times 150 bash -o pipefail -c "'$py' '$repo/bench/gpu/launch_times.py' '$build' --nproc $ngpu \
   --runs 5 | tee '$work/launch.txt'"
 step restart_latency 120 bash -o pipefail -c "'$py' '$repo/bench/restart_latency.py' '$build' --nproc 4 --restarts 10 \
   --torchrun '$py -m torch.distributed.run' | tee '$work/restart.txt'"

@@ -25,5 +25,8 @@ kit_setup() {
   export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$KIT_PREFIX/usr/share/pkgconfig"
   KIT_CMAKE_ARGS=(-DCMAKE_PREFIX_PATH="$KIT_PREFIX/usr${KIT_EXTRA_PREFIX:+;$KIT_EXTRA_PREFIX}"
                   -DCMAKE_INCLUDE_PATH="$KIT_PREFIX/usr/include" -DCMAKE_LIBRARY_PATH="$lib"
-                  -DCMAKE_BUILD_RPATH="$lib")
+                  -DCMAKE_BUILD_RPATH="$lib"
+                  # DT_RPATH, not RUNPATH: it also finds the kit's libraries' own dependencies
+                  # (libabsl_* behind libgrpc++), so programs run without LD_LIBRARY_PATH.
+                  -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags")
 }

@@ -17,6 +17,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/ddp.h"
+#include "worker/foreach_sgd.h"
 #include "worker/collective_watchdog.h"
 #include "worker/grad_scaler.h"
 #include "worker/host_memory.h"
@@ -89,7 +90,7 @@ class Training {
   std::unique_ptr<data::Dataset> train_set_, val_set_;
   std::unique_ptr<data::Loader> train_loader_, val_loader_;
   ResNet model_{nullptr};
-  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<ForeachSgd> optimizer_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   Progress progress_;
   std::unique_ptr<GradScaler> scaler_;
@@ -168,6 +169,10 @@ void Training::MakeLoaders(int image_size, int batch_size) {
   data::LoaderOptions lo;
   lo.batch_size = batch_size;
   lo.threads = o_.workers;
+  // Each thread builds whole batches: with fewer batches in flight than threads, threads idle and
+  // a GPU starves (4 in flight fed an H100 1,200 ResNet-50 images/s from 16 threads). Two per
+  // thread, as DataLoader's prefetch_factor.
+  lo.max_batches_ahead = std::max(4, 2 * o_.workers);
   lo.image_size = image_size;
   lo.seed = o_.seed;
   lo.sampler = data::SamplerOptions{env_.rank, env_.world_size, true, o_.seed, false, true};
@@ -257,7 +262,7 @@ bool Training::Setup() {
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(o_.weight_decay)));
   if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(0)));
-  optimizer_ = std::make_unique<torch::optim::SGD>(groups, sgd);
+  optimizer_ = std::make_unique<ForeachSgd>(groups, sgd);
   if (std::optional<Progress> p =
           LoadCheckpoint(o_.output_dir + "/checkpoints", o_.resume, *model_, *optimizer_, scaler_.get())) {
     progress_ = *p;
