@@ -113,6 +113,8 @@ step make_dataset 120 "$bin/dtdata" make-demo "$work/jpeg" --classes 100 --train
   --width 500 --height 375
 step decode_bench 60 bash -o pipefail -c "'$bin/dtdata' bench '$work/jpeg/train' --threads 16 --batches 20 --batch-size $batch \
   --image-size 224 | tee '$work/decode.txt'"
+step decode_bench_1t 40 bash -o pipefail -c "'$bin/dtdata' bench '$work/jpeg/train' --threads 1 --batches 3 \
+  --batch-size $batch --image-size 224 | tee '$work/decode1.txt'"
 real="--warmup-iters 10 --timed-iters 30"
 ours ours_jpeg_fp16_j16 "$work/jpeg" $real -j 16 --amp fp16
 theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 --warmup-iters 10 --timed-iters 30
