@@ -36,19 +36,41 @@ void OnTerm(int) { g_stop_requested.store(true); }  // only sets a flag
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// uint8 NHWC batch → normalised float NCHW on `device`. The NHWC buffer viewed as NCHW already
+// A loader batch as tensors: uint8 NHWC pixels and int64 labels. On CUDA they are copied into
+// pinned memory here, so the copies to the GPU can be non-blocking (a copy from pageable memory
+// waits for the GPU's stream to drain); on CPU they are views of the batch, which they keep alive.
+struct StagedBatch {
+  data::Batch batch;
+  torch::Tensor pixels, labels;
+};
+
+StagedBatch Stage(data::Batch b, bool cuda) {
+  StagedBatch s{std::move(b), {}, {}};
+  s.pixels = torch::from_blob(s.batch.pixels.data(), {s.batch.count, s.batch.image_size, s.batch.image_size, 3},
+                              torch::kUInt8);
+  s.labels = torch::from_blob(s.batch.labels.data(), {s.batch.count}, torch::kInt64);
+  if (cuda) {
+    s.pixels = s.pixels.pin_memory();
+    s.labels = s.labels.pin_memory();
+  }
+  return s;
+}
+
+// ImageNet normalisation folded for uint8 input: (x/255 − mean)/std = (x − 255·mean)/(255·std).
+struct Normalizer {
+  torch::Tensor mean, std;  // [1,3,1,1] on the training device
+  explicit Normalizer(const torch::Device& device)
+      : mean(torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}).mul(255)
+                 .view({1, 3, 1, 1}).to(device)),
+        std(torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}).mul(255)
+                .view({1, 3, 1, 1}).to(device)) {}
+};
+
+// Staged uint8 NHWC → normalised float NCHW on `device`. The NHWC buffer viewed as NCHW already
 // has channels-last strides, which the float conversion keeps: no transposing copy in that case.
-// On CUDA the uint8 batch goes through pinned memory with a non-blocking copy and is normalised
-// there.
-torch::Tensor ToInput(data::Batch& b, bool channels_last, const torch::Device& device) {
-  torch::Tensor x = torch::from_blob(b.pixels.data(), {b.count, b.image_size, b.image_size, 3}, torch::kUInt8);
-  if (device.is_cuda()) x = x.pin_memory().to(device, /*non_blocking=*/true);
-  x = x.permute({0, 3, 1, 2}).to(torch::kFloat32);
-  auto opts = torch::TensorOptions().device(device);
-  // (x/255 − mean)/std = (x − 255·mean)/(255·std)
-  torch::Tensor mean = torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}, opts);
-  torch::Tensor std = torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}, opts);
-  x = x.sub_(mean.mul_(255).view({1, 3, 1, 1})).div_(std.mul_(255).view({1, 3, 1, 1}));
+torch::Tensor ToInput(const StagedBatch& b, bool channels_last, const torch::Device& device, const Normalizer& norm) {
+  torch::Tensor x = b.pixels.to(device, /*non_blocking=*/true).permute({0, 3, 1, 2}).to(torch::kFloat32);
+  x = x.sub_(norm.mean).div_(norm.std);
   return channels_last ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x.contiguous();
 }
 
@@ -107,7 +129,15 @@ class Training {
   Clock::time_point bench_start_;
   double bench_data_wait_s_ = 0;  // timed steps' wait for the loader
   bool BenchStep(int batch_images);
+  std::optional<StagedBatch> NextTrainBatch();
+  std::unique_ptr<Normalizer> norm_;
 };
+
+std::optional<StagedBatch> Training::NextTrainBatch() {
+  std::optional<data::Batch> b = train_loader_->Next();
+  if (!b) return std::nullopt;
+  return Stage(std::move(*b), cuda_);
+}
 
 // Counts benchmark steps; returns true when the timed window is over (result printed).
 bool Training::BenchStep(int batch_images) {
@@ -210,6 +240,7 @@ bool Training::Setup() {
     // torch.backends.cudnn.benchmark = True).
     at::globalContext().setBenchmarkCuDNN(true);
   }
+  norm_ = std::make_unique<Normalizer>(device_);
   if (env_.distributed()) {
     pg_ = InitProcessGroup(env_, std::chrono::minutes(30), cuda_);
     watchdog_ = std::make_unique<CollectiveWatchdog>(
@@ -304,14 +335,16 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
   auto window = Clock::now();
   auto data_start = Clock::now();
   int64_t step = first_batch;
-  while (std::optional<data::Batch> b = train_loader_->Next()) {
+  std::optional<StagedBatch> b = NextTrainBatch();
+  double data_wait = Seconds(data_start, Clock::now());
+  while (b) {
     auto compute_start = Clock::now();
-    data_s += Seconds(data_start, compute_start);
-    if (o_.timed_iters > 0 && bench_steps_ >= o_.warmup_iters) bench_data_wait_s_ += Seconds(data_start, compute_start);
+    data_s += data_wait;
+    if (o_.timed_iters > 0 && bench_steps_ >= o_.warmup_iters) bench_data_wait_s_ += data_wait;
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
-    torch::Tensor x = ToInput(*b, o_.channels_last, device_);
-    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).to(device_);
+    torch::Tensor x = ToInput(*b, o_.channels_last, device_, *norm_);
+    torch::Tensor y = b->labels.to(device_, /*non_blocking=*/true);
     if (ddp_) ddp_->SyncBuffers();
     torch::Tensor logits, loss;
     {
@@ -328,17 +361,20 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
       return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
     });
     if (step_ok) optimizer_->step();
+    // The next batch is taken (and pinned) while the GPU works through this step, before the
+    // reads below wait for it.
+    const int count = b->batch.count;
+    auto fetch_start = Clock::now();
+    b = NextTrainBatch();
+    data_wait = Seconds(fetch_start, Clock::now());
     ++progress_.global_step;
     ++step;
-    loss_sum += loss.item<double>() * b->count;
+    loss_sum += loss.item<double>() * count;
     correct1 += TopK(logits.detach(), y).first;
-    seen += b->count;
-    compute_s += Seconds(compute_start, Clock::now());
-    if (BenchStep(b->count)) return;
-    if (o_.timed_iters > 0) {
-      data_start = Clock::now();
-      continue;
-    }
+    seen += count;
+    compute_s += Seconds(compute_start, Clock::now()) - data_wait;
+    if (BenchStep(count)) return;
+    if (o_.timed_iters > 0) continue;
     // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
     bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
     std::vector<double> flags = AllReduceSum({g_stop_requested.load() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
@@ -373,7 +409,6 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
       data_s = compute_s = 0;
       window = Clock::now();
     }
-    data_start = Clock::now();
   }
 }
 
@@ -382,15 +417,16 @@ double Training::Validate(int64_t epoch) {
   torch::NoGradGuard no_grad;
   val_loader_->StartEpoch(0);
   double loss = 0, c1 = 0, c5 = 0, n = 0;
-  while (std::optional<data::Batch> b = val_loader_->Next()) {
+  while (std::optional<data::Batch> next = val_loader_->Next()) {
+    std::optional<StagedBatch> b = Stage(std::move(*next), cuda_);
     AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
-    torch::Tensor logits = model_->forward(ToInput(*b, o_.channels_last, device_)).to(torch::kFloat32);
-    torch::Tensor y = torch::from_blob(b->labels.data(), {b->count}, torch::kInt64).to(device_);
-    loss += torch::nn::functional::cross_entropy(logits, y).item<double>() * b->count;
+    torch::Tensor logits = model_->forward(ToInput(*b, o_.channels_last, device_, *norm_)).to(torch::kFloat32);
+    torch::Tensor y = b->labels.to(device_, /*non_blocking=*/true);
+    loss += torch::nn::functional::cross_entropy(logits, y).item<double>() * b->batch.count;
     auto [k1, k5] = TopK(logits, y);
     c1 += k1;
     c5 += k5;
-    n += b->count;
+    n += b->batch.count;
   }
   std::vector<double> sums = AllReduceSum({loss, c1, c5, n});
   const double top1 = 100 * sums[1] / std::max(1.0, sums[3]), top5 = 100 * sums[2] / std::max(1.0, sums[3]);
