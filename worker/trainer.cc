@@ -344,7 +344,8 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
     torch::Tensor x = ToInput(*b, o_.channels_last, device_, *norm_);
-    torch::Tensor y = b->labels.to(device_, /*non_blocking=*/true);
+    // Owned by the step: `b` moves on to the next batch before the step is done.
+    torch::Tensor y = cuda_ ? b->labels.to(device_, /*non_blocking=*/true) : b->labels.clone();
     if (ddp_) ddp_->SyncBuffers();
     torch::Tensor logits, loss;
     {
@@ -356,17 +357,17 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     }
     ClearGradients(*model_);
     scaler_->Scale(loss).backward();
+    // The next batch is taken (and pinned) while the GPU works through this step's backward,
+    // before anything below waits for the GPU (the loss scaler's overflow check, the loss).
+    const int count = b->batch.count;
+    auto fetch_start = Clock::now();
+    b = NextTrainBatch();
+    data_wait = Seconds(fetch_start, Clock::now());
     if (ddp_) ddp_->FinishGradientSync();
     bool step_ok = scaler_->UnscaleAndUpdate(model_->parameters(), [this](bool mine) {
       return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
     });
     if (step_ok) optimizer_->step();
-    // The next batch is taken (and pinned) while the GPU works through this step, before the
-    // reads below wait for it.
-    const int count = b->batch.count;
-    auto fetch_start = Clock::now();
-    b = NextTrainBatch();
-    data_wait = Seconds(fetch_start, Clock::now());
     ++progress_.global_step;
     ++step;
     loss_sum += loss.item<double>() * count;
