@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   // Reading the terminal after being sent to the background fails with EIO instead of stopping
   // dtrun (and with it the whole job's supervision); see StdinRouter.
   ::signal(SIGTTIN, SIG_IGN);
-  auto logger = spdlog::stderr_logger_st("dtrun");
+  // Thread-safe sink: the store server's and the rendezvous client's threads log too.
+  auto logger = spdlog::stderr_logger_mt("dtrun");
   logger->set_pattern("[dtrun] %v");
   spdlog::set_default_logger(logger);
 

@@ -16,7 +16,9 @@ list=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts 
 if [ "${1:-}" = --list ]; then echo $list; exit 0; fi
 dir=.gpu-kit/debs
 rm -rf "$dir" && mkdir -p "$dir"
-(cd "$dir" && apt-get download -qq $list)
+# As root apt would drop to its _apt user, which cannot write into this checkout.
+sandbox=(); [ "$(id -u)" = 0 ] && sandbox=(-o APT::Sandbox::User=root)
+(cd "$dir" && apt-get "${sandbox[@]}" download -qq $list)
 total=$(du -sm "$dir" | cut -f1)
 echo "gpu-kit: $(ls "$dir" | wc -l) packages, ${total} MiB in $dir"
 [ "$total" -lt 56 ] || { echo "gpu-kit: $dir is ${total} MiB; the GPU machine's tree carries 64 MiB at most" >&2; exit 1; }
