@@ -33,42 +33,35 @@ torch::Tensor ForeachSgd::step(LossClosure closure) {
   }
   for (torch::optim::OptimizerParamGroup& group : param_groups_) {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
-    std::vector<torch::Tensor> params, grads, bufs;
-    bool every_buffer_exists = true;
+    std::vector<torch::Tensor> params, grads;
     for (const torch::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       params.push_back(p);
       grads.push_back(p.grad());
-      auto it = state_.find(StateKey(state_, p));
-      if (it == state_.end()) {
-        every_buffer_exists = false;
-      } else {
-        bufs.push_back(static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer());
-      }
     }
     if (params.empty()) continue;
-    if (o.momentum() != 0 && !every_buffer_exists) {
-      // First step of this group: the buffers start as copies of the gradients, as in SGD.
-      std::vector<torch::Tensor> d_p = o.weight_decay() != 0 ? at::_foreach_add(grads, params, o.weight_decay())
-                                                              : grads;
-      for (size_t i = 0; i < params.size(); ++i) {
-        auto state = std::make_unique<torch::optim::SGDParamState>();
-        state->momentum_buffer(torch::clone(d_p[i]).detach());
-        bufs.push_back(state->momentum_buffer());
-        state_[StateKey(state_, params[i])] = std::move(state);
-      }
-      bufs.erase(bufs.begin(), bufs.end() - static_cast<std::ptrdiff_t>(params.size()));
-      if (o.nesterov()) d_p = at::_foreach_add(d_p, bufs, o.momentum());
-      else d_p = bufs;
-      at::_foreach_add_(params, d_p, -o.lr());
-      continue;
-    }
     std::vector<torch::Tensor> d_p = o.weight_decay() != 0 ? at::_foreach_add(grads, params, o.weight_decay()) : grads;
     if (o.momentum() != 0) {
-      at::_foreach_mul_(bufs, o.momentum());
-      at::_foreach_add_(bufs, d_p, 1 - o.dampening());
-      if (o.nesterov()) d_p = at::_foreach_add(d_p, bufs, o.momentum());
-      else d_p = bufs;
+      // A parameter's buffer starts as a copy of its first update (as in SGD); existing ones
+      // decay and accumulate. `bufs` shares storage with the state, in parameter order.
+      std::vector<torch::Tensor> bufs(params.size()), old_bufs, old_d_p;
+      for (size_t i = 0; i < params.size(); ++i) {
+        auto& slot = state_[StateKey(state_, params[i])];
+        if (!slot) {
+          auto state = std::make_unique<torch::optim::SGDParamState>();
+          state->momentum_buffer(torch::clone(d_p[i]).detach());
+          slot = std::move(state);
+        } else {
+          old_bufs.push_back(static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer());
+          old_d_p.push_back(d_p[i]);
+        }
+        bufs[i] = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
+      }
+      if (!old_bufs.empty()) {
+        at::_foreach_mul_(old_bufs, o.momentum());
+        at::_foreach_add_(old_bufs, old_d_p, 1 - o.dampening());
+      }
+      d_p = o.nesterov() ? at::_foreach_add(d_p, bufs, o.momentum()) : bufs;
     }
     at::_foreach_add_(params, d_p, -o.lr());
   }

@@ -5,7 +5,8 @@
 namespace dtrun::worker {
 namespace {
 
-// Runs `steps` updates with fixed gradients through `opt` and returns the parameters.
+// Runs `steps` updates with fixed gradients through `opt` and returns the parameters. The second
+// parameter gets its first gradient only in the second step (its momentum buffer starts late).
 template <class Optimizer>
 std::vector<torch::Tensor> Train(const torch::optim::SGDOptions& o, int steps, bool two_groups) {
   torch::manual_seed(0);
@@ -23,6 +24,7 @@ std::vector<torch::Tensor> Train(const torch::optim::SGDOptions& o, int steps, b
   Optimizer opt(groups, o);
   for (int s = 0; s < steps; ++s) {
     for (size_t i = 0; i < params.size(); ++i) {
+      if (s == 0 && i == 1) continue;
       params[i].mutable_grad() = torch::full_like(params[i], 0.1 * (s + 1) * (i + 1)) + params[i].detach() * 0.01;
     }
     opt.step();
