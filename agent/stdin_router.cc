@@ -143,20 +143,10 @@ void StdinRouter::Deliver() {
 }
 
 void StdinRouter::WriteTo(Sink& sink) {
-  while (!sink.pending.empty() && sink.fd.valid()) {
-    ssize_t n = ::write(sink.fd.get(), sink.pending.data(), sink.pending.size());
-    if (n > 0) {
-      sink.pending.erase(0, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      break;
-    } else {
-      sink.pending.clear();  // the worker closed its stdin (or exited): the line is dropped
-      SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
-      sink.fd.Reset();
-    }
-  }
+  if (!sink.fd.valid() || WritePending(sink.fd.get(), sink.pending)) return;
+  sink.pending.clear();  // the worker closed its stdin (or exited): the line is dropped
+  SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+  sink.fd.Reset();
 }
 
 void StdinRouter::CloseSinksIfDone() {

@@ -105,18 +105,7 @@ void StreamForwarder::Pump(Stream& s) {
   for (int i = 0; i < 2; ++i) {
     Side& to = s.sides[i];
     if (i == 1 && !s.connected) continue;
-    while (!to.outbox.empty()) {
-      ssize_t n = ::send(to.fd.get(), to.outbox.data(), to.outbox.size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        to.outbox.erase(0, static_cast<size_t>(n));
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && errno == EAGAIN) {
-        break;
-      } else {
-        return Close(s);
-      }
-    }
+    if (!SendPending(to.fd.get(), to.outbox)) return Close(s);
     if (s.sides[1 - i].read_done && to.outbox.empty() && !to.write_shut) {
       ::shutdown(to.fd.get(), SHUT_WR);  // pass the half-close on
       to.write_shut = true;

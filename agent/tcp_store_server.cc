@@ -142,13 +142,7 @@ void TcpStoreServer::Serve() {
     if (it == conns.end()) return;
     Connection& conn = it->second;
     conn.pending += core.TakeOutput(static_cast<StoreClientId>(fd));
-    while (!conn.pending.empty()) {
-      ssize_t n = ::send(fd, conn.pending.data(), conn.pending.size(), MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) break;
-      if (n < 0) return close_conn(fd);
-      conn.pending.erase(0, static_cast<size_t>(n));
-    }
+    if (!SendPending(fd, conn.pending)) return close_conn(fd);
     // A client that does not read its replies gets no more requests served until it does.
     uint32_t events = conn.pending.size() < kMaxPendingOutput ? static_cast<uint32_t>(EPOLLIN) : 0u;
     if (!conn.pending.empty()) events |= EPOLLOUT;
