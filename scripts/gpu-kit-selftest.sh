@@ -15,15 +15,19 @@ kit_setup
 rm -f "$build/CMakeCache.txt"  # pkg-config results are cached: always resolve against the kit afresh
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDTRUN_WITH_TESTS=OFF "${KIT_CMAKE_ARGS[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target dtrun dtdata dtrun_worker allreduce_check train_imagenet
-# Every header the build read that the kit also provides must have come from the kit.
-kit_headers=$(cd "$KIT_PREFIX/usr/include" && find . -type f | sed 's|^\./|/usr/include/|' | sort -u)
-used=$(ninja -C "$build" -t deps | grep -E '^ +/usr/include/' | sed 's/^ *//' | sort -u)
-leaked=$(comm -12 <(echo "$kit_headers") <(echo "$used") | head -5)
-[ -z "$leaked" ] || { echo "gpu-kit self-test: the build read system headers the kit provides:" $leaked >&2; exit 1; }
-# Likewise for libraries on the link lines.
-kit_libs=$(cd "$KIT_PREFIX/usr/lib/x86_64-linux-gnu" && ls | grep -E '\.(so|a)' | sed 's|^|/usr/lib/x86_64-linux-gnu/|')
-linked=$(ninja -C "$build" -t commands dtrun train_imagenet | tr ' ' '\n' | grep '^/usr/lib/x86_64-linux-gnu/' | sort -u)
-leaked=$(comm -12 <(echo "$kit_libs" | sort -u) <(echo "$linked") | head -5)
-[ -z "$leaked" ] || { echo "gpu-kit self-test: the link used system libraries the kit provides:" $leaked >&2; exit 1; }
+# Nothing the kit provides may come from the system: fail on any system path (arg 2) that the
+# kit's copy (arg 3, as system paths) also has.
+only_from_kit() {
+  local leaked
+  leaked=$(comm -12 <(echo "$2" | sort -u) <(echo "$3" | sort -u) | head -5)
+  [ -z "$leaked" ] || { echo "gpu-kit self-test: the build $1 the kit provides:" $leaked >&2; exit 1; }
+}
+lib=/usr/lib/x86_64-linux-gnu
+only_from_kit "read system headers" \
+  "$(ninja -C "$build" -t deps | grep -E '^ +/usr/include/' | sed 's/^ *//')" \
+  "$(cd "$KIT_PREFIX/usr/include" && find . -type f | sed 's|^\./|/usr/include/|')"
+only_from_kit "linked system libraries" \
+  "$(ninja -C "$build" -t commands dtrun train_imagenet | tr ' ' '\n' | grep "^$lib/")" \
+  "$(cd "$KIT_PREFIX$lib" && ls | grep -E '\.(so|a)' | sed "s|^|$lib/|")"
 "$build/bin/dtrun" --standalone --nproc-per-node 2 "$build/bin/allreduce_check" | grep -c ALLREDUCE_OK | grep -qx 2
 echo "gpu-kit self-test: OK ($(ls .gpu-kit/debs | wc -l) packages, $(du -sm .gpu-kit/debs | cut -f1) MiB)"

@@ -58,12 +58,13 @@ StagedBatch Stage(data::Batch b, bool cuda) {
 
 // ImageNet normalisation folded for uint8 input: (x/255 − mean)/std = (x − 255·mean)/(255·std).
 struct Normalizer {
-  torch::Tensor mean, std;  // [1,3,1,1] on the training device
+  torch::Tensor mean, std;  // [1,3,1,1] on the training device, made once
   explicit Normalizer(const torch::Device& device)
-      : mean(torch::tensor({data::kImageNetMean[0], data::kImageNetMean[1], data::kImageNetMean[2]}).mul(255)
-                 .view({1, 3, 1, 1}).to(device)),
-        std(torch::tensor({data::kImageNetStd[0], data::kImageNetStd[1], data::kImageNetStd[2]}).mul(255)
-                .view({1, 3, 1, 1}).to(device)) {}
+      : mean(PerChannel255(data::kImageNetMean, device)), std(PerChannel255(data::kImageNetStd, device)) {}
+
+  static torch::Tensor PerChannel255(const float (&v)[3], const torch::Device& device) {
+    return torch::tensor({v[0], v[1], v[2]}).mul(255).view({1, 3, 1, 1}).to(device);
+  }
 };
 
 // Staged uint8 NHWC → normalised float NCHW on `device`. The NHWC buffer viewed as NCHW already

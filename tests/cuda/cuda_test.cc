@@ -95,13 +95,8 @@ TEST(CudaTest, NcclAllReduceUnderDtrunOnEveryGpu) {
 }
 
 std::string DemoDataset() {
-  static std::string dir;
-  if (dir.empty()) {
-    dir = MakeTempDir() + "/demo";
-    auto [rc, out] = RunToEnd({BinDir() + "/dtdata", "make-demo", dir, "--train-per-class", "64",
-                               "--val-per-class", "16", "--size", "72"});
-    EXPECT_EQ(rc, 0) << out;
-  }
+  static const std::string dir =
+      dtrun::testing::MakeDemoDataset({"--train-per-class", "64", "--val-per-class", "16", "--size", "72"});
   return dir;
 }
 

@@ -15,13 +15,7 @@ namespace {
 bool Built(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
 
 std::string TinyDataset() {
-  static std::string dir;
-  if (dir.empty()) {
-    dir = MakeTempDir() + "/tiny";
-    auto [rc, out] = RunToEnd({BinDir() + "/dtdata", "make-demo", dir, "--train-per-class", "24",
-                               "--val-per-class", "8", "--size", "64"});
-    EXPECT_EQ(rc, 0) << out;
-  }
+  static const std::string dir = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
   return dir;
 }
 

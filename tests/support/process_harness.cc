@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "agent/worker_env.h"
+#include "gtest/gtest.h"
 
 extern char** environ;
 
@@ -116,6 +117,15 @@ std::string MakeTempDir() {
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dtrun_test_XXXXXX";
   char* dir = ::mkdtemp(tmpl.data());
   return dir ? dir : "/tmp";
+}
+
+std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args) {
+  const std::string dir = MakeTempDir() + "/demo";
+  std::vector<std::string> argv = {BinDir() + "/dtdata", "make-demo", dir};
+  argv.insert(argv.end(), make_demo_args.begin(), make_demo_args.end());
+  auto [rc, out] = RunToEnd(argv);
+  EXPECT_EQ(rc, 0) << out;
+  return dir;
 }
 
 }  // namespace dtrun::testing

@@ -49,5 +49,8 @@ std::pair<int, std::string> RunToEnd(std::vector<std::string> argv,
                                      std::map<std::string, std::string> env = {});
 // A fresh directory under the test's temp dir.
 std::string MakeTempDir();
+// A fresh demo JPEG dataset (`dtdata make-demo DIR ARGS...`, train/ and val/); the test fails if
+// it cannot be made.
+std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args);
 
 }  // namespace dtrun::testing
