@@ -56,9 +56,9 @@ void BlockAgentSignals(const std::vector<int>& signals) {
 }
 
 Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
-             std::unique_ptr<rdzv::RoundSource> rounds)
+             std::unique_ptr<rdzv::RoundSource> rounds, const StdioWriters& stdio)
     : options_(std::move(options)), paths_(std::move(paths)), base_env_(std::move(base_env)),
-      rounds_(std::move(rounds)), consoles_(Consoles::ForStdio()) {}
+      rounds_(std::move(rounds)), stdio_(stdio), consoles_(Consoles::ForStdio(stdio)) {}
 
 Agent::~Agent() = default;
 
@@ -67,7 +67,8 @@ int Agent::Run() {
   signal_fd_ = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
   if (!signal_fd_.valid() || !epoll_fd_.valid() || !Watch(epoll_fd_.get(), signal_fd_.get()) ||
-      !Watch(epoll_fd_.get(), rounds_->event_fd())) {
+      !Watch(epoll_fd_.get(), rounds_->event_fd()) || !Watch(epoll_fd_.get(), stdio_.out->wake_fd()) ||
+      (stdio_.err != stdio_.out && !Watch(epoll_fd_.get(), stdio_.err->wake_fd()))) {
     spdlog::error("cannot set up the event loop (signalfd/epoll): {}; raise the open-files limit (ulimit -n)",
                   strerror(errno));
     rounds_->Leave();
@@ -118,6 +119,10 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
       }
     } else if (fd == rounds_->event_fd()) {
       OnRoundEvent();
+    } else if (fd == stdio_.out->wake_fd() || fd == stdio_.err->wake_fd()) {
+      stdio_.out->ClearWake();
+      stdio_.err->ClearWake();
+      ResumeOutputs();
     } else if (stdin_->Owns(fd)) {
       stdin_->OnEvent(fd, events[i].events);  // an echoed line is handled in ShowQuietOutput
     } else {
@@ -203,6 +208,7 @@ void Agent::OnGroupExited() {
     }
   }
   group_.reset();
+  paused_outputs_.clear();  // their pipes are closed
   stdin_->SetWorkers({});
   stopping_ = false;
   killed_ = false;
@@ -243,8 +249,7 @@ void Agent::Step() {
       }
       std::vector<WorkerFailure> failures = view_->failures;
       if (view_->round == group_round_) AddUnreported(round_failures_, failures);
-      std::string summary = FormatFailureSummary(options_.program_name, failures);
-      WriteAll(STDERR_FILENO, summary.data(), summary.size());
+      consoles_.err->WriteBlock(FormatFailureSummary(options_.program_name, failures));
       return Finish(view_->exit_code);
     }
     case rdzv::JobPhase::kRunning:
@@ -307,11 +312,23 @@ void Agent::OnOutput(int fd) {
                                                          : nullptr;
     if (pipe == nullptr) continue;
     OutputRelay& relay = pipe == &w.process.stdout_fd() ? *w.out : *w.err;
+    if (relay.congested()) return PauseOutput(fd);
     if (!relay.DrainFrom(fd)) {
       relay.Flush();
       pipe->Reset();  // closing also removes it from the epoll set
     }
     return;
+  }
+}
+
+void Agent::PauseOutput(int fd) {
+  // Removed, not just muted: a muted fd would still report the hang-up of an exited worker.
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr) == 0) paused_outputs_.push_back(fd);
+}
+
+void Agent::ResumeOutputs() {
+  for (int fd : std::exchange(paused_outputs_, {})) {
+    if (!Watch(epoll_fd_.get(), fd)) spdlog::warn("cannot watch a worker's output again: {}", strerror(errno));
   }
 }
 

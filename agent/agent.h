@@ -22,6 +22,7 @@
 #include "agent/console.h"
 #include "agent/stdin_router.h"
 #include "agent/worker_group.h"
+#include "base/console_writer.h"
 #include "base/unique_fd.h"
 #include "rendezvous/round_source.h"
 
@@ -31,8 +32,9 @@ class Agent {
  public:
   // The caller blocks SIGCHLD and `signals_to_handle` in every thread before any thread starts
   // (see BlockAgentSignals), and keeps the workers' TCPStore serving while the agent runs.
+  // Workers' output and dtrun's summary go to `stdio`, whose threads do the blocking writes.
   Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
-        std::unique_ptr<rdzv::RoundSource> rounds);
+        std::unique_ptr<rdzv::RoundSource> rounds, const StdioWriters& stdio);
   ~Agent();
 
   // Runs the job to the end. Returns dtrun's exit code: 0 on success, the job's root-cause code
@@ -51,6 +53,10 @@ class Agent {
   void StopGroup(int signo);
   void WatchOutputs();
   void OnOutput(int fd);
+  // Back-pressure: a worker stream whose console is congested is not read (its pipe fills and the
+  // worker blocks, as on a console) until the console's writer wakes the loop.
+  void PauseOutput(int fd);
+  void ResumeOutputs();
   void ShowQuietOutput();  // partial lines (prompts, `\r` bars) whose quiet time has passed
   void KillStrays();
   int timeout_ms() const;
@@ -62,7 +68,9 @@ class Agent {
   std::unique_ptr<rdzv::RoundSource> rounds_;
   UniqueFd signal_fd_;
   UniqueFd epoll_fd_;
+  StdioWriters stdio_;
   Consoles consoles_;
+  std::vector<int> paused_outputs_;      // worker pipes taken out of the epoll set
   std::unique_ptr<StdinRouter> stdin_;  // created with the epoll set
 
   std::optional<rdzv::NodeView> view_;   // the job as last seen

@@ -1,10 +1,5 @@
 #include "agent/console.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "base/unique_fd.h"
-
 namespace dtrun {
 
 void Console::Write(const void* writer, absl::string_view prefix, absl::string_view text, End end) {
@@ -36,8 +31,14 @@ void Console::Write(const void* writer, absl::string_view prefix, absl::string_v
 
 void Console::Flush() {
   if (buffer_.empty()) return;
-  WriteAll(fd_, buffer_.data(), buffer_.size());
-  buffer_.clear();
+  writer_->Write(buffer_);
+}
+
+void Console::WriteBlock(absl::string_view text) {
+  if (owner_ != nullptr) buffer_ += '\n';
+  owner_ = nullptr;
+  buffer_.append(text.data(), text.size());
+  Flush();
 }
 
 void Console::EndLineOf(const void* writer) {
@@ -47,20 +48,10 @@ void Console::EndLineOf(const void* writer) {
   Flush();
 }
 
-namespace {
-
-bool SameFile(int a, int b) {
-  struct stat sa, sb;
-  if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-}  // namespace
-
-Consoles Consoles::ForStdio() {
+Consoles Consoles::ForStdio(const StdioWriters& writers) {
   Consoles c;
-  c.out = std::make_shared<Console>(STDOUT_FILENO);
-  c.err = SameFile(STDOUT_FILENO, STDERR_FILENO) ? c.out : std::make_shared<Console>(STDERR_FILENO);
+  c.out = std::make_shared<Console>(writers.out);
+  c.err = writers.err == writers.out ? c.out : std::make_shared<Console>(writers.err);
   return c;
 }
 

@@ -1,14 +1,15 @@
 // One console stream (dtrun's stdout or stderr) shared by every worker relay that writes to it. It
 // remembers which relay left a line open (a prompt or a progress bar shown before its newline), so
 // another rank's output first ends that line: two ranks never share a console line, and the
-// owner's continuation is written without a second prefix. Not thread-safe: the agent's event
-// loop drives every relay.
+// owner's continuation is written without a second prefix. The bytes go to a ConsoleWriter, whose
+// thread does the blocking writes. Not thread-safe: the agent's event loop drives every relay.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "base/console_writer.h"
 
 namespace dtrun {
 
@@ -17,7 +18,7 @@ class Console {
   // How a segment of a worker's output ended.
   enum class End { kNewline, kCarriageReturn, kOpen };
 
-  explicit Console(int fd) : fd_(fd) {}
+  explicit Console(std::shared_ptr<ConsoleWriter> writer) : writer_(std::move(writer)) {}
   ~Console() { Flush(); }
 
   // Adds one segment of `writer`'s output. `prefix` is written when the segment starts a line on
@@ -25,13 +26,17 @@ class Console {
   // collected until Flush(), which writes them with one write(2): whole lines, few system calls.
   void Write(const void* writer, absl::string_view prefix, absl::string_view text, End end);
   void Flush();
+  // Writes whole lines of dtrun's own (the failure summary) on a line of their own.
+  void WriteBlock(absl::string_view text);
+  // Too much is waiting for the console: stop reading the workers that write to it.
+  bool congested() const { return writer_->congested(); }
   // Ends `writer`'s open line, if it has one (its stream closed).
   void EndLineOf(const void* writer);
   // The terminal ended the line itself (the user's typed input was echoed with its newline).
   void ForgetOpenLine() { owner_ = nullptr; }
 
  private:
-  int fd_;
+  std::shared_ptr<ConsoleWriter> writer_;
   std::string buffer_;
   const void* owner_ = nullptr;  // the writer whose line is open on the console
   bool at_line_start_ = false;   // the owner's last segment ended in '\r'
@@ -42,7 +47,7 @@ class Console {
 struct Consoles {
   std::shared_ptr<Console> out;
   std::shared_ptr<Console> err;
-  static Consoles ForStdio();
+  static Consoles ForStdio(const StdioWriters& writers);
   void ForgetOpenLines();
 };
 

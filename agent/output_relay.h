@@ -31,6 +31,8 @@ class OutputRelay {
   // Reads what `fd` has ready (non-blocking), at most kMaxReadPerCall bytes so that one chatty
   // worker cannot hold the event loop. Returns false at EOF or on error.
   bool DrainFrom(int fd, Clock::time_point now = Clock::now());
+  // The console this stream goes to has too much waiting: do not read more now.
+  bool congested() const { return console_ && console_->congested(); }
   // When a held partial line is due to be shown (nullopt: nothing held).
   std::optional<Clock::time_point> quiet_deadline() const;
   // Shows a held partial line whose quiet time has passed.

@@ -10,11 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "agent/worker_env.h"
 #include "base/env_names.h"
+#include "launcher/console_log.h"
 #include "launcher/kill_command.h"
 #include "launcher/launch_config.h"
 #include "launcher/rdzv_server_command.h"
 #include "launcher/run_job.h"
-#include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -44,10 +44,9 @@ int main(int argc, char** argv) {
   // Reading the terminal after being sent to the background fails with EIO instead of stopping
   // dtrun (and with it the whole job's supervision); see StdinRouter.
   ::signal(SIGTTIN, SIG_IGN);
-  // Thread-safe sink: the store server's and the rendezvous client's threads log too.
-  auto logger = spdlog::stderr_logger_mt("dtrun");
-  logger->set_pattern("[dtrun] %v");
-  spdlog::set_default_logger(logger);
+  // Console writes happen on threads of their own: an unread console never stalls the job.
+  const dtrun::StdioWriters stdio = dtrun::StdioWriters::Start();
+  dtrun::LogToConsole(stdio.err);
 
   // The token was copied into `args`; ps and /proc/PID/cmdline must not show it.
   const bool token_on_command_line = dtrun::HideTokenInArgv(argc, argv);
@@ -66,5 +65,8 @@ int main(int argc, char** argv) {
                  "--rdzv-token-file or the DTRUN_RDZV_TOKEN environment variable");
   }
   env.erase(dtrun::env::kRdzvToken);  // the workers never see the token
-  return dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args));
+  const std::vector<int> signals = parsed->config->agent.signals_to_handle;
+  int rc = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);
+  dtrun::FinishConsoleOutput(stdio, signals, rc);
+  return rc;
 }

@@ -58,7 +58,7 @@ bool WantsLogFiles(const AgentOptions& a) {
 
 // A single-node job: the workers' store on the declared (or a free) port, rounds in-process.
 int RunLocalAgent(const LaunchConfig& config, const AttemptPaths& paths,
-                  const std::map<std::string, std::string>& env) {
+                  const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
   const AgentOptions& a = config.agent;
   std::string bind = a.store_bind_addr.empty() ? a.master_addr : a.store_bind_addr;
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
@@ -69,7 +69,7 @@ int RunLocalAgent(const LaunchConfig& config, const AttemptPaths& paths,
   }
   auto rounds = std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr,
                                                          (*store)->port());
-  return Agent(a, paths, env, std::move(rounds)).Run();
+  return Agent(a, paths, env, std::move(rounds), stdio).Run();
 }
 
 // The node that hosts the rendezvous serves the workers' store and the gRPC service on the one
@@ -98,8 +98,8 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
 // Starts this node's store and round source (the rendezvous service, hosted here if this node
 // hosts it), then runs the agent.
 int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
-             const std::map<std::string, std::string>& env) {
-  if (!config.multi_node) return RunLocalAgent(config, paths, env);
+             const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
+  if (!config.multi_node) return RunLocalAgent(config, paths, env, stdio);
   const AgentOptions& a = config.agent;
   absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
   if (!grpc.ok()) {
@@ -139,7 +139,7 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
     spdlog::error("{}", std::string(rounds.status().message()));
     return 1;
   }
-  int rc = Agent(a, paths, env, std::move(*rounds)).Run();
+  int rc = Agent(a, paths, env, std::move(*rounds), stdio).Run();
   // Let the other nodes learn the outcome before the service (and the port it shares with the
   // store) goes; not after an interrupt, when they are told by the service's absence.
   if (server && rc < 128) server->AwaitNodesLeft(std::chrono::seconds(10));
@@ -149,7 +149,7 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
 }  // namespace
 
 int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
-           const std::string& command_line) {
+           const std::string& command_line, const StdioWriters& stdio) {
   AgentOptions& a = config.agent;
   a.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));
   if (config.standalone) {
@@ -200,7 +200,7 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
         "your system being overloaded, please further tune the variable for optimal performance in "
         "your application as needed. \n*****************************************");
   }
-  int rc = RunAgent(config, paths, env);
+  int rc = RunAgent(config, paths, env, stdio);
   std::error_code ec;
   std::filesystem::remove_all(private_dir, ec);
   if (registry_file.ok()) ::unlink(registry_file->c_str());

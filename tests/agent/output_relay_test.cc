@@ -19,12 +19,18 @@ std::string ReadAll(int fd) {
 
 // A console writing into a pipe, read back after the relays are done.
 struct PipeConsole {
-  PipeConsole() : pipe(*MakePipe(false)), console(std::make_shared<Console>(pipe.write.get())) {}
+  PipeConsole()
+      : pipe(*MakePipe(false)), writer(std::make_shared<ConsoleWriter>(pipe.write.get())),
+        console(std::make_shared<Console>(writer)) {}
   std::string Take() {
+    EXPECT_TRUE(writer->WaitWritten(-1, std::chrono::seconds(10)));
+    writer.reset();
+    console.reset();
     pipe.write.Reset();
     return ReadAll(pipe.read.get());
   }
   Pipe pipe;
+  std::shared_ptr<ConsoleWriter> writer;
   std::shared_ptr<Console> console;
 };
 

@@ -39,7 +39,7 @@ bool Harness::Pump(std::chrono::steady_clock::time_point deadline) {
   std::vector<pollfd> pfds;
   std::vector<int> which;
   for (int i = 0; i < 2; ++i) {
-    if (fds[i]->valid()) {
+    if (fds[i]->valid() && (i == 1 || read_stdout_)) {
       pfds.push_back({fds[i]->get(), POLLIN, 0});
       which.push_back(i);
     }

@@ -25,6 +25,8 @@ class Harness {
   bool WaitForOutput(const std::string& needle, std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Waits for exit; returns the exit code (128 + signal if killed), nullopt on timeout.
   std::optional<int> Wait(std::chrono::milliseconds timeout = std::chrono::seconds(120));
+  // Stops (or resumes) reading the command's stdout: a console nobody reads.
+  void ReadStdout(bool read) { read_stdout_ = read; }
   const std::string& out() const { return out_; }
   const std::string& err() const { return err_; }
   std::string all() const { return out_ + err_; }
@@ -33,6 +35,7 @@ class Harness {
   bool Pump(std::chrono::steady_clock::time_point deadline);  // false at EOF/timeout
   std::optional<ChildProcess> proc_;
   std::string out_, err_;
+  bool read_stdout_ = true;
 };
 
 // Path of the built dtrun binary and of the source tree (from compile definitions).

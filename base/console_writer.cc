@@ -1,0 +1,220 @@
+#include "base/console_writer.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/unique_fd.h"
+
+namespace dtrun {
+
+using Clock = std::chrono::steady_clock;
+
+struct ConsoleWriter::State {
+  State(int fd, size_t high_water) : fd(fd), high_water(high_water) {}
+
+  size_t queued() const { return pending.size() + in_flight; }
+  void Wake() const {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake.get(), &one, sizeof(one));
+  }
+  // After the writer has made progress: tells the event loop what it may be waiting for.
+  void AfterProgress() {
+    if (was_congested && queued() <= high_water / 2) {
+      was_congested = false;
+      Wake();
+    }
+    if (want_empty && queued() == 0) {
+      want_empty = false;
+      Wake();
+    }
+  }
+  bool WriteChunk(const char* data, size_t size, std::unique_lock<std::mutex>& lock);
+  void Run();
+
+  const int fd;
+  const size_t high_water;
+  UniqueFd wake{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  std::mutex mu;
+  std::condition_variable has_work;   // the thread waits on it
+  std::condition_variable thread_done;
+  std::string pending;                // queued, not yet taken by the thread
+  size_t in_flight = 0;               // taken by the thread, not yet written
+  bool was_congested = false;         // someone saw congested(): wake them when it clears
+  bool want_empty = false;            // WaitWritten is waiting for an empty queue
+  bool broken = false;                // the reader is gone: bytes are dropped
+  bool idle = false;                  // the thread waits for work: notify it
+  bool closing = false;
+  bool done = false;
+  uint64_t dropped_logs = 0;
+  Clock::time_point last_progress = Clock::now();
+};
+
+// Writes one chunk with `lock` released while the kernel takes it; false if the reader is gone.
+bool ConsoleWriter::State::WriteChunk(const char* data, size_t size, std::unique_lock<std::mutex>& lock) {
+  while (size > 0) {
+    lock.unlock();
+    ssize_t n = ::write(fd, data, size);
+    const int err = errno;
+    if (n < 0 && err == EAGAIN) {
+      // Someone made the shared file description non-blocking (a terminal shared with another
+      // program): wait for room instead of taking it for a gone reader.
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, -1);
+    }
+    lock.lock();
+    if (n < 0 && (err == EINTR || err == EAGAIN)) continue;
+    if (n <= 0) return false;
+    in_flight -= static_cast<size_t>(n);
+    last_progress = Clock::now();
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void ConsoleWriter::State::Run() {
+  constexpr size_t kChunk = 64 * 1024;  // progress (and congestion's end) is seen per chunk
+  std::string batch;
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    idle = true;
+    has_work.wait(lock, [&] { return !pending.empty() || closing; });
+    idle = false;
+    if (pending.empty()) break;
+    batch.swap(pending);
+    in_flight = batch.size();
+    for (size_t at = 0; at < batch.size() && !broken; at += kChunk) {
+      if (!WriteChunk(batch.data() + at, std::min(kChunk, batch.size() - at), lock)) {
+        broken = true;  // EPIPE and friends: as before, output to a gone reader is dropped
+        pending.clear();
+      }
+      AfterProgress();
+    }
+    in_flight = 0;
+    batch.clear();
+    AfterProgress();
+  }
+  done = true;
+  thread_done.notify_all();
+}
+
+ConsoleWriter::ConsoleWriter(int fd, size_t high_water)
+    : fd_(fd), state_(std::make_shared<State>(fd, high_water)) {
+  // The thread takes no signals (it inherits the mask it is created with): the agent takes the
+  // ones it handles through a signalfd, and any other thread could take them first.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  std::thread([state = state_] { state->Run(); }).detach();
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+ConsoleWriter::~ConsoleWriter() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  // What a stuck reader has not taken by now is dropped; a thread blocked in write(2) keeps the
+  // state alive and ends with the process.
+  state_->pending.clear();
+  state_->closing = true;
+  state_->has_work.notify_all();
+  if (state_->in_flight == 0) state_->thread_done.wait(lock, [&] { return state_->done; });
+}
+
+void ConsoleWriter::Write(std::string& bytes) {
+  if (bytes.empty()) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->broken) {
+    // Taking the caller's buffer whole saves a copy; it gets an empty one back to fill again.
+    if (state_->pending.empty()) {
+      state_->pending.swap(bytes);
+    } else {
+      state_->pending.append(bytes);
+    }
+    if (state_->idle) state_->has_work.notify_one();
+  }
+  bytes.clear();
+}
+
+bool ConsoleWriter::WriteLog(absl::string_view line) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->broken) return false;
+  if (state_->queued() > 4 * state_->high_water) {
+    ++state_->dropped_logs;
+    return false;
+  }
+  if (state_->dropped_logs > 0) {
+    absl::StrAppend(&state_->pending, "[dtrun] ", state_->dropped_logs,
+                    " log line(s) dropped while the console was not being read\n");
+    state_->dropped_logs = 0;
+  }
+  state_->pending.append(line.data(), line.size());
+  if (state_->idle) state_->has_work.notify_one();
+  return true;
+}
+
+bool ConsoleWriter::congested() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->queued() <= state_->high_water) return false;
+  state_->was_congested = true;
+  return true;
+}
+
+int ConsoleWriter::wake_fd() const { return state_->wake.get(); }
+
+void ConsoleWriter::ClearWake() {
+  uint64_t count;
+  [[maybe_unused]] ssize_t n = ::read(state_->wake.get(), &count, sizeof(count));
+}
+
+bool ConsoleWriter::WaitWritten(int interrupt_fd, std::chrono::milliseconds stall_limit) {
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    Clock::time_point stalled_since;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->queued() == 0 || state_->broken) return true;
+      state_->want_empty = true;
+      stalled_since = std::max(start, state_->last_progress);
+    }
+    int timeout = -1;
+    if (stall_limit < kNoStallLimit) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(stalled_since + stall_limit - Clock::now());
+      if (left.count() <= 0) return false;
+      timeout = static_cast<int>(std::min<int64_t>(left.count(), INT_MAX));
+    }
+    pollfd fds[2] = {{state_->wake.get(), POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
+    int n = ::poll(fds, interrupt_fd >= 0 ? 2 : 1, timeout);
+    if (n > 0 && interrupt_fd >= 0 && (fds[1].revents & POLLIN)) return false;
+    if (n > 0 && (fds[0].revents & POLLIN)) ClearWake();
+  }
+}
+
+namespace {
+
+bool SameFile(int a, int b) {
+  struct stat sa, sb;
+  if (::fstat(a, &sa) != 0 || ::fstat(b, &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+StdioWriters StdioWriters::Start() {
+  StdioWriters w;
+  w.out = std::make_shared<ConsoleWriter>(STDOUT_FILENO);
+  w.err = SameFile(STDOUT_FILENO, STDERR_FILENO) ? w.out : std::make_shared<ConsoleWriter>(STDERR_FILENO);
+  return w;
+}
+
+}  // namespace dtrun
