@@ -9,6 +9,7 @@
 #include <set>
 
 #include "CLI/CLI.hpp"
+#include "launcher/credentials.h"
 #include "launcher/subcommand_cli.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,18 +62,39 @@ void PrintTable(const std::vector<Target>& targets) {
   }
 }
 
-// Every node's agent sees the job KILLED within one event and stops its workers.
-int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id, const std::string& token) {
-  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
-  if (!grpc.ok()) {
-    std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(grpc.status().message()).c_str());
-    return 1;
+const absl::StatusOr<const rdzv::GrpcModuleApi*>& GrpcModule() {
+  static const absl::StatusOr<const rdzv::GrpcModuleApi*> api = rdzv::LoadGrpcModule();
+  return api;
+}
+
+// Client options for `--endpoint` (credentials read and checked as every command does); prints
+// the error and returns it.
+absl::StatusOr<rdzv::ClientOptions> RemoteOptions(const char* command, const std::string& endpoint,
+                                                  const std::string& run_id, const CredentialFlags& flags) {
+  absl::Status st;
+  absl::StatusOr<Credentials> creds = LoadCredentials(flags);
+  if (!creds.ok()) {
+    st = creds.status();
+  } else {
+    st = GrpcModule().status();
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s: error: %s\n", command, std::string(st.message()).c_str());
+    return st;
   }
   rdzv::ClientOptions o;
   o.endpoint = endpoint;
   o.run_id = run_id;
-  o.token = token;
-  absl::Status st = (*grpc)->kill_job(o, "killed by dtrun kill --endpoint");
+  o.token = creds->token;
+  o.tls = std::move(creds->tls);
+  return o;
+}
+
+// Every node's agent sees the job KILLED within one event and stops its workers.
+int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id, const CredentialFlags& flags) {
+  absl::StatusOr<rdzv::ClientOptions> o = RemoteOptions("dtrun kill", endpoint, run_id, flags);
+  if (!o.ok()) return o.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  absl::Status st = (*GrpcModule())->kill_job(*o, "killed by dtrun kill --endpoint");
   if (!st.ok()) {
     std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(st.message()).c_str());
     return 1;
@@ -85,7 +107,8 @@ int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id
 
 int KillCommand(const std::vector<std::string>& args) {
   CLI::App app("dtrun kill: end the processes of dtrun jobs on this machine", "dtrun kill");
-  std::string run_id, signal_name = "SIGTERM", endpoint, token;
+  std::string run_id, signal_name = "SIGTERM", endpoint;
+  CredentialFlags credential_flags;
   bool all = false, dry_run = false;
   double grace = 10;
   app.add_option("--run-id,--run_id,--rdzv-id", run_id, "The job's run id (see dtrun status)");
@@ -94,7 +117,7 @@ int KillCommand(const std::vector<std::string>& args) {
   app.add_option("--grace", grace, "Seconds before SIGKILL")->capture_default_str();
   app.add_flag("--dry-run,-n", dry_run, "Only list the processes that would be signalled");
   app.add_option("--endpoint", endpoint, "Multi-node: kill the job on every node through its rendezvous HOST:PORT");
-  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname(env::kRdzvToken);
+  AddCredentialFlags(app, credential_flags);  // with --endpoint
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   absl::StatusOr<int> signo = ParseSignal(signal_name);
   if (!signo.ok()) {
@@ -105,7 +128,7 @@ int KillCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "dtrun kill: error: --grace %g: expected seconds between 0 and 86400\n", grace);
     return 2;
   }
-  if (!endpoint.empty()) return KillThroughRendezvous(endpoint, run_id.empty() ? "none" : run_id, token);
+  if (!endpoint.empty()) return KillThroughRendezvous(endpoint, run_id.empty() ? "none" : run_id, credential_flags);
   if (run_id.empty() == !all) {
     std::fprintf(stderr, "dtrun kill: error: name one job with --run-id ID or use --all; "
                          "`dtrun status` lists the jobs\n");
@@ -133,17 +156,10 @@ int KillCommand(const std::vector<std::string>& args) {
 }
 
 // `dtrun status --endpoint HOST:PORT --run-id ID`: a multi-node job as its rendezvous sees it.
-int RemoteStatus(const std::string& endpoint, const std::string& run_id, const std::string& token) {
-  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
-  if (!grpc.ok()) {
-    std::fprintf(stderr, "dtrun status: error: %s\n", std::string(grpc.status().message()).c_str());
-    return 1;
-  }
-  rdzv::ClientOptions o;
-  o.endpoint = endpoint;
-  o.run_id = run_id;
-  o.token = token;
-  absl::StatusOr<rdzv::JobSummary> s = (*grpc)->job_status(o);
+int RemoteStatus(const std::string& endpoint, const std::string& run_id, const CredentialFlags& flags) {
+  absl::StatusOr<rdzv::ClientOptions> o = RemoteOptions("dtrun status", endpoint, run_id, flags);
+  if (!o.ok()) return o.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  absl::StatusOr<rdzv::JobSummary> s = (*GrpcModule())->job_status(*o);
   if (!s.ok()) {
     std::fprintf(stderr, "dtrun status: error: %s\n", std::string(s.status().message()).c_str());
     return 1;
@@ -157,12 +173,13 @@ int RemoteStatus(const std::string& endpoint, const std::string& run_id, const s
 
 int StatusCommand(const std::vector<std::string>& args) {
   CLI::App app("dtrun status: list this user's dtrun jobs on this machine, or one multi-node job", "dtrun status");
-  std::string endpoint, run_id = "none", token;
+  std::string endpoint, run_id = "none";
+  CredentialFlags credential_flags;
   app.add_option("--endpoint", endpoint, "Ask a multi-node job's rendezvous at HOST:PORT instead");
   app.add_option("--run-id,--rdzv-id", run_id, "The job's run id (with --endpoint)");
-  app.add_option("--rdzv-token", token, "The job's rendezvous token (with --endpoint)")->envname(env::kRdzvToken);
+  AddCredentialFlags(app, credential_flags);  // with --endpoint
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
-  if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, token);
+  if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, credential_flags);
   if (absl::StatusOr<std::string> dir = RuntimeDir(); !dir.ok()) {
     std::fprintf(stderr, "dtrun status: error: %s\n", std::string(dir.status().message()).c_str());
     return 1;

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <string_view>
 #include <set>
 #include <thread>
@@ -50,7 +49,7 @@ struct RawFlags {
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
   bool append_local_rank = false;
   bool prefix_template_given = false;  // an empty --log-line-prefix-template means "no prefix"
-  std::string rdzv_token, rdzv_token_file, tls_cert, tls_key, tls_ca;
+  CredentialFlags credentials;
 };
 
 void DefineFlags(CLI::App& app, RawFlags& f) {
@@ -100,12 +99,7 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   app.add_option("--local-rank-flag", f.local_rank_flag,
                  "The flag --append-local-rank appends (older scripts: --local_rank)")
       ->capture_default_str();
-  app.add_option("--rdzv-token", f.rdzv_token, "Secret every node presents to the rendezvous")
-      ->envname(env::kRdzvToken);
-  app.add_option("--rdzv-token-file", f.rdzv_token_file, "Read the rendezvous token from this file");
-  app.add_option("--rdzv-tls-cert", f.tls_cert, "PEM certificate of this node (TLS for the rendezvous)");
-  app.add_option("--rdzv-tls-key", f.tls_key, "PEM private key for --rdzv-tls-cert");
-  app.add_option("--rdzv-tls-ca", f.tls_ca, "PEM CA that signed every node's certificate (enables TLS)");
+  AddCredentialFlags(app, f.credentials);
   app.add_flag("--version", f.version, "Print the version and exit");
 }
 
@@ -306,17 +300,7 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
     a.local_addr = *local;
     a.socket_ifname = InterfaceWithAddress(a.local_addr).value_or("");
   }
-  std::string token = f.rdzv_token;
-  if (!f.rdzv_token_file.empty()) {
-    std::ifstream in(f.rdzv_token_file);
-    if (!in) return Bad(absl::StrCat("--rdzv-token-file ", f.rdzv_token_file, " cannot be read"));
-    std::getline(in, token);
-  }
-  r.token = token;
-  if (!f.tls_ca.empty() && (f.tls_cert.empty() || f.tls_key.empty())) {
-    return Bad("--rdzv-tls-ca needs --rdzv-tls-cert and --rdzv-tls-key (this node's certificate)");
-  }
-  c.tls = rdzv::TlsFiles{f.tls_cert, f.tls_key, f.tls_ca};
+  c.credential_flags = f.credentials;  // read by LoadLaunchCredentials, after parsing
   return absl::OkStatus();
 }
 
@@ -340,6 +324,15 @@ std::vector<std::pair<size_t, size_t>> TokenValues(const std::vector<std::string
 }
 
 }  // namespace
+
+absl::Status LoadLaunchCredentials(LaunchConfig& config) {
+  if (!config.multi_node) return absl::OkStatus();
+  absl::StatusOr<Credentials> creds = LoadCredentials(config.credential_flags);
+  if (!creds.ok()) return creds.status();
+  config.rdzv.token = creds->token;
+  config.tls = std::move(creds->tls);
+  return absl::OkStatus();
+}
 
 std::string RedactedCommandLine(const std::vector<std::string>& args) {
   std::vector<std::string> shown = args;

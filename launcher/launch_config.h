@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_options.h"
+#include "launcher/credentials.h"
 #include "rendezvous/rendezvous_options.h"
 #include "rendezvous/rendezvous_server.h"
 
@@ -30,7 +31,8 @@ struct LaunchConfig {
   std::string service_host;
   int service_port = 0;
   rdzv::RendezvousOptions rdzv;
-  rdzv::TlsFiles tls;
+  CredentialFlags credential_flags;  // as given; LoadLaunchCredentials reads the files
+  rdzv::TlsCredentials tls;
   bool omp_warning = false;    // print torchrun's OMP_NUM_THREADS banner
 };
 
@@ -44,6 +46,10 @@ struct ParsedCommandLine {
 // OMP_NUM_THREADS. Errors are InvalidArgument with a one-line message naming the flag and the fix.
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::map<std::string, std::string>& env);
+
+// The step after parsing that reads files: the token and TLS material of a multi-node job (one
+// rule for every command, see launcher/credentials.h). InvalidArgument naming the flag.
+absl::Status LoadLaunchCredentials(LaunchConfig& config);
 
 // The command line as `dtrun status` may show it: the value of --rdzv-token is replaced by "***".
 std::string RedactedCommandLine(const std::vector<std::string>& args);

@@ -37,7 +37,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "status") return dtrun::StatusCommand({args.begin() + 1, args.end()});
-  if (!args.empty() && args[0] == "rdzv-server") return dtrun::RdzvServerCommand({args.begin() + 1, args.end()});
 
   // A closed console (dtrun ... | head) must not kill the launcher; writes just fail.
   ::signal(SIGPIPE, SIG_IGN);
@@ -47,6 +46,11 @@ int main(int argc, char** argv) {
   // Console writes happen on threads of their own: an unread console never stalls the job.
   const dtrun::StdioWriters stdio = dtrun::StdioWriters::Start();
   dtrun::LogToConsole(stdio.err);
+  if (!args.empty() && args[0] == "rdzv-server") {
+    int rc = dtrun::RdzvServerCommand({args.begin() + 1, args.end()});
+    dtrun::FinishConsoleOutput(stdio, {SIGINT, SIGTERM}, rc);
+    return rc;
+  }
 
   // The token was copied into `args`; ps and /proc/PID/cmdline must not show it.
   const bool token_on_command_line = dtrun::HideTokenInArgv(argc, argv);
@@ -54,6 +58,11 @@ int main(int argc, char** argv) {
   absl::StatusOr<dtrun::ParsedCommandLine> parsed = dtrun::ParseCommandLine(args, env);
   if (!parsed.ok()) {
     std::fprintf(stderr, "dtrun: error: %s\n", std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  absl::Status loaded = parsed->config ? dtrun::LoadLaunchCredentials(*parsed->config) : absl::OkStatus();
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "dtrun: error: %s\n", std::string(loaded.message()).c_str());
     return 2;
   }
   if (!parsed->config) {

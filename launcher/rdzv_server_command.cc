@@ -1,14 +1,13 @@
-#include "base/env_names.h"
 #include "launcher/rdzv_server_command.h"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "launcher/credentials.h"
 #include "launcher/subcommand_cli.h"
 #include "absl/strings/str_cat.h"
 #include "launcher/launch_config.h"
@@ -18,20 +17,16 @@ namespace dtrun {
 
 int RdzvServerCommand(const std::vector<std::string>& args) {
   CLI::App app("dtrun rdzv-server: host a job's rendezvous on this machine", "dtrun rdzv-server");
-  std::string endpoint, nnodes = "1", run_id = "none", token, token_file, conf, backend = "c10d";
-  std::string cert, key, ca;
+  std::string endpoint, nnodes = "1", run_id = "none", conf, backend = "c10d";
+  CredentialFlags credential_flags;
   int max_restarts = 0;
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "HOST:PORT to listen on")->required();
   app.add_option("--nnodes", nnodes, "N or MIN:MAX")->capture_default_str();
   app.add_option("--rdzv-backend,--rdzv_backend", backend, "c10d (elastic ranks) or static")->capture_default_str();
   app.add_option("--rdzv-id,--rdzv_id", run_id, "The job's run id")->capture_default_str();
-  app.add_option("--rdzv-token", token, "Secret the nodes must present")->envname(env::kRdzvToken);
-  app.add_option("--rdzv-token-file", token_file, "Read the token from this file");
   app.add_option("--rdzv-conf,--rdzv_conf", conf, "key=value,... (as for dtrun)");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "Job-wide restart budget")->capture_default_str();
-  app.add_option("--rdzv-tls-cert", cert, "PEM server certificate");
-  app.add_option("--rdzv-tls-key", key, "PEM server key");
-  app.add_option("--rdzv-tls-ca", ca, "PEM CA that client certificates must chain to");
+  AddCredentialFlags(app, credential_flags);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "dtrun rdzv-server: error: %s\n", std::string(st.message()).c_str());
@@ -44,12 +39,9 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   o.static_ranks = backend == "static";
   o.max_restarts = max_restarts;
   o.run_id = run_id;
-  if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    if (!in) return fail(absl::InvalidArgumentError(absl::StrCat("--rdzv-token-file ", token_file, " cannot be read")));
-    std::getline(in, token);
-  }
-  o.token = token;
+  absl::StatusOr<Credentials> creds = LoadCredentials(credential_flags);
+  if (!creds.ok()) return fail(creds.status());
+  o.token = creds->token;
   absl::StatusOr<std::map<std::string, std::string>> kv = ParseRdzvConf(conf);
   if (!kv.ok()) return fail(kv.status());
   if (absl::Status st = rdzv::ApplyRdzvConf(*kv, o); !st.ok()) return fail(st);
@@ -64,7 +56,7 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
   if (!grpc.ok()) return fail(grpc.status());
   absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
-      (*grpc)->start_server(ep->first, ep->second, o, rdzv::TlsFiles{cert, key, ca});
+      (*grpc)->start_server(ep->first, ep->second, o, creds->tls);
   if (!server.ok()) return fail(server.status());
   std::printf("dtrun rdzv-server: serving run %s on %s:%d\n", run_id.c_str(), ep->first.c_str(), (*server)->port());
   std::fflush(stdout);

@@ -2,6 +2,7 @@
 #include "rendezvous/grpc_module.h"
 
 #include "rendezvous/rendezvous_client.h"
+#include "rendezvous/tls_check.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -25,7 +26,8 @@ absl::StatusOr<JobSummary> JobStatus(const ClientOptions& options) {
   return (*client)->Status();
 }
 
-constexpr GrpcModuleApi kApi = {&RendezvousServer::Start, &StartRoundSource, &KillJob, &JobStatus};
+constexpr GrpcModuleApi kApi = {&RendezvousServer::Start, &StartRoundSource, &KillJob, &JobStatus,
+                                 &CheckTlsCredentials};
 
 }  // namespace
 }  // namespace dtrun::rdzv

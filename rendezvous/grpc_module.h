@@ -17,13 +17,15 @@ namespace dtrun::rdzv {
 struct GrpcModuleApi {
   absl::StatusOr<std::unique_ptr<RendezvousServer>> (*start_server)(const std::string& host, int port,
                                                                    const RendezvousOptions& options,
-                                                                   const TlsFiles& tls);
+                                                                   const TlsCredentials& tls);
   // Joins in the background; see GrpcRoundSource.
   absl::StatusOr<std::unique_ptr<RoundSource>> (*start_round_source)(
       const ClientOptions& options, const NodeInfo& node, std::chrono::steady_clock::time_point join_deadline);
   // One-shot calls for `dtrun kill --endpoint` / `dtrun status --endpoint`.
   absl::Status (*kill_job)(const ClientOptions& options, const std::string& reason);
   absl::StatusOr<JobSummary> (*job_status)(const ClientOptions& options);
+  // TLS material checked as a handshake will use it (rendezvous/tls_check.h).
+  absl::Status (*check_tls)(const TlsCredentials& tls);
 };
 
 // Loads the module next to the executable (../lib/ or the same folder) or from

@@ -5,11 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rendezvous/grpc_log.h"
+#include "rendezvous/tls_check.h"
 #include "rendezvous/wire.h"
 #include "spdlog/spdlog.h"
 
@@ -19,11 +20,25 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kCallTimeout = std::chrono::seconds(10);
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// What a failed connect most likely means, beyond gRPC's words; empty when the service is simply
+// not listening (yet).
+std::string ConnectHint(const std::string& reason, bool tls) {
+  for (const char* not_listening : {"onnection refused", "DNS", "No route", "unreachable"}) {
+    if (absl::StrContains(reason, not_listening)) return "";
+  }
+  if (tls) {
+    return "the service may be plaintext (give it the same --rdzv-tls-* flags), or not trust this node's "
+           "certificate, or its certificate may not name the host of this endpoint (subjectAltName)";
+  }
+  return "if the service uses TLS, give this side --rdzv-tls-cert, --rdzv-tls-key and --rdzv-tls-ca too";
+}
+
+// One-shot calls (`dtrun kill/status --endpoint`) fail with the hint attached.
+absl::Status WithConnectHint(absl::Status st, bool tls) {
+  if (st.code() != absl::StatusCode::kUnavailable && st.code() != absl::StatusCode::kUnknown) return st;
+  std::string hint = ConnectHint(std::string(st.message()), tls);
+  if (hint.empty()) return st;
+  return absl::Status(st.code(), absl::StrCat(st.message(), "; ", hint));
 }
 
 void SetDeadline(grpc::ClientContext& ctx, std::chrono::milliseconds timeout) {
@@ -61,22 +76,20 @@ void RendezvousClient::CancelAll() {
 }
 
 struct RendezvousClient::Stub {
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Rendezvous::Stub> stub;
   v1::Credentials auth;
 };
 
 absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const ClientOptions& options) {
+  RouteGrpcLogs();
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!options.tls.client_ca.empty()) {
+  if (options.tls.enabled()) {
+    if (absl::Status st = CheckTlsCredentials(options.tls); !st.ok()) return st;
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = Slurp(options.tls.client_ca);
-    if (!options.tls.cert.empty()) {
-      ssl.pem_cert_chain = Slurp(options.tls.cert);
-      ssl.pem_private_key = Slurp(options.tls.key);
-    }
-    if (ssl.pem_root_certs.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot read the CA file ", options.tls.client_ca));
-    }
+    ssl.pem_root_certs = options.tls.ca_pem;
+    ssl.pem_cert_chain = options.tls.cert_pem;
+    ssl.pem_private_key = options.tls.key_pem;
     creds = grpc::SslCredentials(ssl);
   }
   grpc::ChannelArguments args;
@@ -84,7 +97,8 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto stub = std::make_unique<Stub>();
-  stub->stub = v1::Rendezvous::NewStub(grpc::CreateCustomChannel(options.endpoint, creds, args));
+  stub->channel = grpc::CreateCustomChannel(options.endpoint, creds, args);
+  stub->stub = v1::Rendezvous::NewStub(stub->channel);
   stub->auth.set_run_id(options.run_id);
   stub->auth.set_token(options.token);
   stub->auth.set_protocol_version(kProtocolVersion);
@@ -103,26 +117,69 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_store_addr(node.store_addr);
   req.set_store_port(node.store_port);
   req.set_node_rank(node.requested_rank);
-  v1::JoinResponse resp;
-  Call call(this);
-  grpc::ClientContext& ctx = call.ctx;
-  if (call.cancelled) return kShutDown;
-  // wait_for_ready: an unreachable service is waited for (up to the deadline), not an error.
-  ctx.set_wait_for_ready(true);
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-  grpc::Status st = stub_->stub->Join(&ctx, req, &resp);
-  if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::DeadlineExceededError(absl::StrCat("no rendezvous service answered at ", options_.endpoint,
-                                                    " within the join timeout; is the master node up?"));
+  std::string last_reason;
+  for (;;) {
+    v1::JoinResponse resp;
+    grpc::Status st;
+    {
+      Call call(this);
+      if (call.cancelled) return kShutDown;
+      // Not wait_for_ready: a failed connect fails the call at once with gRPC's reason, so a
+      // TLS mistake is named at the first attempt instead of after the whole join timeout.
+      call.ctx.set_deadline(std::chrono::system_clock::now() +
+                            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      st = stub_->stub->Join(&call.ctx, req, &resp);
+    }
+    if (st.ok()) {
+      JoinResult r;
+      r.node_id = resp.node_id();
+      r.keep_alive_interval = std::chrono::milliseconds(resp.keep_alive_interval_ms());
+      r.keep_alive_max_attempt = resp.keep_alive_max_attempt();
+      r.exit_barrier_timeout = std::chrono::milliseconds(resp.exit_barrier_timeout_ms());
+      return r;
+    }
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return FromGrpc(st);
+    }
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE && st.error_message() != last_reason) {
+      last_reason = st.error_message();
+      SayWhyNotConnected(last_reason);
+    }
+    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED || !AwaitReconnect(deadline)) {
+      std::string hint = ConnectHint(last_reason, options_.tls.enabled());
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no rendezvous service answered at ", options_.endpoint, " within the join timeout",
+          last_reason.empty() ? "" : " (last error: " + last_reason + ")",
+          hint.empty() ? "; is the master node up?" : "; " + hint));
+    }
   }
-  if (!st.ok()) return FromGrpc(st);
-  JoinResult r;
-  r.node_id = resp.node_id();
-  r.keep_alive_interval = std::chrono::milliseconds(resp.keep_alive_interval_ms());
-  r.keep_alive_max_attempt = resp.keep_alive_max_attempt();
-  r.exit_barrier_timeout = std::chrono::milliseconds(resp.exit_barrier_timeout_ms());
-  return r;
+}
+
+void RendezvousClient::SayWhyNotConnected(const std::string& reason) const {
+  std::string hint = ConnectHint(reason, options_.tls.enabled());
+  if (hint.empty()) {
+    spdlog::info("waiting for the rendezvous service at {} ({})", options_.endpoint, reason);
+  } else {
+    spdlog::warn("cannot connect to the rendezvous at {}: {}; {}; retrying until the join timeout", options_.endpoint,
+                 reason, hint);
+  }
+}
+
+bool RendezvousClient::AwaitReconnect(Clock::time_point deadline) {
+  // gRPC reconnects on its own backoff (100 ms to 1 s here); wake when the channel's state moves,
+  // at least once a second to notice CancelAll.
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return true;  // the next call returns kShutDown
+    }
+    if (Clock::now() >= deadline) return false;
+    grpc_connectivity_state state = stub_->channel->GetState(/*try_to_connect=*/true);
+    if (state == GRPC_CHANNEL_READY) return true;
+    auto wake = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+    auto until = std::chrono::system_clock::now() + (wake - Clock::now());
+    if (stub_->channel->WaitForStateChange(state, until) && state == GRPC_CHANNEL_TRANSIENT_FAILURE) return true;
+  }
 }
 
 template <typename StubT, typename Req, typename Resp>
@@ -175,7 +232,7 @@ absl::StatusOr<JobSummary> RendezvousClient::Status() {
   v1::StatusRequest req;
   v1::StatusResponse resp;
   absl::Status st = Invoke(&v1::Rendezvous::Stub::Status, req, &resp, kCallTimeout);
-  if (!st.ok()) return st;
+  if (!st.ok()) return WithConnectHint(st, options_.tls.enabled());
   JobSummary s;
   s.phase = static_cast<JobPhase>(resp.phase());
   s.round = resp.round();
@@ -188,7 +245,7 @@ absl::Status RendezvousClient::Kill(const std::string& reason) {
   v1::KillRequest req;
   req.set_reason(reason);
   v1::KillResponse resp;
-  return Invoke(&v1::Rendezvous::Stub::Kill, req, &resp, kCallTimeout);
+  return WithConnectHint(Invoke(&v1::Rendezvous::Stub::Kill, req, &resp, kCallTimeout), options_.tls.enabled());
 }
 
 // ---------------------------------------------------------------------------------------------

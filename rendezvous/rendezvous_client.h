@@ -54,6 +54,10 @@ class RendezvousClient {
   class Call;
   struct Stub;
   RendezvousClient(ClientOptions options, std::unique_ptr<Stub> stub);
+  // Join's wait for the service: one line on the first failed connect (and when the reason
+  // changes), then wait for gRPC's reconnect; false at the deadline.
+  void SayWhyNotConnected(const std::string& reason) const;
+  bool AwaitReconnect(std::chrono::steady_clock::time_point deadline);
   // One unary call with credentials, deadline and shutdown cancellation (defined in the .cc).
   template <typename StubT, typename Req, typename Resp>
   absl::Status Invoke(grpc::Status (StubT::*method)(grpc::ClientContext*, const Req&, Resp*), Req& req, Resp* resp,

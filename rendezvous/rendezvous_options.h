@@ -36,18 +36,20 @@ struct RendezvousOptions {
   Duration lease() const { return keep_alive_interval * keep_alive_max_attempt; }
 };
 
-struct TlsFiles {
-  std::string cert;       // PEM certificate of this side; empty = plaintext
-  std::string key;        // PEM private key for `cert`
-  std::string client_ca;  // PEM CA: the server requires and verifies client certificates with it;
-                          // the client verifies the server with it
+// Mutual TLS, read from the files at start (launcher/credentials.h). The service requires and
+// verifies every node's certificate with `ca_pem`; a node verifies the service's with it.
+struct TlsCredentials {
+  std::string cert_pem;  // this side's certificate (chain); empty: plaintext
+  std::string key_pem;   // its private key
+  std::string ca_pem;
+  bool enabled() const { return !cert_pem.empty(); }
 };
 
 struct ClientOptions {
   std::string endpoint;  // HOST:PORT of the service
   std::string run_id = "none";
   std::string token;
-  TlsFiles tls;
+  TlsCredentials tls;
 };
 
 // Applies --rdzv-conf keys (seconds, as torchrun takes them; fractions allowed). Unknown keys and

@@ -2,18 +2,18 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <fstream>
 #include <algorithm>
 #include <map>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rendezvous/grpc_log.h"
 #include "rendezvous/rendezvous_state.h"
+#include "rendezvous/tls_check.h"
 #include "rendezvous/wire.h"
 
 namespace dtrun::rdzv {
@@ -21,13 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read TLS file ", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Constant-time comparison, so the token cannot be guessed byte by byte from timings.
 bool SameSecret(const std::string& a, const std::string& b) {
@@ -320,22 +313,16 @@ class ServerImpl final : public RendezvousServer {
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, int port,
                                                                          const RendezvousOptions& options,
-                                                                         const TlsFiles& tls) {
+                                                                         const TlsCredentials& tls) {
+  RouteGrpcLogs();
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
-  if (!tls.cert.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(tls.cert), key = ReadFile(tls.key);
-    if (!cert.ok()) return cert.status();
-    if (!key.ok()) return key.status();
-    grpc::SslServerCredentialsOptions ssl(tls.client_ca.empty()
-                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    if (!tls.client_ca.empty()) {
-      absl::StatusOr<std::string> ca = ReadFile(tls.client_ca);
-      if (!ca.ok()) return ca.status();
-      ssl.pem_root_certs = *ca;
-    }
+  if (tls.enabled()) {
+    if (absl::Status st = CheckTlsCredentials(tls); !st.ok()) return st;
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
+    ssl.pem_root_certs = tls.ca_pem;
     creds = grpc::SslServerCredentials(ssl);
+    ReportServerHandshakes();
   }
   auto service = std::make_unique<Service>(options);
   grpc::ServerBuilder builder;

@@ -19,7 +19,7 @@ class RendezvousServer {
   // InvalidArgument (unreadable TLS files).
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& host, int port,
                                                                  const RendezvousOptions& options,
-                                                                 const TlsFiles& tls = {});
+                                                                 const TlsCredentials& tls = {});
   virtual ~RendezvousServer() = default;  // shuts down: parked calls are answered, threads joined
   virtual int port() const = 0;
   // Waits until every node has left (they leave once they have seen the job's end) or `timeout`

@@ -42,22 +42,22 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0) << server.all();  // job over, nodes gone
 }
 
-// A CA and a node certificate for 127.0.0.1, and the TLS flags that use them; empty if openssl
-// is missing or failed.
-std::vector<std::string> MakeTlsFlags() {
-  std::string dir = MakeTempDir();
+// A CA and a node certificate for 127.0.0.1 signed by it (files `<name>-ca.pem`, `<name>.pem`,
+// `<name>.key` in `dir`), and the TLS flags that use them; empty if openssl is missing or failed.
+std::vector<std::string> MakeTlsFlags(const std::string& dir = MakeTempDir(), const std::string& name = "node") {
   auto openssl = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "openssl");
     return RunToEnd(args).first == 0;
   };
-  bool ok = openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/ca.key", "-out",
-                     dir + "/ca.pem", "-days", "1", "-subj", "/CN=dtrun-test-ca"}) &&
-            openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/node.key", "-out", dir + "/node.csr",
-                     "-subj", "/CN=node", "-addext", "subjectAltName=IP:127.0.0.1"}) &&
-            openssl({"x509", "-req", "-in", dir + "/node.csr", "-CA", dir + "/ca.pem", "-CAkey", dir + "/ca.key",
-                     "-CAcreateserial", "-out", dir + "/node.pem", "-days", "1", "-copy_extensions", "copy"});
+  const std::string ca = dir + "/" + name + "-ca", node = dir + "/" + name;
+  bool ok = openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca + ".key", "-out", ca + ".pem",
+                     "-days", "1", "-subj", "/CN=dtrun-test-ca-" + name}) &&
+            openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", node + ".key", "-out", node + ".csr",
+                     "-subj", "/CN=" + name, "-addext", "subjectAltName=IP:127.0.0.1"}) &&
+            openssl({"x509", "-req", "-in", node + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
+                     "-CAcreateserial", "-out", node + ".pem", "-days", "1", "-copy_extensions", "copy"});
   if (!ok) return {};
-  return {"--rdzv-tls-cert", dir + "/node.pem", "--rdzv-tls-key", dir + "/node.key", "--rdzv-tls-ca", dir + "/ca.pem"};
+  return {"--rdzv-tls-cert", node + ".pem", "--rdzv-tls-key", node + ".key", "--rdzv-tls-ca", ca + ".pem"};
 }
 
 TEST(RdzvServerTest, TlsAgentsJoinAndPlaintextAgentsCannot) {
@@ -100,6 +100,72 @@ TEST(RdzvServerTest, AgentHostedTlsServiceSharesTheWorkersStorePort) {
   const std::string at = " at 127.0.0.1:" + std::to_string(port);
   EXPECT_NE((a.out() + b.out()).find("RANK 0" + at), std::string::npos) << a.all() << b.all();
   EXPECT_NE((a.out() + b.out()).find("RANK 1" + at), std::string::npos) << a.all() << b.all();
+}
+
+}  // namespace
+}  // namespace dtrun::testing
+
+namespace dtrun::testing {
+namespace {
+
+// Every command that talks to a rendezvous takes the same TLS flags and checks them the same way
+// before connecting: a partial set, a file that is not PEM, a key of another certificate, a
+// certificate of another CA.
+TEST(RdzvServerTest, TlsFlagMistakesAreNamedAtStartByEveryCommand) {
+  const std::string dir = MakeTempDir();
+  std::vector<std::string> a = MakeTlsFlags(dir, "a"), b = MakeTlsFlags(dir, "b");
+  if (a.empty() || b.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
+  ASSERT_EQ(RunToEnd({"/bin/sh", "-c", "echo garbage > " + dir + "/garbage.pem"}).first, 0);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> mistakes = {
+      {{"--rdzv-tls-ca", a[5]}, "missing --rdzv-tls-cert, --rdzv-tls-key"},
+      {{"--rdzv-tls-cert", dir + "/garbage.pem", "--rdzv-tls-key", a[3], "--rdzv-tls-ca", a[5]},
+       "is not a PEM certificate"},
+      {{"--rdzv-tls-cert", a[1], "--rdzv-tls-key", b[3], "--rdzv-tls-ca", a[5]}, "does not belong to --rdzv-tls-cert"},
+      {{"--rdzv-tls-cert", b[1], "--rdzv-tls-key", b[3], "--rdzv-tls-ca", a[5]}, "does not verify against --rdzv-tls-ca"},
+      {{"--rdzv-tls-cert", dir + "/missing.pem", "--rdzv-tls-key", a[3], "--rdzv-tls-ca", a[5]}, "cannot open"},
+  };
+  const std::string ep = "127.0.0.1:" + std::to_string(FreePortGuess() + 3);
+  const std::vector<std::vector<std::string>> commands = {
+      {DtrunBinary(), "rdzv-server", "--rdzv-endpoint", ep, "--nnodes", "2"},
+      {DtrunBinary(), "status", "--endpoint", ep},
+      {DtrunBinary(), "kill", "--endpoint", ep},
+      {DtrunBinary(), "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", ep, "--local-addr", "127.0.0.1"},
+  };
+  for (const auto& [flags, expected] : mistakes) {
+    for (std::vector<std::string> argv : commands) {
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      if (argv[1] == "--nnodes") argv.push_back("/bin/true");
+      auto [rc, out] = RunToEnd(argv);
+      EXPECT_EQ(rc, 2) << argv[1] << " " << expected << ": " << out;
+      EXPECT_NE(out.find(expected), std::string::npos) << argv[1] << ": " << out;
+    }
+  }
+}
+
+// A node with a certificate of another CA, and a plaintext node: both sides say why at the first
+// connect, long before the join timeout.
+TEST(RdzvServerTest, AFailedHandshakeIsNamedAtTheFirstConnectOnBothSides) {
+  const std::string dir = MakeTempDir();
+  std::vector<std::string> a = MakeTlsFlags(dir, "a"), b = MakeTlsFlags(dir, "b");
+  if (a.empty() || b.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
+  const int port = FreePortGuess() + 4;
+  std::vector<std::string> server_argv = {DtrunBinary(), "rdzv-server", "--rdzv-endpoint",
+                                          "127.0.0.1:" + std::to_string(port), "--nnodes", "2", "--rdzv-id", "rs"};
+  server_argv.insert(server_argv.end(), a.begin(), a.end());
+  Harness server(server_argv);
+  ASSERT_TRUE(server.WaitForOutput("serving run rs")) << server.all();
+  auto other_ca = Agent(port, b);
+  EXPECT_TRUE(other_ca->WaitForOutput("not trust this node's certificate", std::chrono::seconds(30))) << other_ca->all();
+  EXPECT_NE(other_ca->err().find("certificate verify failed"), std::string::npos) << other_ca->all();
+  EXPECT_TRUE(server.WaitForOutput("TLS handshake failed", std::chrono::seconds(30))) << server.all();
+  ::kill(other_ca->pid(), SIGTERM);
+  EXPECT_EQ(other_ca->Wait(), 128 + SIGTERM) << other_ca->all();
+  auto plain = Agent(port);
+  EXPECT_TRUE(plain->WaitForOutput("give this side --rdzv-tls-cert", std::chrono::seconds(30))) << plain->all();
+  ::kill(plain->pid(), SIGTERM);
+  EXPECT_EQ(plain->Wait(), 128 + SIGTERM) << plain->all();
+  ::kill(server.pid(), SIGTERM);
+  EXPECT_EQ(server.Wait(), 0) << server.all();
 }
 
 }  // namespace
