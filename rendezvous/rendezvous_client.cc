@@ -255,6 +255,7 @@ std::unique_ptr<GrpcRoundSource> GrpcRoundSource::Start(std::unique_ptr<Rendezvo
   std::unique_ptr<GrpcRoundSource> source(new GrpcRoundSource(std::move(client), node));
   source->watcher_ = std::thread([s = source.get(), join_deadline] { s->JoinThenWatch(join_deadline); });
   source->keeper_ = std::thread([s = source.get()] { s->KeepAliveLoop(); });
+  source->reporter_ = std::thread([s = source.get()] { s->ReportLoop(); });
   return source;
 }
 
@@ -285,6 +286,7 @@ GrpcRoundSource::~GrpcRoundSource() {
   client_->CancelAll();  // ends a pending Join or Watch now
   keeper_.join();
   watcher_.join();
+  reporter_.join();
   ::close(event_fd_);
 }
 
@@ -388,15 +390,56 @@ std::string GrpcRoundSource::NodeId() {
   return node_id_;
 }
 
-void GrpcRoundSource::ReportSuccess(int64_t round) {
-  absl::Status st = client_->ReportOutcome(NodeId(), round, true, {});
-  if (!st.ok() && st.code() != absl::StatusCode::kAborted) spdlog::warn("reporting success: {}", st.ToString());
-}
+void GrpcRoundSource::ReportSuccess(int64_t round) { Queue(Report{round, true, {}}); }
 
 void GrpcRoundSource::ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) {
-  absl::Status st = client_->ReportOutcome(NodeId(), round, false, failures);
-  // Aborted: another node's report already ended this round; the next view says what follows.
-  if (!st.ok() && st.code() != absl::StatusCode::kAborted) spdlog::warn("reporting a failure: {}", st.ToString());
+  Queue(Report{round, false, failures});
+}
+
+void GrpcRoundSource::Queue(Report report) {
+  absl::MutexLock lock(&mu_);
+  report_ = std::move(report);  // a newer round's report replaces an undelivered older one
+  ++reports_queued_;
+}
+
+void GrpcRoundSource::ReportLoop() {
+  for (;;) {
+    Report report;
+    uint64_t queued;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || report_.has_value(); };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      report = *report_;
+      queued = reports_queued_;
+    }
+    if (!Deliver(report)) return;
+    absl::MutexLock lock(&mu_);
+    if (reports_queued_ == queued) report_.reset();  // else a newer one came meanwhile
+  }
+}
+
+bool GrpcRoundSource::Deliver(const Report& report) {
+  const char* what = report.success ? "success" : "a failure";
+  auto backoff = std::chrono::milliseconds(100);
+  for (int attempt = 1;; ++attempt) {
+    absl::Status st = client_->ReportOutcome(NodeId(), report.round, report.success, report.failures);
+    // Aborted: the round is over already (another node's report, or this one's first delivery).
+    if (st.ok() || st.code() == absl::StatusCode::kAborted) return true;
+    if (st.code() == absl::StatusCode::kUnauthenticated || st.code() == absl::StatusCode::kPermissionDenied) {
+      Fatal(st);
+      return false;
+    }
+    if (attempt == 1) spdlog::warn("reporting {} of round {}: {}; retrying", what, report.round, st.ToString());
+    absl::MutexLock lock(&mu_);
+    const uint64_t queued = reports_queued_;
+    auto stop_or_newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || reports_queued_ != queued; };
+    mu_.AwaitWithTimeout(absl::Condition(&stop_or_newer), absl::FromChrono(backoff));
+    if (stopping_) return false;
+    if (reports_queued_ != queued) return true;  // superseded
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+  }
 }
 
 void GrpcRoundSource::Leave() { client_->Leave(NodeId()).IgnoreError(); }

@@ -81,12 +81,19 @@ class GrpcRoundSource : public RoundSource {
 
   int event_fd() const override { return event_fd_; }
   absl::StatusOr<std::optional<NodeView>> Latest() override;
+  // Reports return at once: a thread of their own delivers them, retrying with backoff until the
+  // service answers (reports are idempotent per round: a repeat is Aborted, which ends it too).
   void ReportSuccess(int64_t round) override;
   void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) override;
   void Leave() override;
   std::chrono::milliseconds exit_barrier_timeout() const override { return join_.exit_barrier_timeout; }
 
  private:
+  struct Report {
+    int64_t round;
+    bool success;
+    std::vector<FailureInfo> failures;
+  };
   GrpcRoundSource(std::unique_ptr<RendezvousClient> client, NodeInfo node);
   void JoinThenWatch(std::chrono::steady_clock::time_point join_deadline);
   void WatchLoop();
@@ -94,6 +101,10 @@ class GrpcRoundSource : public RoundSource {
   void Post();
   void Fatal(const absl::Status& status);
   void Rejoin();
+  void Queue(Report report);
+  void ReportLoop();
+  // Sends `report` until delivered, superseded by a newer one, or stopping. False if fatal.
+  bool Deliver(const Report& report);
   std::string NodeId();
   bool JoinSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joined_ || stopping_ || !fatal_.ok(); }
 
@@ -107,8 +118,11 @@ class GrpcRoundSource : public RoundSource {
   std::string node_id_ ABSL_GUARDED_BY(mu_);
   std::optional<NodeView> latest_ ABSL_GUARDED_BY(mu_);
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+  std::optional<Report> report_ ABSL_GUARDED_BY(mu_);  // the newest undelivered report
+  uint64_t reports_queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread watcher_;
   std::thread keeper_;
+  std::thread reporter_;
 };
 
 }  // namespace dtrun::rdzv
