@@ -173,7 +173,8 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       int64_t current = 0;
       auto it = kv_.find(key);
       if (it != kv_.end() && !absl::SimpleAtoi(it->second, &current)) current = 0;
-      current += delta;
+      // Wraps like LibTorch's server does, without signed overflow (a hostile delta is just a number).
+      current = static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(delta));
       Set(key, absl::StrCat(current));
       Reply(id, c, Raw<int64_t>(current));
       return true;

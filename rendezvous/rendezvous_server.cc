@@ -71,8 +71,7 @@ class Service final : public v1::Rendezvous::CallbackService {
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
                                  v1::JoinResponse* resp) override {
     return Respond(ctx, [&]() -> absl::Status {
-      NodeInfo info{req->host(), req->nproc(), req->store_addr(), req->store_port(), req->node_rank()};
-      absl::StatusOr<std::string> id = state_.Join(info, Clock::now());
+      absl::StatusOr<std::string> id = state_.Join(FromWire(*req), Clock::now());
       if (!id.ok()) return id.status();
       resp->set_node_id(*id);
       resp->set_version(state_.version());
@@ -99,9 +98,7 @@ class Service final : public v1::Rendezvous::CallbackService {
       if (req->success()) {
         st = state_.ReportSuccess(req->node_id(), req->round(), Clock::now());
       } else {
-        std::vector<FailureInfo> failures;
-        for (const v1::Failure& f : req->failures()) failures.push_back(FromWire(f));
-        st = state_.ReportFailure(req->node_id(), req->round(), failures, Clock::now());
+        st = state_.ReportFailure(req->node_id(), req->round(), FailuresFromWire(*req), Clock::now());
       }
       resp->set_round(state_.Summary().round);
       return st;

@@ -26,6 +26,17 @@ void ToWire(const FailureInfo& in, v1::Failure* out) {
   out->set_error_timestamp(in.error_timestamp);
 }
 
+NodeInfo FromWire(const v1::JoinRequest& in) {
+  return NodeInfo{in.host(), in.nproc(), in.store_addr(), in.store_port(), in.node_rank()};
+}
+
+std::vector<FailureInfo> FailuresFromWire(const v1::OutcomeRequest& in) {
+  std::vector<FailureInfo> failures;
+  failures.reserve(static_cast<size_t>(in.failures_size()));
+  for (const v1::Failure& f : in.failures()) failures.push_back(FromWire(f));
+  return failures;
+}
+
 FailureInfo FromWire(const v1::Failure& in) {
   FailureInfo f;
   f.host = in.host();

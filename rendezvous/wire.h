@@ -20,6 +20,9 @@ absl::Status FromGrpc(const grpc::Status& status);
 void ToWire(const FailureInfo& in, v1::Failure* out);
 FailureInfo FromWire(const v1::Failure& in);
 void ToWire(const NodeView& in, v1::WatchResponse* out);
+// What a joining node says about itself, as the service takes it.
+NodeInfo FromWire(const v1::JoinRequest& in);
+std::vector<FailureInfo> FailuresFromWire(const v1::OutcomeRequest& in);
 NodeView FromWire(const v1::WatchResponse& in);
 
 }  // namespace dtrun::rdzv

@@ -5,6 +5,7 @@ PKGS="build-essential cmake ninja-build pkg-config ccache git iproute2 procps
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libgloo-dev libturbojpeg0-dev libstb-dev python3-torch python3-torchvision python3-tqdm openssl libssl-dev
+  clang libclang-rt-dev
   nftables"
 missing=""
 for p in $PKGS; do

@@ -1,6 +1,7 @@
 #include "agent/store_core.h"
 
 #include <cstring>
+#include <limits>
 
 #include "gtest/gtest.h"
 
@@ -39,6 +40,16 @@ TEST(StoreCoreTest, AddReturnsTheRunningTotalAsInt64) {
   EXPECT_EQ(As<int64_t>(core.TakeOutput(2)), 2);
   ASSERT_TRUE(core.OnData(2, Op(kGet) + Str("n")));
   EXPECT_EQ(core.TakeOutput(2), Str("2"));
+}
+
+// Found by fuzz/store_core_fuzz: a hostile delta overflowed a signed integer (undefined behaviour).
+TEST(StoreCoreTest, AddPastInt64MaxWrapsAsLibTorchDoes) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kAdd) + Str("n") + Raw<int64_t>(std::numeric_limits<int64_t>::max())));
+  ASSERT_TRUE(core.OnData(1, Op(kAdd) + Str("n") + Raw<int64_t>(2)));
+  core.TakeOutput(1);
+  ASSERT_TRUE(core.OnData(1, Op(kGet) + Str("n")));
+  EXPECT_EQ(core.TakeOutput(1), Str(std::to_string(std::numeric_limits<int64_t>::min() + 1)));
 }
 
 TEST(StoreCoreTest, WaitIsAnsweredWhenTheLastKeyIsSet) {

@@ -87,6 +87,10 @@ TEST(ConsoleWriterTest, WaitingForAStuckReaderEndsOnInterruptOrStall) {
   UniqueFd interrupt(::eventfd(1, EFD_CLOEXEC));  // readable: "a signal came"
   EXPECT_FALSE(w->WaitWritten(interrupt.get(), ConsoleWriter::kNoStallLimit));
   w.reset();  // does not wait for the stuck reader
+  // The writer's thread is still blocked in write(2): its fd must stay open (as stdout does in
+  // dtrun). Closing the read end ends that write with EPIPE; the write end is left open.
+  p.read.Reset();
+  (void)p.write.Release();
 }
 
 TEST(ConsoleWriterTest, AGoneReaderDropsBytesWithoutKillingUs) {
