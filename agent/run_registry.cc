@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
 #include "base/process_table.h"
@@ -108,6 +109,42 @@ std::vector<LaunchRecord> ListLaunches() {
     out.push_back(std::move(*r));
   }
   return out;
+}
+
+namespace {
+
+// "<pid>-<8 hex digits>", the form of launch ids; the pid, or -1 for any other name.
+pid_t PidOfLaunchId(const std::string& name) {
+  const size_t dash = name.find('-');
+  if (dash == std::string::npos || dash == 0 || name.size() - dash - 1 != 8) return -1;
+  if (name.find_first_not_of("0123456789") != dash) return -1;
+  if (name.find_first_not_of("0123456789abcdef", dash + 1) != std::string::npos) return -1;
+  long pid = 0;
+  if (!absl::SimpleAtoi(name.substr(0, dash), &pid) || pid <= 0 || pid > (1 << 22)) return -1;
+  return static_cast<pid_t>(pid);
+}
+
+}  // namespace
+
+int RemoveLeftoverLaunchDirs() {
+  absl::StatusOr<std::string> dir = RuntimeDir();
+  if (!dir.ok()) return 0;
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const pid_t pid = PidOfLaunchId(name);
+    if (pid < 0 || !entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(pid);
+    if (ticks.ok()) {
+      // Alive: ours unless its record says another process had the pid.
+      std::optional<LaunchRecord> r = ReadRecord(absl::StrCat(*dir, "/", name, ".json"));
+      if (!r || r->start_ticks == *ticks) continue;
+    }
+    std::filesystem::remove_all(entry.path(), ec);
+    removed += ec ? 0 : 1;
+  }
+  return removed;
 }
 
 }  // namespace dtrun

@@ -164,6 +164,7 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
     spdlog::error("{}", std::string(runtime_dir.status().message()));
     return 2;
   }
+  RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
   std::string private_dir = absl::StrCat(*runtime_dir, "/", a.launch_id);
   if (!config.log_dir.empty()) {
     absl::StatusOr<std::string> root = FreshLogRoot(config.log_dir, a.run_id);

@@ -70,5 +70,24 @@ TEST(RunRegistryTest, RecordsArePrivateAndHostileEntriesAreSkippedWithoutBlockin
   EXPECT_EQ(all[0].launch_id, "me");
 }
 
+TEST(RunRegistryTest, LeftoverDirsOfGoneLaunchesAreRemovedOthersKept) {
+  const std::string dir = testing::MakeTempDir() + "/rt";
+  ScopedRuntimeDir scoped(dir);
+  ASSERT_TRUE(RuntimeDir().ok());
+  // A pid that has exited: spawn and reap a short process.
+  auto [rc, out] = testing::RunToEnd({"/bin/sh", "-c", "echo $$"});
+  ASSERT_EQ(rc, 0);
+  const std::string dead = std::to_string(std::stoi(out)) + "-0123abcd";
+  const std::string live = std::to_string(::getpid()) + "-89abcdef";  // alive, no record: kept
+  const std::string other = "notes";                                   // not a launch id: kept
+  for (const std::string& d : {dead, live, other}) ASSERT_EQ(::mkdir((dir + "/" + d).c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((dir + "/" + dead + "/attempt_0").c_str(), 0700), 0);
+  EXPECT_EQ(RemoveLeftoverLaunchDirs(), 1);
+  struct stat st;
+  EXPECT_NE(::stat((dir + "/" + dead).c_str(), &st), 0);
+  EXPECT_EQ(::stat((dir + "/" + live).c_str(), &st), 0);
+  EXPECT_EQ(::stat((dir + "/" + other).c_str(), &st), 0);
+}
+
 }  // namespace
 }  // namespace dtrun
