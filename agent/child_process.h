@@ -15,7 +15,7 @@
 namespace dtrun {
 
 struct SpawnRequest {
-  std::string executable;          // absolute path (resolve with FindExecutable first)
+  std::string executable;          // absolute path (base/executable.h resolves names)
   std::vector<std::string> argv;   // argv[0] included
   std::vector<std::string> env;    // "NAME=value" entries, the child's whole environment
   bool capture_output = true;      // false: the child inherits our stdout/stderr
@@ -58,8 +58,5 @@ class ChildProcess {
   UniqueFd stdin_;
 };
 
-// Resolves `program` like execvp: a name containing '/' is used as is, otherwise PATH is searched.
-// Errors: NotFound (no such file), PermissionDenied (exists but not executable).
-absl::StatusOr<std::string> FindExecutable(const std::string& program);
 
 }  // namespace dtrun

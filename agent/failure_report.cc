@@ -112,12 +112,6 @@ size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
   return best;
 }
 
-std::string LocalHostName() {
-  char buf[256] = {};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
 std::string FormatFailureSummary(const std::string& program, const std::vector<WorkerFailure>& failures) {
   size_t root = RootCauseIndex(failures);
   std::string others;

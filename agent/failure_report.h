@@ -35,7 +35,5 @@ size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);
 // root cause is chosen by RootCauseIndex).
 std::string FormatFailureSummary(const std::string& program, const std::vector<WorkerFailure>& failures);
 
-// This host's name, as failures report it.
-std::string LocalHostName();
 
 }  // namespace dtrun

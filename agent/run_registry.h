@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/runtime_dir.h"
 
 namespace dtrun {
 
@@ -21,10 +22,6 @@ struct LaunchRecord {
   long long started_unix = 0;
 };
 
-// $DTRUN_RUNTIME_DIR, else $XDG_RUNTIME_DIR/dtrun, else /tmp/dtrun-<uid>; created 0700. Checked at
-// every call: a directory (not a symlink) owned by this user with no access for others, else
-// FailedPrecondition naming the path and the fix (another local user may have planted it).
-absl::StatusOr<std::string> RuntimeDir();
 
 // Writes the record; returns its path.
 absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& record);

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/worker_env.h"
+#include "base/host_name.h"
 
 namespace dtrun {
 namespace {

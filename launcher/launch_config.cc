@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/child_process.h"
 #include "base/env_names.h"
+#include "base/executable.h"
 #include "base/signal_names.h"
 #include "launcher/network_interface.h"
 

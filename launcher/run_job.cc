@@ -14,9 +14,10 @@
 #include "agent/launch_guard.h"
 #include "agent/run_registry.h"
 #include "agent/tcp_store_server.h"
+#include "base/host_name.h"
+#include "base/process_table.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
-#include "base/process_table.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "base/executable.h"
 #include "gtest/gtest.h"
 
 namespace dtrun {

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "base/host_name.h"
 #include "gtest/gtest.h"
-#include "agent/failure_report.h"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
 

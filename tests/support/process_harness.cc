@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "agent/worker_env.h"
+#include "base/executable.h"
 #include "gtest/gtest.h"
 
 extern char** environ;

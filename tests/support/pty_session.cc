@@ -9,6 +9,7 @@
 
 #include "agent/child_process.h"
 #include "agent/worker_env.h"
+#include "base/executable.h"
 #include "tests/support/process_harness.h"
 
 extern char** environ;

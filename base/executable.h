@@ -1,0 +1,14 @@
+// Finding the program to run, as a shell would.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace dtrun {
+
+// Resolves `program` like execvp: a name containing '/' is used as is, otherwise PATH is searched.
+// Errors: NotFound (no such file), PermissionDenied (exists but not executable).
+absl::StatusOr<std::string> FindExecutable(const std::string& program);
+
+}  // namespace dtrun
