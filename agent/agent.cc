@@ -101,7 +101,7 @@ int Agent::timeout_ms() const {
     }
   }
   if (!next) return -1;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now());
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - options_.now());
   return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
@@ -129,7 +129,7 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
       OnOutput(fd);
     }
   }
-  if (stopping_ && !killed_ && group_ && Clock::now() >= kill_deadline_) {
+  if (stopping_ && !killed_ && group_ && options_.now() >= kill_deadline_) {
     spdlog::warn("workers did not stop within {} ms; sending SIGKILL", options_.shutdown_timeout.count());
     group_->SignalAll(SIGKILL);
     killed_ = true;
@@ -204,7 +204,7 @@ void Agent::OnGroupExited() {
     reported_ = true;
     rounds_->ReportSuccess(group_round_);
     if (rounds_->exit_barrier_timeout().count() > 0) {
-      barrier_deadline_ = Clock::now() + rounds_->exit_barrier_timeout();
+      barrier_deadline_ = options_.now() + rounds_->exit_barrier_timeout();
     }
   }
   group_.reset();
@@ -258,7 +258,7 @@ void Agent::Step() {
     case rdzv::JobPhase::kForming:
       break;
   }
-  if (barrier_deadline_ && Clock::now() >= *barrier_deadline_) {
+  if (barrier_deadline_ && options_.now() >= *barrier_deadline_) {
     spdlog::warn("this node's workers finished but the others did not within the exit barrier; exiting");
     rounds_->Leave();
     return Finish(0);
@@ -288,7 +288,7 @@ void Agent::StopGroup(int signo) {
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);
-  kill_deadline_ = Clock::now() + options_.shutdown_timeout;
+  kill_deadline_ = options_.now() + options_.shutdown_timeout;
 }
 
 void Agent::WatchOutputs() {
@@ -313,7 +313,7 @@ void Agent::OnOutput(int fd) {
     if (pipe == nullptr) continue;
     OutputRelay& relay = pipe == &w.process.stdout_fd() ? *w.out : *w.err;
     if (relay.congested()) return PauseOutput(fd);
-    if (!relay.DrainFrom(fd)) {
+    if (!relay.DrainFrom(fd, options_.now())) {
       relay.Flush();
       pipe->Reset();  // closing also removes it from the epoll set
     }
@@ -334,7 +334,7 @@ void Agent::ResumeOutputs() {
 
 void Agent::ShowQuietOutput() {
   if (!group_) return;
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = options_.now();
   for (WorkerGroup::Worker& w : group_->workers()) {
     for (OutputRelay* relay : {w.out.get(), w.err.get()}) {
       relay->ShowIfQuiet(now);

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -54,6 +55,9 @@ struct AgentOptions {
   // The interface holding local_addr: exported as GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME unless
   // the user set them, so collectives do not bind to loopback when the hostname resolves there.
   std::string socket_ifname;
+  // The agent's clock for its deadlines (grace before SIGKILL, exit barrier, quiet partial lines):
+  // tests inject one that jumps to pass a deadline without waiting for it.
+  std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
 };
 
 }  // namespace dtrun
