@@ -1,6 +1,5 @@
 #include "launcher/launch_config.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,7 +7,6 @@
 #include <cstring>
 #include <string_view>
 #include <set>
-#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
@@ -16,11 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "agent/child_process.h"
 #include "base/env_names.h"
-#include "base/executable.h"
 #include "base/signal_names.h"
-#include "launcher/network_interface.h"
 
 namespace dtrun {
 namespace {
@@ -29,15 +24,6 @@ constexpr char kUsage[] = "dtrun [options] PROGRAM [ARGS...]";
 constexpr int kMaxNprocPerNode = 1024;
 
 absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(what); }
-
-int CountGpus() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/driver/nvidia/gpus")) {
-    while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-    ::closedir(d);
-  }
-  return n;
-}
 
 // The raw flag values, before validation.
 struct RawFlags {
@@ -105,7 +91,8 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
 }
 
 absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& rest,
-                            const std::map<std::string, std::string>& env, AgentOptions& a) {
+                            const std::map<std::string, std::string>& env, const HostProbe& host,
+                            AgentOptions& a) {
   if (rest.empty()) return Bad(absl::StrCat("missing the program to run; usage: ", kUsage));
   const std::string& program = rest[0];
   if (absl::StartsWith(program, "-") && program != "-") {
@@ -116,16 +103,16 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
   std::vector<std::string> args(rest.begin() + 1, rest.end());
   bool python = f.module || (!f.no_python && absl::EndsWith(program, ".py"));
   if (!python) {
-    absl::StatusOr<std::string> exe = FindExecutable(program);
+    absl::StatusOr<std::string> exe = host.FindExecutable(program);
     if (!exe.ok()) return Bad(std::string(exe.status().message()));
     a.executable = *exe;
     a.argv = {program};
   } else {
-    if (!f.module && ::access(program.c_str(), R_OK) != 0) {
+    if (!f.module && !host.Readable(program)) {
       return Bad(absl::StrCat(program, ": no such file (or not readable)"));
     }
     std::string py = env.count(env::kPythonExec) ? env.at(env::kPythonExec) : "python3";
-    absl::StatusOr<std::string> exe = FindExecutable(py);
+    absl::StatusOr<std::string> exe = host.FindExecutable(py);
     if (!exe.ok()) return Bad(absl::StrCat("Python interpreter: ", exe.status().message(), "; set PYTHON_EXEC"));
     a.executable = *exe;
     a.argv = {py, "-u"};
@@ -138,12 +125,12 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
 }
 
 absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std::string>& env,
-                              LaunchConfig& c) {
+                              const HostProbe& host, LaunchConfig& c) {
   AgentOptions& a = c.agent;
   absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(f.nnodes);
   if (!nodes.ok()) return nodes.status();
   std::tie(c.min_nodes, c.max_nodes) = *nodes;
-  absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc);
+  absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc, host);
   if (!nproc.ok()) return nproc.status();
   if (*nproc > kMaxNprocPerNode) {
     return Bad(absl::StrCat("--nproc-per-node ", *nproc, " is more than ", kMaxNprocPerNode,
@@ -166,7 +153,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.role = f.role;
   a.local_addr = f.local_addr;
   if (!a.local_addr.empty()) {
-    std::optional<std::string> ifname = InterfaceWithAddress(a.local_addr);
+    std::optional<std::string> ifname = host.InterfaceWithAddress(a.local_addr);
     if (!ifname) {
       return Bad(absl::StrCat("--local-addr ", a.local_addr, " is not an address of this host; "
                               "give one of its interface addresses"));
@@ -217,7 +204,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
 
 // Where the workers' store lives and what they are told (single node), or which rendezvous
 // service this node joins and whether it hosts it (multi-node).
-absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
+absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConfig& c) {
   AgentOptions& a = c.agent;
   c.standalone = f.standalone;
   c.rdzv_backend = f.rdzv_backend;
@@ -281,7 +268,7 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
       c.host_service = is_host->second == "1" || is_host->second == "true" || is_host->second == "True";
     } else {
       // As torchrun: the first local agent to bind the endpoint hosts, the others join it.
-      c.host_service = c.host_service_if_free = InterfaceWithAddress(c.service_host).has_value();
+      c.host_service = c.host_service_if_free = host.InterfaceWithAddress(c.service_host).has_value();
     }
   } else {
     c.service_host = a.master_addr;
@@ -293,13 +280,13 @@ absl::Status FillRendezvous(const RawFlags& f, LaunchConfig& c) {
                             dynamic ? "--rdzv-endpoint HOST:PORT" : "--master-port", " a port other than 0"));
   }
   if (a.local_addr.empty()) {
-    std::optional<std::string> local = LocalAddressFacing(c.service_host, c.service_port);
+    std::optional<std::string> local = host.LocalAddressFacing(c.service_host, c.service_port);
     if (!local) {
       return Bad(absl::StrCat("cannot reach the rendezvous host ", c.service_host, "; check --master-addr / "
                               "--rdzv-endpoint, or give this node's address with --local-addr"));
     }
     a.local_addr = *local;
-    a.socket_ifname = InterfaceWithAddress(a.local_addr).value_or("");
+    a.socket_ifname = host.InterfaceWithAddress(a.local_addr).value_or("");
   }
   c.credential_flags = f.credentials;  // read by LoadLaunchCredentials, after parsing
   return absl::OkStatus();
@@ -361,16 +348,16 @@ absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value) {
   return std::make_pair(lo, hi);
 }
 
-absl::StatusOr<int> ParseNprocPerNode(const std::string& value) {
+absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const HostProbe& host) {
   int n = 0;
   if (absl::SimpleAtoi(value, &n)) {
     if (n >= 1) return n;
   } else if (value == "cpu") {
-    return std::max(1u, std::thread::hardware_concurrency());
+    return host.CpuCount();
   } else if (value == "gpu" || value == "auto") {
-    int gpus = CountGpus();
+    int gpus = host.GpuCount();
     if (gpus > 0) return gpus;
-    if (value == "auto") return std::max(1u, std::thread::hardware_concurrency());
+    if (value == "auto") return host.CpuCount();
     return Bad("--nproc-per-node gpu: no NVIDIA GPU found on this host; use a number or cpu");
   }
   return Bad(absl::StrCat("--nproc-per-node '", value, "': expected a positive integer, cpu, gpu or auto"));
@@ -434,7 +421,8 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::stri
 }
 
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
-                                                   const std::map<std::string, std::string>& env) {
+                                                   const std::map<std::string, std::string>& env,
+                                                   const HostProbe& host) {
   CLI::App app("dtrun: launch distributed PyTorch training (torchrun-compatible)", "dtrun");
   app.footer(absl::StrCat("Usage: ", kUsage, "\nPROGRAM and its ARGS are passed to every worker untouched.\n"
                           "Subcommands: dtrun status | dtrun kill --run-id ID | dtrun kill --all"));
@@ -457,11 +445,11 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     return parsed;
   }
   LaunchConfig c;
-  absl::Status st = FillAgentOptions(f, env, c);
+  absl::Status st = FillAgentOptions(f, env, host, c);
   if (!st.ok()) return st;
-  st = FillRendezvous(f, c);
+  st = FillRendezvous(f, host, c);
   if (!st.ok()) return st;
-  st = ResolveProgram(f, app.remaining(), env, c.agent);
+  st = ResolveProgram(f, app.remaining(), env, host, c.agent);
   if (!st.ok()) return st;
   c.log_dir = f.log_dir;
   c.omp_warning = c.agent.nproc_per_node > 1 && !env.count(env::kOmpNumThreads);

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "agent/agent_options.h"
 #include "launcher/credentials.h"
+#include "launcher/host_probe.h"
 #include "rendezvous/rendezvous_options.h"
 #include "rendezvous/rendezvous_server.h"
 
@@ -43,9 +44,12 @@ struct ParsedCommandLine {
 };
 
 // Parses `dtrun [options] PROGRAM [ARGS...]`. `env` supplies PET_* defaults, PYTHON_EXEC and
-// OMP_NUM_THREADS. Errors are InvalidArgument with a one-line message naming the flag and the fix.
+// OMP_NUM_THREADS; `host` answers what the flags' meaning depends on (no other I/O is done; files
+// are read afterwards, by LoadLaunchCredentials). Errors are InvalidArgument with a one-line
+// message naming the flag and the fix.
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
-                                                   const std::map<std::string, std::string>& env);
+                                                   const std::map<std::string, std::string>& env,
+                                                   const HostProbe& host = ThisHost());
 
 // The step after parsing that reads files: the token and TLS material of a multi-node job (one
 // rule for every command, see launcher/credentials.h). InvalidArgument naming the flag.
@@ -59,7 +63,7 @@ bool HideTokenInArgv(int argc, char** argv);
 
 // Value parsers, exposed for tests.
 absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value);
-absl::StatusOr<int> ParseNprocPerNode(const std::string& value);
+absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const HostProbe& host = ThisHost());
 absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
                                                           const std::string& value, int nproc);
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);

@@ -193,3 +193,56 @@ TEST(LaunchConfigTest, LocalAddrSelectsItsInterface) {
 
 }  // namespace
 }  // namespace dtrun
+
+namespace dtrun {
+namespace {
+
+// Parsing asks the host through HostProbe only: a fake host gives fixed answers.
+class FakeHost : public HostProbe {
+ public:
+  int gpus = 0;
+  int GpuCount() const override { return gpus; }
+  int CpuCount() const override { return 96; }
+  absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {
+    if (program == "train" || program == "python3") return "/opt/bin/" + program;
+    return absl::NotFoundError("program '" + program + "' not found on PATH");
+  }
+  bool Readable(const std::string& path) const override { return path == "train.py"; }
+  std::optional<std::string> InterfaceWithAddress(const std::string& address) const override {
+    if (address == "10.1.2.3") return std::string("ib0");
+    return std::nullopt;
+  }
+  std::optional<std::string> LocalAddressFacing(const std::string&, int) const override { return "10.1.2.3"; }
+};
+
+absl::StatusOr<LaunchConfig> ParseOn(const FakeHost& host, std::vector<std::string> args) {
+  absl::StatusOr<ParsedCommandLine> p = ParseCommandLine(args, {}, host);
+  if (!p.ok()) return p.status();
+  return *p->config;
+}
+
+TEST(LaunchConfigHostTest, WhatTheFlagsMeanComesFromTheHostProbeOnly) {
+  FakeHost host;
+  host.gpus = 4;
+  auto gpu = ParseOn(host, {"--nproc-per-node", "gpu", "train"});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->agent.nproc_per_node, 4);
+  EXPECT_EQ(gpu->agent.executable, "/opt/bin/train");
+  EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "cpu", "train"})->agent.nproc_per_node, 96);
+  host.gpus = 0;
+  EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "auto", "train"})->agent.nproc_per_node, 96);
+  EXPECT_FALSE(ParseOn(host, {"--nproc-per-node", "gpu", "train"}).ok());
+  auto py = ParseOn(host, {"train.py"});
+  ASSERT_TRUE(py.ok()) << py.status();
+  EXPECT_EQ(py->agent.executable, "/opt/bin/python3");
+  EXPECT_FALSE(ParseOn(host, {"missing.py"}).ok());
+  // Multi-node: this node's address and interface are the host's answers.
+  auto multi = ParseOn(host, {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400", "train"});
+  ASSERT_TRUE(multi.ok()) << multi.status();
+  EXPECT_EQ(multi->agent.local_addr, "10.1.2.3");
+  EXPECT_EQ(multi->agent.socket_ifname, "ib0");
+  EXPECT_FALSE(multi->host_service);  // "head" is not one of this host's addresses
+}
+
+}  // namespace
+}  // namespace dtrun

@@ -1,0 +1,45 @@
+#include "launcher/host_probe.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "base/executable.h"
+#include "launcher/network_interface.h"
+
+namespace dtrun {
+namespace {
+
+class RealHost final : public HostProbe {
+ public:
+  int GpuCount() const override {
+    int n = 0;
+    if (DIR* d = ::opendir("/proc/driver/nvidia/gpus")) {
+      while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+      ::closedir(d);
+    }
+    return n;
+  }
+  int CpuCount() const override { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+  absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {
+    return dtrun::FindExecutable(program);
+  }
+  bool Readable(const std::string& path) const override { return ::access(path.c_str(), R_OK) == 0; }
+  std::optional<std::string> InterfaceWithAddress(const std::string& address) const override {
+    return dtrun::InterfaceWithAddress(address);
+  }
+  std::optional<std::string> LocalAddressFacing(const std::string& host, int port) const override {
+    return dtrun::LocalAddressFacing(host, port);
+  }
+};
+
+}  // namespace
+
+const HostProbe& ThisHost() {
+  static const RealHost host;
+  return host;
+}
+
+}  // namespace dtrun

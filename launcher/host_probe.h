@@ -1,0 +1,30 @@
+// What the meaning of a command line depends on outside itself: this machine's GPUs and cores,
+// the programs on PATH, its network interfaces and routes. Parsing asks through this interface and
+// does no I/O of its own, so it is deterministic under test (FakeHost answers) and every lookup it
+// makes is listed here.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace dtrun {
+
+class HostProbe {
+ public:
+  virtual ~HostProbe() = default;
+  virtual int GpuCount() const = 0;
+  virtual int CpuCount() const = 0;
+  // As execvp would find it (base/executable.h).
+  virtual absl::StatusOr<std::string> FindExecutable(const std::string& program) const = 0;
+  virtual bool Readable(const std::string& path) const = 0;
+  // launcher/network_interface.h.
+  virtual std::optional<std::string> InterfaceWithAddress(const std::string& address) const = 0;
+  virtual std::optional<std::string> LocalAddressFacing(const std::string& host, int port) const = 0;
+};
+
+// The machine dtrun runs on.
+const HostProbe& ThisHost();
+
+}  // namespace dtrun
