@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/store_core.h"
 #include "agent/stream_forwarder.h"
+#include "base/guarded_thread.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
@@ -102,7 +103,12 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   uint16_t bound = BoundPort(listener->get());
   std::unique_ptr<TcpStoreServer> server(
       new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound, forward_port));
-  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  server->thread_ = std::thread([s = server.get()] {
+    RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {
+      spdlog::error("{}; the workers' next store call fails and the job ends with their failure",
+                    std::string(st.message()));
+    });
+  });
   return server;
 }
 

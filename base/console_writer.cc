@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/guarded_thread.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
@@ -117,7 +118,17 @@ ConsoleWriter::ConsoleWriter(int fd, size_t high_water)
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  std::thread([state = state_] { state->Run(); }).detach();
+  std::thread([state = state_] {
+    RunGuarded("console writer", [&] { state->Run(); }, [&](const absl::Status&) {
+      std::lock_guard<std::mutex> lock(state->mu);  // as a gone reader: later bytes are dropped
+      state->broken = true;
+      state->pending.clear();
+      state->in_flight = 0;
+      state->done = true;
+      state->thread_done.notify_all();
+      state->Wake();
+    });
+  }).detach();
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/guarded_thread.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/tls_check.h"
@@ -253,9 +254,13 @@ absl::Status RendezvousClient::Kill(const std::string& reason) {
 std::unique_ptr<GrpcRoundSource> GrpcRoundSource::Start(std::unique_ptr<RendezvousClient> client,
                                                         const NodeInfo& node, Clock::time_point join_deadline) {
   std::unique_ptr<GrpcRoundSource> source(new GrpcRoundSource(std::move(client), node));
-  source->watcher_ = std::thread([s = source.get(), join_deadline] { s->JoinThenWatch(join_deadline); });
-  source->keeper_ = std::thread([s = source.get()] { s->KeepAliveLoop(); });
-  source->reporter_ = std::thread([s = source.get()] { s->ReportLoop(); });
+  // An exception in any of them ends this node cleanly (the agent stops its workers and says why).
+  auto fatal = [s = source.get()](const absl::Status& st) { s->Fatal(st); };
+  source->watcher_ = std::thread([s = source.get(), join_deadline, fatal] {
+    RunGuarded("the rendezvous watch", [&] { s->JoinThenWatch(join_deadline); }, fatal);
+  });
+  source->keeper_ = std::thread([s = source.get(), fatal] { RunGuarded("the keep-alives", [&] { s->KeepAliveLoop(); }, fatal); });
+  source->reporter_ = std::thread([s = source.get(), fatal] { RunGuarded("the outcome reports", [&] { s->ReportLoop(); }, fatal); });
   return source;
 }
 
