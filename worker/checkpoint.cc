@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 namespace dtrun::worker {
 namespace {
@@ -64,6 +65,35 @@ void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, 
   for (size_t i = 0; i + keep < all.size(); ++i) fs::remove(all[i]);
 }
 
+namespace {
+
+// A scalar read into a fresh tensor: reading into a defined tensor of another dtype would keep
+// that dtype and reinterpret the bits (best_acc1 read back as an int64 before this).
+torch::Tensor ReadScalar(torch::serialize::InputArchive& archive, const std::string& key) {
+  torch::Tensor t;
+  archive.read(key, t);
+  return t;
+}
+
+template <typename T>
+std::string Serialized(T& saveable) {
+  torch::serialize::OutputArchive archive;
+  saveable.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+template <typename T>
+void Restore(T& loadable, const std::string& bytes) {
+  std::istringstream in(bytes);
+  torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  loadable.load(archive);
+}
+
+}  // namespace
+
 std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,
                                        torch::optim::Optimizer& optimizer, GradScaler* scaler) {
   std::vector<fs::path> candidates;
@@ -73,30 +103,30 @@ std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string
     candidates = Checkpoints(dir);
     std::reverse(candidates.begin(), candidates.end());
   }
+  // All or nothing: a candidate that fails half-way (a model that loaded, an optimizer that did
+  // not) must not leave the half it loaded behind.
+  const std::string model_before = Serialized(model), optimizer_before = Serialized(optimizer);
   for (const fs::path& c : candidates) {
     try {
       torch::serialize::InputArchive archive, model_archive, optim_archive;
       archive.load_from(c.string());
+      Progress p;
+      p.epoch = ReadScalar(archive, "epoch").item<int64_t>();
+      p.next_batch = ReadScalar(archive, "next_batch").item<int64_t>();
+      p.global_step = ReadScalar(archive, "global_step").item<int64_t>();
+      p.best_acc1 = ReadScalar(archive, "best_acc1").item<double>();
       archive.read("model", model_archive);
       archive.read("optimizer", optim_archive);
       model.load(model_archive);
       optimizer.load(optim_archive);
-      torch::Tensor t;
-      Progress p;
-      archive.read("epoch", t);
-      p.epoch = t.item<int64_t>();
-      archive.read("next_batch", t);
-      p.next_batch = t.item<int64_t>();
-      archive.read("global_step", t);
-      p.global_step = t.item<int64_t>();
-      archive.read("best_acc1", t);
-      p.best_acc1 = t.item<double>();
       torch::serialize::InputArchive scaler_archive;
       if (scaler && archive.try_read("scaler", scaler_archive)) scaler->Load(scaler_archive);
       std::fprintf(stderr, "resuming from %s (epoch %lld, batch %lld)\n", c.string().c_str(),
                    static_cast<long long>(p.epoch), static_cast<long long>(p.next_batch));
       return p;
     } catch (const std::exception& e) {
+      Restore(model, model_before);
+      Restore(optimizer, optimizer_before);
       std::fprintf(stderr, "warning: checkpoint %s is unreadable (%s); trying an older one\n", c.string().c_str(),
                    std::string(e.what()).substr(0, 120).c_str());
     }

@@ -45,5 +45,32 @@ TEST(CheckpointTest, KeepsOnlyTheNewestK) {
   EXPECT_FALSE(LoadCheckpoint(dtrun::testing::MakeTempDir(), "", *model, opt).has_value());
 }
 
+TEST(CheckpointTest, BestAccuracyRoundTripsExactly) {
+  std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
+  torch::nn::Linear model(4, 2);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  SaveCheckpoint(dir, 3, *model, opt, Progress{2, 5, 77, 20.625});
+  std::optional<Progress> got = LoadCheckpoint(dir, "", *model, opt);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->best_acc1, 20.625);  // was the bits of 20.625 read as an int64
+  EXPECT_EQ(got->global_step, 77);
+}
+
+TEST(CheckpointTest, ACheckpointThatFailsHalfWayLeavesTheModelAsItWas) {
+  std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
+  torch::nn::Linear model(4, 2);
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  SaveCheckpoint(dir, 3, *model, sgd, Progress{1, 0, 1, 0});
+  {
+    torch::NoGradGuard g;
+    model->weight.add_(1);  // now differs from the checkpoint
+  }
+  const torch::Tensor before = model->weight.detach().clone();
+  // The model part loads, the optimizer part cannot (another optimizer's state).
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.1));
+  EXPECT_FALSE(LoadCheckpoint(dir, "", *model, adam).has_value());
+  EXPECT_TRUE(torch::equal(model->weight, before));
+}
+
 }  // namespace
 }  // namespace dtrun::worker
