@@ -1,49 +1,98 @@
 // train_imagenet: ResNet training on ImageNet-style data, one process or many (under dtrun or
 // torchrun), with the behaviour of pytorch/examples imagenet/main.py plus fast-recipe options.
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <string>
 
 #include "CLI/CLI.hpp"
+#include "torch/cuda.h"
 #include "worker/resnet.h"
 #include "worker/trainer.h"
+
+namespace {
+
+// Whole numbers in [lo, hi]; the message names the flag (CLI11 prefixes it) and the range.
+CLI::Validator Ints(long long lo, long long hi = std::numeric_limits<int>::max()) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) -> std::string {
+        long long n = 0;
+        size_t used = 0;
+        try {
+          n = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != v.size() || n < lo || n > hi) return "'" + v + "' is not a whole number in " + std::to_string(lo) + ".." + std::to_string(hi);
+        return "";
+      },
+      "INT");
+}
+
+// Finite numbers in [lo, hi] (an open end excludes it): nan, inf and 1e300 are refused here, not
+// deep inside LibTorch.
+CLI::Validator Reals(double lo, double hi, bool open_low = false, bool open_high = false) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        double x = 0;
+        size_t used = 0;
+        try {
+          x = std::stod(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        const bool ok = used == v.size() && std::isfinite(x) && (open_low ? x > lo : x >= lo) &&
+                        (open_high ? x < hi : x <= hi);
+        if (!ok) {
+          return "'" + v + "' is not a number in " + (open_low ? "(" : "[") + CLI::detail::to_string(lo) + ", " +
+                 CLI::detail::to_string(hi) + (open_high ? ")" : "]");
+        }
+        return "";
+      },
+      "NUMBER");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   dtrun::worker::TrainOptions o;
   CLI::App app("train_imagenet: ResNet training with DDP over the dtrun input pipeline", "train_imagenet");
   app.add_option("data", o.data, "Folder with train/ and val/ (ImageFolder or tar shards)");
   app.add_flag("--synthetic", o.synthetic, "Random data, no files");
-  app.add_option("--synthetic-size", o.synthetic_size, "Synthetic training images")->capture_default_str();
+  app.add_option("--synthetic-size", o.synthetic_size, "Synthetic training images")->capture_default_str()->check(Ints(1));
   app.add_option("--arch,-a", o.arch, "resnet18|34|50|101|152")->capture_default_str();
-  app.add_option("--epochs", o.epochs)->capture_default_str();
-  app.add_option("-b,--batch-size", o.batch_size, "Per process")->capture_default_str();
-  app.add_option("--lr", o.lr.base_lr)->capture_default_str();
+  app.add_option("--epochs", o.epochs)->capture_default_str()->check(Ints(1));
+  app.add_option("-b,--batch-size", o.batch_size, "Per process")->capture_default_str()->check(Ints(1));
+  app.add_option("--lr", o.lr.base_lr)->capture_default_str()->check(Reals(0, 1e6, /*open_low=*/true));
   app.add_option("--lr-schedule", o.lr.kind, "step|cosine")->capture_default_str();
-  app.add_option("--lr-step-epochs", o.lr.step_epochs)->capture_default_str();
-  app.add_option("--warmup-epochs", o.lr.warmup_epochs)->capture_default_str();
-  app.add_option("--momentum", o.momentum)->capture_default_str();
+  app.add_option("--lr-step-epochs", o.lr.step_epochs)->capture_default_str()->check(Ints(1));
+  app.add_option("--warmup-epochs", o.lr.warmup_epochs)->capture_default_str()->check(Reals(0, 1e6));
+  app.add_option("--momentum", o.momentum)->capture_default_str()->check(Reals(0, 1));
   app.add_flag("--nesterov", o.nesterov);
-  app.add_option("--wd,--weight-decay", o.weight_decay)->capture_default_str();
+  app.add_option("--wd,--weight-decay", o.weight_decay)->capture_default_str()->check(Reals(0, 1));
   app.add_flag("--no-wd-bn-bias", o.no_wd_on_bn_bias, "No weight decay on BN parameters and biases");
-  app.add_option("--label-smoothing", o.label_smoothing)->capture_default_str();
+  app.add_option("--label-smoothing", o.label_smoothing)->capture_default_str()->check(Reals(0, 1, false, /*open_high=*/true));
   app.add_flag("--zero-init-residual", o.zero_init_residual);
   app.add_flag("!--no-channels-last", o.channels_last, "Keep NCHW memory (default: channels-last)");
   app.add_flag("!--no-retain-host-memory", o.retain_host_memory,
                "Let malloc return freed memory to the kernel (default: keep it; faster CPU steps, higher RSS)");
-  app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str();
-  app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)");
-  app.add_option("--image-size", o.image_size)->capture_default_str();
+  app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str()->check(Ints(1, 1024));
+  app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)")->check(Ints(1, 4096));
+  app.add_option("--image-size", o.image_size)->capture_default_str()->check(Ints(16, 4096));
   std::string size_schedule;
   app.add_option("--size-schedule", size_schedule,
                  "Progressive resizing: EPOCH:SIZE:BATCH,... e.g. 0:128:64,10:224:32,16:288:24");
   app.add_flag("--lr-scale-with-batch", o.scale_lr_with_batch, "--lr is per 256 images: scale by the global batch");
-  app.add_option("-p,--print-freq", o.print_freq)->capture_default_str();
+  app.add_option("-p,--print-freq", o.print_freq)->capture_default_str()->check(Ints(1));
   app.add_option("--seed", o.seed)->capture_default_str();
-  app.add_option("--desired-acc", o.desired_acc, "Stop when val top-1 (%) reaches it");
+  app.add_option("--desired-acc", o.desired_acc, "Stop when val top-1 (%) reaches it")->check(Reals(0, 100));
   app.add_option("--output-dir,--state-dir", o.output_dir, "Checkpoints and metrics.jsonl")->capture_default_str();
-  app.add_option("--save-every-minutes", o.save_every_minutes)->capture_default_str();
+  app.add_option("--save-every-minutes", o.save_every_minutes)->capture_default_str()->check(Reals(0, 1e6));
   app.add_option("--resume", o.resume, "Checkpoint to start from (default: newest in --output-dir)");
   app.add_flag("-e,--evaluate", o.evaluate, "Only validate");
-  app.add_option("--num-classes", o.num_classes, "Default: from the dataset");
-  app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str();
+  app.add_option("--num-classes", o.num_classes, "Default: from the dataset")->check(Ints(1, 1 << 24));
+  app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str()->check(Reals(0, 1 << 16, true));
   app.add_flag("!--no-fused-bn", o.fused_bn, "ATen's separate BatchNorm, add and ReLU instead of the fused CPU kernels");
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: batch statistics over all processes (small per-process batches)");
   app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (CUDA: on, CPU: off), on, off")
@@ -54,22 +103,39 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--grad-scaler", o.grad_scaler, "Dynamic loss scaling even without fp16");
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")
-      ->capture_default_str();
+      ->capture_default_str()->check(Reals(0, 1e7, true));
   app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
   std::string dist_backend = "gloo";
   app.add_option("--dist-backend", dist_backend, "gloo (CPU tensors); NCCL is chosen for CUDA builds")
       ->check(CLI::IsMember({"gloo", "nccl"}))
       ->capture_default_str();
-  app.add_option("--warmup-iters", o.warmup_iters, "Benchmark: untimed steps first")->capture_default_str();
-  app.add_option("--timed-iters", o.timed_iters, "Benchmark: time this many steps, print images/s, stop");
+  app.add_option("--warmup-iters", o.warmup_iters, "Benchmark: untimed steps first")->capture_default_str()->check(Ints(0));
+  app.add_option("--timed-iters", o.timed_iters, "Benchmark: time this many steps, print images/s, stop")->check(Ints(0));
   app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "train_imagenet: error: %s; run train_imagenet --help\n", e.what());
+    return 2;
+  }
   if (!dtrun::worker::IsKnownArch(o.arch)) {
     std::fprintf(stderr, "train_imagenet: unknown --arch %s; use resnet18, resnet34, resnet50, resnet101 or resnet152\n", o.arch.c_str());
     return 2;
   }
   if (o.data.empty() && !o.synthetic) {
     std::fprintf(stderr, "train_imagenet: give a data folder (with train/ and val/) or --synthetic\n");
+    return 2;
+  }
+  if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
+    std::fprintf(stderr, "train_imagenet: --resume %s: no such checkpoint file; give a checkpoint-*.pt path, or "
+                 "leave --resume out to continue from the newest in --output-dir\n", o.resume.c_str());
+    return 2;
+  }
+  if (dist_backend == "nccl" && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "train_imagenet: --dist-backend nccl needs CUDA GPUs, and this process sees none (or "
+                 "LibTorch was built without CUDA); use gloo\n");
     return 2;
   }
   o.lr.total_epochs = o.epochs;

@@ -99,5 +99,31 @@ TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {
   EXPECT_NE(out2.find("does not exist"), std::string::npos) << out2;
 }
 
+// Values that crashed (SIGFPE), trained "successfully" on nothing, or failed deep inside
+// LibTorch: each is now exit 2 with the flag named, and nothing is written.
+TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"-b", "0"}, "--batch-size"},          {{"-p", "0"}, "--print-freq"},
+      {{"-b", "-1"}, "--batch-size"},         {{"--epochs", "-1"}, "--epochs"},
+      {{"--synthetic-size", "0"}, "--synthetic-size"}, {{"-j", "0"}, "--workers"},
+      {{"--threads", "0"}, "--threads"},      {{"--collective-timeout", "0"}, "--collective-timeout"},
+      {{"--collective-timeout", "-1"}, "--collective-timeout"}, {{"--num-classes", "-3"}, "--num-classes"},
+      {{"--lr", "nan"}, "--lr"},              {{"--label-smoothing", "2"}, "--label-smoothing"},
+      {{"--resume", "/nonexistent.pt"}, "--resume"}, {{"--dist-backend", "nccl"}, "--dist-backend nccl"},
+      {{"--momentum", "1e300"}, "--momentum"}, {{"--image-size", "3"}, "--image-size"},
+  };
+  const std::string out = MakeTempDir() + "/out";
+  for (const auto& [flags, named] : bad) {
+    std::vector<std::string> argv = {BinDir() + "/train_imagenet", "--synthetic", "--output-dir", out};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    auto [rc, text] = RunToEnd(argv);
+    EXPECT_EQ(rc, 2) << flags[0] << " " << flags[1] << ": " << text;
+    EXPECT_NE(text.find(named), std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+    EXPECT_FALSE(std::filesystem::exists(out)) << flags[0];
+  }
+}
+
 }  // namespace
 }  // namespace dtrun::testing
