@@ -1,12 +1,19 @@
 #include "worker/checkpoint.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/unique_fd.h"
 
 namespace dtrun::worker {
 namespace {
@@ -18,26 +25,77 @@ std::vector<fs::path> Checkpoints(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind("checkpoint-", 0) == 0 && e.path().extension() == ".pt") out.push_back(e.path());
+    // Only real files take a retention slot (a directory or link named like one does not).
+    if (name.rfind("checkpoint-", 0) == 0 && e.path().extension() == ".pt" && e.is_regular_file(ec) &&
+        !e.is_symlink(ec)) {
+      out.push_back(e.path());
+    }
   }
   // Names carry zero-padded epoch and step, so string order is age order.
   std::sort(out.begin(), out.end());
   return out;
 }
 
-void FsyncPath(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+// "No space left on device (the checkpoint needs 123 MB, 4 MB are free)" for the errors a full or
+// read-only disk gives; strerror otherwise.
+std::string WriteError(int err, const std::string& dir, size_t bytes) {
+  std::string why = std::strerror(err);
+  struct statvfs vfs;
+  if ((err == ENOSPC || err == EDQUOT) && ::statvfs(dir.c_str(), &vfs) == 0) {
+    why += absl::StrFormat(" (the checkpoint needs %.0f MB, %.0f MB are free)", bytes / 1e6,
+                           static_cast<double>(vfs.f_bavail) * vfs.f_frsize / 1e6);
   }
+  return why;
+}
+
+// Writes `bytes` to `path` and makes them durable: every write, the fsync and the close checked.
+absl::Status WriteDurably(const std::string& path, const std::string& bytes, const std::string& dir) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid() || !WriteAll(fd.get(), bytes.data(), bytes.size()) || ::fsync(fd.get()) != 0 ||
+      ::close(fd.Release()) != 0) {
+    const int err = errno;
+    ::unlink(path.c_str());  // never leave a partial file filling the disk
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot write checkpoint ", path, ": ", WriteError(err, dir, bytes.size()),
+                     "; free space or choose another --output-dir"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid() || ::fsync(fd.get()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot sync directory ", dir, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                    const Progress& p, const GradScaler* scaler) {
-  fs::create_directories(dir);
+absl::Status PrepareCheckpointDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", dir, ": ", ec.message(), "; choose a writable --output-dir"));
+  }
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("checkpoint-", 0) == 0 && e.path().extension() == ".tmp") fs::remove(e.path(), ec);
+  }
+  const std::string probe = dir + "/.write-probe";
+  absl::Status st = WriteDurably(probe, "dtrun\n", dir);
+  ::unlink(probe.c_str());
+  if (!st.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat(dir, " is not writable: ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model,
+                            torch::optim::Optimizer& optimizer, const Progress& p, const GradScaler* scaler) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive model_archive, optim_archive;
   model.save(model_archive);
@@ -57,12 +115,20 @@ void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, 
   std::snprintf(name, sizeof(name), "checkpoint-%06lld-%09lld.pt", static_cast<long long>(p.epoch),
                 static_cast<long long>(p.next_batch));
   const std::string final_path = dir + "/" + name, tmp = final_path + ".tmp";
-  archive.save_to(tmp);
-  FsyncPath(tmp, O_RDONLY);
-  fs::rename(tmp, final_path);
-  FsyncPath(dir, O_RDONLY | O_DIRECTORY);
+  // Serialized in memory first, so that every byte reaches the disk through checked writes (a
+  // full disk is "No space left on device", not an assertion inside the zip writer).
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  if (absl::Status st = WriteDurably(tmp, bytes.str(), dir); !st.ok()) return st;
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", std::strerror(err)));
+  }
+  if (absl::Status st = SyncDir(dir); !st.ok()) return st;
   std::vector<fs::path> all = Checkpoints(dir);
-  for (size_t i = 0; i + keep < all.size(); ++i) fs::remove(all[i]);
+  for (size_t i = 0; i + keep < all.size(); ++i) fs::remove(all[i], ec);
+  return absl::OkStatus();
 }
 
 namespace {

@@ -3,6 +3,8 @@
 // back whole, falling back (with a warning) past truncated or corrupt ones.
 #pragma once
 
+#include "absl/status/status.h"
+
 #include <optional>
 #include <string>
 
@@ -20,8 +22,15 @@ struct Progress {
 };
 
 // Throws c10::Error / std::exception on I/O errors (the trainer reports them).
-void SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                    const Progress& progress, const GradScaler* scaler = nullptr);
+// Writes a checkpoint durably (every write, fsync of the file and of the directory checked; the
+// temp file removed on failure) and keeps the newest `keep` checkpoint files. A full or read-only
+// disk is ResourceExhausted with one line naming the file, the reason and the bytes needed.
+absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model,
+                            torch::optim::Optimizer& optimizer, const Progress& progress,
+                            const GradScaler* scaler = nullptr);
+// At start, before any training: creates `dir`, removes temp files a crash left behind and proves
+// it writable (a probe written, synced and removed). PermissionDenied naming the dir otherwise.
+absl::Status PrepareCheckpointDir(const std::string& dir);
 
 // Loads `path`, or the newest valid checkpoint in `dir` when `path` is empty. nullopt if none.
 std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,

@@ -295,6 +295,13 @@ bool Training::Setup() {
   groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(o_.weight_decay)));
   if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(0)));
   optimizer_ = std::make_unique<ForeachSgd>(groups, sgd);
+  if (env_.rank == 0 && !o_.evaluate && o_.timed_iters <= 0) {
+    // An unwritable output dir is found now, not at the first save after an epoch of training.
+    if (absl::Status st = PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
+      std::fprintf(stderr, "train_imagenet: %s\n", std::string(st.message()).c_str());
+      return false;
+    }
+  }
   if (std::optional<Progress> p =
           LoadCheckpoint(o_.output_dir + "/checkpoints", o_.resume, *model_, *optimizer_, scaler_.get())) {
     progress_ = *p;
@@ -324,7 +331,12 @@ void Training::Save(int64_t epoch, int64_t next_batch) {
   if (env_.rank != 0) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
-  SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_, scaler_.get());
+  absl::Status st =
+      SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_, scaler_.get());
+  if (!st.ok()) {
+    // Training goes on: the newest good checkpoint is still there, and the next save may succeed.
+    Log("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
+  }
 }
 
 void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {

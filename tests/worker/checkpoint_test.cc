@@ -1,5 +1,8 @@
 #include "worker/checkpoint.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -13,14 +16,14 @@ TEST(CheckpointTest, TruncatedNewestFallsBackToThePreviousOne) {
   torch::nn::Linear model(4, 2);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   Progress p1{1, 0, 10, 12.5};
-  SaveCheckpoint(dir, 3, *model, opt, p1);
+  ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, opt, p1).ok());
   torch::Tensor saved = model->weight.detach().clone();
   {
     torch::NoGradGuard g;
     model->weight.add_(1);
   }
   Progress p2{1, 7, 17, 12.5};
-  SaveCheckpoint(dir, 3, *model, opt, p2);
+  ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, opt, p2).ok());
   std::vector<std::filesystem::path> files;
   for (auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
   std::sort(files.begin(), files.end());
@@ -37,7 +40,7 @@ TEST(CheckpointTest, KeepsOnlyTheNewestK) {
   std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
   torch::nn::Linear model(2, 2);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
-  for (int i = 0; i < 5; ++i) SaveCheckpoint(dir, 2, *model, opt, Progress{i, 0, i, 0});
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(SaveCheckpoint(dir, 2, *model, opt, Progress{i, 0, i, 0}).ok());
   size_t n = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) n += e.path().extension() == ".pt";
   EXPECT_EQ(n, 2u);
@@ -49,7 +52,7 @@ TEST(CheckpointTest, BestAccuracyRoundTripsExactly) {
   std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
   torch::nn::Linear model(4, 2);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
-  SaveCheckpoint(dir, 3, *model, opt, Progress{2, 5, 77, 20.625});
+  ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, opt, Progress{2, 5, 77, 20.625}).ok());
   std::optional<Progress> got = LoadCheckpoint(dir, "", *model, opt);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->best_acc1, 20.625);  // was the bits of 20.625 read as an int64
@@ -60,7 +63,7 @@ TEST(CheckpointTest, ACheckpointThatFailsHalfWayLeavesTheModelAsItWas) {
   std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
   torch::nn::Linear model(4, 2);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  SaveCheckpoint(dir, 3, *model, sgd, Progress{1, 0, 1, 0});
+  ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, sgd, Progress{1, 0, 1, 0}).ok());
   {
     torch::NoGradGuard g;
     model->weight.add_(1);  // now differs from the checkpoint
@@ -70,6 +73,53 @@ TEST(CheckpointTest, ACheckpointThatFailsHalfWayLeavesTheModelAsItWas) {
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.1));
   EXPECT_FALSE(LoadCheckpoint(dir, "", *model, adam).has_value());
   EXPECT_TRUE(torch::equal(model->weight, before));
+}
+
+// A full disk (the temp file is a link to /dev/full, which fails every write with ENOSPC): one
+// line with the reason, no temp file left, the older checkpoint untouched.
+TEST(CheckpointTest, AFullDiskIsNamedAndLeavesNoTempFileBehind) {
+  std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
+  torch::nn::Linear model(4, 2);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, opt, Progress{1, 0, 1, 0}).ok());
+  const std::string tmp = dir + "/checkpoint-000002-000000000.pt.tmp";
+  ASSERT_EQ(::symlink("/dev/full", tmp.c_str()), 0);
+  absl::Status st = SaveCheckpoint(dir, 3, *model, opt, Progress{2, 0, 2, 0});
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("No space left on device"), absl::string_view::npos) << st;
+  EXPECT_NE(st.message().find("choose another --output-dir"), absl::string_view::npos) << st;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(tmp)));
+  std::optional<Progress> got = LoadCheckpoint(dir, "", *model, opt);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->epoch, 1);
+}
+
+TEST(CheckpointTest, OnlyRealFilesTakeARetentionSlot) {
+  std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
+  std::filesystem::create_directories(dir + "/checkpoint-999999-000000000.pt");  // a directory
+  torch::nn::Linear model(4, 2);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(SaveCheckpoint(dir, 2, *model, opt, Progress{i, 0, i, 0}).ok());
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 2);
+  EXPECT_EQ(LoadCheckpoint(dir, "", *model, opt)->epoch, 2);
+}
+
+TEST(CheckpointTest, PreparingTheDirRemovesStaleTempsAndRefusesAnUnusablePath) {
+  std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
+  std::filesystem::create_directories(dir);
+  const std::string stale = dir + "/checkpoint-000001-000000000.pt.tmp";
+  std::FILE* f = std::fopen(stale.c_str(), "w");
+  std::fputs("half a checkpoint", f);
+  std::fclose(f);
+  EXPECT_TRUE(PrepareCheckpointDir(dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  const std::string file = dtrun::testing::MakeTempDir() + "/a-file";
+  std::fclose(std::fopen(file.c_str(), "w"));
+  absl::Status st = PrepareCheckpointDir(file + "/checkpoints");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--output-dir"), absl::string_view::npos) << st;
 }
 
 }  // namespace
