@@ -35,7 +35,18 @@ absl::StatusOr<Image> DecodeOther(std::string_view bytes) {
 
 }  // namespace
 
-Decoder::Decoder() : tj_(tjInitDecompress()) {}
+Decoder::Decoder(int64_t max_pixels) : tj_(tjInitDecompress()), max_pixels_(max_pixels) {}
+
+absl::Status Decoder::CheckBudget(int width, int height) const {
+  const int64_t pixels = int64_t{width} * height;
+  if (width <= 0 || height <= 0) return absl::DataLossError(absl::StrCat("image claims ", width, "x", height, " pixels"));
+  if (pixels > max_pixels_) {
+    return absl::ResourceExhaustedError(absl::StrCat("image claims ", width, "x", height, " = ", pixels >> 20,
+                                                     " Mi pixels, over the decode budget of ", max_pixels_ >> 20,
+                                                     " Mi; not decoded"));
+  }
+  return absl::OkStatus();
+}
 Decoder::~Decoder() {
   if (tj_) tjDestroy(static_cast<tjhandle>(tj_));
 }
@@ -47,6 +58,7 @@ absl::StatusOr<ImageInfo> Decoder::Info(std::string_view bytes) {
                             bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
       return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(static_cast<tjhandle>(tj_))));
     }
+    if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
     return ImageInfo{w, h, true};
   }
   int w = 0, h = 0, channels = 0;
@@ -54,18 +66,24 @@ absl::StatusOr<ImageInfo> Decoder::Info(std::string_view bytes) {
                              &channels)) {
     return absl::DataLossError("not an image (unknown or corrupt format)");
   }
+  if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
   return ImageInfo{w, h, false};
 }
 
 absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, int min_w, int min_h, double* scale) {
   if (scale) *scale = 1;
-  if (!LooksLikeJpeg(bytes)) return DecodeOther(bytes);
+  if (!LooksLikeJpeg(bytes)) {
+    absl::StatusOr<ImageInfo> info = Info(bytes);  // the budget, before stb allocates
+    if (!info.ok()) return info.status();
+    return DecodeOther(bytes);
+  }
   tjhandle tj = static_cast<tjhandle>(tj_);
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   const auto* buf = reinterpret_cast<const unsigned char*>(bytes.data());
   if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
     return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
   }
+  if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
   // The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps the needed region at least
   // min_w × min_h: the IDCT does less work and the resampler has less to shrink. (libjpeg-turbo
   // has SIMD code for these; odd eighths would be slower than decoding at full size.)

@@ -3,6 +3,7 @@
 // stb_image. Grey and CMYK JPEGs come out as RGB. Thread-compatible: one Decoder per thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -19,21 +20,31 @@ struct ImageInfo {
 
 class Decoder {
  public:
-  Decoder();
+  // Images are untrusted: a 13 KB file can claim 60000×60000 pixels. Headers that claim more
+  // than this are refused before anything is allocated (64 Mi pixels: 192 MiB of RGB per decoding
+  // thread; ImageNet's largest is about 15 M).
+  static constexpr int64_t kDefaultMaxPixels = int64_t{64} << 20;
+
+  explicit Decoder(int64_t max_pixels = kDefaultMaxPixels);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
 
-  // Reads the size without decoding. DataLoss for corrupt or unknown data.
+  // Reads the size without decoding. DataLoss for corrupt or unknown data, ResourceExhausted for
+  // a size over the pixel budget.
   absl::StatusOr<ImageInfo> Info(std::string_view bytes);
   // Decodes the whole image, as small as possible while the region `need` (in full-size pixel
   // coordinates) keeps at least `min_w`×`min_h` pixels. Returns the image and the scale used
-  // (1, 1/2, 1/4 or 1/8) through `scale`. DataLoss for corrupt or truncated data.
+  // (1, 1/2, 1/4 or 1/8) through `scale`. DataLoss for corrupt or truncated data,
+  // ResourceExhausted over the pixel budget.
   absl::StatusOr<Image> Decode(std::string_view bytes, const Box& need, int min_w, int min_h,
                                double* scale = nullptr);
 
  private:
+  absl::Status CheckBudget(int width, int height) const;
+
   void* tj_ = nullptr;  // tjhandle
+  int64_t max_pixels_;
 };
 
 }  // namespace dtrun::data

@@ -68,5 +68,37 @@ TEST(DecoderTest, CorruptAndTruncatedDataAreDataLoss) {
   EXPECT_EQ(d.Info("").status().code(), absl::StatusCode::kDataLoss);
 }
 
+// Patches the size a JPEG's frame header (SOF0) or a PNG's IHDR claims, leaving the data small.
+std::string ClaimSize(std::string image, uint16_t w, uint16_t h) {
+  if (image.compare(1, 3, "PNG") == 0) {
+    for (int i = 0; i < 4; ++i) {
+      image[16 + i] = static_cast<char>((uint32_t{w} >> (24 - 8 * i)) & 0xFF);
+      image[20 + i] = static_cast<char>((uint32_t{h} >> (24 - 8 * i)) & 0xFF);
+    }
+    return image;
+  }
+  size_t sof = image.find("\xFF\xC0");
+  image[sof + 5] = static_cast<char>(h >> 8);
+  image[sof + 6] = static_cast<char>(h & 0xFF);
+  image[sof + 7] = static_cast<char>(w >> 8);
+  image[sof + 8] = static_cast<char>(w & 0xFF);
+  return image;
+}
+
+TEST(DecoderTest, HeadersClaimingHugeImagesAreRefusedBeforeAnyAllocation) {
+  Decoder d;
+  for (const std::string& bomb : {ClaimSize(Jpeg(64, 64), 16000, 16000), ClaimSize(Png(20, 10), 16000, 16000)}) {
+    EXPECT_LT(bomb.size(), 64u << 10);
+    absl::StatusOr<ImageInfo> info = d.Info(bomb);
+    EXPECT_EQ(info.status().code(), absl::StatusCode::kResourceExhausted) << info.status();
+    EXPECT_NE(info.status().message().find("16000x16000"), absl::string_view::npos) << info.status();
+    EXPECT_EQ(d.Decode(bomb, Box{0, 0, 64, 64}, 64, 64).status().code(), absl::StatusCode::kResourceExhausted);
+  }
+  // The budget is the caller's: a small one refuses ordinary images too.
+  Decoder tiny(/*max_pixels=*/100);
+  EXPECT_EQ(tiny.Info(Jpeg(64, 64)).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(d.Info(Jpeg(64, 64)).ok());
+}
+
 }  // namespace
 }  // namespace dtrun::data
