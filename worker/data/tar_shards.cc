@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "spdlog/spdlog.h"
 #include "worker/data/dataset.h"
 #include "worker/data/decode.h"
 #include "worker/data/encode.h"
@@ -58,39 +59,71 @@ std::string TarHeader(const std::string& name, uint64_t size) {
   return std::string(h, kBlock);
 }
 
-// Scans one tar's headers (no data read) into image entries; labels come from the .cls members.
+// Members larger than this are not images (and would be read whole into memory).
+constexpr uint64_t kMaxMemberBytes = uint64_t{256} << 20;
+constexpr uint64_t kMaxLabelBytes = 64;
+
+uint64_t FileSize(const std::string& path) {
+  std::error_code ec;
+  uint64_t size = fs::file_size(path, ec);
+  return ec ? 0 : size;
+}
+
+// Scans one tar's headers (no image data read) into image entries; labels come from the .cls
+// members. Every size a header claims is checked against the file: a truncated shard is read up
+// to the damage, and what lies beyond it is reported, not allocated.
 absl::Status ScanTar(const std::string& path, int shard, std::vector<Entry>* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read shard ", path));
+  const uint64_t file_size = FileSize(path);
   std::map<std::string, Entry> images;
   std::map<std::string, int> labels;
   char h[kBlock];
   uint64_t pos = 0;
+  std::string damage;  // why the scan stopped early
   while (in.read(h, kBlock)) {
     if (h[0] == '\0') break;
     std::string name(h, strnlen(h, 100));
     if (std::memcmp(h + 257, "ustar", 5) == 0 && h[345]) name = std::string(h + 345, strnlen(h + 345, 155)) + "/" + name;
     uint64_t size = ParseOctal(h + 124, 12);
     uint64_t data = pos + kBlock;
+    if (size > file_size || data + size > file_size) {
+      damage = absl::StrCat("member ", name, " claims ", size, " bytes at offset ", data, " but the file has ",
+                            file_size, " (truncated or corrupt)");
+      break;
+    }
     size_t dot = name.rfind('.');
     std::string key = name.substr(0, dot), ext = dot == std::string::npos ? "" : name.substr(dot + 1);
-    if (ext == "cls") {
+    if (ext == "cls" && size <= kMaxLabelBytes) {
       std::string v(size, '\0');
       in.read(v.data(), static_cast<std::streamsize>(size));
       int label = 0;
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &label)) labels[key] = label;
-      in.seekg(static_cast<std::streamoff>(data + (size + kBlock - 1) / kBlock * kBlock));
-    } else {
-      if (ext == "jpg" || ext == "jpeg" || ext == "png") images[key] = Entry{shard, key, data, size, 0};
-      in.seekg(static_cast<std::streamoff>(data + (size + kBlock - 1) / kBlock * kBlock));
+      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &label) && label >= 0) labels[key] = label;
+    } else if ((ext == "jpg" || ext == "jpeg" || ext == "png") && size <= kMaxMemberBytes) {
+      images[key] = Entry{shard, key, data, size, 0};
     }
     pos = data + (size + kBlock - 1) / kBlock * kBlock;
+    in.seekg(static_cast<std::streamoff>(pos));
   }
+  if (damage.empty() && !in && in.gcount() != 0) damage = absl::StrCat("a partial header at offset ", pos);
+  size_t unlabeled = 0;
+  std::string first_unlabeled;
   for (auto& [key, e] : images) {
     auto l = labels.find(key);
-    if (l == labels.end()) return absl::DataLossError(absl::StrCat(path, ": ", key, " has no .cls label"));
+    if (l == labels.end()) {
+      if (first_unlabeled.empty()) first_unlabeled = key;
+      ++unlabeled;
+      continue;
+    }
     e.label = l->second;
     out->push_back(e);
+  }
+  if (!damage.empty()) {
+    spdlog::warn("{}: read up to byte {}: {}; {} image(s) before it kept{}", path, pos, damage, out->size(),
+                 unlabeled ? absl::StrCat(", ", unlabeled, " whose label was lost dropped") : "");
+  } else if (unlabeled) {
+    return absl::DataLossError(absl::StrCat(path, ": ", first_unlabeled, " has no .cls label (", unlabeled,
+                                            " image(s) without one); repack the shards"));
   }
   return absl::OkStatus();
 }
@@ -140,14 +173,25 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTarShards(const std::string& dir) {
   std::vector<Entry> entries;
   std::ifstream index(dir + "/index.tsv");
   if (index) {
+    std::vector<uint64_t> shard_sizes;
+    for (const std::string& s : shards) shard_sizes.push_back(FileSize(dir + "/" + s));
+    size_t line_no = 0;
     for (std::string line; std::getline(index, line);) {
+      ++line_no;
       std::vector<std::string> f = absl::StrSplit(line, '\t');
       Entry e;
       if (f.size() != 5 || !shard_index.count(f[0]) || !absl::SimpleAtoi(f[2], &e.offset) ||
-          !absl::SimpleAtoi(f[3], &e.size) || !absl::SimpleAtoi(f[4], &e.label)) {
-        return absl::DataLossError(absl::StrCat(dir, "/index.tsv: bad line '", line, "'; delete it to rescan"));
+          !absl::SimpleAtoi(f[3], &e.size) || !absl::SimpleAtoi(f[4], &e.label) || e.label < 0) {
+        return absl::DataLossError(absl::StrCat(dir, "/index.tsv line ", line_no, ": bad line '", line.substr(0, 200),
+                                                "'; delete index.tsv to rescan the shards"));
       }
       e.shard = shard_index[f[0]];
+      const uint64_t shard_size = shard_sizes[static_cast<size_t>(e.shard)];
+      if (e.size > kMaxMemberBytes || e.offset > shard_size || e.size > shard_size - e.offset) {
+        return absl::DataLossError(absl::StrCat(dir, "/index.tsv line ", line_no, ": ", f[1], " claims ", e.size,
+                                                " bytes at offset ", e.offset, " of ", f[0], ", which has ", shard_size,
+                                                "; delete index.tsv to rescan the shards"));
+      }
       e.key = f[1];
       entries.push_back(std::move(e));
     }

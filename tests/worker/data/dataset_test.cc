@@ -1,6 +1,11 @@
 #include "worker/data/dataset.h"
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
@@ -88,6 +93,74 @@ TEST(TarShardsTest, ShardsGiveTheSameSamplesAsTheFolder) {
       EXPECT_EQ((*tar)->label(i), (*folder)->label(i));
       EXPECT_EQ((*tar)->ReadBytes(i).value(), (*folder)->ReadBytes(i).value()) << i;
     }
+  }
+}
+
+// Packs 3 classes × 5 images into shards of 4 samples; returns the shard dir.
+std::string PackedShards() {
+  std::string root = MakeTempDir() + "/folder";
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 5; ++i) WriteFile(root + "/c" + std::to_string(c) + "/" + std::to_string(i) + ".jpg", Jpeg(16, 12, c * 10 + i));
+  }
+  auto folder = OpenImageFolder(root);
+  std::string shards = MakeTempDir() + "/shards";
+  PackOptions o;
+  o.samples_per_shard = 4;
+  EXPECT_EQ(PackShards(**folder, shards, o).value(), 15u);
+  return shards;
+}
+
+TEST(TarShardsTest, IndexLinesClaimingMoreThanTheShardHoldsAreRefusedNotAllocated) {
+  for (const std::string& claim : {"68719476736", "1099511627776"}) {  // 64 GiB, 1 TiB
+    std::string shards = PackedShards();
+    std::ifstream in(shards + "/index.tsv");
+    std::string first;
+    std::getline(in, first);
+    std::vector<std::string> f = absl::StrSplit(first, '\t');
+    WriteFile(shards + "/index.tsv", f[0] + "\t" + f[1] + "\t" + f[2] + "\t" + claim + "\t" + f[4] + "\n");
+    auto tar = OpenDataset(shards);
+    ASSERT_FALSE(tar.ok());
+    EXPECT_NE(tar.status().message().find("index.tsv line 1"), absl::string_view::npos) << tar.status();
+    EXPECT_NE(tar.status().message().find("delete index.tsv"), absl::string_view::npos) << tar.status();
+  }
+}
+
+TEST(TarShardsTest, ATruncatedShardIsReadUpToTheDamage) {
+  std::string shards = PackedShards();
+  std::filesystem::remove(shards + "/index.tsv");
+  std::vector<std::filesystem::path> tars;
+  for (auto& e : std::filesystem::directory_iterator(shards)) {
+    if (e.path().extension() == ".tar") tars.push_back(e.path());
+  }
+  std::sort(tars.begin(), tars.end());
+  std::filesystem::resize_file(tars[0], std::filesystem::file_size(tars[0]) / 2);  // 4 samples → ~2
+  auto tar = OpenDataset(shards);
+  ASSERT_TRUE(tar.ok()) << tar.status();  // was: the whole dataset refused ("has no .cls label")
+  EXPECT_GE((*tar)->size(), 11u);
+  EXPECT_LT((*tar)->size(), 15u);
+  for (size_t i = 0; i < (*tar)->size(); ++i) EXPECT_TRUE((*tar)->ReadBytes(i).ok()) << i;
+}
+
+// A member header claiming 2 GiB (a label, then an image): no allocation, the shard is reported.
+TEST(TarShardsTest, MemberHeadersClaimingHugeSizesAreNotAllocated) {
+  for (const char* member : {"0.cls", "0.jpg"}) {
+    std::string shards = PackedShards();
+    std::filesystem::remove(shards + "/index.tsv");
+    std::string first = shards + "/shard-000000.tar";
+    std::fstream tar(first, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(tar)), std::istreambuf_iterator<char>());
+    size_t at = 0;
+    // The first header (512-byte aligned) whose name ends with `member`.
+    while (at < bytes.size() && !absl::EndsWith(std::string(bytes.data() + at, strnlen(bytes.data() + at, 100)), member)) {
+      at += 512;
+    }
+    ASSERT_LT(at, bytes.size()) << member;
+    tar.seekp(static_cast<std::streamoff>(at + 124));
+    tar.write("17777777777", 11);  // octal: 2 GiB - 1, far past the file
+    tar.close();
+    auto ds = OpenDataset(shards);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    EXPECT_LT((*ds)->size(), 15u) << member;
   }
 }
 
