@@ -110,33 +110,40 @@ int main(int argc, char** argv) {
   int size = 0;
   auto* make = app.add_subcommand("make-demo", "Write a small learnable JPEG ImageFolder (train/ and val/)");
   make->add_option("out", out, "Output folder")->required();
-  make->add_option("--classes", demo.classes)->capture_default_str();
-  make->add_option("--train-per-class", demo.train_per_class)->capture_default_str();
-  make->add_option("--val-per-class", demo.val_per_class)->capture_default_str();
-  make->add_option("--size", size, "Square images of this side");
-  make->add_option("--width", demo.width)->capture_default_str();
-  make->add_option("--height", demo.height)->capture_default_str();
-  make->add_option("--quality", demo.quality)->capture_default_str();
+  make->add_option("--classes", demo.classes)->check(CLI::Range(1, 1000))->capture_default_str();
+  make->add_option("--train-per-class", demo.train_per_class)->check(CLI::Range(1, 1000000))->capture_default_str();
+  make->add_option("--val-per-class", demo.val_per_class)->check(CLI::Range(0, 1000000))->capture_default_str();
+  make->add_option("--size", size, "Square images of this side")->check(CLI::Range(16, 4096));
+  make->add_option("--width", demo.width)->check(CLI::Range(16, 4096))->capture_default_str();
+  make->add_option("--height", demo.height)->check(CLI::Range(16, 4096))->capture_default_str();
+  make->add_option("--quality", demo.quality)->check(CLI::Range(1, 100))->capture_default_str();
   make->add_option("--seed", demo.seed)->capture_default_str();
   PackOptions pack_options;
   auto* pack = app.add_subcommand("pack", "ImageFolder -> tar shards with an index");
   pack->add_option("src", src, "ImageFolder root (e.g. data/train)")->required();
   pack->add_option("out", out, "Output folder for the shards")->required();
-  pack->add_option("--per-shard", pack_options.samples_per_shard)->capture_default_str();
-  pack->add_option("--resize", pack_options.resize_shorter_side, "Pre-resize: shorter side in pixels (e.g. 160, 320)");
+  pack->add_option("--per-shard", pack_options.samples_per_shard)->check(CLI::Range(1, 10000000))->capture_default_str();
+  pack->add_option("--resize", pack_options.resize_shorter_side, "Pre-resize: shorter side in pixels (e.g. 160, 320)")->check(CLI::Range(16, 8192));
   auto* verify = app.add_subcommand("verify", "Decode every image; list the corrupt ones");
   verify->add_option("src", src, "ImageFolder root or shard folder")->required();
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int batches = 20, batch_size = 32, image_size = 224;
   auto* bench = app.add_subcommand("bench", "Decode + augment images/s");
   bench->add_option("src", src, "ImageFolder root or shard folder")->required();
-  bench->add_option("--threads", threads)->capture_default_str();
-  bench->add_option("--batches", batches)->capture_default_str();
-  bench->add_option("--batch-size", batch_size)->capture_default_str();
-  bench->add_option("--image-size", image_size)->capture_default_str();
+  bench->add_option("--threads", threads)->check(CLI::Range(1, 1024))->capture_default_str();
+  bench->add_option("--batches", batches)->check(CLI::Range(1, 1000000))->capture_default_str();
+  bench->add_option("--batch-size", batch_size)->check(CLI::Range(1, 100000))->capture_default_str();
+  bench->add_option("--image-size", image_size)->check(CLI::Range(16, 4096))->capture_default_str();
   bool decode_only = false;
   bench->add_flag("--decode-only", decode_only, "Only full-size JPEG decoding on one thread (the per-core ceiling)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "dtdata: error: %s; run dtdata --help\n", e.what());
+    return 2;
+  }
   if (make->parsed()) {
     if (size > 0) demo.width = demo.height = size;
     absl::StatusOr<size_t> n = MakeDemoImageFolder(out, demo);

@@ -164,6 +164,23 @@ TEST(TarShardsTest, MemberHeadersClaimingHugeSizesAreNotAllocated) {
   }
 }
 
+TEST(DtdataTest, OutOfRangeFlagsAreOneLineErrorsAndWriteNothing) {
+  const std::string out = MakeTempDir() + "/never";
+  const std::vector<std::vector<std::string>> bad = {
+      {"make-demo", out, "--classes", "0"},     {"make-demo", out, "--quality", "200"},
+      {"make-demo", out, "--size", "-5"},       {"pack", out, out + "2", "--per-shard", "0"},
+      {"pack", out, out + "2", "--per-shard", "-1"}, {"bench", out, "--threads", "0"},
+      {"bench", out, "--batch-size", "-1"},     {"bench", out, "--image-size", "0"},
+  };
+  for (std::vector<std::string> argv : bad) {
+    argv.insert(argv.begin(), dtrun::testing::BinDir() + "/dtdata");
+    auto [rc, text] = RunToEnd(argv);
+    EXPECT_EQ(rc, 2) << argv[1] << " " << argv.back() << ": " << text;
+    EXPECT_NE(text.find("dtdata: error: --"), std::string::npos) << text;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
 TEST(TarShardsTest, PackCanPreResizeToAShorterSide) {
   std::string root = MakeTempDir() + "/folder";
   WriteFile(root + "/c/0.jpg", Jpeg(400, 200));
