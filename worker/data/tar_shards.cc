@@ -232,11 +232,23 @@ absl::StatusOr<size_t> PackShards(const Dataset& src, const std::string& out_dir
     pos = data_offset + data.size() + pad.size();
     return data_offset;
   };
+  // Every shard is closed and checked: a write error in any of them (a full disk) is reported
+  // with its name, not only one in the last.
+  auto finish_shard = [&]() -> absl::Status {
+    if (!tar.is_open()) return absl::OkStatus();
+    tar.write(std::string(2 * kBlock, '\0').data(), 2 * kBlock);
+    tar.close();
+    if (!tar) {
+      return absl::DataLossError(absl::StrCat("writing ", out_dir, "/", shard_name, " failed (", std::strerror(errno),
+                                              "); free space and pack again"));
+    }
+    return absl::OkStatus();
+  };
   for (size_t i = 0; i < src.size(); ++i) {
     if (i % o.samples_per_shard == 0) {
-      if (tar.is_open()) tar.write(std::string(2 * kBlock, '\0').data(), 2 * kBlock);
-      tar.close();
+      if (absl::Status st = finish_shard(); !st.ok()) return st;
       shard_name = absl::StrFormat("shard-%06d.tar", i / o.samples_per_shard);
+      tar.clear();
       tar.open(out_dir + "/" + shard_name, std::ios::binary | std::ios::trunc);
       pos = 0;
     }
@@ -262,8 +274,13 @@ absl::StatusOr<size_t> PackShards(const Dataset& src, const std::string& out_dir
     index << shard_name << '\t' << key << '\t' << offset << '\t' << bytes->size() << '\t' << src.label(i) << '\n';
     ++written;
   }
-  if (tar.is_open()) tar.write(std::string(2 * kBlock, '\0').data(), 2 * kBlock);
-  if (!index || !tar) return absl::DataLossError(absl::StrCat("writing shards to ", out_dir, " failed"));
+  if (absl::Status st = finish_shard(); !st.ok()) return st;
+  index.close();
+  classes.close();
+  if (!index || !classes) {
+    return absl::DataLossError(absl::StrCat("writing ", out_dir, "/index.tsv or classes.txt failed (",
+                                            std::strerror(errno), "); free space and pack again"));
+  }
   return written;
 }
 

@@ -1,5 +1,7 @@
 #include "worker/data/dataset.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +181,24 @@ TEST(DtdataTest, OutOfRangeFlagsAreOneLineErrorsAndWriteNothing) {
     EXPECT_NE(text.find("dtdata: error: --"), std::string::npos) << text;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+}
+
+// The first of four shards cannot be written (a link to /dev/full: every write is ENOSPC). The
+// error used to be lost: only the last shard's stream was checked.
+TEST(TarShardsTest, AWriteErrorInAnyShardIsReportedWithItsName) {
+  std::string root = MakeTempDir() + "/folder";
+  for (int i = 0; i < 12; ++i) WriteFile(root + "/c0/" + std::to_string(i) + ".jpg", Jpeg(16, 12, i));
+  auto folder = OpenImageFolder(root);
+  ASSERT_TRUE(folder.ok());
+  std::string shards = MakeTempDir() + "/shards";
+  std::filesystem::create_directories(shards);
+  ASSERT_EQ(::symlink("/dev/full", (shards + "/shard-000000.tar").c_str()), 0);
+  PackOptions o;
+  o.samples_per_shard = 4;
+  absl::StatusOr<size_t> n = PackShards(**folder, shards, o);
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("shard-000000.tar failed (No space left on device)"), absl::string_view::npos)
+      << n.status();
 }
 
 TEST(TarShardsTest, PackCanPreResizeToAShorterSide) {
