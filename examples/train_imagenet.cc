@@ -2,6 +2,7 @@
 // torchrun), with the behaviour of pytorch/examples imagenet/main.py plus fast-recipe options.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -128,7 +129,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_imagenet: give a data folder (with train/ and val/) or --synthetic\n");
     return 2;
   }
-  if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
+  // Only global rank 0 reads the checkpoint (the others get its bytes), so only it needs the file.
+  const char* rank = std::getenv("RANK");
+  const bool reads_checkpoints = rank == nullptr || std::string(rank) == "0";
+  if (reads_checkpoints && !o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
     std::fprintf(stderr, "train_imagenet: --resume %s: no such checkpoint file; give a checkpoint-*.pt path, or "
                  "leave --resume out to continue from the newest in --output-dir\n", o.resume.c_str());
     return 2;

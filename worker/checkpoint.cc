@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -160,8 +162,40 @@ void Restore(T& loadable, const std::string& bytes) {
 
 }  // namespace
 
-std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,
-                                       torch::optim::Optimizer& optimizer, GradScaler* scaler) {
+namespace {
+
+// Applies one checkpoint's bytes; throws on anything unreadable (the caller restores).
+Progress Apply(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+               GradScaler* scaler) {
+  std::istringstream in(bytes);
+  torch::serialize::InputArchive archive, model_archive, optim_archive;
+  archive.load_from(in);
+  Progress p;
+  p.epoch = ReadScalar(archive, "epoch").item<int64_t>();
+  p.next_batch = ReadScalar(archive, "next_batch").item<int64_t>();
+  p.global_step = ReadScalar(archive, "global_step").item<int64_t>();
+  p.best_acc1 = ReadScalar(archive, "best_acc1").item<double>();
+  archive.read("model", model_archive);
+  archive.read("optimizer", optim_archive);
+  model.load(model_archive);
+  optimizer.load(optim_archive);
+  torch::serialize::InputArchive scaler_archive;
+  if (scaler && archive.try_read("scaler", scaler_archive)) scaler->Load(scaler_archive);
+  return p;
+}
+
+absl::StatusOr<std::string> ReadWhole(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<LoadedCheckpoint> LoadCheckpoint(const std::string& dir, const std::string& path,
+                                               torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                               GradScaler* scaler) {
   std::vector<fs::path> candidates;
   if (!path.empty()) {
     candidates.push_back(path);
@@ -169,35 +203,37 @@ std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string
     candidates = Checkpoints(dir);
     std::reverse(candidates.begin(), candidates.end());
   }
-  // All or nothing: a candidate that fails half-way (a model that loaded, an optimizer that did
-  // not) must not leave the half it loaded behind.
-  const std::string model_before = Serialized(model), optimizer_before = Serialized(optimizer);
   for (const fs::path& c : candidates) {
-    try {
-      torch::serialize::InputArchive archive, model_archive, optim_archive;
-      archive.load_from(c.string());
-      Progress p;
-      p.epoch = ReadScalar(archive, "epoch").item<int64_t>();
-      p.next_batch = ReadScalar(archive, "next_batch").item<int64_t>();
-      p.global_step = ReadScalar(archive, "global_step").item<int64_t>();
-      p.best_acc1 = ReadScalar(archive, "best_acc1").item<double>();
-      archive.read("model", model_archive);
-      archive.read("optimizer", optim_archive);
-      model.load(model_archive);
-      optimizer.load(optim_archive);
-      torch::serialize::InputArchive scaler_archive;
-      if (scaler && archive.try_read("scaler", scaler_archive)) scaler->Load(scaler_archive);
-      std::fprintf(stderr, "resuming from %s (epoch %lld, batch %lld)\n", c.string().c_str(),
-                   static_cast<long long>(p.epoch), static_cast<long long>(p.next_batch));
-      return p;
-    } catch (const std::exception& e) {
-      Restore(model, model_before);
-      Restore(optimizer, optimizer_before);
-      std::fprintf(stderr, "warning: checkpoint %s is unreadable (%s); trying an older one\n", c.string().c_str(),
-                   std::string(e.what()).substr(0, 120).c_str());
+    absl::StatusOr<std::string> bytes = ReadWhole(c);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "warning: %s; trying an older one\n", std::string(bytes.status().message()).c_str());
+      continue;
     }
+    absl::StatusOr<Progress> p = LoadCheckpointBytes(*bytes, model, optimizer, scaler);
+    if (!p.ok()) {
+      std::fprintf(stderr, "warning: checkpoint %s is unreadable (%s); trying an older one\n", c.string().c_str(),
+                   std::string(p.status().message()).substr(0, 120).c_str());
+      continue;
+    }
+    std::fprintf(stderr, "resuming from %s (epoch %lld, batch %lld)\n", c.string().c_str(),
+                 static_cast<long long>(p->epoch), static_cast<long long>(p->next_batch));
+    return LoadedCheckpoint{*p, std::move(*bytes)};
   }
   return std::nullopt;
+}
+
+absl::StatusOr<Progress> LoadCheckpointBytes(const std::string& bytes, torch::nn::Module& model,
+                                             torch::optim::Optimizer& optimizer, GradScaler* scaler) {
+  // All or nothing: a checkpoint that fails half-way (a model that loaded, an optimizer that did
+  // not) must not leave the half it loaded behind.
+  const std::string model_before = Serialized(model), optimizer_before = Serialized(optimizer);
+  try {
+    return Apply(bytes, model, optimizer, scaler);
+  } catch (const std::exception& e) {
+    Restore(model, model_before);
+    Restore(optimizer, optimizer_before);
+    return absl::DataLossError(e.what());
+  }
 }
 
 }  // namespace dtrun::worker

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include <optional>
 #include <string>
@@ -32,8 +33,18 @@ absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module&
 // it writable (a probe written, synced and removed). PermissionDenied naming the dir otherwise.
 absl::Status PrepareCheckpointDir(const std::string& dir);
 
+struct LoadedCheckpoint {
+  Progress progress;
+  std::string bytes;  // the file as read: what rank 0 sends to the other ranks
+};
+
 // Loads `path`, or the newest valid checkpoint in `dir` when `path` is empty. nullopt if none.
-std::optional<Progress> LoadCheckpoint(const std::string& dir, const std::string& path, torch::nn::Module& model,
-                                       torch::optim::Optimizer& optimizer, GradScaler* scaler = nullptr);
+std::optional<LoadedCheckpoint> LoadCheckpoint(const std::string& dir, const std::string& path,
+                                               torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                                               GradScaler* scaler = nullptr);
+// Loads a checkpoint's bytes (another rank's choice). All or nothing: on DataLoss the model and
+// optimizer are as they were.
+absl::StatusOr<Progress> LoadCheckpointBytes(const std::string& bytes, torch::nn::Module& model,
+                                             torch::optim::Optimizer& optimizer, GradScaler* scaler = nullptr);
 
 }  // namespace dtrun::worker

@@ -14,6 +14,7 @@
 
 #include "nlohmann/json.hpp"
 #include "worker/checkpoint.h"
+#include "worker/job_resume.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/ddp.h"
@@ -302,9 +303,17 @@ bool Training::Setup() {
       return false;
     }
   }
-  if (std::optional<Progress> p =
-          LoadCheckpoint(o_.output_dir + "/checkpoints", o_.resume, *model_, *optimizer_, scaler_.get())) {
-    progress_ = *p;
+  {
+    // Rank 0 decides what the job resumes from; every rank gets exactly that (worker/job_resume.h).
+    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume broadcast");
+    absl::StatusOr<std::optional<Progress>> resumed =
+        ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume}, pg_ ? &*pg_ : nullptr, env_.rank,
+                      device_, *model_, *optimizer_, scaler_.get());
+    if (!resumed.ok()) {
+      std::fprintf(stderr, "train_imagenet: %s\n", std::string(resumed.status().message()).c_str());
+      return false;
+    }
+    if (*resumed) progress_ = **resumed;
   }
   if (pg_) {
     DdpOptions d;

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "base/host_name.h"
+#include "base/process_table.h"
 #include "gtest/gtest.h"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
@@ -79,6 +80,36 @@ TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
   for (int i = 0; i < 3; ++i) nodes.push_back(Node(i, {"--nproc-per-node", "1"}, {bin}, {}, 3));
   for (auto& n : nodes) EXPECT_EQ(n->Wait(), 0) << n->all();
   EXPECT_NE(nodes[2]->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << nodes[2]->all();
+}
+
+// Each host keeps its own output dir (no shared filesystem): only host 0's has checkpoints. After
+// a worker is killed, both ranks resume from rank 0's checkpoint (sent through the process group)
+// and the job ends with exactly the planned optimizer steps. Before, rank 1 started from step 0,
+// the collectives mismatched and the job hung until the collective timeout.
+TEST_F(MultiNodeTest, ResumeIsTheSameOnHostsWithSeparateOutputDirs) {
+  Cluster(2);
+  std::string bin = BinDir() + "/train_imagenet";
+  if (!std::filesystem::exists(bin)) GTEST_SKIP() << "built without LibTorch";
+  const std::string data = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+  std::vector<std::unique_ptr<Harness>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    // 240 images / 2 ranks / 16 = 8 steps per epoch; 2 epochs = 16 steps; a checkpoint every step.
+    nodes.push_back(Node(i, {"--nproc-per-node", "1", "--max-restarts", "1"},
+                         {bin, data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1", "--epochs", "2",
+                          "-p", "1", "--save-every-minutes", "0", "--output-dir", MakeTempDir() + "/host" + std::to_string(i)}));
+  }
+  ASSERT_TRUE(nodes[0]->WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << nodes[0]->all();
+  pid_t victim = 0;
+  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
+    if (p.env.count("RANK") && p.env.at("RANK") == "1" && p.ppid == nodes[1]->pid()) victim = p.pid;
+  }
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(nodes[0]->Wait(std::chrono::seconds(240)), 0) << nodes[0]->all();
+  EXPECT_EQ(nodes[1]->Wait(std::chrono::seconds(60)), 0) << nodes[1]->all();
+  EXPECT_NE(nodes[0]->all().find("resuming from"), std::string::npos) << nodes[0]->all();
+  EXPECT_NE(nodes[1]->all().find("resuming from rank 0's checkpoint"), std::string::npos) << nodes[1]->all();
+  EXPECT_NE(nodes[0]->all().find("16 optimizer steps"), std::string::npos) << nodes[0]->all();
 }
 
 TEST_F(MultiNodeTest, WorkerFailureOnOneHostRestartsEveryHost) {

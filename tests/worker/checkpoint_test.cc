@@ -29,7 +29,9 @@ TEST(CheckpointTest, TruncatedNewestFallsBackToThePreviousOne) {
   std::sort(files.begin(), files.end());
   ASSERT_EQ(files.size(), 2u);
   std::filesystem::resize_file(files.back(), std::filesystem::file_size(files.back()) / 2);  // torn write
-  std::optional<Progress> got = LoadCheckpoint(dir, "", *model, opt);
+  std::optional<LoadedCheckpoint> loaded = LoadCheckpoint(dir, "", *model, opt);
+  std::optional<Progress> got;
+  if (loaded) got = loaded->progress;
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->global_step, 10);
   EXPECT_EQ(got->next_batch, 0);
@@ -44,7 +46,7 @@ TEST(CheckpointTest, KeepsOnlyTheNewestK) {
   size_t n = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) n += e.path().extension() == ".pt";
   EXPECT_EQ(n, 2u);
-  EXPECT_EQ(LoadCheckpoint(dir, "", *model, opt)->epoch, 4);
+  EXPECT_EQ(LoadCheckpoint(dir, "", *model, opt)->progress.epoch, 4);
   EXPECT_FALSE(LoadCheckpoint(dtrun::testing::MakeTempDir(), "", *model, opt).has_value());
 }
 
@@ -53,7 +55,9 @@ TEST(CheckpointTest, BestAccuracyRoundTripsExactly) {
   torch::nn::Linear model(4, 2);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
   ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, opt, Progress{2, 5, 77, 20.625}).ok());
-  std::optional<Progress> got = LoadCheckpoint(dir, "", *model, opt);
+  std::optional<LoadedCheckpoint> loaded = LoadCheckpoint(dir, "", *model, opt);
+  std::optional<Progress> got;
+  if (loaded) got = loaded->progress;
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->best_acc1, 20.625);  // was the bits of 20.625 read as an int64
   EXPECT_EQ(got->global_step, 77);
@@ -89,7 +93,9 @@ TEST(CheckpointTest, AFullDiskIsNamedAndLeavesNoTempFileBehind) {
   EXPECT_NE(st.message().find("No space left on device"), absl::string_view::npos) << st;
   EXPECT_NE(st.message().find("choose another --output-dir"), absl::string_view::npos) << st;
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(tmp)));
-  std::optional<Progress> got = LoadCheckpoint(dir, "", *model, opt);
+  std::optional<LoadedCheckpoint> loaded = LoadCheckpoint(dir, "", *model, opt);
+  std::optional<Progress> got;
+  if (loaded) got = loaded->progress;
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->epoch, 1);
 }
@@ -103,7 +109,7 @@ TEST(CheckpointTest, OnlyRealFilesTakeARetentionSlot) {
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 2);
-  EXPECT_EQ(LoadCheckpoint(dir, "", *model, opt)->epoch, 2);
+  EXPECT_EQ(LoadCheckpoint(dir, "", *model, opt)->progress.epoch, 2);
 }
 
 TEST(CheckpointTest, PreparingTheDirRemovesStaleTempsAndRefusesAnUnusablePath) {
