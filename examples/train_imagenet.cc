@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-retain-host-memory", o.retain_host_memory,
                "Let malloc return freed memory to the kernel (default: keep it; faster CPU steps, higher RSS)");
   app.add_option("-j,--workers", o.workers, "Loader threads")->capture_default_str()->check(Ints(1, 1024));
+  app.add_option("--max-image-pixels", o.max_image_pixels, "Skip images whose header claims more pixels (untrusted data)")
+      ->capture_default_str()
+      ->check(Ints(1024, int64_t{1} << 34));
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)")->check(Ints(1, 4096));
   app.add_option("--image-size", o.image_size)->capture_default_str()->check(Ints(16, 4096));
   std::string size_schedule;

@@ -207,6 +207,7 @@ void Training::MakeLoaders(int image_size, int batch_size) {
   lo.max_batches_ahead = std::max(4, 2 * o_.workers);
   lo.image_size = image_size;
   lo.seed = o_.seed;
+  lo.max_image_pixels = o_.max_image_pixels;
   lo.sampler = data::SamplerOptions{env_.rank, env_.world_size, true, o_.seed, false, true};
   train_loader_ = std::make_unique<data::Loader>(*train_set_, lo);
   lo.train = false;

@@ -31,6 +31,7 @@ struct TrainOptions {
   bool zero_init_residual = false;
   bool channels_last = true;   // NHWC activations and weights: faster oneDNN convolutions on CPU
   int workers = 2;             // loader threads
+  int64_t max_image_pixels = int64_t{64} << 20;  // larger claimed image sizes are skipped undecoded
   int threads = 0;             // intra-op threads (0: torch default / OMP_NUM_THREADS)
   bool retain_host_memory = true;  // keep freed activations' pages (worker/host_memory.h)
   int image_size = 224;

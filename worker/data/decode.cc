@@ -41,9 +41,9 @@ absl::Status Decoder::CheckBudget(int width, int height) const {
   const int64_t pixels = int64_t{width} * height;
   if (width <= 0 || height <= 0) return absl::DataLossError(absl::StrCat("image claims ", width, "x", height, " pixels"));
   if (pixels > max_pixels_) {
-    return absl::ResourceExhaustedError(absl::StrCat("image claims ", width, "x", height, " = ", pixels >> 20,
-                                                     " Mi pixels, over the decode budget of ", max_pixels_ >> 20,
-                                                     " Mi; not decoded"));
+    return absl::ResourceExhaustedError(absl::StrCat("image claims ", width, "x", height, " = ", pixels,
+                                                     " pixels, over the decode budget of ", max_pixels_,
+                                                     " (--max-image-pixels); not decoded"));
   }
   return absl::OkStatus();
 }

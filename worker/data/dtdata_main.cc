@@ -22,10 +22,10 @@ int Fail(const absl::Status& st) {
   return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-int Verify(const std::string& src) {
+int Verify(const std::string& src, int64_t max_pixels) {
   absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(src);
   if (!ds.ok()) return Fail(ds.status());
-  Decoder decoder;
+  Decoder decoder(max_pixels);
   size_t bad = 0;
   for (size_t i = 0; i < (*ds)->size(); ++i) {
     absl::StatusOr<std::string> bytes = (*ds)->ReadBytes(i);
@@ -46,7 +46,7 @@ int Verify(const std::string& src) {
 
 // Decode + RandomResizedCrop + flip into uint8 batches, then normalise to float (as
 // ToTensor + Normalize would), counting images per second.
-int Bench(const std::string& src, int threads, int batches, int batch_size, int image_size) {
+int Bench(const std::string& src, int threads, int batches, int batch_size, int image_size, int64_t max_pixels) {
   absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(src);
   if (!ds.ok()) return Fail(ds.status());
   LoaderOptions o;
@@ -54,6 +54,7 @@ int Bench(const std::string& src, int threads, int batches, int batch_size, int 
   o.batch_size = batch_size;
   o.image_size = image_size;
   o.max_batches_ahead = 2 * threads;
+  o.max_image_pixels = max_pixels;
   Loader loader(**ds, o);
   std::vector<float> normalised;
   size_t images = 0;
@@ -126,6 +127,9 @@ int main(int argc, char** argv) {
   pack->add_option("--resize", pack_options.resize_shorter_side, "Pre-resize: shorter side in pixels (e.g. 160, 320)")->check(CLI::Range(16, 8192));
   auto* verify = app.add_subcommand("verify", "Decode every image; list the corrupt ones");
   verify->add_option("src", src, "ImageFolder root or shard folder")->required();
+  int64_t max_pixels = Decoder::kDefaultMaxPixels;
+  const char* pixels_help = "Skip images whose header claims more pixels (untrusted data)";
+  verify->add_option("--max-image-pixels", max_pixels, pixels_help)->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 34));
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int batches = 20, batch_size = 32, image_size = 224;
   auto* bench = app.add_subcommand("bench", "Decode + augment images/s");
@@ -133,6 +137,7 @@ int main(int argc, char** argv) {
   bench->add_option("--threads", threads)->check(CLI::Range(1, 1024))->capture_default_str();
   bench->add_option("--batches", batches)->check(CLI::Range(1, 1000000))->capture_default_str();
   bench->add_option("--batch-size", batch_size)->check(CLI::Range(1, 100000))->capture_default_str();
+  bench->add_option("--max-image-pixels", max_pixels, pixels_help)->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 34));
   bench->add_option("--image-size", image_size)->check(CLI::Range(16, 4096))->capture_default_str();
   bool decode_only = false;
   bench->add_flag("--decode-only", decode_only, "Only full-size JPEG decoding on one thread (the per-core ceiling)");
@@ -156,10 +161,10 @@ int main(int argc, char** argv) {
     if (!n.ok()) return Fail(n.status());
     std::printf("packed %zu samples into %s\n", *n, out.c_str());
   } else if (verify->parsed()) {
-    return Verify(src);
+    return Verify(src, max_pixels);
   } else if (bench->parsed()) {
     if (decode_only) return DecodeOnlyBench(src, batches * batch_size);
-    return Bench(src, threads, batches, batch_size, image_size);
+    return Bench(src, threads, batches, batch_size, image_size, max_pixels);
   }
   return 0;
 }

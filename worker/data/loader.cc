@@ -108,7 +108,7 @@ Batch Loader::Build(int64_t epoch, size_t batch, const std::vector<size_t>& indi
   out.index = batch;
   out.image_size = s;
   out.pixels.resize(indices.size() * image_bytes);
-  thread_local Decoder decoder;
+  thread_local Decoder decoder(options_.max_image_pixels);  // loader threads serve one Loader
   for (size_t index : indices) {
     // Randomness per (seed, epoch, sample): independent of which thread builds the batch.
     std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) << 40) ^ index);

@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "worker/data/dataset.h"
+#include "worker/data/decode.h"
 #include "worker/data/sampler.h"
 
 namespace dtrun::data {
@@ -27,6 +28,8 @@ struct LoaderOptions {
   bool train = true;      // RandomResizedCrop + flip; else resize + centre crop
   uint64_t seed = 0;      // augmentation randomness
   SamplerOptions sampler;
+  // Images whose header claims more pixels are skipped (and counted) before decoding.
+  int64_t max_image_pixels = Decoder::kDefaultMaxPixels;
 };
 
 struct Batch {

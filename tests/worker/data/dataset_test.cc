@@ -201,6 +201,17 @@ TEST(TarShardsTest, AWriteErrorInAnyShardIsReportedWithItsName) {
       << n.status();
 }
 
+TEST(DtdataTest, VerifyHonoursThePixelBudget) {
+  std::string root = MakeTempDir() + "/folder";
+  WriteFile(root + "/c0/a.jpg", Jpeg(64, 64));
+  const std::string dtdata = dtrun::testing::BinDir() + "/dtdata";
+  EXPECT_EQ(RunToEnd({dtdata, "verify", root}).first, 0);
+  auto [rc, text] = RunToEnd({dtdata, "verify", root, "--max-image-pixels", "1024"});
+  EXPECT_EQ(rc, 1) << text;
+  EXPECT_NE(text.find("64x64"), std::string::npos) << text;
+  EXPECT_NE(text.find("over the decode budget"), std::string::npos) << text;
+}
+
 TEST(TarShardsTest, PackCanPreResizeToAShorterSide) {
   std::string root = MakeTempDir() + "/folder";
   WriteFile(root + "/c/0.jpg", Jpeg(400, 200));
