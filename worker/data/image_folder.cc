@@ -26,12 +26,18 @@ bool IsImageFile(const std::string& name) {
   return false;
 }
 
-// Every directory under `dir` (itself included, symlinks followed) with its image files.
-void Walk(const fs::path& dir, std::vector<std::pair<std::string, std::vector<std::string>>>* out) {
+// Every directory under `dir` (itself included, symlinks followed) with its image files. A
+// folder that cannot be read is an error naming it (it used to pass for a folder with no images).
+absl::Status Walk(const fs::path& dir, std::vector<std::pair<std::string, std::vector<std::string>>>* out) {
   std::vector<std::string> files;
   std::vector<fs::path> dirs;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec)) {
+  fs::directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot read folder ", dir.string(), ": ", ec.message(), "; check its permissions"));
+  }
+  for (const auto& e : it) {
     std::string name = e.path().filename().string();
     if (e.is_directory(ec)) {
       dirs.push_back(e.path());
@@ -41,18 +47,22 @@ void Walk(const fs::path& dir, std::vector<std::pair<std::string, std::vector<st
   }
   std::sort(files.begin(), files.end());
   out->emplace_back(dir.string(), std::move(files));
-  for (const fs::path& d : dirs) Walk(d, out);
+  for (const fs::path& d : dirs) {
+    if (absl::Status st = Walk(d, out); !st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 // torchvision: `for root, _, fnames in sorted(os.walk(class_dir, followlinks=True))`, then
 // `sorted(fnames)`: directories in the string order of their paths, not depth-first.
-void ImagesOf(const fs::path& class_dir, std::vector<std::string>* out) {
+absl::Status ImagesOf(const fs::path& class_dir, std::vector<std::string>* out) {
   std::vector<std::pair<std::string, std::vector<std::string>>> dirs;
-  Walk(class_dir, &dirs);
+  if (absl::Status st = Walk(class_dir, &dirs); !st.ok()) return st;
   std::sort(dirs.begin(), dirs.end());
   for (const auto& [root, files] : dirs) {
     for (const std::string& f : files) out->push_back(root + "/" + f);
   }
+  return absl::OkStatus();
 }
 
 class ImageFolder : public Dataset {
@@ -95,7 +105,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenImageFolder(const std::string& root
   std::vector<std::string> empty;
   for (size_t c = 0; c < classes.size(); ++c) {
     size_t before = paths.size();
-    ImagesOf(fs::path(root) / classes[c], &paths);
+    if (absl::Status st = ImagesOf(fs::path(root) / classes[c], &paths); !st.ok()) return st;
     labels.insert(labels.end(), paths.size() - before, static_cast<int>(c));
     if (paths.size() == before) empty.push_back(classes[c]);
   }

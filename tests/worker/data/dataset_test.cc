@@ -1,5 +1,6 @@
 #include "worker/data/dataset.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -210,6 +211,24 @@ TEST(DtdataTest, VerifyHonoursThePixelBudget) {
   EXPECT_EQ(rc, 1) << text;
   EXPECT_NE(text.find("64x64"), std::string::npos) << text;
   EXPECT_NE(text.find("over the decode budget"), std::string::npos) << text;
+}
+
+// A class folder this user cannot read is named as such (it was reported as "no images"). Run as
+// an unprivileged user, since root reads everything.
+TEST(ImageFolderTest, AnUnreadableClassFolderIsNamedNotCalledEmpty) {
+  if (::geteuid() != 0 || RunToEnd({"setpriv", "--version"}).first != 0) GTEST_SKIP() << "needs root and setpriv";
+  std::string base = MakeTempDir();
+  std::string root = base + "/folder";
+  WriteFile(root + "/a/0.jpg", Jpeg(16, 16));
+  WriteFile(root + "/b/0.jpg", Jpeg(16, 16));
+  for (const std::string& d : {base, root, root + "/a"}) ::chmod(d.c_str(), 0755);
+  ::chmod((root + "/a/0.jpg").c_str(), 0644);
+  ::chmod((root + "/b").c_str(), 0700);  // root's only
+  auto [rc, text] = RunToEnd({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              dtrun::testing::BinDir() + "/dtdata", "verify", root});
+  EXPECT_NE(rc, 0) << text;
+  EXPECT_NE(text.find("cannot read folder " + root + "/b: Permission denied"), std::string::npos) << text;
+  EXPECT_EQ(text.find("no images"), std::string::npos) << text;
 }
 
 TEST(TarShardsTest, PackCanPreResizeToAShorterSide) {
