@@ -1,5 +1,7 @@
 #include "worker/checkpoint.h"
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -127,6 +129,25 @@ TEST(CheckpointTest, PreparingTheDirRemovesStaleTempsAndRefusesAnUnusablePath) {
   absl::Status st = PrepareCheckpointDir(file + "/checkpoints");
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("--output-dir"), absl::string_view::npos) << st;
+}
+
+// A read-only disk (a tmpfs mounted read-only in a mount namespace of this test process): at
+// start and at a save, one line with the reason.
+TEST(CheckpointTest, AReadOnlyDiskIsNamedAtStartAndAtASave) {
+  if (::geteuid() != 0 || ::unshare(CLONE_NEWNS) != 0) GTEST_SKIP() << "needs root (a private mount namespace)";
+  ASSERT_EQ(::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);  // nothing leaks out
+  const std::string disk = dtrun::testing::MakeTempDir();
+  ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=4m"), 0);
+  std::filesystem::create_directories(disk + "/ckpt");
+  ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, "size=4m"), 0);
+  absl::Status start = PrepareCheckpointDir(disk + "/ckpt");
+  EXPECT_NE(start.message().find("Read-only file system"), absl::string_view::npos) << start;
+  torch::nn::Linear model(4, 2);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  absl::Status save = SaveCheckpoint(disk + "/ckpt", 3, *model, opt, Progress{1, 0, 1, 0});
+  EXPECT_NE(save.message().find("Read-only file system"), absl::string_view::npos) << save;
+  EXPECT_NE(save.message().find("--output-dir"), absl::string_view::npos) << save;
+  ::umount2(disk.c_str(), MNT_DETACH);
 }
 
 // Checkpoint files are untrusted input too (a disk error, a file from elsewhere). A seeded
