@@ -2,6 +2,7 @@
 // rendezvous, real PyTorch (Python, Gloo) and LibTorch (C++) workers, and faults.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -82,21 +83,29 @@ TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
   EXPECT_NE(nodes[2]->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << nodes[2]->all();
 }
 
-// Each host keeps its own output dir (no shared filesystem): only host 0's has checkpoints. After
-// a worker is killed, both ranks resume from rank 0's checkpoint (sent through the process group)
-// and the job ends with exactly the planned optimizer steps. Before, rank 1 started from step 0,
-// the collectives mismatched and the job hung until the collective timeout.
+// train_imagenet on both hosts, each with its own output dir (no shared filesystem): 240 images
+// / 2 ranks / 16 = 8 steps per epoch, a checkpoint every step.
+std::vector<std::string> Trainer(const std::string& data, const std::string& out, int epochs) {
+  return {BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1",
+          "--epochs", std::to_string(epochs), "-p", "1", "--save-every-minutes", "0", "--output-dir", out};
+}
+
+std::string TrainingData() {
+  return MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+}
+
+// Only host 0's dir gets checkpoints. After a worker is killed, both ranks resume from rank 0's
+// checkpoint (sent through the process group) and the job ends with exactly the planned optimizer
+// steps. Before, rank 1 started from step 0, the collectives mismatched and the job hung until
+// the collective timeout.
 TEST_F(MultiNodeTest, ResumeIsTheSameOnHostsWithSeparateOutputDirs) {
   Cluster(2);
-  std::string bin = BinDir() + "/train_imagenet";
-  if (!std::filesystem::exists(bin)) GTEST_SKIP() << "built without LibTorch";
-  const std::string data = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+  if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string data = TrainingData(), dir = MakeTempDir();
   std::vector<std::unique_ptr<Harness>> nodes;
   for (int i = 0; i < 2; ++i) {
-    // 240 images / 2 ranks / 16 = 8 steps per epoch; 2 epochs = 16 steps; a checkpoint every step.
     nodes.push_back(Node(i, {"--nproc-per-node", "1", "--max-restarts", "1"},
-                         {bin, data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1", "--epochs", "2",
-                          "-p", "1", "--save-every-minutes", "0", "--output-dir", MakeTempDir() + "/host" + std::to_string(i)}));
+                         Trainer(data, dir + "/host" + std::to_string(i), 2)));
   }
   ASSERT_TRUE(nodes[0]->WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << nodes[0]->all();
   pid_t victim = 0;
@@ -110,6 +119,35 @@ TEST_F(MultiNodeTest, ResumeIsTheSameOnHostsWithSeparateOutputDirs) {
   EXPECT_NE(nodes[0]->all().find("resuming from"), std::string::npos) << nodes[0]->all();
   EXPECT_NE(nodes[1]->all().find("resuming from rank 0's checkpoint"), std::string::npos) << nodes[1]->all();
   EXPECT_NE(nodes[0]->all().find("16 optimizer steps"), std::string::npos) << nodes[0]->all();
+}
+
+// Host 0's newest checkpoint is torn and host 1 holds an unrelated older one of its own: rank 0
+// falls back to its newest good file and rank 1 follows it, not its own.
+TEST_F(MultiNodeTest, ResumeFollowsRankZerosFallbackPastACorruptNewestFile) {
+  Cluster(2);
+  if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string data = TrainingData(), dir = MakeTempDir();
+  const std::string out0 = dir + "/host0", out1 = dir + "/host1";
+  {  // one epoch: host 0 ends with checkpoints up to step 8
+    auto n0 = Node(0, {"--nproc-per-node", "1"}, Trainer(data, out0, 1));
+    auto n1 = Node(1, {"--nproc-per-node", "1"}, Trainer(data, out1, 1));
+    ASSERT_EQ(n0->Wait(std::chrono::seconds(240)), 0) << n0->all();
+    ASSERT_EQ(n1->Wait(std::chrono::seconds(60)), 0) << n1->all();
+  }
+  std::vector<std::filesystem::path> files;
+  for (auto& e : std::filesystem::directory_iterator(out0 + "/checkpoints")) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 2u);
+  std::filesystem::resize_file(files.back(), std::filesystem::file_size(files.back()) / 2);  // torn newest
+  std::filesystem::create_directories(out1 + "/checkpoints");
+  std::filesystem::copy_file(files.front(), out1 + "/checkpoints/" + files.back().filename().string());
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, Trainer(data, out0, 2));
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, Trainer(data, out1, 2));
+  EXPECT_EQ(n0->Wait(std::chrono::seconds(240)), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(std::chrono::seconds(60)), 0) << n1->all();
+  EXPECT_NE(n0->all().find("is unreadable"), std::string::npos) << n0->all();
+  EXPECT_NE(n1->all().find("resuming from rank 0's checkpoint"), std::string::npos) << n1->all();
+  EXPECT_NE(n0->all().find("16 optimizer steps"), std::string::npos) << n0->all();
 }
 
 TEST_F(MultiNodeTest, WorkerFailureOnOneHostRestartsEveryHost) {
