@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--desired-acc", o.desired_acc, "Stop when val top-1 (%) reaches it")->check(Reals(0, 100));
   app.add_option("--output-dir,--state-dir", o.output_dir, "Checkpoints and metrics.jsonl")->capture_default_str();
   app.add_option("--save-every-minutes", o.save_every_minutes)->capture_default_str()->check(Reals(0, 1e6));
+  app.add_flag("--checkpoint-every-node", o.checkpoint_every_node,
+               "Each node's local rank 0 also writes checkpoints to its own --output-dir (local disks)");
   app.add_option("--resume", o.resume, "Checkpoint to start from (default: newest in --output-dir)");
   app.add_flag("-e,--evaluate", o.evaluate, "Only validate");
   app.add_option("--num-classes", o.num_classes, "Default: from the dataset")->check(Ints(1, 1 << 24));

@@ -107,6 +107,8 @@ class Training {
   void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   void Metrics(const nlohmann::json& j);
   void Save(int64_t epoch, int64_t next_batch);
+  // Global rank 0, and with --checkpoint-every-node each node's local rank 0 (its own disk).
+  bool WritesCheckpoints() const;
 
   TrainOptions o_;
   DistEnv env_;
@@ -297,7 +299,7 @@ bool Training::Setup() {
   groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(o_.weight_decay)));
   if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(0)));
   optimizer_ = std::make_unique<ForeachSgd>(groups, sgd);
-  if (env_.rank == 0 && !o_.evaluate && o_.timed_iters <= 0) {
+  if (WritesCheckpoints() && !o_.evaluate && o_.timed_iters <= 0) {
     // An unwritable output dir is found now, not at the first save after an epoch of training.
     if (absl::Status st = PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
       std::fprintf(stderr, "train_imagenet: %s\n", std::string(st.message()).c_str());
@@ -336,9 +338,14 @@ bool Training::Setup() {
   return true;
 }
 
+bool Training::WritesCheckpoints() const {
+  // Every rank holds the same state after each step (DDP), so any of them can write it.
+  return env_.rank == 0 || (o_.checkpoint_every_node && env_.local_rank == 0);
+}
+
 void Training::Save(int64_t epoch, int64_t next_batch) {
   last_save_ = Clock::now();
-  if (env_.rank != 0) return;
+  if (!WritesCheckpoints()) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
   absl::Status st =

@@ -48,6 +48,9 @@ struct TrainOptions {
   std::string output_dir = "runs/train";  // checkpoints/, metrics.jsonl
   double save_every_minutes = 2;
   int keep_checkpoints = 3;
+  // Each node's local rank 0 also writes checkpoints to its own --output-dir (local disks): when
+  // global rank 0 moves to another node (an elastic restart), that node has them too.
+  bool checkpoint_every_node = false;
   std::string resume;          // a checkpoint path; default: newest valid in output_dir
   bool evaluate = false;       // only validate
   double bucket_mb = 25;

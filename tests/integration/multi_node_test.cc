@@ -150,6 +150,29 @@ TEST_F(MultiNodeTest, ResumeFollowsRankZerosFallbackPastACorruptNewestFile) {
   EXPECT_NE(n0->all().find("16 optimizer steps"), std::string::npos) << n0->all();
 }
 
+// --checkpoint-every-node: host 1's own disk gets the same checkpoints as host 0's.
+TEST_F(MultiNodeTest, CheckpointsCanBeWrittenOnEveryNodesOwnDisk) {
+  Cluster(2);
+  if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string data = TrainingData(), dir = MakeTempDir();
+  std::vector<std::unique_ptr<Harness>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> program = Trainer(data, dir + "/host" + std::to_string(i), 1);
+    program.push_back("--checkpoint-every-node");
+    nodes.push_back(Node(i, {"--nproc-per-node", "1"}, program));
+  }
+  for (auto& n : nodes) ASSERT_EQ(n->Wait(std::chrono::seconds(240)), 0) << n->all();
+  auto names = [](const std::string& d) {
+    std::vector<std::string> out;
+    for (auto& e : std::filesystem::directory_iterator(d)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  std::vector<std::string> host0 = names(dir + "/host0/checkpoints"), host1 = names(dir + "/host1/checkpoints");
+  EXPECT_FALSE(host0.empty());
+  EXPECT_EQ(host0, host1);
+}
+
 TEST_F(MultiNodeTest, WorkerFailureOnOneHostRestartsEveryHost) {
   Cluster(2);
   // Global rank 1 (on host 1) fails in round 0; round 1 succeeds everywhere.
