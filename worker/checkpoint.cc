@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/unique_fd.h"
+#include "worker/zip_check.h"
 
 namespace dtrun::worker {
 namespace {
@@ -226,6 +227,8 @@ absl::StatusOr<Progress> LoadCheckpointBytes(const std::string& bytes, torch::nn
                                              torch::optim::Optimizer& optimizer, GradScaler* scaler) {
   // All or nothing: a checkpoint that fails half-way (a model that loaded, an optimizer that did
   // not) must not leave the half it loaded behind.
+  // LibTorch's reader can crash on corrupt input: nothing it has not seen whole gets to it.
+  if (absl::Status st = VerifyZipChecksums(bytes); !st.ok()) return st;
   const std::string model_before = Serialized(model), optimizer_before = Serialized(optimizer);
   try {
     return Apply(bytes, model, optimizer, scaler);
