@@ -13,8 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
+#include "base/host_name.h"
 #include "base/process_table.h"
 #include "base/signal_names.h"
+#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
@@ -58,7 +60,12 @@ void BlockAgentSignals(const std::vector<int>& signals) {
 Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std::string> base_env,
              std::unique_ptr<rdzv::RoundSource> rounds, const StdioWriters& stdio)
     : options_(std::move(options)), paths_(std::move(paths)), base_env_(std::move(base_env)),
-      rounds_(std::move(rounds)), stdio_(stdio), consoles_(Consoles::ForStdio(stdio)) {}
+      rounds_(std::move(rounds)), stdio_(stdio), consoles_(Consoles::ForStdio(stdio)) {
+  std::vector<std::string> event_files;
+  if (!paths_.log_root.empty()) event_files.push_back(paths_.log_root + "/events.jsonl");
+  if (!options_.event_log.empty()) event_files.push_back(options_.event_log);
+  events_ = EventLog(event_files, options_.run_id, LocalHostName());
+}
 
 Agent::~Agent() = default;
 
@@ -77,6 +84,8 @@ int Agent::Run() {
   stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  events_.Record("agent_start", -1, {{"launch_id", options_.launch_id}, {"nproc_per_node", options_.nproc_per_node},
+                                     {"program", options_.program_name}, {"max_restarts", options_.max_restarts}});
 
   epoll_event events[32];
   while (!exit_code_) {
@@ -148,6 +157,7 @@ void Agent::OnSignal(int signo) {
                "again to kill them now)",
                SignalName(signo), options_.shutdown_timeout.count());
   interrupt_signal_ = signo;
+  events_.Record("signal", group_round_, {{"signal", SignalName(signo)}});
   if (group_) StopGroup(signo);
 }
 
@@ -163,6 +173,8 @@ void Agent::OnRoundEvent() {
   const bool in_play = view->phase == rdzv::JobPhase::kRunning || view->phase == rdzv::JobPhase::kForming;
   if (in_play && !view->reason.empty() && view->reason != logged_reason_) {
     logged_reason_ = view->reason;
+    events_.Record("round_end", view->phase == rdzv::JobPhase::kRunning ? view->round - 1 : view->round,
+                   {{"reason", view->reason}});
     if (view->phase == rdzv::JobPhase::kRunning) {
       spdlog::warn("round {}: {}", view->round, view->reason);
     } else {
@@ -183,7 +195,10 @@ void Agent::ReapChildren() {
   bool ours = false;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     // Other PIDs are adopted descendants: reaped, nothing more.
-    if (group_ && group_->OnExit(pid, status)) ours = true;
+    if (group_ && group_->OnExit(pid, status)) {
+      ours = true;
+      RecordExit(pid, status);
+    }
   }
   if (!ours || !group_) return;
   // The first failure of a round is reported at once: every node restarts within a round trip.
@@ -191,6 +206,10 @@ void Agent::ReapChildren() {
     reported_ = true;
     std::vector<WorkerFailure> failures = RootCauseFirst(group_->failures());
     StopGroup(SIGTERM);
+    const WorkerFailure& f = failures[0];
+    events_.Record("failure", group_round_, {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
+                                             {"exit_code", f.exit_code}, {"signal", f.signal},
+                                             {"message", f.message.substr(0, 1024)}, {"error_file", f.error_file}});
     rounds_->ReportFailure(group_round_, failures);
   }
   if (group_->all_exited()) OnGroupExited();
@@ -202,6 +221,7 @@ void Agent::OnGroupExited() {
   KillStrays();
   if (!reported_ && !stopping_ && group_->all_succeeded()) {
     reported_ = true;
+    events_.Record("success", group_round_, nlohmann::json::object());
     rounds_->ReportSuccess(group_round_);
     if (rounds_->exit_barrier_timeout().count() > 0) {
       barrier_deadline_ = options_.now() + rounds_->exit_barrier_timeout();
@@ -278,6 +298,13 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     return Finish(1);
   }
   group_ = std::move(*group);
+  events_.Record("round_start", a.round, {{"world_size", a.world_size}, {"rank_offset", a.rank_offset},
+                                          {"group_rank", a.group_rank}, {"group_world_size", a.group_world_size},
+                                          {"master", absl::StrCat(a.master_addr, ":", a.master_port)}});
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    events_.Record("worker_start", a.round, {{"rank", w.global_rank}, {"local_rank", w.local_rank},
+                                             {"worker_pid", w.process.pid()}});
+  }
   WatchOutputs();
   std::map<int, UniqueFd> stdins;
   for (WorkerGroup::Worker& w : group_->workers()) stdins[w.local_rank] = std::move(w.process.stdin_fd());
@@ -344,6 +371,34 @@ void Agent::ShowQuietOutput() {
   if (stdin_->TakeEchoedLine()) consoles_.ForgetOpenLines();
 }
 
+void Agent::RecordExit(pid_t pid, int wait_status) {
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    if (w.process.pid() != pid) continue;
+    events_.Record("worker_exit", group_round_,
+                   {{"rank", w.global_rank}, {"local_rank", w.local_rank}, {"worker_pid", pid},
+                    {"exit_code", WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1},
+                    {"signal", WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status)) : ""},
+                    {"stopped_by_dtrun", stopping_}});
+    return;
+  }
+}
+
+// The job-wide summary record: how this node's agent ended and why.
+void Agent::RecordEnd(int code) {
+  nlohmann::json end = {{"exit_code", code}, {"interrupted_by", interrupt_signal_ ? SignalName(interrupt_signal_) : ""}};
+  if (view_) {
+    end["phase"] = rdzv::PhaseName(view_->phase);
+    end["reason"] = view_->reason;
+    end["rounds"] = view_->round + 1;
+    if (!view_->failures.empty()) {
+      end["root_cause"] = {{"rank", view_->failures[0].global_rank}, {"host", view_->failures[0].host},
+                           {"exit_code", view_->failures[0].exit_code}, {"signal", view_->failures[0].signal}};
+    }
+  }
+  if (!source_error_.ok()) end["error"] = std::string(source_error_.message());
+  events_.Record("agent_end", group_round_, end);
+}
+
 void Agent::KillStrays() {
   // Descendants that left the workers' process groups: found by the launch marker, and — because
   // the agent is a subreaper — as our own adopted children (which also covers a process caught
@@ -358,6 +413,7 @@ void Agent::KillStrays() {
     }
     if (strays.empty()) break;
     if (round == 0) {
+      events_.Record("strays_killed", group_round_, {{"count", strays.size()}});
       spdlog::warn("ending {} leftover process(es) started by the workers (e.g. pid {}{}{})", strays.size(),
                    strays[0].pid, strays[0].cmdline.empty() ? "" : ": ", strays[0].cmdline.substr(0, 80));
     }

@@ -20,6 +20,7 @@
 
 #include "agent/agent_options.h"
 #include "agent/console.h"
+#include "agent/event_log.h"
 #include "agent/stdin_router.h"
 #include "agent/worker_group.h"
 #include "base/console_writer.h"
@@ -59,8 +60,13 @@ class Agent {
   void ResumeOutputs();
   void ShowQuietOutput();  // partial lines (prompts, `\r` bars) whose quiet time has passed
   void KillStrays();
+  void RecordExit(pid_t pid, int wait_status);
+  void RecordEnd(int code);
   int timeout_ms() const;
-  void Finish(int code) { exit_code_ = code; }
+  void Finish(int code) {
+    RecordEnd(code);
+    exit_code_ = code;
+  }
 
   AgentOptions options_;
   AttemptPaths paths_;
@@ -72,6 +78,7 @@ class Agent {
   Consoles consoles_;
   std::vector<int> paused_outputs_;      // worker pipes taken out of the epoll set
   std::unique_ptr<StdinRouter> stdin_;  // created with the epoll set
+  EventLog events_;
 
   std::optional<rdzv::NodeView> view_;   // the job as last seen
   std::string logged_reason_;            // the last round-change reason printed

@@ -43,6 +43,7 @@ struct AgentOptions {
   std::string store_bind_addr;            // where the agent's store listens (default: master_addr)
 
   std::string log_dir;                      // empty: no persistent logs
+  std::string event_log;                    // --event-log FILE (also OUTPUT/events.jsonl with a log dir)
   std::map<int, StreamMask> redirects;      // local rank → mask; missing = 0
   std::map<int, StreamMask> tee;            // local rank → mask; missing = 0
   std::optional<std::set<int>> console_ranks;  // --local-ranks-filter

@@ -31,6 +31,7 @@ struct RawFlags {
   std::string rdzv_conf, role = "default", log_dir, redirects = "0", tee = "0", ranks_filter;
   std::string master_addr = "127.0.0.1", local_addr, signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
+  std::string event_log;
   int node_rank = 0, master_port = 29500, max_restarts = 0;
   double monitor_interval = 0.1, shutdown_timeout = 30;
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
@@ -76,6 +77,7 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
       ->envname("PET_REDIRECTS");
   app.add_option("-t,--tee", f.tee, "Streams sent to log files and the console: 0-3 or rank:mask,...")
       ->envname("PET_TEE");
+  app.add_option("--event-log", f.event_log, "Also write this node's event log (JSON lines; docs/DESIGN.md) to FILE");
   opt("local-ranks-filter", f.ranks_filter, "Show only these local ranks on the console, e.g. 0,2");
   opt("log-line-prefix-template", f.prefix_template, "Console prefix; ${role_name}, ${rank}, ${local_rank}");
   opt("logs-specs", f.logs_specs, "Accepted for compatibility");
@@ -195,6 +197,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
     a.log_line_prefix_template = it->second;
   }
   if (f.append_local_rank) a.local_rank_arg = f.local_rank_flag;
+  a.event_log = f.event_log;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;

@@ -1,10 +1,12 @@
 // Console prefixes, whole lines, --log-dir layout, --redirects/--tee/--local-ranks-filter.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -16,6 +18,46 @@ std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// The event log tells a run's story in order, in --log-dir and in --event-log, one JSON object per
+// line: a failure in round 0, the restart, success, the end.
+TEST(LogsTest, TheEventLogRecordsRoundsWorkersFailuresAndTheEnd) {
+  const std::string dir = MakeTempDir();
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                             "--log-dir", dir + "/logs", "--event-log", dir + "/events.jsonl", "/bin/sh", "-c",
+                             "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ] && exit 3; exit 0"});
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(Slurp(dir + "/events.jsonl"));
+  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  std::vector<std::string> kinds;
+  for (const auto& e : events) {
+    kinds.push_back(e.at("event").get<std::string>() + "@" + std::to_string(e.at("round").get<int>()));
+    EXPECT_TRUE(e.contains("ts_ms") && e.contains("run_id") && e.contains("host") && e.contains("pid")) << e;
+  }
+  // Worker exits within a round may come in either order.
+  auto has = [&](const std::string& k) { return std::count(kinds.begin(), kinds.end(), k); };
+  EXPECT_EQ(kinds.front(), "agent_start@-1");
+  EXPECT_EQ(has("round_start@0"), 1);
+  EXPECT_EQ(has("worker_start@0"), 2);
+  EXPECT_EQ(has("worker_exit@0"), 2);
+  EXPECT_EQ(has("failure@0"), 1);
+  EXPECT_EQ(has("round_end@0"), 1);
+  EXPECT_EQ(has("round_start@1"), 1);
+  EXPECT_EQ(has("success@1"), 1);
+  EXPECT_EQ(kinds.back(), "agent_end@1");
+  const nlohmann::json& failure = *std::find_if(events.begin(), events.end(), [](const auto& e) { return e["event"] == "failure"; });
+  EXPECT_EQ(failure["rank"], 1);
+  EXPECT_EQ(failure["exit_code"], 3);
+  EXPECT_EQ(events.back()["exit_code"], 0);
+  EXPECT_EQ(events.back()["phase"], "SUCCEEDED");
+  // The same records under --log-dir.
+  std::string in_log_dir;
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir + "/logs")) {
+    if (e.path().filename() == "events.jsonl") in_log_dir = Slurp(e.path().string());
+  }
+  EXPECT_EQ(in_log_dir, Slurp(dir + "/events.jsonl"));
 }
 
 TEST(LogsTest, EveryConsoleLineIsOneWholePrefixedLine) {
