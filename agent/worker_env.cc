@@ -30,6 +30,13 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
     env.emplace(env::kGlooSocketIfname, o.socket_ifname);
     env.emplace(env::kNcclSocketIfname, o.socket_ifname);
   }
+  env.emplace(env::kPythonFaultHandler, "1");
+  if (!id.log_dir.empty()) {
+    // A collective timeout leaves each rank's recent collectives where the user looks.
+    env.emplace(env::kNcclTraceBufferSize, "2000");
+    env.emplace(env::kNcclDumpOnTimeout, "1");
+    env.emplace(env::kNcclDebugInfoTempFile, id.log_dir + "/nccl_trace_rank_");
+  }
   env[env::kLaunchId] = o.launch_id;
 
   std::vector<std::string> out;

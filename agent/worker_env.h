@@ -19,11 +19,12 @@ struct WorkerIdentity {
   std::string master_addr;  // the workers' store (the agent of group rank 0)
   int master_port = 0;
   std::string error_file;   // TORCHELASTIC_ERROR_FILE
+  std::string log_dir;      // this worker's dir of the attempt under --log-dir; empty without one
 };
 
 // Returns "NAME=value" entries. `base` is the agent's environment (inherited by workers);
-// dtrun's variables override it, except TORCH_NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS
-// which the user may set.
+// dtrun's variables override it, except the tunables the user may set: TORCH_NCCL_ASYNC_ERROR_HANDLING,
+// OMP_NUM_THREADS, the socket interfaces, PYTHONFAULTHANDLER and the NCCL flight recorder's.
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const AgentOptions& options, const WorkerIdentity& id);
 

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
       st = MakeDirs(log_dir);
       if (!st.ok()) return st;
     }
+    id.log_dir = log_dir;
 
     SpawnRequest req;
     req.executable = o.executable;

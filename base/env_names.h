@@ -24,6 +24,12 @@ inline constexpr char kNcclAsyncErrorHandling[] = "TORCH_NCCL_ASYNC_ERROR_HANDLI
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
 inline constexpr char kGlooSocketIfname[] = "GLOO_SOCKET_IFNAME";
 inline constexpr char kNcclSocketIfname[] = "NCCL_SOCKET_IFNAME";
+// Hang evidence, unless the user set them: Python tracebacks on fatal signals, and PyTorch's NCCL
+// flight recorder dumping each rank's last collectives into the attempt's log dir on a timeout.
+inline constexpr char kPythonFaultHandler[] = "PYTHONFAULTHANDLER";
+inline constexpr char kNcclTraceBufferSize[] = "TORCH_NCCL_TRACE_BUFFER_SIZE";
+inline constexpr char kNcclDumpOnTimeout[] = "TORCH_NCCL_DUMP_ON_TIMEOUT";
+inline constexpr char kNcclDebugInfoTempFile[] = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
 
 // dtrun's own marker: every process of one launch carries it, so `dtrun kill` and the
 // launch guard find workers and their descendants without guessing by process name.

@@ -43,6 +43,20 @@ TEST(WorkerEnvTest, SetsTorchrunVariables) {
   EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);
 }
 
+TEST(WorkerEnvTest, HangEvidenceIsOnUnlessTheUserChoseOtherwise) {
+  AgentOptions o;
+  WorkerIdentity id{0, 0, 1, 0, 0, 1, "localhost", 1, "/tmp/e.json"};
+  auto plain = AsMap(BuildWorkerEnv({}, o, id));
+  EXPECT_EQ(plain["PYTHONFAULTHANDLER"], "1");
+  EXPECT_EQ(plain.count("TORCH_NCCL_DUMP_ON_TIMEOUT"), 0u);  // no log dir: nowhere to keep dumps
+  id.log_dir = "/logs/run/attempt_2/0";
+  auto logged = AsMap(BuildWorkerEnv({{"TORCH_NCCL_TRACE_BUFFER_SIZE", "50"}, {"PYTHONFAULTHANDLER", ""}}, o, id));
+  EXPECT_EQ(logged["TORCH_NCCL_DUMP_ON_TIMEOUT"], "1");
+  EXPECT_EQ(logged["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"], "/logs/run/attempt_2/0/nccl_trace_rank_");
+  EXPECT_EQ(logged["TORCH_NCCL_TRACE_BUFFER_SIZE"], "50");  // the user's
+  EXPECT_EQ(logged["PYTHONFAULTHANDLER"], "");             // the user's: off
+}
+
 TEST(WorkerEnvTest, UserSettingsOfTunablesWin) {
   AgentOptions o;
   o.set_omp_num_threads = true;

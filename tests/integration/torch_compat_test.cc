@@ -63,7 +63,9 @@ TEST(TorchCompatTest, WorkerEnvironmentMatchesTorchrun) {
   // Values that must differ (ids, ports, paths) or that differ by design (docs/DESIGN.md).
   std::set<std::string> differ = {"TORCHELASTIC_RUN_ID", "MASTER_PORT", "TORCHELASTIC_ERROR_FILE", "DUMP_DIR",
                                   "TORCHELASTIC_USE_AGENT_STORE", "DTRUN_LAUNCH_ID", "_", "PYTHON_EXEC",
-                                  "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"};
+                                  "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                  // hang evidence dtrun adds (tracebacks on fatal signals)
+                                  "PYTHONFAULTHANDLER"};
   for (int r = 0; r < 2; ++r) {
     auto ours = nlohmann::json::parse(std::ifstream(a + "/" + std::to_string(r) + ".json"));
     auto theirs = nlohmann::json::parse(std::ifstream(b + "/" + std::to_string(r) + ".json"));
