@@ -39,6 +39,13 @@ bool Watch(int epoll, int fd) {
   return ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
+// A failure as the event log writes it (docs/DESIGN.md, "Event log"): signals by name, as in
+// worker_exit records.
+nlohmann::json FailureRecord(const WorkerFailure& f) {
+  return {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"host", f.host}, {"worker_pid", f.pid},
+          {"exit_code", f.exit_code}, {"signal", f.signal ? SignalName(f.signal) : ""}};
+}
+
 // Failures of this node's workers that came after the round's failure report (a second rank that
 // failed on its own while the group was being stopped): shown under "Other failures".
 void AddUnreported(const std::vector<WorkerFailure>& local, std::vector<WorkerFailure>& reported) {
@@ -206,10 +213,10 @@ void Agent::ReapChildren() {
     reported_ = true;
     std::vector<WorkerFailure> failures = RootCauseFirst(group_->failures());
     StopGroup(SIGTERM);
-    const WorkerFailure& f = failures[0];
-    events_.Record("failure", group_round_, {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
-                                             {"exit_code", f.exit_code}, {"signal", f.signal},
-                                             {"message", f.message.substr(0, 1024)}, {"error_file", f.error_file}});
+    nlohmann::json failure = FailureRecord(failures[0]);
+    failure["message"] = failures[0].message.substr(0, 1024);
+    failure["error_file"] = failures[0].error_file;
+    events_.Record("failure", group_round_, failure);
     rounds_->ReportFailure(group_round_, failures);
   }
   if (group_->all_exited()) OnGroupExited();
@@ -390,10 +397,7 @@ void Agent::RecordEnd(int code) {
     end["phase"] = rdzv::PhaseName(view_->phase);
     end["reason"] = view_->reason;
     end["rounds"] = view_->round + 1;
-    if (!view_->failures.empty()) {
-      end["root_cause"] = {{"rank", view_->failures[0].global_rank}, {"host", view_->failures[0].host},
-                           {"exit_code", view_->failures[0].exit_code}, {"signal", view_->failures[0].signal}};
-    }
+    if (!view_->failures.empty()) end["root_cause"] = FailureRecord(view_->failures[0]);
   }
   if (!source_error_.ok()) end["error"] = std::string(source_error_.message());
   events_.Record("agent_end", group_round_, end);

@@ -112,7 +112,7 @@ void ConsoleWriter::State::Run() {
 }
 
 ConsoleWriter::ConsoleWriter(int fd, size_t high_water)
-    : fd_(fd), state_(std::make_shared<State>(fd, high_water)) {
+    : state_(std::make_shared<State>(fd, high_water)) {
   // The thread takes no signals (it inherits the mask it is created with): the agent takes the
   // ones it handles through a signalfd, and any other thread could take them first.
   sigset_t all, old;

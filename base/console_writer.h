@@ -31,7 +31,6 @@ class ConsoleWriter {
   ConsoleWriter(const ConsoleWriter&) = delete;
   ConsoleWriter& operator=(const ConsoleWriter&) = delete;
 
-  int fd() const { return fd_; }
   // Queues worker output and leaves `bytes` empty (its buffer may be swapped for a spare one).
   // The caller bounds how much it adds while congested().
   void Write(std::string& bytes);
@@ -50,7 +49,6 @@ class ConsoleWriter {
 
  private:
   struct State;
-  int fd_;
   std::shared_ptr<State> state_;
 };
 

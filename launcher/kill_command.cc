@@ -62,39 +62,38 @@ void PrintTable(const std::vector<Target>& targets) {
   }
 }
 
-const absl::StatusOr<const rdzv::GrpcModuleApi*>& GrpcModule() {
-  static const absl::StatusOr<const rdzv::GrpcModuleApi*> api = rdzv::LoadGrpcModule();
-  return api;
+// A job's rendezvous as `--endpoint` reaches it: the loaded module and the client options.
+struct Remote {
+  const rdzv::GrpcModuleApi* grpc = nullptr;
+  rdzv::ClientOptions options;
+};
+
+// Reads and checks the credentials as every command does and loads the module; prints the error
+// and returns it.
+absl::StatusOr<Remote> ConnectRemote(const char* command, const std::string& endpoint, const std::string& run_id,
+                                     const CredentialFlags& flags) {
+  absl::StatusOr<Credentials> creds = LoadCredentials(flags);
+  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = creds.ok() ? rdzv::LoadGrpcModule() : creds.status();
+  if (!grpc.ok()) {
+    std::fprintf(stderr, "%s: error: %s\n", command, std::string(grpc.status().message()).c_str());
+    return grpc.status();
+  }
+  Remote r;
+  r.grpc = *grpc;
+  r.options.endpoint = endpoint;
+  r.options.run_id = run_id;
+  r.options.token = creds->token;
+  r.options.tls = std::move(creds->tls);
+  return r;
 }
 
-// Client options for `--endpoint` (credentials read and checked as every command does); prints
-// the error and returns it.
-absl::StatusOr<rdzv::ClientOptions> RemoteOptions(const char* command, const std::string& endpoint,
-                                                  const std::string& run_id, const CredentialFlags& flags) {
-  absl::Status st;
-  absl::StatusOr<Credentials> creds = LoadCredentials(flags);
-  if (!creds.ok()) {
-    st = creds.status();
-  } else {
-    st = GrpcModule().status();
-  }
-  if (!st.ok()) {
-    std::fprintf(stderr, "%s: error: %s\n", command, std::string(st.message()).c_str());
-    return st;
-  }
-  rdzv::ClientOptions o;
-  o.endpoint = endpoint;
-  o.run_id = run_id;
-  o.token = creds->token;
-  o.tls = std::move(creds->tls);
-  return o;
-}
+int ExitCodeFor(const absl::Status& st) { return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1; }
 
 // Every node's agent sees the job KILLED within one event and stops its workers.
 int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id, const CredentialFlags& flags) {
-  absl::StatusOr<rdzv::ClientOptions> o = RemoteOptions("dtrun kill", endpoint, run_id, flags);
-  if (!o.ok()) return o.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  absl::Status st = (*GrpcModule())->kill_job(*o, "killed by dtrun kill --endpoint");
+  absl::StatusOr<Remote> remote = ConnectRemote("dtrun kill", endpoint, run_id, flags);
+  if (!remote.ok()) return ExitCodeFor(remote.status());
+  absl::Status st = remote->grpc->kill_job(remote->options, "killed by dtrun kill --endpoint");
   if (!st.ok()) {
     std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(st.message()).c_str());
     return 1;
@@ -157,9 +156,9 @@ int KillCommand(const std::vector<std::string>& args) {
 
 // `dtrun status --endpoint HOST:PORT --run-id ID`: a multi-node job as its rendezvous sees it.
 int RemoteStatus(const std::string& endpoint, const std::string& run_id, const CredentialFlags& flags) {
-  absl::StatusOr<rdzv::ClientOptions> o = RemoteOptions("dtrun status", endpoint, run_id, flags);
-  if (!o.ok()) return o.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  absl::StatusOr<rdzv::JobSummary> s = (*GrpcModule())->job_status(*o);
+  absl::StatusOr<Remote> remote = ConnectRemote("dtrun status", endpoint, run_id, flags);
+  if (!remote.ok()) return ExitCodeFor(remote.status());
+  absl::StatusOr<rdzv::JobSummary> s = remote->grpc->job_status(remote->options);
   if (!s.ok()) {
     std::fprintf(stderr, "dtrun status: error: %s\n", std::string(s.status().message()).c_str());
     return 1;

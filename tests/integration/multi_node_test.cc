@@ -43,6 +43,23 @@ class MultiNodeTest : public ::testing::Test {
     env.emplace("PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3"));
     return std::make_unique<Harness>(argv, env);
   }
+  // train_imagenet on hosts 0 and 1, one worker each, each with its own output dir DIR/host<i>
+  // (no shared filesystem): 240 images / 2 ranks / 16 = 8 steps per epoch, a checkpoint every step.
+  std::vector<std::unique_ptr<Harness>> TrainOnBothHosts(const std::string& data, const std::string& dir, int epochs,
+                                                         std::vector<std::string> launch = {},
+                                                         std::vector<std::string> train = {}) {
+    launch.insert(launch.begin(), {"--nproc-per-node", "1"});
+    std::vector<std::unique_ptr<Harness>> nodes;
+    for (int i = 0; i < 2; ++i) {
+      std::vector<std::string> program = {BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02",
+                                          "--image-size", "64", "-j", "1", "--epochs", std::to_string(epochs),
+                                          "-p", "1", "--save-every-minutes", "0",
+                                          "--output-dir", dir + "/host" + std::to_string(i)};
+      program.insert(program.end(), train.begin(), train.end());
+      nodes.push_back(Node(i, launch, program));
+    }
+    return nodes;
+  }
   std::unique_ptr<NetnsCluster> cluster_;
 };
 
@@ -83,13 +100,6 @@ TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
   EXPECT_NE(nodes[2]->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << nodes[2]->all();
 }
 
-// train_imagenet on both hosts, each with its own output dir (no shared filesystem): 240 images
-// / 2 ranks / 16 = 8 steps per epoch, a checkpoint every step.
-std::vector<std::string> Trainer(const std::string& data, const std::string& out, int epochs) {
-  return {BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1",
-          "--epochs", std::to_string(epochs), "-p", "1", "--save-every-minutes", "0", "--output-dir", out};
-}
-
 std::string TrainingData() {
   return MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
 }
@@ -102,11 +112,7 @@ TEST_F(MultiNodeTest, ResumeIsTheSameOnHostsWithSeparateOutputDirs) {
   Cluster(2);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string data = TrainingData(), dir = MakeTempDir();
-  std::vector<std::unique_ptr<Harness>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(Node(i, {"--nproc-per-node", "1", "--max-restarts", "1"},
-                         Trainer(data, dir + "/host" + std::to_string(i), 2)));
-  }
+  std::vector<std::unique_ptr<Harness>> nodes = TrainOnBothHosts(data, dir, 2, {"--max-restarts", "1"});
   ASSERT_TRUE(nodes[0]->WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << nodes[0]->all();
   pid_t victim = 0;
   for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
@@ -129,10 +135,9 @@ TEST_F(MultiNodeTest, ResumeFollowsRankZerosFallbackPastACorruptNewestFile) {
   const std::string data = TrainingData(), dir = MakeTempDir();
   const std::string out0 = dir + "/host0", out1 = dir + "/host1";
   {  // one epoch: host 0 ends with checkpoints up to step 8
-    auto n0 = Node(0, {"--nproc-per-node", "1"}, Trainer(data, out0, 1));
-    auto n1 = Node(1, {"--nproc-per-node", "1"}, Trainer(data, out1, 1));
-    ASSERT_EQ(n0->Wait(std::chrono::seconds(240)), 0) << n0->all();
-    ASSERT_EQ(n1->Wait(std::chrono::seconds(60)), 0) << n1->all();
+    auto first = TrainOnBothHosts(data, dir, 1);
+    ASSERT_EQ(first[0]->Wait(std::chrono::seconds(240)), 0) << first[0]->all();
+    ASSERT_EQ(first[1]->Wait(std::chrono::seconds(60)), 0) << first[1]->all();
   }
   std::vector<std::filesystem::path> files;
   for (auto& e : std::filesystem::directory_iterator(out0 + "/checkpoints")) files.push_back(e.path());
@@ -141,13 +146,12 @@ TEST_F(MultiNodeTest, ResumeFollowsRankZerosFallbackPastACorruptNewestFile) {
   std::filesystem::resize_file(files.back(), std::filesystem::file_size(files.back()) / 2);  // torn newest
   std::filesystem::create_directories(out1 + "/checkpoints");
   std::filesystem::copy_file(files.front(), out1 + "/checkpoints/" + files.back().filename().string());
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, Trainer(data, out0, 2));
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, Trainer(data, out1, 2));
-  EXPECT_EQ(n0->Wait(std::chrono::seconds(240)), 0) << n0->all();
-  EXPECT_EQ(n1->Wait(std::chrono::seconds(60)), 0) << n1->all();
-  EXPECT_NE(n0->all().find("is unreadable"), std::string::npos) << n0->all();
-  EXPECT_NE(n1->all().find("resuming from rank 0's checkpoint"), std::string::npos) << n1->all();
-  EXPECT_NE(n0->all().find("16 optimizer steps"), std::string::npos) << n0->all();
+  auto nodes = TrainOnBothHosts(data, dir, 2);
+  EXPECT_EQ(nodes[0]->Wait(std::chrono::seconds(240)), 0) << nodes[0]->all();
+  EXPECT_EQ(nodes[1]->Wait(std::chrono::seconds(60)), 0) << nodes[1]->all();
+  EXPECT_NE(nodes[0]->all().find("is unreadable"), std::string::npos) << nodes[0]->all();
+  EXPECT_NE(nodes[1]->all().find("resuming from rank 0's checkpoint"), std::string::npos) << nodes[1]->all();
+  EXPECT_NE(nodes[0]->all().find("16 optimizer steps"), std::string::npos) << nodes[0]->all();
 }
 
 // --checkpoint-every-node: host 1's own disk gets the same checkpoints as host 0's.
@@ -155,12 +159,7 @@ TEST_F(MultiNodeTest, CheckpointsCanBeWrittenOnEveryNodesOwnDisk) {
   Cluster(2);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string data = TrainingData(), dir = MakeTempDir();
-  std::vector<std::unique_ptr<Harness>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> program = Trainer(data, dir + "/host" + std::to_string(i), 1);
-    program.push_back("--checkpoint-every-node");
-    nodes.push_back(Node(i, {"--nproc-per-node", "1"}, program));
-  }
+  std::vector<std::unique_ptr<Harness>> nodes = TrainOnBothHosts(data, dir, 1, {}, {"--checkpoint-every-node"});
   for (auto& n : nodes) ASSERT_EQ(n->Wait(std::chrono::seconds(240)), 0) << n->all();
   auto names = [](const std::string& d) {
     std::vector<std::string> out;
