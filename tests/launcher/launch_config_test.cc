@@ -1,5 +1,10 @@
 #include "launcher/launch_config.h"
 
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+
 #include "gtest/gtest.h"
 
 namespace dtrun {
@@ -242,6 +247,38 @@ TEST(LaunchConfigHostTest, WhatTheFlagsMeanComesFromTheHostProbeOnly) {
   EXPECT_EQ(multi->agent.local_addr, "10.1.2.3");
   EXPECT_EQ(multi->agent.socket_ifname, "ib0");
   EXPECT_FALSE(multi->host_service);  // "head" is not one of this host's addresses
+}
+
+}  // namespace
+}  // namespace dtrun
+
+namespace dtrun {
+namespace {
+
+// The token file is read as untrusted: a FIFO does not block, an empty file is an error, and the
+// token is its first line without a Windows line end.
+TEST(CredentialsTest, TokenFilesAreReadSafely) {
+  char tmpl[] = "/tmp/dtrun_credentials_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::FILE* f = std::fopen((dir + "/" + name).c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    return dir + "/" + name;
+  };
+  CredentialFlags flags;
+  flags.token_file = write("crlf", "s3cret\r\nsecond line\n");
+  absl::StatusOr<Credentials> c = LoadCredentials(flags);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->token, "s3cret");
+  EXPECT_FALSE(c->tls.enabled());
+  flags.token_file = write("empty", "");
+  EXPECT_EQ(LoadCredentials(flags).status().code(), absl::StatusCode::kInvalidArgument);
+  flags.token_file = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(flags.token_file.c_str(), 0600), 0);
+  absl::StatusOr<Credentials> fifo = LoadCredentials(flags);  // returns at once: no writer is waited for
+  EXPECT_EQ(fifo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fifo.status().message().find("--rdzv-token-file"), absl::string_view::npos) << fifo.status();
 }
 
 }  // namespace
