@@ -12,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
 
@@ -109,7 +110,9 @@ class AgentTest : public ::testing::Test {
     o.argv = {"/bin/sh", "-c", script};
     o.program_name = "script";
     o.nproc_per_node = nproc;
-    o.launch_id = "agent-test";
+    // Unique per test process: the agent ends every process on the machine that carries its
+    // launch id, and ctest runs these tests side by side.
+    o.launch_id = absl::StrCat("agent-test-", ::getpid());
     o.signals_to_handle = {SIGTERM};
     return o;
   }
