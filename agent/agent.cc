@@ -89,6 +89,7 @@ int Agent::Run() {
     return 1;
   }
   stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
+  OpenProgressChannels();
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   events_.Record("agent_start", -1, {{"launch_id", options_.launch_id}, {"nproc_per_node", options_.nproc_per_node},
@@ -99,6 +100,7 @@ int Agent::Run() {
     int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms());
     HandleEvents(events, std::max(n, 0));
     ShowQuietOutput();
+    CheckProgress();
     Step();
   }
   return *exit_code_;
@@ -108,6 +110,7 @@ int Agent::timeout_ms() const {
   std::optional<Clock::time_point> next;
   if (stopping_ && !killed_) next = kill_deadline_;
   if (barrier_deadline_ && (!next || *barrier_deadline_ < *next)) next = barrier_deadline_;
+  if (std::optional<Clock::time_point> p = ProgressDeadline(); p && (!next || *p < *next)) next = p;
   if (group_) {
     for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
       for (const OutputRelay* relay : {w.out.get(), w.err.get()}) {
@@ -135,6 +138,10 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
       }
     } else if (fd == rounds_->event_fd()) {
       OnRoundEvent();
+    } else if (progress_socket_ && fd == progress_socket_->fd()) {
+      OnProgressReports();
+    } else if (timer_pipe_ && fd == timer_pipe_->fd()) {
+      OnTimerRequests();
     } else if (fd == stdio_.out->wake_fd() || fd == stdio_.err->wake_fd()) {
       stdio_.out->ClearWake();
       stdio_.err->ClearWake();
@@ -201,7 +208,8 @@ void Agent::ReapChildren() {
   pid_t pid;
   bool ours = false;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    // Other PIDs are adopted descendants: reaped, nothing more.
+    // Other PIDs are stack tools or adopted descendants: reaped, nothing more.
+    if (dumper_.OnExit(pid)) continue;
     if (group_ && group_->OnExit(pid, status)) {
       ours = true;
       RecordExit(pid, status);
@@ -212,6 +220,7 @@ void Agent::ReapChildren() {
   if (!reported_ && !group_->failures().empty() && !stopping_) {
     reported_ = true;
     std::vector<WorkerFailure> failures = RootCauseFirst(group_->failures());
+    MarkIfNoProgress(failures[0]);
     StopGroup(SIGTERM);
     nlohmann::json failure = FailureRecord(failures[0]);
     failure["message"] = failures[0].message.substr(0, 1024);
@@ -225,6 +234,13 @@ void Agent::ReapChildren() {
 void Agent::OnGroupExited() {
   group_->DrainAndCloseOutputs();
   round_failures_ = group_->failures();
+  if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
+  if (pending_hang_) ReportHang();
+  RememberAttemptProgress();
+  board_.reset();
+  hang_declared_ = false;
+  dstate_since_.clear();
+  timers_.Clear();
   KillStrays();
   if (!reported_ && !stopping_ && group_->all_succeeded()) {
     reported_ = true;
@@ -244,11 +260,19 @@ void Agent::OnGroupExited() {
 void Agent::Step() {
   if (group_) {
     // A running group is stopped when the job no longer wants it.
-    bool wanted = interrupt_signal_ == 0 && source_error_.ok() && view_ &&
+    bool wanted = interrupt_signal_ == 0 && source_error_.ok() && view_ && !hang_declared_ &&
                   view_->phase == rdzv::JobPhase::kRunning && view_->assignment &&
                   view_->assignment->round == group_round_;
-    if (!wanted && !stopping_) StopGroup(interrupt_signal_ ? interrupt_signal_ : SIGTERM);
-    return;  // wait for the group to exit
+    if (wanted || stopping_) return;  // running, or waiting for the group to exit
+    if (interrupt_signal_ == 0) {
+      // A hang ended the round (here or on another node): stacks first, while every rank is
+      // still where it hung.
+      if (view_ && view_->stacks_round == group_round_ && stacks_taken_round_ != group_round_) StartStackDump();
+      if (StackDumpPending()) return;
+    }
+    if (pending_hang_) ReportHang();
+    StopGroup(interrupt_signal_ ? interrupt_signal_ : SIGTERM);
+    return;
   }
   if (interrupt_signal_ != 0) {
     rounds_->Leave();
@@ -305,6 +329,8 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     return Finish(1);
   }
   group_ = std::move(*group);
+  board_ = std::make_unique<progress::ProgressBoard>(options_.nproc_per_node);
+  hang_declared_ = false;
   events_.Record("round_start", a.round, {{"world_size", a.world_size}, {"rank_offset", a.rank_offset},
                                           {"group_rank", a.group_rank}, {"group_world_size", a.group_world_size},
                                           {"master", absl::StrCat(a.master_addr, ":", a.master_port)}});
@@ -385,7 +411,8 @@ void Agent::RecordExit(pid_t pid, int wait_status) {
                    {{"rank", w.global_rank}, {"local_rank", w.local_rank}, {"worker_pid", pid},
                     {"exit_code", WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1},
                     {"signal", WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status)) : ""},
-                    {"stopped_by_dtrun", stopping_}});
+                    {"stopped_by_dtrun", stopping_},
+                    {"last_step", board_ ? board_->ranks()[w.local_rank].step : -1}});
     return;
   }
 }

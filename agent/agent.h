@@ -16,15 +16,20 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "agent/agent_options.h"
 #include "agent/console.h"
 #include "agent/event_log.h"
+#include "agent/stack_dumper.h"
 #include "agent/stdin_router.h"
 #include "agent/worker_group.h"
 #include "base/console_writer.h"
 #include "base/unique_fd.h"
+#include "progress/file_timer.h"
+#include "progress/progress_board.h"
+#include "progress/progress_socket.h"
 #include "rendezvous/round_source.h"
 
 namespace dtrun {
@@ -63,6 +68,22 @@ class Agent {
   void RecordExit(pid_t pid, int wait_status);
   void RecordEnd(int code);
   int timeout_ms() const;
+
+  // Progress reports, hangs, stacks and FileTimers (agent_progress.cc).
+  void OpenProgressChannels();
+  void OnProgressReports();
+  void OnTimerRequests();
+  int LocalRankOf(pid_t pid) const;  // -1: not one of this round's workers or their groups
+  void CheckProgress();              // hangs, D state and expired timers, at the loop's end
+  void DeclareHang(const progress::Hang& hang, const std::string& what);
+  void ReportHang();                 // once this node's stacks are in: the failure, the culprit
+  void CheckDState(std::chrono::steady_clock::time_point now);
+  void ExpireTimers();
+  void StartStackDump();
+  bool StackDumpPending();           // true while stacks are still being collected
+  void MarkIfNoProgress(WorkerFailure& failure) const;
+  void RememberAttemptProgress();    // at the end of each attempt
+  std::optional<std::chrono::steady_clock::time_point> ProgressDeadline() const;
   void Finish(int code) {
     RecordEnd(code);
     exit_code_ = code;
@@ -94,6 +115,29 @@ class Agent {
   int interrupt_signal_ = 0;
   int signals_received_ = 0;
   std::optional<int> exit_code_;
+
+  std::optional<progress::ProgressSocket> progress_socket_;
+  std::optional<progress::TimerPipe> timer_pipe_;
+  progress::FileTimers timers_;
+  std::unique_ptr<progress::ProgressBoard> board_;  // this round's reports (null between rounds)
+  std::set<int> warned_ranks_;           // ranks whose malformed reports were already reported
+  int64_t unknown_senders_ = 0;          // reports from processes that are not our workers
+  StackDumper dumper_;
+  bool hang_declared_ = false;           // this round: stacks first, then the report and the stop
+  struct PendingHang {
+    progress::Hang hang;
+    std::string what;
+    std::vector<WorkerFailure> candidates;  // every running worker, by local rank
+  };
+  std::optional<PendingHang> pending_hang_;  // declared, not yet reported
+  int64_t stacks_taken_round_ = -1;
+  std::map<pid_t, std::chrono::steady_clock::time_point> dstate_since_;  // worker → first seen in D
+  std::chrono::steady_clock::time_point next_dstate_check_;
+  // Restart-loop breaker: the best step of every earlier attempt, and how many attempts in a row
+  // did not pass it.
+  int64_t best_step_ever_ = -1;
+  bool job_reports_ = false;
+  int attempts_without_progress_ = 0;
 };
 
 // Blocks SIGCHLD and `signals` in the calling thread (threads created later inherit the mask).

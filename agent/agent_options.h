@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "progress/progress_board.h"
+
 namespace dtrun {
 
 // Which of a worker's streams go to a log file only (redirect) or to the file and the console (tee).
@@ -56,6 +58,17 @@ struct AgentOptions {
   // The interface holding local_addr: exported as GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME unless
   // the user set them, so collectives do not bind to loopback when the hostname resolves there.
   std::string socket_ifname;
+  // Progress reports and hangs (docs/DESIGN.md, "Progress reports", "Hang detection").
+  std::string progress_socket;   // the socket the agent serves (empty: none)
+  std::string python_dir;        // holds the `dtrun` Python module: appended to workers' PYTHONPATH
+  std::string timer_file;        // torchelastic's FileTimer pipe (empty: not enabled)
+  progress::HangPolicy hang;
+  // A worker's process in uninterruptible sleep (D state) this long is a hang (0: not checked).
+  std::chrono::milliseconds dstate_timeout{0};
+  // This many attempts in a row without progress past the best step of the attempts before them
+  // end the job instead of restarting it (0: never; only for jobs whose workers report steps).
+  int max_attempts_without_progress = 3;
+
   // The agent's clock for its deadlines (grace before SIGKILL, exit barrier, quiet partial lines):
   // tests inject one that jumps to pass a deadline without waiting for it.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };

@@ -37,6 +37,16 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
     env.emplace(env::kNcclDumpOnTimeout, "1");
     env.emplace(env::kNcclDebugInfoTempFile, id.log_dir + "/nccl_trace_rank_");
   }
+  if (!o.progress_socket.empty()) {
+    env[env::kProgressSocket] = o.progress_socket;
+    if (!id.stacks_file.empty()) env[env::kStacksFile] = id.stacks_file;
+  }
+  if (!o.timer_file.empty()) env[env::kTimerFile] = o.timer_file;
+  if (!o.python_dir.empty()) {
+    // Appended: the user's own modules keep precedence over dtrun's.
+    auto path = env.find(env::kPythonPath);
+    env[env::kPythonPath] = path == env.end() || path->second.empty() ? o.python_dir : path->second + ":" + o.python_dir;
+  }
   env[env::kLaunchId] = o.launch_id;
 
   std::vector<std::string> out;

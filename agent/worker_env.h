@@ -19,6 +19,7 @@ struct WorkerIdentity {
   std::string master_addr;  // the workers' store (the agent of group rank 0)
   int master_port = 0;
   std::string error_file;   // TORCHELASTIC_ERROR_FILE
+  std::string stacks_file;  // DTRUN_STACKS_FILE: where the worker writes its stacks when asked
   std::string log_dir;      // this worker's dir of the attempt under --log-dir; empty without one
 };
 

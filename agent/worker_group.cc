@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     absl::Status st = MakeDirs(error_dir);
     if (!st.ok()) return st;
     id.error_file = error_dir + "/error.json";
+    id.stacks_file = error_dir + "/stacks.txt";
     std::string log_dir = paths.log_root.empty() ? "" : absl::StrCat(paths.log_root, "/attempt_", attempt, "/", lr);
     if (!log_dir.empty()) {
       st = MakeDirs(log_dir);
@@ -103,7 +104,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     if (!proc.ok()) return proc.status();
     group->error_files_[lr] = id.error_file;
     group->workers_.push_back(
-        Worker{lr, id.global_rank, std::move(*proc), std::move(*out), std::move(*err)});
+        Worker{lr, id.global_rank, std::move(*proc), std::move(*out), std::move(*err), error_dir});
   }
   return group;
 }

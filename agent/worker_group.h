@@ -35,6 +35,7 @@ class WorkerGroup {
     ChildProcess process;
     std::unique_ptr<OutputRelay> out;
     std::unique_ptr<OutputRelay> err;
+    std::string dir;  // the attempt's files for this worker: error.json, stacks.txt
   };
 
   // Where the round's workers write and read. `pipe_stdin`: each worker reads a pipe (its write

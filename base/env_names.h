@@ -31,6 +31,14 @@ inline constexpr char kNcclTraceBufferSize[] = "TORCH_NCCL_TRACE_BUFFER_SIZE";
 inline constexpr char kNcclDumpOnTimeout[] = "TORCH_NCCL_DUMP_ON_TIMEOUT";
 inline constexpr char kNcclDebugInfoTempFile[] = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE";
 
+// Progress reports (docs/DESIGN.md, "Progress reports"): the agent's socket, where a worker's
+// stacks go when the agent asks for them, and torchelastic's FileTimer pipe.
+inline constexpr char kProgressSocket[] = "DTRUN_PROGRESS_SOCKET";
+inline constexpr char kStacksFile[] = "DTRUN_STACKS_FILE";
+inline constexpr char kEnableFileTimer[] = "TORCHELASTIC_ENABLE_FILE_TIMER";
+inline constexpr char kTimerFile[] = "TORCHELASTIC_TIMER_FILE";
+inline constexpr char kPythonPath[] = "PYTHONPATH";
+
 // dtrun's own marker: every process of one launch carries it, so `dtrun kill` and the
 // launch guard find workers and their descendants without guessing by process name.
 inline constexpr char kLaunchId[] = "DTRUN_LAUNCH_ID";

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -84,6 +85,24 @@ absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) 
 }
 
 }  // namespace
+
+std::string ReadProcFile(pid_t pid, const std::string& name) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/", name), std::ios::binary);
+  std::string line;
+  std::getline(in, line);
+  return line.substr(0, 256);
+}
+
+int ThreadsInState(pid_t pid, char state) {
+  int count = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::string stat = ReadWholeFile(task.path().string() + "/stat");
+    size_t close = stat.rfind(')');
+    if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == state) ++count;
+  }
+  return count;
+}
 
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid) {
   pid_t ppid = 0;

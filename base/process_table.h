@@ -35,6 +35,13 @@ std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
 // Direct children of `parent` (from /proc/*/stat), environment not read.
 std::vector<ProcessEntry> ChildrenOf(pid_t parent);
 
+// How many of `pid`'s threads are in scheduler state `state` ('D': uninterruptible sleep), from
+// /proc/PID/task/*/stat (0 if the process is gone).
+int ThreadsInState(pid_t pid, char state);
+
+// The first line of /proc/PID/<name> (e.g. "wchan"), at most 256 bytes; "" if unreadable.
+std::string ReadProcFile(pid_t pid, const std::string& name);
+
 // Start time of `pid` in clock ticks since boot; NotFound if it does not exist.
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid);
 

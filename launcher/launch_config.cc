@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "base/env_names.h"
 #include "base/signal_names.h"
+#include "progress/report_protocol.h"
 
 namespace dtrun {
 namespace {
@@ -31,7 +32,9 @@ struct RawFlags {
   std::string rdzv_conf, role = "default", log_dir, redirects = "0", tee = "0", ranks_filter;
   std::string master_addr = "127.0.0.1", local_addr, signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
-  std::string event_log;
+  std::string event_log, section_timeouts;
+  double heartbeat_timeout = 0, dstate_timeout = 300;
+  int max_attempts_without_progress = 3;
   int node_rank = 0, master_port = 29500, max_restarts = 0;
   double monitor_interval = 0.1, shutdown_timeout = 30;
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
@@ -78,6 +81,16 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   app.add_option("-t,--tee", f.tee, "Streams sent to log files and the console: 0-3 or rank:mask,...")
       ->envname("PET_TEE");
   app.add_option("--event-log", f.event_log, "Also write this node's event log (JSON lines; docs/DESIGN.md) to FILE");
+  opt("heartbeat-timeout", f.heartbeat_timeout,
+      "Seconds without a progress report after which a worker that reports is hung (0: off)")
+      ->capture_default_str();
+  opt("section-timeout", f.section_timeouts, "Longest time in a reported section: NAME=SECONDS,... e.g. step=60,checkpoint=900");
+  opt("dstate-timeout", f.dstate_timeout,
+      "Seconds a worker may stay in uninterruptible sleep (D state) before it is hung (0: off)")
+      ->capture_default_str();
+  opt("max-attempts-without-progress", f.max_attempts_without_progress,
+      "End the job when this many attempts in a row pass no step beyond the best before them (0: never)")
+      ->capture_default_str();
   opt("local-ranks-filter", f.ranks_filter, "Show only these local ranks on the console, e.g. 0,2");
   opt("log-line-prefix-template", f.prefix_template, "Console prefix; ${role_name}, ${rank}, ${local_rank}");
   opt("logs-specs", f.logs_specs, "Accepted for compatibility");
@@ -90,6 +103,32 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
       ->capture_default_str();
   AddCredentialFlags(app, f.credentials);
   app.add_flag("--version", f.version, "Print the version and exit");
+}
+
+// A timeout flag in seconds: finite, 0 (off) or positive, at most a week.
+absl::StatusOr<std::chrono::milliseconds> TimeoutFlag(const std::string& flag, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > 7 * 86400) {
+    return Bad(absl::StrCat(flag, " ", seconds, ": expected seconds between 0 (off) and 604800"));
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
+  absl::StatusOr<std::chrono::milliseconds> beat = TimeoutFlag("--heartbeat-timeout", f.heartbeat_timeout);
+  if (!beat.ok()) return beat.status();
+  if (beat->count() > 0) a.hang.heartbeat_timeout = *beat;
+  absl::StatusOr<std::chrono::milliseconds> dstate = TimeoutFlag("--dstate-timeout", f.dstate_timeout);
+  if (!dstate.ok()) return dstate.status();
+  a.dstate_timeout = *dstate;
+  absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> sections = ParseSectionTimeouts(f.section_timeouts);
+  if (!sections.ok()) return sections.status();
+  a.hang.section_timeouts = *sections;
+  if (f.max_attempts_without_progress < 0) {
+    return Bad(absl::StrCat("--max-attempts-without-progress ", f.max_attempts_without_progress,
+                            ": expected 0 (never) or a count of attempts"));
+  }
+  a.max_attempts_without_progress = f.max_attempts_without_progress;
+  return absl::OkStatus();
 }
 
 absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& rest,
@@ -198,6 +237,8 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   }
   if (f.append_local_rank) a.local_rank_arg = f.local_rank_flag;
   a.event_log = f.event_log;
+  absl::Status hang = FillHangOptions(f, a);
+  if (!hang.ok()) return hang;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;
@@ -409,6 +450,22 @@ absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& val
   }
   if (host.empty()) return Bad(absl::StrCat("endpoint '", value, "': missing host"));
   return std::make_pair(host, port);
+}
+
+absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> ParseSectionTimeouts(const std::string& value) {
+  std::map<std::string, std::chrono::milliseconds> out;
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    double seconds = 0;
+    bool name_ok = kv.size() == 2 && progress::ParseReport(absl::StrCat("begin name=", kv[0])).ok();
+    if (!name_ok || !absl::SimpleAtod(kv[1], &seconds) || !std::isfinite(seconds) || seconds <= 0 ||
+        seconds > 7 * 86400) {
+      return Bad(absl::StrCat("--section-timeout: '", item, "' is not NAME=SECONDS (a section name of "
+                              "A-Z a-z 0-9 _ . : - and seconds up to 604800), e.g. step=60,checkpoint=900"));
+    }
+    out[kv[0]] = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+  return out;
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value) {

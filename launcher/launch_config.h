@@ -1,6 +1,7 @@
 // The parsed and validated `dtrun` command line (torchrun-compatible).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,6 +68,8 @@ absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const HostProbe&
 absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
                                                           const std::string& value, int nproc);
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
+// --section-timeout "step=60,checkpoint=900".
+absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> ParseSectionTimeouts(const std::string& value);
 // "HOST[:PORT]" (IPv6 in brackets) with a default port.
 absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port);
 

@@ -1,6 +1,8 @@
 #include "launcher/run_job.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "agent/launch_guard.h"
 #include "agent/run_registry.h"
 #include "agent/tcp_store_server.h"
+#include "base/env_names.h"
 #include "base/host_name.h"
 #include "base/process_table.h"
 #include "rendezvous/grpc_module.h"
@@ -48,7 +51,31 @@ absl::StatusOr<std::string> FreshLogRoot(const std::string& dir, const std::stri
   }
 }
 
+// The `dtrun` Python module next to this binary (<prefix>/lib/dtrun/python), or "".
+std::string PythonModuleDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  std::filesystem::path dir = exe.parent_path().parent_path() / "lib" / "dtrun" / "python";
+  return std::filesystem::exists(dir / "dtrun.py", ec) ? dir.string() : "";
+}
+
+// Progress reports, FileTimers and where workers' stacks go, in the launch's private dir.
+void SetUpProgressChannels(const std::map<std::string, std::string>& env, const std::string& private_dir,
+                           AgentOptions& a) {
+  a.progress_socket = private_dir + "/progress.sock";
+  a.python_dir = PythonModuleDir();
+  // torchrun's switch: the agent serves a FileTimer pipe and tells workers where it is.
+  auto enabled = env.find(env::kEnableFileTimer);
+  if (enabled != env.end() && enabled->second == "1") {
+    auto file = env.find(env::kTimerFile);
+    a.timer_file = file != env.end() && !file->second.empty() ? file->second : private_dir + "/watchdog_timer";
+  }
+}
+
 bool WantsLogFiles(const AgentOptions& a) {
+  // Stacks of a hung job must outlive dtrun.
+  if (a.hang.enabled()) return true;
   for (const auto* spec : {&a.redirects, &a.tee}) {
     for (const auto& [rank, mask] : *spec) {
       if (mask != 0) return true;
@@ -167,6 +194,11 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
   }
   RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
   std::string private_dir = absl::StrCat(*runtime_dir, "/", a.launch_id);
+  if (::mkdir(private_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    spdlog::error("cannot create {}: {}; check DTRUN_RUNTIME_DIR", private_dir, strerror(errno));
+    return 2;
+  }
+  SetUpProgressChannels(env, private_dir, a);
   if (!config.log_dir.empty()) {
     absl::StatusOr<std::string> root = FreshLogRoot(config.log_dir, a.run_id);
     if (!root.ok()) {
@@ -176,7 +208,8 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
     paths.log_root = *root;
   } else if (WantsLogFiles(a)) {
     paths.log_root = absl::StrCat("/tmp/dtrun_", a.run_id, "_", RandomHex(6));
-    spdlog::info("--redirects/--tee without --log-dir: logs go to {}", paths.log_root);
+    spdlog::info("{} without --log-dir: logs go to {}", a.hang.enabled() ? "hang detection" : "--redirects/--tee",
+                 paths.log_root);
   }
   paths.error_root = paths.log_root.empty() ? private_dir : paths.log_root;
 

@@ -98,6 +98,7 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
   v.reason = reason_;
   v.failures = failures_;
   v.exit_code = exit_code_;
+  v.stacks_round = stacks_round_;
   return v;
 }
 
@@ -110,10 +111,18 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
   if (failures.empty()) return absl::InvalidArgumentError("a failure report needs at least one failure");
   const FailureInfo& failure = failures[0];
   ++restarts_used_;
-  std::string what = absl::StrCat("worker rank ", failure.global_rank, " on ", NodeLabel(nodes_.at(node_id).info),
-                                  " failed (",
-                                  failure.signal ? absl::StrCat("signal ", failure.signal)
-                                                 : absl::StrCat("exit code ", failure.exit_code), ")");
+  const std::string worker = absl::StrCat("worker rank ", failure.global_rank, " on ", NodeLabel(nodes_.at(node_id).info));
+  if (failure.kind == kHangFailure) stacks_round_ = round;
+  if (failure.kind == kNoProgressFailure) {
+    Fail(absl::StrCat(worker, ": ", failure.message), failures, ExitCodeOf(failure));
+    return absl::OkStatus();
+  }
+  std::string what =
+      failure.kind == kHangFailure
+          ? absl::StrCat(worker, " hung (", failure.message.substr(0, 1000), ")")
+          : absl::StrCat(worker, " failed (",
+                         failure.signal ? absl::StrCat("signal ", failure.signal) : absl::StrCat("exit code ", failure.exit_code),
+                         ")");
   if (restarts_used_ > options_.max_restarts) {
     Fail(absl::StrCat(what, "; no restarts left (--max-restarts ", options_.max_restarts, ")"),
          failures, ExitCodeOf(failure));

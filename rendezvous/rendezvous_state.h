@@ -59,7 +59,13 @@ struct FailureInfo {
   std::string message;
   std::string traceback;
   double error_timestamp = 0;  // from the worker's error file; orders root causes across workers
+  // Why the agent reported it: "" (the worker exited), kHangFailure (the agent declared it hung)
+  // or kNoProgressFailure (restarts stopped making progress: the job fails without a restart).
+  std::string kind;
 };
+
+inline constexpr char kHangFailure[] = "hang";
+inline constexpr char kNoProgressFailure[] = "no_progress";
 
 // The exit code dtrun reports for a failure: the worker's code, or 128 + signal.
 inline int ExitCodeOf(const FailureInfo& f) { return f.signal > 0 ? 128 + f.signal : f.exit_code; }
@@ -76,6 +82,9 @@ struct NodeView {
   std::string reason;                    // why the last round or the job ended
   std::vector<FailureInfo> failures;     // FAILED: the root cause first
   int exit_code = 0;                     // FAILED: the root cause's code (128 + signal if killed)
+  // A round that ended because a worker hung: nodes still running it get their workers' stacks
+  // before stopping them (-1: none).
+  int64_t stacks_round = -1;
 };
 
 struct JobSummary {
@@ -165,6 +174,7 @@ class RendezvousState {
   std::string reason_;
   std::vector<FailureInfo> failures_;
   int exit_code_ = 0;
+  int64_t stacks_round_ = -1;
   Touched touched_;
 };
 

@@ -24,6 +24,7 @@ void ToWire(const FailureInfo& in, v1::Failure* out) {
   out->set_message(in.message);
   out->set_traceback(in.traceback);
   out->set_error_timestamp(in.error_timestamp);
+  out->set_kind(in.kind);
 }
 
 NodeInfo FromWire(const v1::JoinRequest& in) {
@@ -50,6 +51,7 @@ FailureInfo FromWire(const v1::Failure& in) {
   f.message = in.message();
   f.traceback = in.traceback();
   f.error_timestamp = in.error_timestamp();
+  f.kind = in.kind().substr(0, 32);
   return f;
 }
 
@@ -71,6 +73,7 @@ void ToWire(const NodeView& in, v1::WatchResponse* out) {
   out->set_reason(in.reason);
   for (const FailureInfo& f : in.failures) ToWire(f, out->add_failures());
   out->set_exit_code(in.exit_code);
+  if (in.stacks_round >= 0) out->set_stacks_round(in.stacks_round);
 }
 
 NodeView FromWire(const v1::WatchResponse& in) {
@@ -87,6 +90,7 @@ NodeView FromWire(const v1::WatchResponse& in) {
   v.reason = in.reason();
   for (const v1::Failure& f : in.failures()) v.failures.push_back(FromWire(f));
   v.exit_code = in.exit_code();
+  v.stacks_round = in.has_stacks_round() ? in.stacks_round() : -1;
   return v;
 }
 

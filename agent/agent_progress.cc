@@ -1,0 +1,299 @@
+// The agent's half of progress reports: the socket and the FileTimer pipe, hang rules, stacks
+// before the stop, and the restart-loop breaker. Same class and loop as agent.cc.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/agent.h"
+#include "agent/stack_dumper.h"
+#include "base/exit_codes.h"
+#include "base/host_name.h"
+#include "base/process_table.h"
+#include "base/signal_names.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+// Datagrams read per wake-up: a flooding worker cannot starve the rest of the loop.
+constexpr int kReportsPerWake = 256;
+
+std::string Seconds(Millis ms) { return absl::StrFormat("%.1f s", ms.count() / 1000.0); }
+
+std::string Describe(const progress::Hang& h) {
+  std::string where = h.section.empty() ? "" : absl::StrCat(" in section '", h.section, "'");
+  std::string step = h.step >= 0 ? absl::StrCat(", after step ", h.step) : ", before its first step";
+  if (h.rule == "section") {
+    return absl::StrCat("stuck", where, " for ", Seconds(h.stuck_for), " (--section-timeout ", h.section, "=",
+                        h.limit.count() / 1000.0, ")", step);
+  }
+  return absl::StrCat("no progress report for ", Seconds(h.stuck_for), where, " (--heartbeat-timeout ",
+                      h.limit.count() / 1000.0, ")", step);
+}
+
+Clock::time_point FromUnix(double unix_seconds) {
+  double from_now = unix_seconds - std::chrono::duration<double>(
+                                       std::chrono::system_clock::now().time_since_epoch()).count();
+  from_now = std::clamp(from_now, 0.0, 86400.0 * 365);
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(from_now));
+}
+
+}  // namespace
+
+void Agent::OpenProgressChannels() {
+  auto watch = [&](int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    return ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
+  };
+  if (!options_.progress_socket.empty()) {
+    absl::StatusOr<progress::ProgressSocket> s = progress::ProgressSocket::Bind(options_.progress_socket);
+    if (!s.ok()) {
+      spdlog::warn("{}; progress reports and hang detection are off", std::string(s.status().message()));
+    } else if (watch(s->fd())) {
+      progress_socket_ = std::move(*s);
+    }
+  }
+  if (!options_.timer_file.empty()) {
+    absl::StatusOr<progress::TimerPipe> p = progress::TimerPipe::Create(options_.timer_file);
+    if (!p.ok()) {
+      spdlog::warn("{}; FileTimer requests are not served", std::string(p.status().message()));
+    } else if (watch(p->fd())) {
+      timer_pipe_ = std::move(*p);
+    }
+  }
+}
+
+int Agent::LocalRankOf(pid_t pid) const {
+  if (!group_) return -1;
+  const pid_t group = ::getpgid(pid);  // each worker leads its own process group
+  for (const WorkerGroup::Worker& w : group_->workers()) {
+    if (w.process.running() && (w.process.pid() == pid || w.process.pid() == group)) return w.local_rank;
+  }
+  return -1;
+}
+
+void Agent::OnProgressReports() {
+  const Clock::time_point now = options_.now();
+  progress_socket_->Drain(kReportsPerWake, [&](pid_t pid, absl::string_view text) {
+    const int lr = board_ ? LocalRankOf(pid) : -1;
+    if (lr < 0) {
+      if (unknown_senders_++ == 0) {
+        spdlog::warn("a progress report came from pid {}, which is not a worker of the running round; "
+                     "such reports are ignored", pid);
+      }
+      return;
+    }
+    absl::StatusOr<progress::Report> report = progress::ParseReport(text);
+    if (!report.ok()) {
+      if (warned_ranks_.insert(lr).second) {
+        spdlog::warn("local rank {} sent a malformed progress report ({}); ignored (the protocol is in "
+                     "docs/DESIGN.md, \"Progress reports\")", lr, std::string(report.status().message()));
+      }
+      return;
+    }
+    board_->Apply(lr, *report, now);
+  });
+}
+
+void Agent::OnTimerRequests() {
+  for (const std::string& line : timer_pipe_->ReadLines()) {
+    absl::StatusOr<progress::TimerRequest> r = progress::ParseTimerRequest(line);
+    if (!r.ok()) {
+      spdlog::warn("ignored a malformed FileTimer request: {}", std::string(r.status().message()));
+      continue;
+    }
+    if (!timers_.Apply(*r)) spdlog::warn("{} FileTimers are armed; a new one is refused", timers_.size());
+  }
+}
+
+void Agent::CheckProgress() {
+  if (!group_) return;
+  ExpireTimers();
+  if (stopping_ || reported_ || hang_declared_) return;
+  const Clock::time_point now = options_.now();
+  if (board_ && options_.hang.enabled()) {
+    if (std::optional<progress::Hang> h = board_->FindHang(options_.hang, now)) return DeclareHang(*h, Describe(*h));
+  }
+  CheckDState(now);
+}
+
+void Agent::CheckDState(Clock::time_point now) {
+  if (options_.dstate_timeout.count() <= 0 || now < next_dstate_check_) return;
+  // Sampled: the kernel tells nobody when a thread enters D state.
+  next_dstate_check_ = now + std::clamp(options_.dstate_timeout / 10, Millis(100), Millis(5000));
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    if (!w.process.running()) continue;
+    if (ThreadsInState(w.process.pid(), 'D') == 0) {
+      dstate_since_.erase(w.process.pid());
+      continue;
+    }
+    Clock::time_point since = dstate_since_.emplace(w.process.pid(), now).first->second;
+    if (now - since < options_.dstate_timeout) continue;
+    progress::Hang h;
+    h.local_rank = w.local_rank;
+    h.rule = "dstate";
+    h.stuck_for = std::chrono::duration_cast<Millis>(now - since);
+    h.limit = options_.dstate_timeout;
+    if (board_) h.step = board_->ranks()[w.local_rank].step;
+    std::string wchan = ReadProcFile(w.process.pid(), "wchan");
+    return DeclareHang(h, absl::StrCat("in uninterruptible sleep (D state) for at least ", Seconds(h.stuck_for),
+                                       wchan.empty() || wchan == "0" ? "" : absl::StrCat(" in ", wchan),
+                                       " (--dstate-timeout ", h.limit.count() / 1000.0, ")"));
+  }
+}
+
+void Agent::DeclareHang(const progress::Hang& hang, const std::string& what) {
+  hang_declared_ = true;
+  reported_ = true;  // nothing else is reported for this round
+  PendingHang pending{hang, what, {}};
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    WorkerFailure f;
+    f.host = LocalHostName();
+    f.global_rank = w.global_rank;
+    f.local_rank = w.local_rank;
+    f.pid = w.process.pid();
+    f.exit_code = kHangExitCode;
+    f.kind = rdzv::kHangFailure;
+    pending.candidates.push_back(f);
+  }
+  const WorkerFailure& first = pending.candidates[hang.local_rank];
+  spdlog::error("hang detected at worker rank {} (local rank {}, pid {}): {}; collecting every worker's stacks", first.global_rank,
+                first.local_rank, first.pid, what);
+  pending_hang_ = std::move(pending);
+  StartStackDump();
+}
+
+void Agent::ReportHang() {
+  PendingHang p = std::move(*pending_hang_);
+  pending_hang_.reset();
+  const std::string attempt_dir = absl::StrCat(paths_.error_root, "/attempt_", group_round_);
+  // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
+  // elsewhere from the ones that wait for it inside torch.distributed.
+  std::vector<int> elsewhere, waiting;
+  for (const WorkerFailure& c : p.candidates) {
+    std::optional<bool> in_collective = WaitsInCollective(absl::StrCat(attempt_dir, "/", c.local_rank, "/stacks.txt"));
+    if (in_collective) (*in_collective ? waiting : elsewhere).push_back(c.local_rank);
+  }
+  WorkerFailure f = p.candidates[p.hang.local_rank];
+  std::string culprit;
+  if (!elsewhere.empty() && !waiting.empty()) {
+    f = p.candidates[elsewhere[0]];
+    culprit = absl::StrCat("; the stacks show rank ", f.global_rank, " outside torch.distributed while ",
+                           waiting.size(), " local rank(s) wait in a collective");
+  }
+  f.time_unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  f.message = absl::StrCat(p.what, culprit, "; stacks: ", attempt_dir, "/<local rank>/stacks.txt on each node");
+  events_.Record("hang", group_round_,
+                 {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
+                  {"detected_at_rank", p.candidates[p.hang.local_rank].global_rank}, {"rule", p.hang.rule},
+                  {"section", p.hang.section}, {"step", p.hang.step}, {"stuck_ms", p.hang.stuck_for.count()},
+                  {"limit_ms", p.hang.limit.count()}, {"stacks_dir", attempt_dir}, {"message", f.message}});
+  MarkIfNoProgress(f);
+  if (!culprit.empty()) spdlog::error("rank {} is the likely culprit{}", f.global_rank, culprit);
+  rounds_->ReportFailure(group_round_, {f});
+}
+
+void Agent::StartStackDump() {
+  stacks_taken_round_ = group_round_;
+  std::vector<StackDumper::Target> targets;
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    if (!w.process.running()) continue;
+    StackDumper::Target t;
+    t.local_rank = w.local_rank;
+    t.pid = w.process.pid();
+    if (board_) t.stack_signal = board_->ranks()[w.local_rank].stack_signal;
+    t.file = w.dir + "/stacks.txt";
+    targets.push_back(t);
+  }
+  const bool needs_tool = std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t.stack_signal == 0; });
+  std::string tool = needs_tool ? StackDumper::FindTool() : "";
+  if (needs_tool && tool.empty()) {
+    spdlog::warn("no stack tool for workers that did not register a stack signal: install elfutils (eu-stack) or gdb");
+  }
+  dumper_.Start(std::move(targets), tool, options_.now());
+}
+
+bool Agent::StackDumpPending() {
+  if (!dumper_.active()) return false;
+  if (!dumper_.Finished(options_.now())) return true;
+  std::vector<std::string> files = dumper_.Finish();
+  events_.Record("stacks", group_round_, {{"files", files}});
+  if (!files.empty()) {
+    spdlog::warn("stacks of {} worker(s) written: {}{}", files.size(), files[0], files.size() > 1 ? ", ..." : "");
+  }
+  return false;
+}
+
+void Agent::ExpireTimers() {
+  if (timers_.size() == 0) return;
+  const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const progress::TimerRequest& t : timers_.TakeExpired(now_unix)) {
+    const pid_t pid = static_cast<pid_t>(t.pid);
+    const int lr = LocalRankOf(pid);
+    if (lr < 0) continue;  // a pid that is not (or no longer) one of our workers is never signalled
+    const WorkerGroup::Worker& w = group_->workers()[lr];
+    spdlog::warn("worker rank {} (pid {}): FileTimer '{}' expired{}", w.global_rank, pid, t.scope_id,
+                 t.signal > 0 ? absl::StrCat("; sending ", SignalName(t.signal)) : "");
+    events_.Record("timer_expired", group_round_,
+                   {{"rank", w.global_rank}, {"local_rank", lr}, {"worker_pid", pid}, {"scope_id", t.scope_id},
+                    {"signal", t.signal > 0 ? SignalName(t.signal) : ""}});
+    if (t.signal > 0) ::kill(pid, t.signal);
+  }
+}
+
+void Agent::MarkIfNoProgress(WorkerFailure& f) const {
+  const int limit = options_.max_attempts_without_progress;
+  if (limit <= 0 || !board_ || !(job_reports_ || board_->any_reported())) return;
+  if (board_->best_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit) return;
+  const std::string last = f.kind == rdzv::kHangFailure ? absl::StrCat("hang: ", f.message)
+                           : f.signal                   ? absl::StrCat("signal ", SignalName(f.signal))
+                                                        : absl::StrCat("exit code ", f.exit_code);
+  f.message = absl::StrCat(limit, " attempts in a row made no progress past ",
+                           best_step_ever_ >= 0 ? absl::StrCat("step ", best_step_ever_) : "the start",
+                           "; the job stops instead of restarting again (--max-attempts-without-progress ", limit,
+                           "). Last failure: ", last);
+  f.kind = rdzv::kNoProgressFailure;
+  f.exit_code = kNoProgressExitCode;
+  f.signal = 0;
+}
+
+void Agent::RememberAttemptProgress() {
+  if (!board_) return;
+  if (board_->any_reported()) job_reports_ = true;
+  if (!job_reports_) return;
+  if (board_->best_step() > best_step_ever_) {
+    best_step_ever_ = board_->best_step();
+    attempts_without_progress_ = 0;
+  } else {
+    ++attempts_without_progress_;
+  }
+}
+
+std::optional<Clock::time_point> Agent::ProgressDeadline() const {
+  std::optional<Clock::time_point> next;
+  auto consider = [&](std::optional<Clock::time_point> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  const Clock::time_point now = options_.now();
+  if (dumper_.active()) consider(dumper_.next_check(now));
+  if (!group_) return next;
+  if (std::optional<double> expiry = timers_.NextExpiry()) {
+    // Timers are in wall-clock time; the loop waits on the agent's clock.
+    consider(now + (FromUnix(*expiry) - Clock::now()));
+  }
+  if (stopping_ || reported_ || hang_declared_) return next;
+  if (board_ && options_.hang.enabled()) consider(board_->NextDeadline(options_.hang));
+  if (options_.dstate_timeout.count() > 0) consider(std::max(next_dstate_check_, now));
+  return next;
+}
+
+}  // namespace dtrun

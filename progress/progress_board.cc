@@ -1,0 +1,112 @@
+#include "progress/progress_board.h"
+
+#include <algorithm>
+
+namespace dtrun::progress {
+namespace {
+
+// Rates are measured over windows of at least this long, so one slow step does not swing them.
+constexpr Millis kRateWindow{2000};
+
+void UpdateRates(RankProgress& r, Clock::time_point now) {
+  if (r.window_step < 0) {
+    r.window_start = now;
+    r.window_step = r.step;
+    r.window_samples = r.samples;
+    return;
+  }
+  const double seconds = std::chrono::duration<double>(now - r.window_start).count();
+  if (seconds * 1000 < kRateWindow.count()) return;
+  r.steps_per_s = r.step >= r.window_step ? (r.step - r.window_step) / seconds : 0;
+  r.samples_per_s = r.samples >= 0 && r.samples >= r.window_samples ? (r.samples - r.window_samples) / seconds : 0;
+  r.window_start = now;
+  r.window_step = r.step;
+  r.window_samples = r.samples;
+}
+
+}  // namespace
+
+void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_point now) {
+  RankProgress& r = ranks_.at(local_rank);
+  r.reported = true;
+  r.last_report = now;
+  if (report.kind != Report::Kind::kHello && report.kind != Report::Kind::kTotal) r.active = true;
+  switch (report.kind) {
+    case Report::Kind::kHello:
+      r.lang = report.lang;
+      r.stack_signal = report.stack_signal;
+      break;
+    case Report::Kind::kBeat:
+      if (report.step) r.step = *report.step;
+      if (report.samples) r.samples = *report.samples;
+      if (report.step) UpdateRates(r, now);
+      break;
+    case Report::Kind::kBegin:
+      if (r.sections.size() < kMaxOpenSections) r.sections.push_back({report.name, now});
+      break;
+    case Report::Kind::kEnd: {
+      // Closes the innermost section of that name and any left open inside it.
+      auto it = std::find_if(r.sections.rbegin(), r.sections.rend(),
+                             [&](const OpenSection& s) { return s.name == report.name; });
+      if (it != r.sections.rend()) r.sections.erase(std::prev(it.base()), r.sections.end());
+      break;
+    }
+    case Report::Kind::kTotal:
+      total_steps_ = report.total_steps;
+      break;
+  }
+}
+
+std::optional<std::pair<Clock::time_point, Hang>> ProgressBoard::DeadlineOf(int local_rank,
+                                                                          const HangPolicy& policy) const {
+  const RankProgress& r = ranks_[local_rank];
+  if (!r.active) return std::nullopt;
+  Hang h;
+  h.local_rank = local_rank;
+  h.step = r.step;
+  for (auto s = r.sections.rbegin(); s != r.sections.rend(); ++s) {
+    auto limit = policy.section_timeouts.find(s->name);
+    if (limit == policy.section_timeouts.end()) continue;
+    h.section = s->name;
+    h.limit = limit->second;
+    h.rule = "section";
+    return std::make_pair(s->since + limit->second, h);
+  }
+  if (!policy.heartbeat_timeout) return std::nullopt;
+  h.section = r.sections.empty() ? "" : r.sections.back().name;
+  h.limit = *policy.heartbeat_timeout;
+  h.rule = "heartbeat";
+  return std::make_pair(r.last_report + *policy.heartbeat_timeout, h);
+}
+
+std::optional<Hang> ProgressBoard::FindHang(const HangPolicy& policy, Clock::time_point now) const {
+  for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
+    auto d = DeadlineOf(i, policy);
+    if (!d || now < d->first) continue;
+    Hang h = d->second;
+    h.stuck_for = std::chrono::duration_cast<Millis>(now - (d->first - h.limit));
+    return h;
+  }
+  return std::nullopt;
+}
+
+std::optional<Clock::time_point> ProgressBoard::NextDeadline(const HangPolicy& policy) const {
+  std::optional<Clock::time_point> next;
+  for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
+    auto d = DeadlineOf(i, policy);
+    if (d && (!next || d->first < *next)) next = d->first;
+  }
+  return next;
+}
+
+bool ProgressBoard::any_reported() const {
+  return std::any_of(ranks_.begin(), ranks_.end(), [](const RankProgress& r) { return r.reported; });
+}
+
+int64_t ProgressBoard::best_step() const {
+  int64_t best = -1;
+  for (const RankProgress& r : ranks_) best = std::max(best, r.step);
+  return best;
+}
+
+}  // namespace dtrun::progress

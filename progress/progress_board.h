@@ -1,0 +1,88 @@
+// What this node's workers have reported in the current attempt, and the hang rules applied to
+// it. Pure logic: the agent feeds it parsed reports and the time, and asks whether a rank hangs
+// and when to look again (no clock of its own, no I/O). Not thread-safe.
+//
+// Hang rules (docs/DESIGN.md, "Hang detection"), for a rank that has sent a heartbeat or a
+// section (a hello alone arms nothing: start-up may take long before the first step):
+//   - inside a section that has its own timeout, the innermost such section rules: the rank hangs
+//     when that section has been open longer than its timeout;
+//   - otherwise the rank hangs when its last report is older than the heartbeat timeout.
+// A long checkpoint therefore needs its own timeout, and gets it without raising the step's.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "progress/report_protocol.h"
+
+namespace dtrun::progress {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+struct HangPolicy {
+  std::optional<Millis> heartbeat_timeout;  // --heartbeat-timeout
+  std::map<std::string, Millis> section_timeouts;  // --section-timeout NAME=SECONDS
+  bool enabled() const { return heartbeat_timeout || !section_timeouts.empty(); }
+};
+
+struct OpenSection {
+  std::string name;
+  Clock::time_point since;
+};
+
+struct RankProgress {
+  bool reported = false;   // anything, a hello included
+  bool active = false;     // a heartbeat or a section: the hang rules apply
+  Clock::time_point last_report;
+  int64_t step = -1;      // last step reported (-1: none)
+  int64_t samples = -1;   // last sample count reported (-1: none)
+  std::vector<OpenSection> sections;  // outermost first; at most kMaxOpenSections
+  std::string lang;
+  int stack_signal = 0;
+  double steps_per_s = 0;    // over the last rate window
+  double samples_per_s = 0;
+  // The start of the current rate window.
+  Clock::time_point window_start;
+  int64_t window_step = -1, window_samples = -1;
+};
+
+struct Hang {
+  int local_rank = 0;
+  std::string section;   // the section it is stuck in ("" if none)
+  int64_t step = -1;     // the last step it reported
+  Millis stuck_for{0};   // how long: since its last report, or since the section began
+  Millis limit{0};       // the timeout that was passed
+  std::string rule;      // "heartbeat" or "section"
+};
+
+inline constexpr size_t kMaxOpenSections = 8;
+
+class ProgressBoard {
+ public:
+  explicit ProgressBoard(int nproc_per_node) : ranks_(nproc_per_node) {}
+
+  // A report from `local_rank` (in range; the caller identified the sender).
+  void Apply(int local_rank, const Report& report, Clock::time_point now);
+
+  // The first rank (lowest local rank) that breaks a rule at `now`.
+  std::optional<Hang> FindHang(const HangPolicy& policy, Clock::time_point now) const;
+  // When FindHang can next change its answer (nullopt: no deadline pending).
+  std::optional<Clock::time_point> NextDeadline(const HangPolicy& policy) const;
+
+  bool any_reported() const;
+  int64_t best_step() const;  // the highest step any rank reported (-1: none)
+  std::optional<int64_t> total_steps() const { return total_steps_; }
+  const std::vector<RankProgress>& ranks() const { return ranks_; }
+
+ private:
+  std::optional<std::pair<Clock::time_point, Hang>> DeadlineOf(int local_rank, const HangPolicy& policy) const;
+  std::vector<RankProgress> ranks_;
+  std::optional<int64_t> total_steps_;
+};
+
+}  // namespace dtrun::progress

@@ -1,0 +1,30 @@
+// The worker's end of the progress protocol (report_protocol.h), for native workers: sends
+// reports to the socket named by DTRUN_PROGRESS_SOCKET without ever blocking (a report that does
+// not fit the agent's queue is dropped). A no-op when the variable is unset (not under dtrun).
+// Thread-safe.
+#pragma once
+
+#include <string>
+
+#include "base/unique_fd.h"
+#include "progress/report_protocol.h"
+
+namespace dtrun::progress {
+
+class ProgressClient {
+ public:
+  // Reads DTRUN_PROGRESS_SOCKET from the environment.
+  ProgressClient();
+  explicit ProgressClient(std::string socket_path);
+  bool enabled() const { return fd_.valid(); }
+  void Send(const Report& report) const;
+  void Beat(int64_t step, int64_t samples) const;
+  void Begin(const std::string& section) const;
+  void End(const std::string& section) const;
+
+ private:
+  UniqueFd fd_;
+  std::string path_;
+};
+
+}  // namespace dtrun::progress

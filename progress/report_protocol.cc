@@ -1,0 +1,127 @@
+#include "progress/report_protocol.h"
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace dtrun::progress {
+namespace {
+
+absl::Status Bad(absl::string_view why) { return absl::InvalidArgumentError(why); }
+
+bool ValidName(absl::string_view s) {
+  if (s.empty() || s.size() > kMaxNameBytes) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool ValidLang(absl::string_view s) {
+  if (s.empty() || s.size() > 16) return false;
+  for (char c : s) {
+    if (!absl::ascii_islower(static_cast<unsigned char>(c)) && !absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A count: decimal, 0 .. 2^62 (room for rates and sums without overflow).
+std::optional<int64_t> Count(absl::string_view s) {
+  int64_t v = 0;
+  if (s.empty() || s.size() > 19 || !absl::SimpleAtoi(s, &v) || v < 0 || v > (int64_t{1} << 62)) return std::nullopt;
+  if (!absl::ascii_isdigit(static_cast<unsigned char>(s[0]))) return std::nullopt;  // no sign, no space
+  return v;
+}
+
+std::optional<Report::Kind> KindOf(absl::string_view word) {
+  if (word == "hello") return Report::Kind::kHello;
+  if (word == "beat") return Report::Kind::kBeat;
+  if (word == "begin") return Report::Kind::kBegin;
+  if (word == "end") return Report::Kind::kEnd;
+  if (word == "total") return Report::Kind::kTotal;
+  return std::nullopt;
+}
+
+absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& r) {
+  auto count = [&](std::optional<int64_t>& out) -> absl::Status {
+    out = Count(value);
+    return out ? absl::OkStatus() : Bad(absl::StrCat(key, ": expected a count 0..2^62"));
+  };
+  if (key == "step") return count(r.step);
+  if (key == "samples") return count(r.samples);
+  if (key == "steps") return count(r.total_steps);
+  if (key == "name") {
+    if (!ValidName(value)) return Bad("name: expected 1-64 of [A-Za-z0-9_.:-]");
+    r.name = std::string(value);
+    return absl::OkStatus();
+  }
+  if (key == "lang") {
+    if (!ValidLang(value)) return Bad("lang: expected 1-16 of [a-z0-9]");
+    r.lang = std::string(value);
+    return absl::OkStatus();
+  }
+  if (key == "stack_signal") {
+    std::optional<int64_t> sig = Count(value);
+    if (!sig || *sig < 1 || *sig > 64) return Bad("stack_signal: expected a signal number 1..64");
+    r.stack_signal = static_cast<int>(*sig);
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();  // a newer client's field
+}
+
+}  // namespace
+
+absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
+  if (datagram.size() > kMaxReportBytes) return Bad("longer than 512 bytes");
+  if (!datagram.empty() && datagram.back() == '\n') datagram.remove_suffix(1);
+  for (char c : datagram) {
+    if (c < 0x20 || c > 0x7e) return Bad("not one line of printable ASCII");
+  }
+  std::vector<absl::string_view> words = absl::StrSplit(datagram, ' ', absl::SkipEmpty());
+  if (words.empty()) return Bad("empty");
+  std::optional<Report::Kind> kind = KindOf(words[0]);
+  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end or total)");
+  Report r;
+  r.kind = *kind;
+  for (size_t i = 1; i < words.size(); ++i) {
+    size_t eq = words[i].find('=');
+    if (eq == absl::string_view::npos || eq == 0) return Bad("a field is not key=value");
+    absl::Status st = ApplyField(words[i].substr(0, eq), words[i].substr(eq + 1), r);
+    if (!st.ok()) return st;
+  }
+  if ((r.kind == Report::Kind::kBegin || r.kind == Report::Kind::kEnd) && r.name.empty()) {
+    return Bad("begin/end need name=");
+  }
+  if (r.kind == Report::Kind::kTotal && !r.total_steps) return Bad("total needs steps=");
+  return r;
+}
+
+std::string FormatReport(const Report& r) {
+  switch (r.kind) {
+    case Report::Kind::kHello:
+      return absl::StrCat("hello lang=", r.lang.empty() ? "cpp" : r.lang,
+                          r.stack_signal ? absl::StrCat(" stack_signal=", r.stack_signal) : "");
+    case Report::Kind::kBeat: {
+      std::string s = "beat";
+      if (r.step) absl::StrAppend(&s, " step=", *r.step);
+      if (r.samples) absl::StrAppend(&s, " samples=", *r.samples);
+      return s;
+    }
+    case Report::Kind::kBegin:
+      return absl::StrCat("begin name=", r.name);
+    case Report::Kind::kEnd:
+      return absl::StrCat("end name=", r.name);
+    case Report::Kind::kTotal:
+      return absl::StrCat("total steps=", r.total_steps.value_or(0));
+  }
+  return "";
+}
+
+}  // namespace dtrun::progress

@@ -1,0 +1,44 @@
+// The progress-report protocol between workers and their node's agent (docs/DESIGN.md,
+// "Progress reports"). A report is one datagram on the agent's Unix socket: at most
+// kMaxReportBytes of printable ASCII, a kind and then key=value fields, separated by spaces:
+//
+//   hello lang=python stack_signal=38     a worker announces itself (and how to get its stacks)
+//   beat step=120 samples=15360           a heartbeat: the step reached, samples so far
+//   begin name=checkpoint                 a named section starts (step, eval, checkpoint, ...)
+//   end name=checkpoint                   ... and ends
+//   total steps=90000                     how many steps the job will run (for rates and ETA)
+//
+// Unknown keys are ignored (newer clients talk to older agents); everything else that does not
+// fit is an error. The sender is identified by the kernel (SO_PASSCRED), never by the text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dtrun::progress {
+
+inline constexpr size_t kMaxReportBytes = 512;
+inline constexpr size_t kMaxNameBytes = 64;
+
+struct Report {
+  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal };
+  Kind kind = Kind::kBeat;
+  std::optional<int64_t> step;     // beat
+  std::optional<int64_t> samples;  // beat
+  std::optional<int64_t> total_steps;
+  std::string name;       // begin/end: [A-Za-z0-9_.:-]{1,64}
+  std::string lang;       // hello: [a-z0-9]{1,16}
+  int stack_signal = 0;   // hello: a signal (1..64) that makes the worker write its stacks
+};
+
+// Parses one datagram (a trailing newline is allowed). InvalidArgument says what is wrong.
+absl::StatusOr<Report> ParseReport(absl::string_view datagram);
+
+// The datagram for `report` (what the C++ worker library sends); ParseReport reads it back.
+std::string FormatReport(const Report& report);
+
+}  // namespace dtrun::progress

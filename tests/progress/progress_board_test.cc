@@ -1,0 +1,102 @@
+#include "progress/progress_board.h"
+
+#include "gtest/gtest.h"
+
+namespace dtrun::progress {
+namespace {
+
+using std::chrono::seconds;
+
+Report Beat(int64_t step) {
+  Report r;
+  r.kind = Report::Kind::kBeat;
+  r.step = step;
+  r.samples = step * 8;
+  return r;
+}
+Report Section(Report::Kind kind, const std::string& name) {
+  Report r;
+  r.kind = kind;
+  r.name = name;
+  return r;
+}
+
+class ProgressBoardTest : public ::testing::Test {
+ protected:
+  Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);
+  ProgressBoard board{2};
+  HangPolicy policy;
+};
+
+TEST_F(ProgressBoardTest, ARankThatNeverBeatIsNeverHung) {
+  policy.heartbeat_timeout = seconds(5);
+  Report hello;
+  hello.kind = Report::Kind::kHello;
+  board.Apply(0, hello, t0);  // start-up may take long before the first step
+  EXPECT_FALSE(board.FindHang(policy, t0 + std::chrono::hours(2)));
+  EXPECT_FALSE(board.NextDeadline(policy));
+}
+
+TEST_F(ProgressBoardTest, TheHeartbeatTimeoutNamesTheSilentRankItsStepAndHowLong) {
+  policy.heartbeat_timeout = seconds(5);
+  board.Apply(0, Beat(10), t0);
+  board.Apply(1, Beat(10), t0);
+  board.Apply(0, Beat(11), t0 + seconds(4));
+  EXPECT_FALSE(board.FindHang(policy, t0 + seconds(4)));
+  EXPECT_EQ(*board.NextDeadline(policy), t0 + seconds(5));
+  std::optional<Hang> h = board.FindHang(policy, t0 + seconds(6));
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->local_rank, 1);
+  EXPECT_EQ(h->step, 10);
+  EXPECT_EQ(h->rule, "heartbeat");
+  EXPECT_EQ(h->stuck_for, seconds(6));
+  EXPECT_EQ(board.best_step(), 11);
+}
+
+TEST_F(ProgressBoardTest, ASectionWithItsOwnTimeoutOutlastsTheHeartbeatTimeout) {
+  policy.heartbeat_timeout = seconds(5);
+  policy.section_timeouts["checkpoint"] = seconds(600);
+  board.Apply(0, Beat(3), t0);
+  board.Apply(0, Section(Report::Kind::kBegin, "checkpoint"), t0 + seconds(1));
+  EXPECT_FALSE(board.FindHang(policy, t0 + seconds(300)));  // a long checkpoint is not a hang
+  std::optional<Hang> h = board.FindHang(policy, t0 + seconds(602));
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->section, "checkpoint");
+  EXPECT_EQ(h->rule, "section");
+  EXPECT_EQ(h->stuck_for, seconds(601));
+  board.Apply(0, Section(Report::Kind::kEnd, "checkpoint"), t0 + seconds(400));
+  EXPECT_FALSE(board.FindHang(policy, t0 + seconds(404)));  // back under the heartbeat rule
+  EXPECT_TRUE(board.FindHang(policy, t0 + seconds(406)));
+}
+
+TEST_F(ProgressBoardTest, AStepSectionTimeoutCatchesAStuckStepEvenWithoutAHeartbeatTimeout) {
+  policy.section_timeouts["step"] = seconds(30);
+  board.Apply(1, Section(Report::Kind::kBegin, "step"), t0);
+  board.Apply(1, Section(Report::Kind::kEnd, "step"), t0 + seconds(1));
+  EXPECT_FALSE(board.FindHang(policy, t0 + std::chrono::hours(5)));  // between steps: no rule
+  board.Apply(1, Section(Report::Kind::kBegin, "step"), t0 + seconds(2));
+  std::optional<Hang> h = board.FindHang(policy, t0 + seconds(33));
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->local_rank, 1);
+}
+
+TEST_F(ProgressBoardTest, EndClosesTheInnermostSectionOfThatNameAndOpenSectionsAreBounded) {
+  for (int i = 0; i < 20; ++i) board.Apply(0, Section(Report::Kind::kBegin, "s" + std::to_string(i)), t0);
+  EXPECT_EQ(board.ranks()[0].sections.size(), kMaxOpenSections);
+  board.Apply(0, Section(Report::Kind::kEnd, "s2"), t0);
+  EXPECT_EQ(board.ranks()[0].sections.size(), 2u);
+  board.Apply(0, Section(Report::Kind::kEnd, "never-opened"), t0);
+  EXPECT_EQ(board.ranks()[0].sections.size(), 2u);
+}
+
+TEST_F(ProgressBoardTest, RatesComeFromWindowsOfAtLeastTwoSeconds) {
+  board.Apply(0, Beat(0), t0);
+  board.Apply(0, Beat(5), t0 + seconds(1));
+  EXPECT_EQ(board.ranks()[0].steps_per_s, 0);
+  board.Apply(0, Beat(20), t0 + seconds(2));
+  EXPECT_DOUBLE_EQ(board.ranks()[0].steps_per_s, 10);
+  EXPECT_DOUBLE_EQ(board.ranks()[0].samples_per_s, 80);
+}
+
+}  // namespace
+}  // namespace dtrun::progress

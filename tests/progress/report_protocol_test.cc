@@ -1,0 +1,58 @@
+#include "progress/report_protocol.h"
+
+#include "gtest/gtest.h"
+
+namespace dtrun::progress {
+namespace {
+
+TEST(ReportProtocolTest, EveryKindRoundTrips) {
+  Report beat;
+  beat.kind = Report::Kind::kBeat;
+  beat.step = 120;
+  beat.samples = 15360;
+  Report begin;
+  begin.kind = Report::Kind::kBegin;
+  begin.name = "checkpoint";
+  Report hello;
+  hello.kind = Report::Kind::kHello;
+  hello.lang = "python";
+  hello.stack_signal = 40;
+  Report total;
+  total.kind = Report::Kind::kTotal;
+  total.total_steps = 90000;
+  for (const Report& r : {beat, begin, hello, total}) {
+    absl::StatusOr<Report> back = ParseReport(FormatReport(r));
+    ASSERT_TRUE(back.ok()) << FormatReport(r) << ": " << back.status();
+    EXPECT_EQ(FormatReport(*back), FormatReport(r));
+  }
+  absl::StatusOr<Report> b = ParseReport("beat step=7 samples=56\n");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b->step, 7);
+  EXPECT_EQ(*b->samples, 56);
+}
+
+TEST(ReportProtocolTest, UnknownFieldsAreIgnoredForNewerClients) {
+  absl::StatusOr<Report> r = ParseReport("beat step=3 loss=0.25 gpu=H100");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r->step, 3);
+}
+
+TEST(ReportProtocolTest, AnythingElseIsRefusedWithAReason) {
+  const std::string too_long = "beat step=1 " + std::string(600, 'x') + "=1";
+  for (const std::string& bad : {std::string(""), std::string("   "), std::string("launch step=1"),
+                                 std::string("beat step=-1"), std::string("beat step=+1"), std::string("beat step= 1"),
+                                 std::string("beat step=99999999999999999999"), std::string("beat step=4611686018427387905"),
+                                 std::string("beat step"), std::string("beat =3"), std::string("begin"),
+                                 std::string("begin name=a/b"), std::string("begin name=") + std::string(65, 'a'),
+                                 std::string("end name=\xff"), std::string("beat step=1\nbeat step=2"),
+                                 std::string("beat step=1\0", 13), std::string("hello stack_signal=0"),
+                                 std::string("hello stack_signal=65"), std::string("hello lang=Python"),
+                                 std::string("total"), too_long}) {
+    absl::StatusOr<Report> r = ParseReport(bad);
+    EXPECT_FALSE(r.ok()) << "accepted: " << bad;
+    if (!r.ok()) EXPECT_FALSE(r.status().message().empty());
+  }
+}
+
+}  // namespace
+}  // namespace dtrun::progress
