@@ -138,8 +138,8 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
       }
     } else if (fd == rounds_->event_fd()) {
       OnRoundEvent();
-    } else if (progress_socket_ && fd == progress_socket_->fd()) {
-      OnProgressReports();
+    } else if (int lr = ProgressSocketRank(fd); lr >= 0) {
+      OnProgressReports(lr);
     } else if (timer_pipe_ && fd == timer_pipe_->fd()) {
       OnTimerRequests();
     } else if (fd == stdio_.out->wake_fd() || fd == stdio_.err->wake_fd()) {

@@ -71,9 +71,10 @@ class Agent {
 
   // Progress reports, hangs, stacks and FileTimers (agent_progress.cc).
   void OpenProgressChannels();
-  void OnProgressReports();
+  void OnProgressReports(int local_rank);
   void OnTimerRequests();
-  int LocalRankOf(pid_t pid) const;  // -1: not one of this round's workers or their groups
+  int LocalRankOf(pid_t pid) const;
+  int ProgressSocketRank(int fd) const;  // -1: not a progress socket  // -1: not one of this round's workers or their groups
   void CheckProgress();              // hangs, D state and expired timers, at the loop's end
   void DeclareHang(const progress::Hang& hang, const std::string& what);
   void ReportHang();                 // once this node's stacks are in: the failure, the culprit
@@ -116,7 +117,7 @@ class Agent {
   int signals_received_ = 0;
   std::optional<int> exit_code_;
 
-  std::optional<progress::ProgressSocket> progress_socket_;
+  std::vector<progress::ProgressSocket> progress_sockets_;  // by local rank
   std::optional<progress::TimerPipe> timer_pipe_;
   progress::FileTimers timers_;
   std::unique_ptr<progress::ProgressBoard> board_;  // this round's reports (null between rounds)

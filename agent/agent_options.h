@@ -59,7 +59,9 @@ struct AgentOptions {
   // the user set them, so collectives do not bind to loopback when the hostname resolves there.
   std::string socket_ifname;
   // Progress reports and hangs (docs/DESIGN.md, "Progress reports", "Hang detection").
-  std::string progress_socket;   // the socket the agent serves (empty: none)
+  // Each local rank reports on a socket of its own, <progress_dir>/progress.<local rank>.sock, so
+  // that one flooding worker cannot crowd out the others' reports (empty: no reports).
+  std::string progress_dir;
   std::string python_dir;        // holds the `dtrun` Python module: appended to workers' PYTHONPATH
   std::string timer_file;        // torchelastic's FileTimer pipe (empty: not enabled)
   progress::HangPolicy hang;
@@ -73,5 +75,9 @@ struct AgentOptions {
   // tests inject one that jumps to pass a deadline without waiting for it.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
 };
+
+inline std::string ProgressSocketPath(const AgentOptions& o, int local_rank) {
+  return o.progress_dir + "/progress." + std::to_string(local_rank) + ".sock";
+}
 
 }  // namespace dtrun

@@ -1,6 +1,7 @@
 // The agent's half of progress reports: the socket and the FileTimer pipe, hang rules, stacks
 // before the stop, and the restart-loop breaker. Same class and loop as agent.cc.
 #include <signal.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,13 +55,15 @@ void Agent::OpenProgressChannels() {
     ev.data.fd = fd;
     return ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
   };
-  if (!options_.progress_socket.empty()) {
-    absl::StatusOr<progress::ProgressSocket> s = progress::ProgressSocket::Bind(options_.progress_socket);
-    if (!s.ok()) {
-      spdlog::warn("{}; progress reports and hang detection are off", std::string(s.status().message()));
-    } else if (watch(s->fd())) {
-      progress_socket_ = std::move(*s);
+  for (int lr = 0; lr < options_.nproc_per_node && !options_.progress_dir.empty(); ++lr) {
+    absl::StatusOr<progress::ProgressSocket> s = progress::ProgressSocket::Bind(ProgressSocketPath(options_, lr));
+    if (!s.ok() || !watch(s->fd())) {
+      spdlog::warn("{}; progress reports and hang detection are off",
+                   s.ok() ? absl::StrCat("cannot watch a progress socket: ", strerror(errno)) : std::string(s.status().message()));
+      progress_sockets_.clear();
+      break;
     }
+    progress_sockets_.push_back(std::move(*s));
   }
   if (!options_.timer_file.empty()) {
     absl::StatusOr<progress::TimerPipe> p = progress::TimerPipe::Create(options_.timer_file);
@@ -81,14 +84,21 @@ int Agent::LocalRankOf(pid_t pid) const {
   return -1;
 }
 
-void Agent::OnProgressReports() {
+int Agent::ProgressSocketRank(int fd) const {
+  for (size_t i = 0; i < progress_sockets_.size(); ++i) {
+    if (progress_sockets_[i].fd() == fd) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void Agent::OnProgressReports(int socket_rank) {
   const Clock::time_point now = options_.now();
-  progress_socket_->Drain(kReportsPerWake, [&](pid_t pid, absl::string_view text) {
+  progress_sockets_[socket_rank].Drain(kReportsPerWake, [&](pid_t pid, absl::string_view text) {
     const int lr = board_ ? LocalRankOf(pid) : -1;
-    if (lr < 0) {
+    if (lr != socket_rank) {
       if (unknown_senders_++ == 0) {
-        spdlog::warn("a progress report came from pid {}, which is not a worker of the running round; "
-                     "such reports are ignored", pid);
+        spdlog::warn("a progress report for local rank {} came from pid {}, which is not that worker of the "
+                     "running round (or in its process group); such reports are ignored", socket_rank, pid);
       }
       return;
     }

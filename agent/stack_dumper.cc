@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/executable.h"
+#include "base/process_table.h"
 #include "base/unique_fd.h"
 
 extern char** environ;
@@ -59,6 +63,25 @@ pid_t SpawnTool(const std::string& tool, pid_t pid, const std::string& file) {
   return rc == 0 ? child : 0;
 }
 
+// For a process in D state: each thread's state, wait channel and (where readable: root)
+// kernel stack.
+void WriteKernelWaits(pid_t pid, const std::string& file) {
+  UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!out.valid()) return;
+  std::string text = absl::StrCat("pid ", pid, " is in uninterruptible sleep (D state); user-space stacks cannot "
+                                  "be read until it wakes. Threads (kernel side):\n");
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    const std::string tid = task.path().filename().string();
+    std::ifstream stack(task.path() / "stack");
+    std::stringstream kernel;
+    kernel << stack.rdbuf();
+    absl::StrAppend(&text, "thread ", tid, ": wchan ", ReadProcFile(pid, absl::StrCat("task/", tid, "/wchan")), "\n",
+                    kernel.str());
+  }
+  WriteAll(out.get(), text.data(), text.size());
+}
+
 }  // namespace
 
 std::optional<bool> WaitsInCollective(const std::string& file) {
@@ -91,6 +114,11 @@ void StackDumper::Start(std::vector<Target> targets, const std::string& tool, Cl
       // The worker holds the file open and appends: its stacks are what grows from here.
       t.size_before = SizeOf(t.file);
       if (::kill(t.pid, t.stack_signal) != 0) t.stack_signal = 0;
+      continue;
+    }
+    if (ThreadsInState(t.pid, 'D') > 0) {
+      // A tracer would wait for it as long as it sleeps: the kernel's side is what there is.
+      WriteKernelWaits(t.pid, t.file);
       continue;
     }
     pid_t child = tool.empty() ? 0 : SpawnTool(tool, t.pid, t.file);
@@ -126,6 +154,12 @@ StackDumper::Clock::time_point StackDumper::next_check(Clock::time_point now) co
 
 std::vector<std::string> StackDumper::Finish() {
   for (pid_t tool : tools_) ::kill(tool, SIGKILL);  // reaped by the agent as adopted children
+  if (!tools_.empty()) {
+    // A tracer killed mid-attach can leave its target stopped, deaf to the stop signal that follows.
+    for (const Target& t : targets_) {
+      if (t.stack_signal == 0) ::kill(t.pid, SIGCONT);
+    }
+  }
   tools_.clear();
   active_ = false;
   std::vector<std::string> files;

@@ -37,8 +37,8 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
     env.emplace(env::kNcclDumpOnTimeout, "1");
     env.emplace(env::kNcclDebugInfoTempFile, id.log_dir + "/nccl_trace_rank_");
   }
-  if (!o.progress_socket.empty()) {
-    env[env::kProgressSocket] = o.progress_socket;
+  if (!o.progress_dir.empty()) {
+    env[env::kProgressSocket] = ProgressSocketPath(o, id.local_rank);
     if (!id.stacks_file.empty()) env[env::kStacksFile] = id.stacks_file;
   }
   if (!o.timer_file.empty()) env[env::kTimerFile] = o.timer_file;

@@ -63,7 +63,7 @@ std::string PythonModuleDir() {
 // Progress reports, FileTimers and where workers' stacks go, in the launch's private dir.
 void SetUpProgressChannels(const std::map<std::string, std::string>& env, const std::string& private_dir,
                            AgentOptions& a) {
-  a.progress_socket = private_dir + "/progress.sock";
+  a.progress_dir = private_dir;
   a.python_dir = PythonModuleDir();
   // torchrun's switch: the agent serves a FileTimer pipe and tells workers where it is.
   auto enabled = env.find(env::kEnableFileTimer);

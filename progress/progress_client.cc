@@ -2,8 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "base/env_names.h"
 
@@ -28,6 +30,15 @@ void ProgressClient::Send(const Report& report) const {
   // Best effort by design: a full queue or an agent that is gone costs the worker nothing.
   [[maybe_unused]] ssize_t n = ::sendto(fd_.get(), text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
                                         reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+}
+
+void ProgressClient::Hello(const std::string& lang) const {
+  if (!fd_.valid()) return;
+  ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(::getppid()), 0, 0, 0);
+  Report r;
+  r.kind = Report::Kind::kHello;
+  r.lang = lang;
+  Send(r);
 }
 
 void ProgressClient::Beat(int64_t step, int64_t samples) const {

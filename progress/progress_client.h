@@ -18,6 +18,9 @@ class ProgressClient {
   explicit ProgressClient(std::string socket_path);
   bool enabled() const { return fd_.valid(); }
   void Send(const Report& report) const;
+  // Announces the worker (`lang`: cpp, ...). Where Yama restricts ptrace, also lets the agent (the
+  // parent) and its stack tool read this process's stacks when it is declared hung.
+  void Hello(const std::string& lang) const;
   void Beat(int64_t step, int64_t samples) const;
   void Begin(const std::string& section) const;
   void End(const std::string& section) const;

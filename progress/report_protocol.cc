@@ -1,5 +1,7 @@
 #include "progress/report_protocol.h"
 
+#include <signal.h>
+
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -69,7 +71,10 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
   }
   if (key == "stack_signal") {
     std::optional<int64_t> sig = Count(value);
-    if (!sig || *sig < 1 || *sig > 64) return Bad("stack_signal: expected a signal number 1..64");
+    // Only signals whose default use is the application's: a worker cannot talk the agent into
+    // sending itself (or its group) SIGKILL or SIGTERM.
+    const bool allowed = sig && (*sig == SIGUSR1 || *sig == SIGUSR2 || (*sig >= SIGRTMIN && *sig <= SIGRTMAX));
+    if (!allowed) return Bad("stack_signal: expected SIGUSR1, SIGUSR2 or a real-time signal");
     r.stack_signal = static_cast<int>(*sig);
     return absl::OkStatus();
   }

@@ -2,7 +2,7 @@
 // "Progress reports"). A report is one datagram on the agent's Unix socket: at most
 // kMaxReportBytes of printable ASCII, a kind and then key=value fields, separated by spaces:
 //
-//   hello lang=python stack_signal=38     a worker announces itself (and how to get its stacks)
+//   hello lang=python stack_signal=40     a worker announces itself (and how to get its stacks)
 //   beat step=120 samples=15360           a heartbeat: the step reached, samples so far
 //   begin name=checkpoint                 a named section starts (step, eval, checkpoint, ...)
 //   end name=checkpoint                   ... and ends
@@ -32,7 +32,7 @@ struct Report {
   std::optional<int64_t> total_steps;
   std::string name;       // begin/end: [A-Za-z0-9_.:-]{1,64}
   std::string lang;       // hello: [a-z0-9]{1,16}
-  int stack_signal = 0;   // hello: a signal (1..64) that makes the worker write its stacks
+  int stack_signal = 0;   // hello: SIGUSR1, SIGUSR2 or a real-time signal that makes the worker write its stacks
 };
 
 // Parses one datagram (a trailing newline is allowed). InvalidArgument says what is wrong.

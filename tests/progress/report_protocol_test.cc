@@ -46,7 +46,7 @@ TEST(ReportProtocolTest, AnythingElseIsRefusedWithAReason) {
                                  std::string("begin name=a/b"), std::string("begin name=") + std::string(65, 'a'),
                                  std::string("end name=\xff"), std::string("beat step=1\nbeat step=2"),
                                  std::string("beat step=1\0", 13), std::string("hello stack_signal=0"),
-                                 std::string("hello stack_signal=65"), std::string("hello lang=Python"),
+                                 std::string("hello stack_signal=65"), std::string("hello stack_signal=9"), std::string("hello stack_signal=15"), std::string("hello lang=Python"),
                                  std::string("total"), too_long}) {
     absl::StatusOr<Report> r = ParseReport(bad);
     EXPECT_FALSE(r.ok()) << "accepted: " << bad;
