@@ -49,6 +49,13 @@ void ProgressClient::Beat(int64_t step, int64_t samples) const {
   Send(r);
 }
 
+void ProgressClient::TotalSteps(int64_t steps) const {
+  Report r;
+  r.kind = Report::Kind::kTotal;
+  r.total_steps = steps;
+  Send(r);
+}
+
 void ProgressClient::Begin(const std::string& section) const {
   Report r;
   r.kind = Report::Kind::kBegin;

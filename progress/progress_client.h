@@ -24,10 +24,26 @@ class ProgressClient {
   void Beat(int64_t step, int64_t samples) const;
   void Begin(const std::string& section) const;
   void End(const std::string& section) const;
+  void TotalSteps(int64_t steps) const;
 
  private:
   UniqueFd fd_;
   std::string path_;
+};
+
+// Begin on construction, end on destruction: a section closes on every way out of a scope.
+class ScopedSection {
+ public:
+  ScopedSection(const ProgressClient& client, std::string name) : client_(client), name_(std::move(name)) {
+    client_.Begin(name_);
+  }
+  ~ScopedSection() { client_.End(name_); }
+  ScopedSection(const ScopedSection&) = delete;
+  ScopedSection& operator=(const ScopedSection&) = delete;
+
+ private:
+  const ProgressClient& client_;
+  std::string name_;
 };
 
 }  // namespace dtrun::progress

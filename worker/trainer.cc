@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "nlohmann/json.hpp"
+#include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/job_resume.h"
 #include "worker/data/dataset.h"
@@ -119,6 +120,9 @@ class Training {
   std::unique_ptr<ForeachSgd> optimizer_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   Progress progress_;
+  // Heartbeats and sections (step, eval, checkpoint) to the dtrun agent; a no-op elsewhere.
+  progress::ProgressClient reports_;
+  int64_t samples_reported_ = 0;
   std::unique_ptr<GradScaler> scaler_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
   std::unique_ptr<EventWriter> tb_;
@@ -348,6 +352,7 @@ void Training::Save(int64_t epoch, int64_t next_batch) {
   if (!WritesCheckpoints()) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
+  progress::ScopedSection checkpoint_section(reports_, "checkpoint");
   absl::Status st =
       SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_, scaler_.get());
   if (!st.ok()) {
@@ -368,6 +373,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
   std::optional<StagedBatch> b = NextTrainBatch();
   double data_wait = Seconds(data_start, Clock::now());
   while (b) {
+    progress::ScopedSection step_section(reports_, "step");
     auto compute_start = Clock::now();
     data_s += data_wait;
     if (o_.timed_iters > 0 && bench_steps_ >= o_.warmup_iters) bench_data_wait_s_ += data_wait;
@@ -400,6 +406,8 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (step_ok) optimizer_->step();
     ++progress_.global_step;
     ++step;
+    samples_reported_ += count;
+    reports_.Beat(progress_.global_step, samples_reported_);
     loss_sum += loss.item<double>() * count;
     correct1 += TopK(logits.detach(), y).first;
     seen += count;
@@ -444,6 +452,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
 }
 
 double Training::Validate(int64_t epoch) {
+  progress::ScopedSection eval_section(reports_, "eval");
   model_->eval();
   torch::NoGradGuard no_grad;
   val_loader_->StartEpoch(0);
@@ -481,6 +490,8 @@ int Training::Run() {
     Validate(progress_.epoch);
     return 0;
   }
+  reports_.Hello("cpp");
+  if (train_loader_) reports_.TotalSteps(o_.epochs * static_cast<int64_t>(train_loader_->batches_per_epoch()));
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     ApplySizeSchedule(epoch);
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);

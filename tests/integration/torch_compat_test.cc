@@ -65,7 +65,9 @@ TEST(TorchCompatTest, WorkerEnvironmentMatchesTorchrun) {
                                   "TORCHELASTIC_USE_AGENT_STORE", "DTRUN_LAUNCH_ID", "_", "PYTHON_EXEC",
                                   "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
                                   // hang evidence dtrun adds (tracebacks on fatal signals)
-                                  "PYTHONFAULTHANDLER"};
+                                  "PYTHONFAULTHANDLER",
+                                  // progress reports: the worker's socket, its stacks file, the dtrun module
+                                  "DTRUN_PROGRESS_SOCKET", "DTRUN_STACKS_FILE", "PYTHONPATH"};
   for (int r = 0; r < 2; ++r) {
     auto ours = nlohmann::json::parse(std::ifstream(a + "/" + std::to_string(r) + ".json"));
     auto theirs = nlohmann::json::parse(std::ifstream(b + "/" + std::to_string(r) + ".json"));

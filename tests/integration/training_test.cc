@@ -3,10 +3,13 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
+#include "base/exit_codes.h"
 #include "base/process_table.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -56,6 +59,41 @@ TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedStep
   EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
   EXPECT_NE(job.all().find("resuming from"), std::string::npos) << job.all();
   EXPECT_NE(job.all().find("16 optimizer steps"), std::string::npos) << job.all();
+}
+
+std::vector<nlohmann::json> EventsOf(const std::string& file, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json e = nlohmann::json::parse(line);
+    if (e["event"] == kind) out.push_back(e);
+  }
+  return out;
+}
+
+// The trainer reports every step (heartbeats with the global step) and its sections: the agent's
+// event log has each worker's last step, and an absurd eval timeout catches the first eval.
+TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string dir = MakeTempDir();
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--event-log",
+                                   dir + "/events.jsonl", "--heartbeat-timeout", "120"};
+  for (auto& a : Train(dir + "/run", {"--epochs", "2", "-p", "100"})) argv.push_back(a);
+  auto [rc, out] = RunToEnd(argv);
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<nlohmann::json> exits = EventsOf(dir + "/events.jsonl", "worker_exit");
+  ASSERT_EQ(exits.size(), 2u);
+  for (const auto& e : exits) EXPECT_EQ(e["last_step"], 16) << e;  // 2 epochs of 8 steps
+
+  std::vector<std::string> hung = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--event-log",
+                                   dir + "/hang.jsonl", "--section-timeout", "eval=0.001"};
+  for (auto& a : Train(dir + "/run2", {"--epochs", "2", "-p", "100"})) hung.push_back(a);
+  auto [rc2, out2] = RunToEnd(hung);
+  EXPECT_EQ(rc2, kHangExitCode) << out2;
+  std::vector<nlohmann::json> hangs = EventsOf(dir + "/hang.jsonl", "hang");
+  ASSERT_EQ(hangs.size(), 1u) << out2;
+  EXPECT_EQ(hangs[0]["section"], "eval");
+  EXPECT_EQ(hangs[0]["step"], 8);  // after the first epoch
 }
 
 TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
