@@ -235,7 +235,10 @@ void Agent::OnGroupExited() {
   group_->DrainAndCloseOutputs();
   round_failures_ = group_->failures();
   if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
-  if (pending_hang_) ReportHang();
+  if (pending_hang_) {
+    pending_hang_->report_after.reset();  // the workers are gone: now or never
+    ReportHang();
+  }
   RememberAttemptProgress();
   board_.reset();
   hang_declared_ = false;
@@ -270,7 +273,7 @@ void Agent::Step() {
       if (view_ && view_->stacks_round == group_round_ && stacks_taken_round_ != group_round_) StartStackDump();
       if (StackDumpPending()) return;
     }
-    if (pending_hang_) ReportHang();
+    if (pending_hang_ && !ReportHang()) return;
     StopGroup(interrupt_signal_ ? interrupt_signal_ : SIGTERM);
     return;
   }
@@ -318,6 +321,7 @@ void Agent::Step() {
 
 void Agent::StartRound(const rdzv::Assignment& a) {
   group_round_ = a.round;
+  group_nodes_ = a.group_world_size;
   reported_ = false;
   barrier_deadline_.reset();
   WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted};

@@ -77,7 +77,9 @@ class Agent {
   int ProgressSocketRank(int fd) const;  // -1: not a progress socket  // -1: not one of this round's workers or their groups
   void CheckProgress();              // hangs, D state and expired timers, at the loop's end
   void DeclareHang(const progress::Hang& hang, const std::string& what);
-  void ReportHang();                 // once this node's stacks are in: the failure, the culprit
+  // Once this node's stacks are in: names the culprit and reports. Returns false while the report
+  // is held back (every local rank waits in a collective: another node may have the culprit).
+  bool ReportHang();
   void CheckDState(std::chrono::steady_clock::time_point now);
   void ExpireTimers();
   void StartStackDump();
@@ -107,6 +109,7 @@ class Agent {
   absl::Status source_error_;            // the round source gave up (master lost, rejected)
   std::unique_ptr<WorkerGroup> group_;   // this node's workers (null between rounds)
   int64_t group_round_ = -1;             // the round group_ (or the last group) ran
+  int group_nodes_ = 1;                  // how many nodes run group_round_
   bool reported_ = false;                // group_round_'s outcome was reported
   std::vector<WorkerFailure> round_failures_;  // every failure of group_round_ on this node
   bool stopping_ = false;                // a stop signal was sent to group_
@@ -129,6 +132,8 @@ class Agent {
     progress::Hang hang;
     std::string what;
     std::vector<WorkerFailure> candidates;  // every running worker, by local rank
+    std::optional<WorkerFailure> failure;    // chosen once the stacks are in
+    std::optional<std::chrono::steady_clock::time_point> report_after;
   };
   std::optional<PendingHang> pending_hang_;  // declared, not yet reported
   int64_t stacks_taken_round_ = -1;

@@ -182,34 +182,56 @@ void Agent::DeclareHang(const progress::Hang& hang, const std::string& what) {
   StartStackDump();
 }
 
-void Agent::ReportHang() {
-  PendingHang p = std::move(*pending_hang_);
-  pending_hang_.reset();
+bool Agent::ReportHang() {
+  PendingHang& p = *pending_hang_;
   const std::string attempt_dir = absl::StrCat(paths_.error_root, "/attempt_", group_round_);
-  // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
-  // elsewhere from the ones that wait for it inside torch.distributed.
-  std::vector<int> elsewhere, waiting;
-  for (const WorkerFailure& c : p.candidates) {
-    std::optional<bool> in_collective = WaitsInCollective(absl::StrCat(attempt_dir, "/", c.local_rank, "/stacks.txt"));
-    if (in_collective) (*in_collective ? waiting : elsewhere).push_back(c.local_rank);
+  if (!p.failure) {
+    // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
+    // elsewhere from the ones that wait for it inside torch.distributed.
+    std::vector<int> elsewhere, waiting;
+    for (const WorkerFailure& c : p.candidates) {
+      std::optional<bool> in_collective =
+          WaitsInCollective(absl::StrCat(attempt_dir, "/", c.local_rank, "/stacks.txt"));
+      if (in_collective) (*in_collective ? waiting : elsewhere).push_back(c.local_rank);
+    }
+    WorkerFailure f = p.candidates[p.hang.local_rank];
+    std::string culprit;
+    if (!elsewhere.empty() && !waiting.empty()) {
+      f = p.candidates[elsewhere[0]];
+      culprit = absl::StrCat("; the stacks show rank ", f.global_rank, " outside torch.distributed while ",
+                             waiting.size(), " local rank(s) wait in a collective");
+      spdlog::error("rank {} is the likely culprit{}", f.global_rank, culprit);
+    }
+    f.message = absl::StrCat(p.what, culprit, "; stacks: ", attempt_dir, "/<local rank>/stacks.txt on each node");
+    p.failure = f;
+    if (elsewhere.empty() && !waiting.empty() && group_nodes_ > 1) {
+      // Every rank here waits for someone: a node whose rank is elsewhere tells more. Give it a
+      // moment to report first (the round then ends, and this report is not needed).
+      const Millis grace = std::clamp(p.hang.limit / 4, Millis(1000), Millis(15000));
+      p.report_after = options_.now() + grace;
+      spdlog::warn("every local rank waits in a collective; holding the hang report for {} for a node with the "
+                   "culprit", Seconds(grace));
+    }
   }
-  WorkerFailure f = p.candidates[p.hang.local_rank];
-  std::string culprit;
-  if (!elsewhere.empty() && !waiting.empty()) {
-    f = p.candidates[elsewhere[0]];
-    culprit = absl::StrCat("; the stacks show rank ", f.global_rank, " outside torch.distributed while ",
-                           waiting.size(), " local rank(s) wait in a collective");
+  const bool still_ours = view_ && view_->phase == rdzv::JobPhase::kRunning && view_->round == group_round_;
+  if (p.report_after && still_ours && options_.now() < *p.report_after) return false;
+  const PendingHang held = std::move(*pending_hang_);
+  pending_hang_.reset();
+  WorkerFailure f = *held.failure;
+  if (!still_ours && f.kind == rdzv::kHangFailure && view_ && view_->stacks_round == group_round_) {
+    spdlog::info("another node reported the hang first");
+    return true;
   }
   f.time_unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
-  f.message = absl::StrCat(p.what, culprit, "; stacks: ", attempt_dir, "/<local rank>/stacks.txt on each node");
   events_.Record("hang", group_round_,
                  {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
-                  {"detected_at_rank", p.candidates[p.hang.local_rank].global_rank}, {"rule", p.hang.rule},
-                  {"section", p.hang.section}, {"step", p.hang.step}, {"stuck_ms", p.hang.stuck_for.count()},
-                  {"limit_ms", p.hang.limit.count()}, {"stacks_dir", attempt_dir}, {"message", f.message}});
+                  {"detected_at_rank", held.candidates[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},
+                  {"section", held.hang.section}, {"step", held.hang.step},
+                  {"stuck_ms", held.hang.stuck_for.count()}, {"limit_ms", held.hang.limit.count()},
+                  {"stacks_dir", attempt_dir}, {"message", f.message}});
   MarkIfNoProgress(f);
-  if (!culprit.empty()) spdlog::error("rank {} is the likely culprit{}", f.global_rank, culprit);
   rounds_->ReportFailure(group_round_, {f});
+  return true;
 }
 
 void Agent::StartStackDump() {
@@ -295,6 +317,7 @@ std::optional<Clock::time_point> Agent::ProgressDeadline() const {
   };
   const Clock::time_point now = options_.now();
   if (dumper_.active()) consider(dumper_.next_check(now));
+  if (pending_hang_ && pending_hang_->report_after) consider(*pending_hang_->report_after);
   if (!group_) return next;
   if (std::optional<double> expiry = timers_.NextExpiry()) {
     // Timers are in wall-clock time; the loop waits on the agent's clock.

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "base/host_name.h"
 #include "base/process_table.h"
@@ -182,6 +184,51 @@ TEST_F(MultiNodeTest, WorkerFailureOnOneHostRestartsEveryHost) {
   EXPECT_EQ(n1->Wait(), 0) << n1->all();
   EXPECT_NE(n0->out().find("attempt 1 rank 0"), std::string::npos) << n0->all();  // the healthy host restarted
   EXPECT_NE(n0->err().find("round 1: worker rank 1 on "), std::string::npos) << n0->all();
+}
+
+// Global rank 1 (host 1) blocks before its all_reduce; rank 0 (host 0) waits in it. Only host 1
+// has a short heartbeat timeout, so host 0 takes its worker's stacks because the job says a hang
+// ended the round, before stopping it. Each host keeps its own log dir.
+TEST_F(MultiNodeTest, AHangOnOneHostGetsEveryHostsStacksBeforeTheRestart) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  const std::string dir = MakeTempDir();
+  std::map<std::string, std::string> env = {{"HANG_RANK", "1"}};
+  auto n0 = Node(0, {"--nproc-per-node", "1", "--max-restarts", "1", "--heartbeat-timeout", "60", "--log-dir",
+                     dir + "/host0"}, {Worker("hang_in_step.py")}, env);
+  auto n1 = Node(1, {"--nproc-per-node", "1", "--max-restarts", "1", "--heartbeat-timeout", "2", "--log-dir",
+                     dir + "/host1"}, {Worker("hang_in_step.py")}, env);
+  EXPECT_EQ(n0->Wait(), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(), 0) << n1->all();
+  EXPECT_NE(n0->err().find("round 1: worker rank 1 on "), std::string::npos) << n0->all();
+  EXPECT_NE(n0->err().find(" hung (no progress report for"), std::string::npos) << n0->all();
+  auto stacks = [&](int host) {
+    std::ifstream in(dir + "/host" + std::to_string(host) + "/mn/attempt_0/0/stacks.txt");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  EXPECT_NE(stacks(0).find("in all_reduce"), std::string::npos) << stacks(0) << n0->all();
+  EXPECT_NE(stacks(1).find("in block_forever"), std::string::npos) << stacks(1) << n1->all();
+  EXPECT_NE(n0->out().find("rank 0 finished attempt 1"), std::string::npos) << n0->all();
+}
+
+// Both hosts time out together; host 0's only rank waits in the all_reduce, so host 0 holds its
+// report back and host 1, whose rank is elsewhere, names the culprit for the job.
+TEST_F(MultiNodeTest, WhenEveryHostTimesOutTheHostWithTheCulpritNamesIt) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  std::map<std::string, std::string> env = {{"HANG_RANK", "1"}};
+  auto n0 = Node(0, {"--nproc-per-node", "1", "--max-restarts", "1", "--heartbeat-timeout", "2"},
+                 {Worker("hang_in_step.py")}, env);
+  auto n1 = Node(1, {"--nproc-per-node", "1", "--max-restarts", "1", "--heartbeat-timeout", "2"},
+                 {Worker("hang_in_step.py")}, env);
+  EXPECT_EQ(n0->Wait(), 0) << n0->all();
+  EXPECT_EQ(n1->Wait(), 0) << n1->all();
+  for (auto* n : {n0.get(), n1.get()}) {
+    EXPECT_NE(n->err().find("round 1: worker rank 1 on "), std::string::npos) << n->all();
+  }
+  EXPECT_NE(n0->err().find("holding the hang report"), std::string::npos) << n0->all();
 }
 
 TEST_F(MultiNodeTest, SpentBudgetEndsEveryHostWithTheSameRootCause) {
