@@ -137,7 +137,13 @@ class Agent {
   };
   std::optional<PendingHang> pending_hang_;  // declared, not yet reported
   int64_t stacks_taken_round_ = -1;
-  std::map<pid_t, std::chrono::steady_clock::time_point> dstate_since_;  // worker → first seen in D
+  // Per worker: since when some thread has been in D state without running, and those threads
+  // with their context-switch counts.
+  struct StuckThreads {
+    std::chrono::steady_clock::time_point since;
+    std::map<pid_t, uint64_t> threads;
+  };
+  std::map<pid_t, StuckThreads> dstate_since_;
   std::chrono::steady_clock::time_point next_dstate_check_;
   // Restart-loop breaker: the best step of every earlier attempt, and how many attempts in a row
   // did not pass it.

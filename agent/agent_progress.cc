@@ -142,11 +142,26 @@ void Agent::CheckDState(Clock::time_point now) {
   next_dstate_check_ = now + std::clamp(options_.dstate_timeout / 10, Millis(100), Millis(5000));
   for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
     if (!w.process.running()) continue;
-    if (ThreadsInState(w.process.pid(), 'D') == 0) {
-      dstate_since_.erase(w.process.pid());
+    std::map<pid_t, uint64_t> sleeping = ThreadsInUninterruptibleSleep(w.process.pid());
+    auto known = dstate_since_.find(w.process.pid());
+    // Still stuck: in D at both looks, and not switched in between.
+    std::map<pid_t, uint64_t> still;
+    if (known != dstate_since_.end()) {
+      for (const auto& [tid, switches] : sleeping) {
+        auto before = known->second.threads.find(tid);
+        if (before != known->second.threads.end() && before->second == switches) still.emplace(tid, switches);
+      }
+    }
+    if (still.empty()) {
+      if (sleeping.empty()) {
+        dstate_since_.erase(w.process.pid());
+      } else {
+        dstate_since_[w.process.pid()] = StuckThreads{now, std::move(sleeping)};
+      }
       continue;
     }
-    Clock::time_point since = dstate_since_.emplace(w.process.pid(), now).first->second;
+    known->second.threads = std::move(still);
+    const Clock::time_point since = known->second.since;
     if (now - since < options_.dstate_timeout) continue;
     progress::Hang h;
     h.local_rank = w.local_rank;

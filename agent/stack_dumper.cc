@@ -116,7 +116,7 @@ void StackDumper::Start(std::vector<Target> targets, const std::string& tool, Cl
       if (::kill(t.pid, t.stack_signal) != 0) t.stack_signal = 0;
       continue;
     }
-    if (ThreadsInState(t.pid, 'D') > 0) {
+    if (!ThreadsInUninterruptibleSleep(t.pid).empty()) {
       // A tracer would wait for it as long as it sleeps: the kernel's side is what there is.
       WriteKernelWaits(t.pid, t.file);
       continue;

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -93,15 +95,27 @@ std::string ReadProcFile(pid_t pid, const std::string& name) {
   return line.substr(0, 256);
 }
 
-int ThreadsInState(pid_t pid, char state) {
-  int count = 0;
+std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid) {
+  std::map<pid_t, uint64_t> sleeping;
   std::error_code ec;
   for (const auto& task : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
     std::string stat = ReadWholeFile(task.path().string() + "/stat");
     size_t close = stat.rfind(')');
-    if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == state) ++count;
+    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'D') continue;
+    pid_t tid = 0;
+    if (!absl::SimpleAtoi(task.path().filename().string(), &tid)) continue;
+    uint64_t switches = 0;
+    std::istringstream status(ReadWholeFile(task.path().string() + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      uint64_t n = 0;
+      absl::string_view v(line);
+      if (absl::ConsumePrefix(&v, "voluntary_ctxt_switches:") || absl::ConsumePrefix(&v, "nonvoluntary_ctxt_switches:")) {
+        if (absl::SimpleAtoi(absl::StripAsciiWhitespace(v), &n)) switches += n;
+      }
+    }
+    sleeping[tid] = switches;
   }
-  return count;
+  return sleeping;
 }
 
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid) {

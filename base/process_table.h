@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,9 +36,11 @@ std::vector<ProcessEntry> FindProcessesWithEnv(const std::string& marker_name,
 // Direct children of `parent` (from /proc/*/stat), environment not read.
 std::vector<ProcessEntry> ChildrenOf(pid_t parent);
 
-// How many of `pid`'s threads are in scheduler state `state` ('D': uninterruptible sleep), from
-// /proc/PID/task/*/stat (0 if the process is gone).
-int ThreadsInState(pid_t pid, char state);
+// The threads of `pid` in uninterruptible sleep (D state), each with its context-switch count
+// (voluntary + involuntary, /proc/PID/task/TID/status): a thread whose count has not moved between
+// two looks has not run in between, which tells a stuck thread from one doing many short waits.
+// Empty if none (or the process is gone).
+std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid);
 
 // The first line of /proc/PID/<name> (e.g. "wchan"), at most 256 bytes; "" if unreadable.
 std::string ReadProcFile(pid_t pid, const std::string& name);
