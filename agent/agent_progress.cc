@@ -179,7 +179,9 @@ void Agent::CheckDState(Clock::time_point now) {
 void Agent::DeclareHang(const progress::Hang& hang, const std::string& what) {
   hang_declared_ = true;
   reported_ = true;  // nothing else is reported for this round
-  PendingHang pending{hang, what, {}};
+  PendingHang pending;
+  pending.hang = hang;
+  pending.what = what;
   for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
     WorkerFailure f;
     f.host = LocalHostName();

@@ -19,7 +19,7 @@ TEST(WorkerEnvTest, SetsTorchrunVariables) {
   o.max_restarts = 3;
   o.run_id = "job";
   o.launch_id = "L";
-  WorkerIdentity id{2, 2, 4, 1, 0, 1, "localhost", 12345, "/tmp/e.json"};
+  WorkerIdentity id{2, 2, 4, 1, 0, 1, "localhost", 12345, "/tmp/e.json", "", ""};
   auto env = AsMap(BuildWorkerEnv({{"PATH", "/bin"}, {"RANK", "stale"}}, o, id));
   EXPECT_EQ(env["RANK"], "2");
   EXPECT_EQ(env["LOCAL_RANK"], "2");
@@ -45,7 +45,7 @@ TEST(WorkerEnvTest, SetsTorchrunVariables) {
 
 TEST(WorkerEnvTest, HangEvidenceIsOnUnlessTheUserChoseOtherwise) {
   AgentOptions o;
-  WorkerIdentity id{0, 0, 1, 0, 0, 1, "localhost", 1, "/tmp/e.json"};
+  WorkerIdentity id{0, 0, 1, 0, 0, 1, "localhost", 1, "/tmp/e.json", "", ""};
   auto plain = AsMap(BuildWorkerEnv({}, o, id));
   EXPECT_EQ(plain["PYTHONFAULTHANDLER"], "1");
   EXPECT_EQ(plain.count("TORCH_NCCL_DUMP_ON_TIMEOUT"), 0u);  // no log dir: nowhere to keep dumps

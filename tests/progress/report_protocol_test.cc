@@ -50,7 +50,9 @@ TEST(ReportProtocolTest, AnythingElseIsRefusedWithAReason) {
                                  std::string("total"), too_long}) {
     absl::StatusOr<Report> r = ParseReport(bad);
     EXPECT_FALSE(r.ok()) << "accepted: " << bad;
-    if (!r.ok()) EXPECT_FALSE(r.status().message().empty());
+    if (!r.ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+    }
   }
 }
 
