@@ -2,8 +2,9 @@
 //   stuck_native hang RANK   reports steps 0..2 (sections and heartbeats, through
 //                            progress/progress_client.h), then rank RANK blocks in BlockForever()
 //                            and the others in WaitForPeers(), on the first attempt only.
-//   stuck_native dstate      the worker sits in uninterruptible sleep (a vfork parent whose child
-//                            never execs), reporting nothing, on the first attempt only.
+//   stuck_native dstate      the worker sits in uninterruptible sleep (a vfork-style parent whose
+//                            child never execs), reporting nothing, on the first attempt only.
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,15 @@ __attribute__((noinline)) void WaitForPeers() {
   [[maybe_unused]] ssize_t n = ::read(p[0], &c, 1);  // nobody ever writes
 }
 
+int PauseForever(void*) {
+  for (;;) ::pause();
+}
+
+// clone(CLONE_VFORK) with a stack of the child's own, not vfork(): sanitizers turn vfork into fork.
 __attribute__((noinline)) void SitInUninterruptibleSleep() {
-  pid_t child = ::vfork();
-  if (child == 0) {
-    for (;;) ::pause();  // never execs: the parent stays in D state
-  }
+  static char stack[64 << 10];
+  // The child never execs, so the parent waits for it in D state.
+  ::clone(PauseForever, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, nullptr);
 }
 
 }  // namespace
