@@ -32,13 +32,6 @@ sigset_t AgentSignalSet(const std::vector<int>& signals) {
   return set;
 }
 
-bool Watch(int epoll, int fd) {
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd;
-  return ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) == 0;
-}
-
 // A failure as the event log writes it (docs/DESIGN.md, "Event log"): signals by name, as in
 // worker_exit records.
 nlohmann::json FailureRecord(const WorkerFailure& f) {
@@ -76,13 +69,20 @@ Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std
 
 Agent::~Agent() = default;
 
+bool Agent::Watch(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  return ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
 int Agent::Run() {
   sigset_t set = AgentSignalSet(options_.signals_to_handle);
   signal_fd_ = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!signal_fd_.valid() || !epoll_fd_.valid() || !Watch(epoll_fd_.get(), signal_fd_.get()) ||
-      !Watch(epoll_fd_.get(), rounds_->event_fd()) || !Watch(epoll_fd_.get(), stdio_.out->wake_fd()) ||
-      (stdio_.err != stdio_.out && !Watch(epoll_fd_.get(), stdio_.err->wake_fd()))) {
+  if (!signal_fd_.valid() || !epoll_fd_.valid() || !Watch(signal_fd_.get()) ||
+      !Watch(rounds_->event_fd()) || !Watch(stdio_.out->wake_fd()) ||
+      (stdio_.err != stdio_.out && !Watch(stdio_.err->wake_fd()))) {
     spdlog::error("cannot set up the event loop (signalfd/epoll): {}; raise the open-files limit (ulimit -n)",
                   strerror(errno));
     rounds_->Leave();
@@ -360,7 +360,7 @@ void Agent::WatchOutputs() {
     for (UniqueFd* fd : {&w.process.stdout_fd(), &w.process.stderr_fd()}) {
       // A pipe that cannot be watched would never be drained: close it (the worker's writes then
       // fail) rather than let the worker block on a full pipe.
-      if (fd->valid() && !Watch(epoll_fd_.get(), fd->get())) {
+      if (fd->valid() && !Watch(fd->get())) {
         spdlog::warn("cannot watch a worker's output ({}); its output is dropped", strerror(errno));
         fd->Reset();
       }
@@ -392,7 +392,7 @@ void Agent::PauseOutput(int fd) {
 
 void Agent::ResumeOutputs() {
   for (int fd : std::exchange(paused_outputs_, {})) {
-    if (!Watch(epoll_fd_.get(), fd)) spdlog::warn("cannot watch a worker's output again: {}", strerror(errno));
+    if (!Watch(fd)) spdlog::warn("cannot watch a worker's output again: {}", strerror(errno));
   }
 }
 

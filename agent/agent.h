@@ -57,6 +57,7 @@ class Agent {
   void Step();  // decides what to do next from the current facts
   void StartRound(const rdzv::Assignment& assignment);
   void StopGroup(int signo);
+  bool Watch(int fd);  // adds `fd` to the loop's epoll set (readable)
   void WatchOutputs();
   void OnOutput(int fd);
   // Back-pressure: a worker stream whose console is congested is not read (its pipe fills and the
@@ -77,9 +78,10 @@ class Agent {
   int ProgressSocketRank(int fd) const;  // -1: not a progress socket  // -1: not one of this round's workers or their groups
   void CheckProgress();              // hangs, D state and expired timers, at the loop's end
   void DeclareHang(const progress::Hang& hang, const std::string& what);
-  // Once this node's stacks are in: names the culprit and reports. Returns false while the report
+  // Once this node's stacks are in (called while group_ is still set): names the culprit and reports. Returns false while the report
   // is held back (every local rank waits in a collective: another node may have the culprit).
   bool ReportHang();
+  WorkerFailure HangFailureOf(int local_rank) const;  // group_'s worker, as a hang report names it
   void CheckDState(std::chrono::steady_clock::time_point now);
   void ExpireTimers();
   void StartStackDump();
@@ -131,7 +133,6 @@ class Agent {
   struct PendingHang {
     progress::Hang hang;
     std::string what;
-    std::vector<WorkerFailure> candidates;  // every running worker, by local rank
     std::optional<WorkerFailure> failure;    // chosen once the stacks are in
     std::optional<std::chrono::steady_clock::time_point> report_after;
   };

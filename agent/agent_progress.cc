@@ -39,25 +39,22 @@ std::string Describe(const progress::Hang& h) {
                       h.limit.count() / 1000.0, ")", step);
 }
 
-Clock::time_point FromUnix(double unix_seconds) {
-  double from_now = unix_seconds - std::chrono::duration<double>(
-                                       std::chrono::system_clock::now().time_since_epoch()).count();
-  from_now = std::clamp(from_now, 0.0, 86400.0 * 365);
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(from_now));
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// How long until a wall-clock time (Unix seconds), as the agent's clock counts it.
+Clock::duration Until(double unix_seconds) {
+  const double seconds = std::clamp(unix_seconds - UnixNow(), 0.0, 86400.0 * 365);
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace
 
 void Agent::OpenProgressChannels() {
-  auto watch = [&](int fd) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    return ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
-  };
   for (int lr = 0; lr < options_.nproc_per_node && !options_.progress_dir.empty(); ++lr) {
     absl::StatusOr<progress::ProgressSocket> s = progress::ProgressSocket::Bind(ProgressSocketPath(options_, lr));
-    if (!s.ok() || !watch(s->fd())) {
+    if (!s.ok() || !Watch(s->fd())) {
       spdlog::warn("{}; progress reports and hang detection are off",
                    s.ok() ? absl::StrCat("cannot watch a progress socket: ", strerror(errno)) : std::string(s.status().message()));
       progress_sockets_.clear();
@@ -69,7 +66,7 @@ void Agent::OpenProgressChannels() {
     absl::StatusOr<progress::TimerPipe> p = progress::TimerPipe::Create(options_.timer_file);
     if (!p.ok()) {
       spdlog::warn("{}; FileTimer requests are not served", std::string(p.status().message()));
-    } else if (watch(p->fd())) {
+    } else if (Watch(p->fd())) {
       timer_pipe_ = std::move(*p);
     }
   }
@@ -179,24 +176,26 @@ void Agent::CheckDState(Clock::time_point now) {
 void Agent::DeclareHang(const progress::Hang& hang, const std::string& what) {
   hang_declared_ = true;
   reported_ = true;  // nothing else is reported for this round
+  const WorkerGroup::Worker& w = std::as_const(*group_).workers()[hang.local_rank];
+  spdlog::error("hang detected at worker rank {} (local rank {}, pid {}): {}; collecting every worker's stacks",
+                w.global_rank, w.local_rank, w.process.pid(), what);
   PendingHang pending;
   pending.hang = hang;
   pending.what = what;
-  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
-    WorkerFailure f;
-    f.host = LocalHostName();
-    f.global_rank = w.global_rank;
-    f.local_rank = w.local_rank;
-    f.pid = w.process.pid();
-    f.exit_code = kHangExitCode;
-    f.kind = rdzv::kHangFailure;
-    pending.candidates.push_back(f);
-  }
-  const WorkerFailure& first = pending.candidates[hang.local_rank];
-  spdlog::error("hang detected at worker rank {} (local rank {}, pid {}): {}; collecting every worker's stacks", first.global_rank,
-                first.local_rank, first.pid, what);
   pending_hang_ = std::move(pending);
   StartStackDump();
+}
+
+WorkerFailure Agent::HangFailureOf(int local_rank) const {
+  const WorkerGroup::Worker& w = std::as_const(*group_).workers()[local_rank];
+  WorkerFailure f;
+  f.host = LocalHostName();
+  f.global_rank = w.global_rank;
+  f.local_rank = w.local_rank;
+  f.pid = w.process.pid();
+  f.exit_code = kHangExitCode;
+  f.kind = rdzv::kHangFailure;
+  return f;
 }
 
 bool Agent::ReportHang() {
@@ -206,15 +205,14 @@ bool Agent::ReportHang() {
     // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
     // elsewhere from the ones that wait for it inside torch.distributed.
     std::vector<int> elsewhere, waiting;
-    for (const WorkerFailure& c : p.candidates) {
-      std::optional<bool> in_collective =
-          WaitsInCollective(absl::StrCat(attempt_dir, "/", c.local_rank, "/stacks.txt"));
-      if (in_collective) (*in_collective ? waiting : elsewhere).push_back(c.local_rank);
+    for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+      std::optional<bool> in_collective = WaitsInCollective(w.dir + "/stacks.txt");
+      if (in_collective) (*in_collective ? waiting : elsewhere).push_back(w.local_rank);
     }
-    WorkerFailure f = p.candidates[p.hang.local_rank];
+    WorkerFailure f = HangFailureOf(p.hang.local_rank);
     std::string culprit;
     if (!elsewhere.empty() && !waiting.empty()) {
-      f = p.candidates[elsewhere[0]];
+      f = HangFailureOf(elsewhere[0]);
       culprit = absl::StrCat("; the stacks show rank ", f.global_rank, " outside torch.distributed while ",
                              waiting.size(), " local rank(s) wait in a collective");
       spdlog::error("rank {} is the likely culprit{}", f.global_rank, culprit);
@@ -242,7 +240,7 @@ bool Agent::ReportHang() {
   f.time_unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   events_.Record("hang", group_round_,
                  {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
-                  {"detected_at_rank", held.candidates[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},
+                  {"detected_at_rank", group_->workers()[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},
                   {"section", held.hang.section}, {"step", held.hang.step},
                   {"stuck_ms", held.hang.stuck_for.count()}, {"limit_ms", held.hang.limit.count()},
                   {"stacks_dir", attempt_dir}, {"message", f.message}});
@@ -284,8 +282,7 @@ bool Agent::StackDumpPending() {
 
 void Agent::ExpireTimers() {
   if (timers_.size() == 0) return;
-  const double now_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  for (const progress::TimerRequest& t : timers_.TakeExpired(now_unix)) {
+  for (const progress::TimerRequest& t : timers_.TakeExpired(UnixNow())) {
     const pid_t pid = static_cast<pid_t>(t.pid);
     const int lr = LocalRankOf(pid);
     if (lr < 0) continue;  // a pid that is not (or no longer) one of our workers is never signalled
@@ -337,8 +334,7 @@ std::optional<Clock::time_point> Agent::ProgressDeadline() const {
   if (pending_hang_ && pending_hang_->report_after) consider(*pending_hang_->report_after);
   if (!group_) return next;
   if (std::optional<double> expiry = timers_.NextExpiry()) {
-    // Timers are in wall-clock time; the loop waits on the agent's clock.
-    consider(now + (FromUnix(*expiry) - Clock::now()));
+    consider(now + Until(*expiry));  // timers are in wall-clock time
   }
   if (stopping_ || reported_ || hang_declared_) return next;
   if (board_ && options_.hang.enabled()) consider(board_->NextDeadline(options_.hang));

@@ -457,7 +457,7 @@ absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> ParseSectionTim
   for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
     std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     double seconds = 0;
-    bool name_ok = kv.size() == 2 && progress::ParseReport(absl::StrCat("begin name=", kv[0])).ok();
+    bool name_ok = kv.size() == 2 && progress::IsValidSectionName(kv[0]);
     if (!name_ok || !absl::SimpleAtod(kv[1], &seconds) || !std::isfinite(seconds) || seconds <= 0 ||
         seconds > 7 * 86400) {
       return Bad(absl::StrCat("--section-timeout: '", item, "' is not NAME=SECONDS (a section name of "

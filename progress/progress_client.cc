@@ -16,20 +16,19 @@ ProgressClient::ProgressClient() : ProgressClient([] {
   return std::string(path ? path : "");
 }()) {}
 
-ProgressClient::ProgressClient(std::string socket_path) : path_(std::move(socket_path)) {
-  if (path_.empty() || path_.size() >= sizeof(sockaddr_un::sun_path)) return;
+ProgressClient::ProgressClient(const std::string& socket_path) {
+  if (socket_path.empty() || socket_path.size() >= sizeof(addr_.sun_path)) return;
+  addr_.sun_family = AF_UNIX;
+  memcpy(addr_.sun_path, socket_path.c_str(), socket_path.size() + 1);
   fd_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
 }
 
 void ProgressClient::Send(const Report& report) const {
   if (!fd_.valid()) return;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
   std::string text = FormatReport(report);
   // Best effort by design: a full queue or an agent that is gone costs the worker nothing.
   [[maybe_unused]] ssize_t n = ::sendto(fd_.get(), text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
-                                        reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+                                        reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_));
 }
 
 void ProgressClient::Hello(const std::string& lang) const {

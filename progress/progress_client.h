@@ -4,6 +4,8 @@
 // Thread-safe.
 #pragma once
 
+#include <sys/un.h>
+
 #include <string>
 
 #include "base/unique_fd.h"
@@ -15,7 +17,7 @@ class ProgressClient {
  public:
   // Reads DTRUN_PROGRESS_SOCKET from the environment.
   ProgressClient();
-  explicit ProgressClient(std::string socket_path);
+  explicit ProgressClient(const std::string& socket_path);
   bool enabled() const { return fd_.valid(); }
   void Send(const Report& report) const;
   // Announces the worker (`lang`: cpp, ...). Where Yama restricts ptrace, also lets the agent (the
@@ -28,7 +30,7 @@ class ProgressClient {
 
  private:
   UniqueFd fd_;
-  std::string path_;
+  sockaddr_un addr_{};  // the agent's socket, set when fd_ is
 };
 
 // Begin on construction, end on destruction: a section closes on every way out of a scope.

@@ -14,16 +14,6 @@ namespace {
 
 absl::Status Bad(absl::string_view why) { return absl::InvalidArgumentError(why); }
 
-bool ValidName(absl::string_view s) {
-  if (s.empty() || s.size() > kMaxNameBytes) return false;
-  for (char c : s) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' && c != '-') {
-      return false;
-    }
-  }
-  return true;
-}
-
 bool ValidLang(absl::string_view s) {
   if (s.empty() || s.size() > 16) return false;
   for (char c : s) {
@@ -60,7 +50,7 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
   if (key == "samples") return count(r.samples);
   if (key == "steps") return count(r.total_steps);
   if (key == "name") {
-    if (!ValidName(value)) return Bad("name: expected 1-64 of [A-Za-z0-9_.:-]");
+    if (!IsValidSectionName(value)) return Bad("name: expected 1-64 of [A-Za-z0-9_.:-]");
     r.name = std::string(value);
     return absl::OkStatus();
   }
@@ -82,6 +72,16 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
 }
 
 }  // namespace
+
+bool IsValidSectionName(absl::string_view s) {
+  if (s.empty() || s.size() > kMaxNameBytes) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
 
 absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   if (datagram.size() > kMaxReportBytes) return Bad("longer than 512 bytes");

@@ -35,6 +35,9 @@ struct Report {
   int stack_signal = 0;   // hello: SIGUSR1, SIGUSR2 or a real-time signal that makes the worker write its stacks
 };
 
+// A section name: 1-64 of [A-Za-z0-9_.:-].
+bool IsValidSectionName(absl::string_view name);
+
 // Parses one datagram (a trailing newline is allowed). InvalidArgument says what is wrong.
 absl::StatusOr<Report> ParseReport(absl::string_view datagram);
 

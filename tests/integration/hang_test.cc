@@ -2,8 +2,6 @@
 // heartbeat and section timeouts, D state, stacks of every worker before the stop, the likely
 // culprit, the restart-loop breaker, torchelastic's FileTimer, and a hostile reporter.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/exit_codes.h"
 #include "gtest/gtest.h"
@@ -15,26 +13,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 // The run's files under --log-dir DIR (DIR/<run id>/...).
 std::string RunDir(const std::string& log_dir) {
   for (const auto& e : fs::directory_iterator(log_dir)) return e.path().string();
   return "";
 }
 std::vector<nlohmann::json> Events(const std::string& run_dir, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::istringstream lines(Slurp(run_dir + "/events.jsonl"));
-  for (std::string line; std::getline(lines, line);) {
-    nlohmann::json e = nlohmann::json::parse(line);
-    if (e["event"] == kind) out.push_back(e);
-  }
-  return out;
+  return EventsOfKind(run_dir + "/events.jsonl", kind);
 }
 
 class HangTest : public ::testing::Test {
@@ -67,8 +52,8 @@ TEST_F(HangTest, AStuckPythonRankIsFoundExplainedWithEveryRanksStacksAndRestarte
   EXPECT_NE(out.find("rank 0 finished attempt 1"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1 finished attempt 1"), std::string::npos) << out;
   const std::string run = RunDir(logs_);
-  const std::string stuck = Slurp(run + "/attempt_0/1/stacks.txt");
-  const std::string waiting = Slurp(run + "/attempt_0/0/stacks.txt");
+  const std::string stuck = ReadText(run + "/attempt_0/1/stacks.txt");
+  const std::string waiting = ReadText(run + "/attempt_0/0/stacks.txt");
   EXPECT_NE(stuck.find("in block_forever"), std::string::npos) << stuck;
   EXPECT_NE(waiting.find("in all_reduce"), std::string::npos) << waiting;
   std::vector<nlohmann::json> hangs = Events(run, "hang");
@@ -133,7 +118,9 @@ TEST_F(HangTest, AFloodingMalformedReporterDisturbsNeitherTheAgentNorTheOtherRan
   std::vector<nlohmann::json> exits = Events(RunDir(logs_), "worker_exit");
   ASSERT_EQ(exits.size(), 2u);
   for (const auto& e : exits) {
-    if (e["rank"] == 0) EXPECT_EQ(e["last_step"], 29);
+    if (e["rank"] == 0) {
+      EXPECT_EQ(e["last_step"], 29);
+    }
   }
 }
 
@@ -145,12 +132,12 @@ TEST(NativeHangTest, AStuckNativeRankIsFoundAndItsStacksReadFromOutside) {
                              "1"});
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("hang detected"), std::string::npos) << out;
-  const std::string stacks = Slurp(RunDir(logs) + "/attempt_0/1/stacks.txt");
+  const std::string stacks = ReadText(RunDir(logs) + "/attempt_0/1/stacks.txt");
   if (stacks.find("no stack tool is installed") != std::string::npos) {
     GTEST_SKIP() << "neither eu-stack (elfutils) nor gdb is installed";
   }
   EXPECT_NE(stacks.find("BlockForever"), std::string::npos) << stacks;
-  EXPECT_NE(Slurp(RunDir(logs) + "/attempt_0/0/stacks.txt").find("WaitForPeers"), std::string::npos);
+  EXPECT_NE(ReadText(RunDir(logs) + "/attempt_0/0/stacks.txt").find("WaitForPeers"), std::string::npos);
 }
 
 // No worker code at all: a worker in uninterruptible sleep is a hang.

@@ -12,7 +12,6 @@ namespace {
 
 using std::chrono::seconds;
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
 
 TEST(InteractiveTest, BreakpointInOneRankIsAnsweredFromTheTerminal) {
   std::optional<std::string> py = TorchPython();

@@ -13,7 +13,6 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
 
 // The launch guard is dtrun's child with the same command line and no worker marker.
 std::vector<pid_t> GuardsOf(pid_t dtrun) {

@@ -1,7 +1,6 @@
 // Console prefixes, whole lines, --log-dir layout, --redirects/--tee/--local-ranks-filter.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -12,13 +11,6 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The event log tells a run's story in order, in --log-dir and in --event-log, one JSON object per
 // line: a failure in round 0, the restart, success, the end.
@@ -29,7 +21,7 @@ TEST(LogsTest, TheEventLogRecordsRoundsWorkersFailuresAndTheEnd) {
                              "[ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 1 ] && exit 3; exit 0"});
   ASSERT_EQ(rc, 0) << out;
   std::vector<nlohmann::json> events;
-  std::istringstream lines(Slurp(dir + "/events.jsonl"));
+  std::istringstream lines(ReadText(dir + "/events.jsonl"));
   for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
   std::vector<std::string> kinds;
   for (const auto& e : events) {
@@ -55,9 +47,9 @@ TEST(LogsTest, TheEventLogRecordsRoundsWorkersFailuresAndTheEnd) {
   // The same records under --log-dir.
   std::string in_log_dir;
   for (auto& e : std::filesystem::recursive_directory_iterator(dir + "/logs")) {
-    if (e.path().filename() == "events.jsonl") in_log_dir = Slurp(e.path().string());
+    if (e.path().filename() == "events.jsonl") in_log_dir = ReadText(e.path().string());
   }
-  EXPECT_EQ(in_log_dir, Slurp(dir + "/events.jsonl"));
+  EXPECT_EQ(in_log_dir, ReadText(dir + "/events.jsonl"));
 }
 
 TEST(LogsTest, EveryConsoleLineIsOneWholePrefixedLine) {
@@ -89,12 +81,12 @@ TEST(LogsTest, LogDirKeepsEveryAttemptAndNeverWipesAnEarlierRun) {
                                    Worker("fail_once.sh")};
   auto [rc, out] = RunToEnd(argv, {{"SUCCEED_AT", "1"}});
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(Slurp(dir + "/job/attempt_0/1/stdout.log").find("attempt 0 rank 1"), std::string::npos);
-  EXPECT_NE(Slurp(dir + "/job/attempt_1/1/stdout.log").find("attempt 1 rank 1"), std::string::npos);
+  EXPECT_NE(ReadText(dir + "/job/attempt_0/1/stdout.log").find("attempt 0 rank 1"), std::string::npos);
+  EXPECT_NE(ReadText(dir + "/job/attempt_1/1/stdout.log").find("attempt 1 rank 1"), std::string::npos);
   auto [rc2, out2] = RunToEnd(argv, {{"SUCCEED_AT", "0"}});
   ASSERT_EQ(rc2, 0) << out2;
   EXPECT_TRUE(std::filesystem::exists(dir + "/job/attempt_1/1/stdout.log"));
-  EXPECT_NE(Slurp(dir + "/job_1/attempt_0/0/stdout.log").find("attempt 0 rank 0"), std::string::npos);
+  EXPECT_NE(ReadText(dir + "/job_1/attempt_0/0/stdout.log").find("attempt 0 rank 0"), std::string::npos);
 }
 
 TEST(LogsTest, RedirectsKeepOutputOffTheConsole) {
@@ -103,7 +95,7 @@ TEST(LogsTest, RedirectsKeepOutputOffTheConsole) {
                              "r", "--redirects", "1", "--log-dir", dir, "/bin/echo", "quiet"});
   ASSERT_EQ(rc, 0);
   EXPECT_EQ(out.find("quiet"), std::string::npos) << out;
-  EXPECT_EQ(Slurp(dir + "/r/attempt_0/0/stdout.log"), "quiet\n");
+  EXPECT_EQ(ReadText(dir + "/r/attempt_0/0/stdout.log"), "quiet\n");
 }
 
 TEST(LogsTest, TeeWritesFilesAndConsole) {
@@ -112,7 +104,7 @@ TEST(LogsTest, TeeWritesFilesAndConsole) {
                              "t", "--tee", "3", "--log-dir", dir, "/bin/echo", "both"});
   ASSERT_EQ(rc, 0);
   EXPECT_NE(out.find("[default0]:both"), std::string::npos);
-  EXPECT_EQ(Slurp(dir + "/t/attempt_0/0/stdout.log"), "both\n");
+  EXPECT_EQ(ReadText(dir + "/t/attempt_0/0/stdout.log"), "both\n");
 }
 
 TEST(LogsTest, LocalRanksFilterShowsOnlyChosenRanks) {

@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "base/host_name.h"
 #include "base/process_table.h"
@@ -19,7 +17,6 @@ namespace {
 
 using std::chrono::seconds;
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
 
 class MultiNodeTest : public ::testing::Test {
  protected:
@@ -202,12 +199,7 @@ TEST_F(MultiNodeTest, AHangOnOneHostGetsEveryHostsStacksBeforeTheRestart) {
   EXPECT_EQ(n1->Wait(), 0) << n1->all();
   EXPECT_NE(n0->err().find("round 1: worker rank 1 on "), std::string::npos) << n0->all();
   EXPECT_NE(n0->err().find(" hung (no progress report for"), std::string::npos) << n0->all();
-  auto stacks = [&](int host) {
-    std::ifstream in(dir + "/host" + std::to_string(host) + "/mn/attempt_0/0/stacks.txt");
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
+  auto stacks = [&](int host) { return ReadText(dir + "/host" + std::to_string(host) + "/mn/attempt_0/0/stacks.txt"); };
   EXPECT_NE(stacks(0).find("in all_reduce"), std::string::npos) << stacks(0) << n0->all();
   EXPECT_NE(stacks(1).find("in block_forever"), std::string::npos) << stacks(1) << n1->all();
   EXPECT_NE(n0->out().find("rank 0 finished attempt 1"), std::string::npos) << n0->all();

@@ -5,7 +5,6 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
 
 TEST(RestartTest, FailedGroupIsRestartedAndCanThenSucceed) {
   auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts",

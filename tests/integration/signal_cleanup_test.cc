@@ -12,7 +12,6 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
 
 std::vector<pid_t> PidsAfter(const std::string& text, const std::string& tag) {
   std::vector<pid_t> pids;

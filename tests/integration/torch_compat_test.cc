@@ -10,7 +10,6 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
 
 TEST(TorchCompatTest, PythonGlooAllReduceAcrossFourWorkers) {
   std::optional<std::string> py = TorchPython();

@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "base/exit_codes.h"
@@ -61,16 +60,6 @@ TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedStep
   EXPECT_NE(job.all().find("16 optimizer steps"), std::string::npos) << job.all();
 }
 
-std::vector<nlohmann::json> EventsOf(const std::string& file, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json e = nlohmann::json::parse(line);
-    if (e["event"] == kind) out.push_back(e);
-  }
-  return out;
-}
-
 // The trainer reports every step (heartbeats with the global step) and its sections: the agent's
 // event log has each worker's last step, and an absurd eval timeout catches the first eval.
 TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {
@@ -81,7 +70,7 @@ TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {
   for (auto& a : Train(dir + "/run", {"--epochs", "2", "-p", "100"})) argv.push_back(a);
   auto [rc, out] = RunToEnd(argv);
   ASSERT_EQ(rc, 0) << out;
-  std::vector<nlohmann::json> exits = EventsOf(dir + "/events.jsonl", "worker_exit");
+  std::vector<nlohmann::json> exits = EventsOfKind(dir + "/events.jsonl", "worker_exit");
   ASSERT_EQ(exits.size(), 2u);
   for (const auto& e : exits) EXPECT_EQ(e["last_step"], 16) << e;  // 2 epochs of 8 steps
 
@@ -90,7 +79,7 @@ TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {
   for (auto& a : Train(dir + "/run2", {"--epochs", "2", "-p", "100"})) hung.push_back(a);
   auto [rc2, out2] = RunToEnd(hung);
   EXPECT_EQ(rc2, kHangExitCode) << out2;
-  std::vector<nlohmann::json> hangs = EventsOf(dir + "/hang.jsonl", "hang");
+  std::vector<nlohmann::json> hangs = EventsOfKind(dir + "/hang.jsonl", "hang");
   ASSERT_EQ(hangs.size(), 1u) << out2;
   EXPECT_EQ(hangs[0]["section"], "eval");
   EXPECT_EQ(hangs[0]["step"], 8);  // after the first epoch

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "agent/worker_env.h"
 #include "base/executable.h"
@@ -111,6 +113,25 @@ std::pair<int, std::string> RunToEnd(std::vector<std::string> argv,
   Harness h(std::move(argv), std::move(env));
   std::optional<int> rc = h.Wait();
   return {rc.value_or(-1), h.all()};
+}
+
+std::string Worker(const std::string& name) { return SourceDir() + "/tests/integration/workers/" + name; }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<nlohmann::json> EventsOfKind(const std::string& events_file, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::istringstream lines(ReadText(events_file));
+  for (std::string line; std::getline(lines, line);) {
+    nlohmann::json e = nlohmann::json::parse(line);
+    if (e["event"] == kind) out.push_back(e);
+  }
+  return out;
 }
 
 std::string MakeTempDir() {

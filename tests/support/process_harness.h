@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/child_process.h"
+#include "nlohmann/json.hpp"
 
 namespace dtrun::testing {
 
@@ -50,6 +51,13 @@ bool WaitForPidExit(pid_t pid, std::chrono::milliseconds timeout);
 // Runs `argv` to completion (bounded) and returns its exit code and combined output.
 std::pair<int, std::string> RunToEnd(std::vector<std::string> argv,
                                      std::map<std::string, std::string> env = {});
+// A worker script of the integration tests (tests/integration/workers/NAME).
+std::string Worker(const std::string& name);
+// The whole text of a file ("" if it cannot be read).
+std::string ReadText(const std::string& path);
+// The records of one kind in an event log (JSON lines; docs/DESIGN.md, "Event log").
+std::vector<nlohmann::json> EventsOfKind(const std::string& events_file, const std::string& kind);
+
 // A fresh directory under the test's temp dir.
 std::string MakeTempDir();
 // A fresh demo JPEG dataset (`dtdata make-demo DIR ARGS...`, train/ and val/); the test fails if

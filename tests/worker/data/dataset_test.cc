@@ -114,7 +114,7 @@ std::string PackedShards() {
 }
 
 TEST(TarShardsTest, IndexLinesClaimingMoreThanTheShardHoldsAreRefusedNotAllocated) {
-  for (const std::string& claim : {"68719476736", "1099511627776"}) {  // 64 GiB, 1 TiB
+  for (const std::string claim : {"68719476736", "1099511627776"}) {  // 64 GiB, 1 TiB
     std::string shards = PackedShards();
     std::ifstream in(shards + "/index.tsv");
     std::string first;
