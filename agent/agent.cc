@@ -90,6 +90,7 @@ int Agent::Run() {
   }
   stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
   OpenProgressChannels();
+  StartStatusOutputs();
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   events_.Record("agent_start", -1, {{"launch_id", options_.launch_id}, {"nproc_per_node", options_.nproc_per_node},
@@ -102,7 +103,9 @@ int Agent::Run() {
     ShowQuietOutput();
     CheckProgress();
     Step();
+    if (!exit_code_) PublishStatus();
   }
+  if (options_.progress_line) stdio_.out->SetStatusLine("");
   return *exit_code_;
 }
 
@@ -111,6 +114,7 @@ int Agent::timeout_ms() const {
   if (stopping_ && !killed_) next = kill_deadline_;
   if (barrier_deadline_ && (!next || *barrier_deadline_ < *next)) next = barrier_deadline_;
   if (std::optional<Clock::time_point> p = ProgressDeadline(); p && (!next || *p < *next)) next = p;
+  if (!next || next_status_at_ < *next) next = next_status_at_;
   if (group_) {
     for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
       for (const OutputRelay* relay : {w.out.get(), w.err.get()}) {
@@ -234,6 +238,7 @@ void Agent::ReapChildren() {
 void Agent::OnGroupExited() {
   group_->DrainAndCloseOutputs();
   round_failures_ = group_->failures();
+  counters_.worker_failures += static_cast<int64_t>(round_failures_.size());
   if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
   if (pending_hang_) {
     pending_hang_->report_after.reset();  // the workers are gone: now or never
@@ -320,6 +325,7 @@ void Agent::Step() {
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {
+  ++counters_.rounds;
   group_round_ = a.round;
   group_nodes_ = a.group_world_size;
   reported_ = false;

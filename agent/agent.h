@@ -31,6 +31,10 @@
 #include "progress/progress_board.h"
 #include "progress/progress_socket.h"
 #include "rendezvous/round_source.h"
+#include "status/metrics_server.h"
+#include "status/node_status.h"
+#include "status/prometheus.h"
+#include "status/resource_sampler.h"
 
 namespace dtrun {
 
@@ -89,6 +93,13 @@ class Agent {
   void MarkIfNoProgress(WorkerFailure& failure) const;
   void RememberAttemptProgress();    // at the end of each attempt
   std::optional<std::chrono::steady_clock::time_point> ProgressDeadline() const;
+  // The live status (agent_status.cc): the metrics endpoint at start, then rows every
+  // status_interval for the snapshot file, the rendezvous, the metrics and the progress line.
+  void StartStatusOutputs();
+  void PublishStatus();
+  status::NodeStatus BuildNodeStatus(std::chrono::steady_clock::time_point now);
+  std::string WorkerState(const WorkerGroup::Worker& w) const;
+  std::string ProgressLine(const status::NodeStatus& node) const;
   void Finish(int code) {
     RecordEnd(code);
     exit_code_ = code;
@@ -151,6 +162,12 @@ class Agent {
   int64_t best_step_ever_ = -1;
   bool job_reports_ = false;
   int attempts_without_progress_ = 0;
+
+  std::chrono::steady_clock::time_point next_status_at_;
+  status::ResourceSampler sampler_;
+  std::unique_ptr<status::MetricsServer> metrics_;
+  status::AgentCounters counters_;
+  bool status_write_warned_ = false;
 };
 
 // Blocks SIGCHLD and `signals` in the calling thread (threads created later inherit the mask).

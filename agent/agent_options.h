@@ -71,6 +71,13 @@ struct AgentOptions {
   // end the job instead of restarting it (0: never; only for jobs whose workers report steps).
   int max_attempts_without_progress = 3;
 
+  // The live status (docs/DESIGN.md, "dtrun status"): rows are built this often.
+  std::chrono::milliseconds status_interval{1000};
+  std::optional<int> metrics_port;  // --metrics-port: serve /metrics and /status over HTTP
+  std::string metrics_host;         // --metrics-host ("": every IPv4 address)
+  bool progress_line = false;       // a status line below the workers' output (stdout is a terminal)
+  std::string rdzv_endpoint;        // multi-node: the service, for `dtrun status` on this node
+
   // The agent's clock for its deadlines (grace before SIGKILL, exit barrier, quiet partial lines):
   // tests inject one that jumps to pass a deadline without waiting for it.
   std::function<std::chrono::steady_clock::time_point()> now = [] { return std::chrono::steady_clock::now(); };
@@ -79,5 +86,9 @@ struct AgentOptions {
 inline std::string ProgressSocketPath(const AgentOptions& o, int local_rank) {
   return o.progress_dir + "/progress." + std::to_string(local_rank) + ".sock";
 }
+
+// The agent's latest status rows (`dtrun.status/v1` JSON), for `dtrun status` on this machine.
+inline std::string StatusSnapshotPath(const AgentOptions& o) { return o.progress_dir + "/status.json"; }
+inline constexpr char kStatusSnapshotName[] = "status.json";
 
 }  // namespace dtrun

@@ -176,6 +176,7 @@ void Agent::CheckDState(Clock::time_point now) {
 void Agent::DeclareHang(const progress::Hang& hang, const std::string& what) {
   hang_declared_ = true;
   reported_ = true;  // nothing else is reported for this round
+  ++counters_.hangs;
   const WorkerGroup::Worker& w = std::as_const(*group_).workers()[hang.local_rank];
   spdlog::error("hang detected at worker rank {} (local rank {}, pid {}): {}; collecting every worker's stacks",
                 w.global_rank, w.local_rank, w.process.pid(), what);

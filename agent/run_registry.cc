@@ -17,6 +17,7 @@
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
 #include "base/untrusted_file.h"
+#include "base/atomic_file.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun {
@@ -28,17 +29,7 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
                       {"started_unix", r.started_unix}};
   DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
   std::string path = absl::StrCat(dir, "/", r.launch_id, ".json");
-  std::string tmp = path + ".tmp";
-  {
-    UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-    std::string text = j.dump() + "\n";
-    if (!out.valid() || !WriteAll(out.get(), text.data(), text.size())) {
-      return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  }
+  DT_RETURN_IF_ERROR(WriteFileAtomically(path, j.dump() + "\n", 0600));
   return path;
 }
 

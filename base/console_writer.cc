@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,8 @@ struct ConsoleWriter::State {
   }
   bool WriteChunk(const char* data, size_t size, std::unique_lock<std::mutex>& lock);
   void Run();
+  // Wraps `batch` (maybe empty) in the status line's erase and redraw.
+  void FrameWithStatusLine(std::string& batch);
 
   const int fd;
   const size_t high_water;
@@ -60,7 +63,27 @@ struct ConsoleWriter::State {
   bool done = false;
   uint64_t dropped_logs = 0;
   Clock::time_point last_progress = Clock::now();
+  std::string status_line;            // SetStatusLine's text ("" for none)
+  bool status_dirty = false;          // it changed since it was last drawn
+  bool status_shown = false;          // it is on the terminal now (the cursor is at its end)
+  bool at_line_start = true;          // the last byte written was a newline
 };
+
+void ConsoleWriter::State::FrameWithStatusLine(std::string& batch) {
+  constexpr char kEraseLine[] = "\r\033[K";
+  status_dirty = false;
+  if (!status_shown && status_line.empty()) return;
+  if (!batch.empty()) at_line_start = batch.back() == '\n';
+  std::string framed = status_shown ? kEraseLine : "";
+  framed += batch;
+  status_shown = at_line_start && !status_line.empty();
+  if (status_shown) {
+    winsize ws{};
+    const size_t width = ::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 ? ws.ws_col - 1 : 79;
+    framed.append(status_line, 0, std::min(width, status_line.size()));
+  }
+  batch.swap(framed);
+}
 
 // Writes one chunk with `lock` released while the kernel takes it; false if the reader is gone.
 bool ConsoleWriter::State::WriteChunk(const char* data, size_t size, std::unique_lock<std::mutex>& lock) {
@@ -91,10 +114,11 @@ void ConsoleWriter::State::Run() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     idle = true;
-    has_work.wait(lock, [&] { return !pending.empty() || closing; });
+    has_work.wait(lock, [&] { return !pending.empty() || closing || status_dirty; });
     idle = false;
-    if (pending.empty()) break;
+    if (pending.empty() && !status_dirty) break;
     batch.swap(pending);
+    FrameWithStatusLine(batch);
     in_flight = batch.size();
     for (size_t at = 0; at < batch.size() && !broken; at += kChunk) {
       if (!WriteChunk(batch.data() + at, std::min(kChunk, batch.size() - at), lock)) {
@@ -179,6 +203,14 @@ bool ConsoleWriter::congested() const {
   if (state_->queued() <= state_->high_water) return false;
   state_->was_congested = true;
   return true;
+}
+
+void ConsoleWriter::SetStatusLine(std::string line) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (line == state_->status_line) return;
+  state_->status_line = std::move(line);
+  state_->status_dirty = true;
+  if (state_->idle) state_->has_work.notify_one();
 }
 
 int ConsoleWriter::wake_fd() const { return state_->wake.get(); }

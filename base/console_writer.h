@@ -47,6 +47,12 @@ class ConsoleWriter {
   static constexpr std::chrono::milliseconds kNoStallLimit = std::chrono::hours(24);
   bool WaitWritten(int interrupt_fd, std::chrono::milliseconds stall_limit);
 
+  // For a terminal: one line kept below everything written (dtrun's progress line). It is drawn
+  // only when the console is at the start of a line, so it never lands inside a worker's open
+  // line (a prompt, a `\r` progress bar); it is erased before the next bytes and drawn again
+  // after them, cut to the terminal's width. "" erases it for good.
+  void SetStatusLine(std::string line);
+
  private:
   struct State;
   std::shared_ptr<State> state_;

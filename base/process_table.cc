@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -69,24 +70,43 @@ std::vector<OpenedProcess> WaitForExit(std::vector<OpenedProcess> alive,
   return alive;
 }
 
-// Parses PPID (field 4) and start time (field 22) from /proc/PID/stat.
-absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) {
+// The fields of /proc/PID/stat from field 3 (state) on: `fields[i]` is field i + 3. The command
+// name (field 2) may contain spaces and ')', so they are split after the last ')'.
+absl::StatusOr<std::vector<std::string>> StatFields(pid_t pid) {
   std::string stat = ReadWholeFile(absl::StrCat("/proc/", pid, "/stat"));
-  // The command name (field 2) may contain spaces and ')': parse after the last ')'.
   size_t close = stat.rfind(')');
   if (close == std::string::npos || close + 2 > stat.size()) {
     return absl::NotFoundError(absl::StrCat("no process ", pid));
   }
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[1], ppid) ||
-      !absl::SimpleAtoi(fields[19], start_ticks)) {
+  std::vector<std::string> fields = absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ');
+  if (fields.size() < 22) return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
+  return fields;
+}
+
+// Parses PPID (field 4) and start time (field 22) from /proc/PID/stat.
+absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) {
+  absl::StatusOr<std::vector<std::string>> fields = StatFields(pid);
+  if (!fields.ok()) return fields.status();
+  if (!absl::SimpleAtoi((*fields)[1], ppid) || !absl::SimpleAtoi((*fields)[19], start_ticks)) {
     return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::StatusOr<ProcessUsage> ReadProcessUsage(pid_t pid) {
+  absl::StatusOr<std::vector<std::string>> fields = StatFields(pid);
+  if (!fields.ok()) return fields.status();
+  uint64_t utime = 0, stime = 0;
+  int64_t rss_pages = 0;
+  if (!absl::SimpleAtoi((*fields)[11], &utime) || !absl::SimpleAtoi((*fields)[12], &stime) ||
+      !absl::SimpleAtoi((*fields)[21], &rss_pages)) {
+    return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
+  }
+  static const int64_t page = ::sysconf(_SC_PAGESIZE);
+  return ProcessUsage{utime + stime, std::max<int64_t>(0, rss_pages) * page};
+}
 
 std::string ReadProcFile(pid_t pid, const std::string& name) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/", name), std::ios::binary);

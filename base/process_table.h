@@ -45,6 +45,14 @@ std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid);
 // The first line of /proc/PID/<name> (e.g. "wchan"), at most 256 bytes; "" if unreadable.
 std::string ReadProcFile(pid_t pid, const std::string& name);
 
+// CPU time used (user + system, in clock ticks: sysconf(_SC_CLK_TCK) per second) and resident
+// memory of one process, from /proc/PID/stat. NotFound if it is gone.
+struct ProcessUsage {
+  uint64_t cpu_ticks = 0;
+  int64_t rss_bytes = 0;
+};
+absl::StatusOr<ProcessUsage> ReadProcessUsage(pid_t pid);
+
 // Start time of `pid` in clock ticks since boot; NotFound if it does not exist.
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid);
 

@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "launcher/credentials.h"
+#include "launcher/remote_job.h"
 #include "launcher/subcommand_cli.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,37 +63,13 @@ void PrintTable(const std::vector<Target>& targets) {
   }
 }
 
-// A job's rendezvous as `--endpoint` reaches it: the loaded module and the client options.
-struct Remote {
-  const rdzv::GrpcModuleApi* grpc = nullptr;
-  rdzv::ClientOptions options;
-};
-
-// Reads and checks the credentials as every command does and loads the module; prints the error
-// and returns it.
-absl::StatusOr<Remote> ConnectRemote(const char* command, const std::string& endpoint, const std::string& run_id,
-                                     const CredentialFlags& flags) {
-  absl::StatusOr<Credentials> creds = LoadCredentials(flags);
-  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = creds.ok() ? rdzv::LoadGrpcModule() : creds.status();
-  if (!grpc.ok()) {
-    std::fprintf(stderr, "%s: error: %s\n", command, std::string(grpc.status().message()).c_str());
-    return grpc.status();
-  }
-  Remote r;
-  r.grpc = *grpc;
-  r.options.endpoint = endpoint;
-  r.options.run_id = run_id;
-  r.options.token = creds->token;
-  r.options.tls = std::move(creds->tls);
-  return r;
-}
-
-int ExitCodeFor(const absl::Status& st) { return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1; }
-
 // Every node's agent sees the job KILLED within one event and stops its workers.
 int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id, const CredentialFlags& flags) {
-  absl::StatusOr<Remote> remote = ConnectRemote("dtrun kill", endpoint, run_id, flags);
-  if (!remote.ok()) return ExitCodeFor(remote.status());
+  absl::StatusOr<RemoteJob> remote = ConnectRemote(endpoint, run_id, flags);
+  if (!remote.ok()) {
+    std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(remote.status().message()).c_str());
+    return ExitCodeFor(remote.status());
+  }
   absl::Status st = remote->grpc->kill_job(remote->options, "killed by dtrun kill --endpoint");
   if (!st.ok()) {
     std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(st.message()).c_str());
@@ -151,53 +128,6 @@ int KillCommand(const std::vector<std::string>& args) {
   for (const Target& t : targets) procs.push_back(t.proc);
   int n = TerminateProcesses(procs, *signo, std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
   std::printf("dtrun kill: ended %d process(es)\n", n);
-  return 0;
-}
-
-// `dtrun status --endpoint HOST:PORT --run-id ID`: a multi-node job as its rendezvous sees it.
-int RemoteStatus(const std::string& endpoint, const std::string& run_id, const CredentialFlags& flags) {
-  absl::StatusOr<Remote> remote = ConnectRemote("dtrun status", endpoint, run_id, flags);
-  if (!remote.ok()) return ExitCodeFor(remote.status());
-  absl::StatusOr<rdzv::JobSummary> s = remote->grpc->job_status(remote->options);
-  if (!s.ok()) {
-    std::fprintf(stderr, "dtrun status: error: %s\n", std::string(s.status().message()).c_str());
-    return 1;
-  }
-  std::printf("run %s: %s, round %lld, %d restart(s) used, %zu node(s)\n", run_id.c_str(),
-              rdzv::PhaseName(s->phase).c_str(), static_cast<long long>(s->round), s->restarts_used,
-              s->nodes.size());
-  for (const auto& [id, info] : s->nodes) std::printf("  %-32s %-24s nproc=%d\n", id.c_str(), info.host.c_str(), info.nproc);
-  return 0;
-}
-
-int StatusCommand(const std::vector<std::string>& args) {
-  CLI::App app("dtrun status: list this user's dtrun jobs on this machine, or one multi-node job", "dtrun status");
-  std::string endpoint, run_id = "none";
-  CredentialFlags credential_flags;
-  app.add_option("--endpoint", endpoint, "Ask a multi-node job's rendezvous at HOST:PORT instead");
-  app.add_option("--run-id,--rdzv-id", run_id, "The job's run id (with --endpoint)");
-  AddCredentialFlags(app, credential_flags);  // with --endpoint
-  if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
-  if (!endpoint.empty()) return RemoteStatus(endpoint, run_id, credential_flags);
-  if (absl::StatusOr<std::string> dir = RuntimeDir(); !dir.ok()) {
-    std::fprintf(stderr, "dtrun status: error: %s\n", std::string(dir.status().message()).c_str());
-    return 1;
-  }
-  std::vector<LaunchRecord> launches = ListLaunches();
-  if (launches.empty()) {
-    std::puts("no dtrun jobs running");
-    return 0;
-  }
-  std::vector<ProcessEntry> workers = FindProcessesWithEnv(env::kLaunchId, std::nullopt);
-  std::printf("%-8s %-34s %-6s %-8s %-8s %s\n", "PID", "RUN_ID", "NPROC", "WORKERS", "AGE_S", "COMMAND");
-  const long long now = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
-  for (const LaunchRecord& r : launches) {
-    int alive = 0;
-    for (const ProcessEntry& w : workers) alive += w.env.at(env::kLaunchId) == r.launch_id;
-    std::printf("%-8d %-34s %-6d %-8d %-8lld %s\n", r.pid, r.run_id.substr(0, 34).c_str(),
-                r.nproc_per_node, alive, now - r.started_unix, r.command.substr(0, 100).c_str());
-  }
   return 0;
 }
 

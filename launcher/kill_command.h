@@ -1,5 +1,5 @@
-// `dtrun kill` and `dtrun status`: find the processes dtrun launched on this machine (by the
-// launch marker in their environment, never by name) and list or end them.
+// `dtrun kill`: find the processes dtrun launched on this machine (by the launch marker in their
+// environment, never by name) and end them, or end a multi-node job through its rendezvous.
 #pragma once
 
 #include <string>
@@ -7,8 +7,7 @@
 
 namespace dtrun {
 
-// Both return the process exit code. `args` excludes the subcommand name.
+// Returns the process exit code. `args` excludes the subcommand name.
 int KillCommand(const std::vector<std::string>& args);
-int StatusCommand(const std::vector<std::string>& args);
 
 }  // namespace dtrun

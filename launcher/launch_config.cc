@@ -1,5 +1,6 @@
 #include "launcher/launch_config.h"
 
+#include <arpa/inet.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -35,6 +36,9 @@ struct RawFlags {
   std::string event_log, section_timeouts;
   double heartbeat_timeout = 0, dstate_timeout = 300;
   int max_attempts_without_progress = 3;
+  int metrics_port = -1;
+  std::string metrics_host;
+  bool no_progress_line = false;
   int node_rank = 0, master_port = 29500, max_restarts = 0;
   double monitor_interval = 0.1, shutdown_timeout = 30;
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
@@ -91,6 +95,11 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   opt("max-attempts-without-progress", f.max_attempts_without_progress,
       "End the job when this many attempts in a row pass no step beyond the best before them (0: never)")
       ->capture_default_str();
+  opt("metrics-port", f.metrics_port,
+      "Serve Prometheus metrics (/metrics) and this node's status (/status) over HTTP on PORT (0: a free one)");
+  opt("metrics-host", f.metrics_host, "Address the metrics endpoint listens on (default: every IPv4 address; :: for IPv6 too)");
+  flag("--no-progress-line", "PET_NO_PROGRESS_LINE", f.no_progress_line,
+       "No status line below the workers' output on a terminal");
   opt("local-ranks-filter", f.ranks_filter, "Show only these local ranks on the console, e.g. 0,2");
   opt("log-line-prefix-template", f.prefix_template, "Console prefix; ${role_name}, ${rank}, ${local_rank}");
   opt("logs-specs", f.logs_specs, "Accepted for compatibility");
@@ -128,6 +137,24 @@ absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
                             ": expected 0 (never) or a count of attempts"));
   }
   a.max_attempts_without_progress = f.max_attempts_without_progress;
+  return absl::OkStatus();
+}
+
+absl::Status FillStatusOptions(const RawFlags& f, AgentOptions& a) {
+  if (f.metrics_port > 65535 || f.metrics_port < -1) {
+    return Bad(absl::StrCat("--metrics-port ", f.metrics_port, ": expected a port, 0 to 65535 (0: a free one)"));
+  }
+  if (f.metrics_port >= 0) a.metrics_port = f.metrics_port;
+  if (!f.metrics_host.empty()) {
+    in6_addr any;
+    const int family = f.metrics_host.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+    if (::inet_pton(family, f.metrics_host.c_str(), &any) != 1) {
+      return Bad(absl::StrCat("--metrics-host ", f.metrics_host, ": expected a numeric IPv4 or IPv6 address"));
+    }
+    if (!a.metrics_port) return Bad("--metrics-host needs --metrics-port");
+  }
+  a.metrics_host = f.metrics_host;
+  a.progress_line = !f.no_progress_line;  // and only on a terminal (decided at launch)
   return absl::OkStatus();
 }
 
@@ -239,6 +266,8 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.event_log = f.event_log;
   absl::Status hang = FillHangOptions(f, a);
   if (!hang.ok()) return hang;
+  absl::Status shown = FillStatusOptions(f, a);
+  if (!shown.ok()) return shown;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;

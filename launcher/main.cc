@@ -12,6 +12,7 @@
 #include "base/env_names.h"
 #include "launcher/console_log.h"
 #include "launcher/kill_command.h"
+#include "launcher/status_command.h"
 #include "launcher/launch_config.h"
 #include "launcher/rdzv_server_command.h"
 #include "launcher/run_job.h"

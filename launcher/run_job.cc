@@ -167,7 +167,9 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
     spdlog::error("{}", std::string(rounds.status().message()));
     return 1;
   }
-  int rc = Agent(a, paths, env, std::move(*rounds), stdio).Run();
+  AgentOptions with_endpoint = a;
+  with_endpoint.rdzv_endpoint = copts.endpoint;
+  int rc = Agent(std::move(with_endpoint), paths, env, std::move(*rounds), stdio).Run();
   // Let the other nodes learn the outcome before the service (and the port it shares with the
   // store) goes; not after an interrupt, when they are told by the service's absence.
   if (server && rc < 128) server->AwaitNodesLeft(std::chrono::seconds(10));
@@ -199,6 +201,8 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
     return 2;
   }
   SetUpProgressChannels(env, private_dir, a);
+  auto term = env.find("TERM");
+  a.progress_line = a.progress_line && ::isatty(STDOUT_FILENO) && (term == env.end() || term->second != "dumb");
   if (!config.log_dir.empty()) {
     absl::StatusOr<std::string> root = FreshLogRoot(config.log_dir, a.run_id);
     if (!root.ok()) {

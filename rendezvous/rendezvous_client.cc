@@ -97,6 +97,8 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const
   // Reconnect quickly after the service comes up or back; the defaults back off to minutes.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // `dtrun status` of a large job: about 100 bytes per worker (gRPC's default limit is 4 MiB).
+  args.SetMaxReceiveMessageSize(64 << 20);
   auto stub = std::make_unique<Stub>();
   stub->channel = grpc::CreateCustomChannel(options.endpoint, creds, args);
   stub->stub = v1::Rendezvous::NewStub(stub->channel);
@@ -204,9 +206,11 @@ absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uin
   return FromWire(resp);
 }
 
-absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout) {
+absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout,
+                                         const status::NodeStatus* progress) {
   v1::KeepAliveRequest req;
   req.set_node_id(node_id);
+  if (progress) ToWire(*progress, req.mutable_progress());
   v1::KeepAliveResponse resp;
   return Invoke(&v1::Rendezvous::Stub::KeepAlive, req, &resp, timeout);
 }
@@ -234,12 +238,7 @@ absl::StatusOr<JobSummary> RendezvousClient::Status() {
   v1::StatusResponse resp;
   absl::Status st = Invoke(&v1::Rendezvous::Stub::Status, req, &resp, kCallTimeout);
   if (!st.ok()) return WithConnectHint(st, options_.tls.enabled());
-  JobSummary s;
-  s.phase = static_cast<JobPhase>(resp.phase());
-  s.round = resp.round();
-  s.restarts_used = resp.restarts_used();
-  for (const v1::NodeStatus& n : resp.nodes()) s.nodes.emplace_back(n.node_id(), NodeInfo{n.host(), n.nproc(), "", 0, -1});
-  return s;
+  return FromWire(resp);
 }
 
 absl::Status RendezvousClient::Kill(const std::string& reason) {
@@ -352,15 +351,14 @@ void GrpcRoundSource::KeepAliveLoop() {
   }
   int misses = 0;
   auto last_ok = Clock::now();
+  last_keep_alive_ = Clock::now();
   for (;;) {
     std::string id;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(join_.keep_alive_interval));
-      if (stopping_) return;
-      id = node_id_;
-    }
-    absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval);
+    std::optional<status::NodeStatus> status;
+    if (!AwaitKeepAliveDue(id, status)) return;
+    absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval, status ? &*status : nullptr);
+    last_keep_alive_ = Clock::now();
+    if (status) last_status_push_ = last_keep_alive_;
     if (st.ok()) {
       misses = 0;
       last_ok = Clock::now();
@@ -380,6 +378,31 @@ void GrpcRoundSource::KeepAliveLoop() {
           silent.count() / 1000.0, " s (", misses, " keep-alives missed); stopping this node")));
     }
   }
+}
+
+bool GrpcRoundSource::AwaitKeepAliveDue(std::string& node_id, std::optional<status::NodeStatus>& status) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const Clock::time_point keep_alive_due = last_keep_alive_ + join_.keep_alive_interval;
+    const Clock::time_point status_due = last_status_push_ + kStatusPushInterval;
+    const Clock::time_point now = Clock::now();
+    if (stopping_) return false;
+    if (now >= keep_alive_due || (status_ && now >= status_due)) break;
+    if (status_) {
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(std::min(keep_alive_due, status_due) - now));
+    } else {  // a status published meanwhile may be due at once
+      mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRoundSource::StoppingOrStatus),
+                           absl::FromChrono(keep_alive_due - now));
+    }
+  }
+  node_id = node_id_;
+  if (status_ && Clock::now() >= last_status_push_ + kStatusPushInterval) status = std::exchange(status_, std::nullopt);
+  return true;
+}
+
+void GrpcRoundSource::PublishStatus(status::NodeStatus node) {
+  absl::MutexLock lock(&mu_);
+  status_ = std::move(node);
 }
 
 void GrpcRoundSource::Rejoin() {

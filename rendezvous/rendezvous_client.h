@@ -40,7 +40,9 @@ class RendezvousClient {
   absl::StatusOr<JoinResult> Join(const NodeInfo& node, std::chrono::steady_clock::time_point deadline);
   // Returns the view once its version is newer than `after`; DeadlineExceeded after `max_wait`.
   absl::StatusOr<NodeView> Watch(const std::string& node_id, uint64_t after, std::chrono::milliseconds max_wait);
-  absl::Status KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout);
+  // Renews the lease; `progress`, when given, becomes the node's status summary on the service.
+  absl::Status KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout,
+                         const status::NodeStatus* progress = nullptr);
   absl::Status ReportOutcome(const std::string& node_id, int64_t round, bool success,
                              const std::vector<FailureInfo>& failures);
   absl::Status Leave(const std::string& node_id);
@@ -87,6 +89,9 @@ class GrpcRoundSource : public RoundSource {
   void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) override;
   void Leave() override;
   std::chrono::milliseconds exit_barrier_timeout() const override { return join_.exit_barrier_timeout; }
+  // Sent with the next keep-alive, at most every kStatusPushInterval (a newer one replaces it).
+  void PublishStatus(status::NodeStatus node) override;
+  static constexpr std::chrono::milliseconds kStatusPushInterval{2000};
 
  private:
   struct Report {
@@ -107,6 +112,9 @@ class GrpcRoundSource : public RoundSource {
   bool Deliver(const Report& report);
   std::string NodeId();
   bool JoinSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joined_ || stopping_ || !fatal_.ok(); }
+  bool StoppingOrStatus() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || status_.has_value(); }
+  // Waits until a keep-alive is due (or stopping: false); takes the status to send with it.
+  bool AwaitKeepAliveDue(std::string& node_id, std::optional<status::NodeStatus>& status);
 
   std::unique_ptr<RendezvousClient> client_;
   const NodeInfo node_;
@@ -120,6 +128,9 @@ class GrpcRoundSource : public RoundSource {
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::optional<Report> report_ ABSL_GUARDED_BY(mu_);  // the newest undelivered report
   uint64_t reports_queued_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<status::NodeStatus> status_ ABSL_GUARDED_BY(mu_);  // not yet pushed
+  std::chrono::steady_clock::time_point last_keep_alive_;  // keep-alive thread only
+  std::chrono::steady_clock::time_point last_status_push_;  // keep-alive thread only
   std::thread watcher_;
   std::thread keeper_;
   std::thread reporter_;

@@ -15,6 +15,7 @@
 #include "rendezvous/rendezvous_state.h"
 #include "rendezvous/tls_check.h"
 #include "rendezvous/wire.h"
+#include "spdlog/spdlog.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -78,16 +79,26 @@ class Service final : public v1::Rendezvous::CallbackService {
       resp->set_keep_alive_interval_ms(options_.keep_alive_interval.count());
       resp->set_keep_alive_max_attempt(options_.keep_alive_max_attempt);
       resp->set_exit_barrier_timeout_ms(options_.exit_barrier_timeout.count());
-      resp->set_round(state_.Summary().round);
+      resp->set_round(state_.round());
       return absl::OkStatus();
     }, req->auth());
   }
 
   grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* ctx, const v1::KeepAliveRequest* req,
                                       v1::KeepAliveResponse* resp) override {
+    std::optional<status::NodeStatus> progress;
+    if (req->has_progress()) progress = FromWire(req->progress());  // converted outside the lock
     return Respond(ctx, [&]() -> absl::Status {
-      resp->set_round(state_.Summary().round);
-      return state_.KeepAlive(req->node_id(), Clock::now());
+      resp->set_round(state_.round());
+      absl::Status st = state_.KeepAlive(req->node_id(), Clock::now());
+      if (st.ok() && progress) {
+        // A bad summary costs the node its status rows, never its lease.
+        absl::Status shown = state_.SetProgress(req->node_id(), std::move(*progress));
+        if (!shown.ok() && rejected_progress_++ % 1000 == 0) {
+          spdlog::warn("ignored a status summary ({} so far): {}", rejected_progress_, std::string(shown.message()));
+        }
+      }
+      return st;
     }, req->auth());
   }
 
@@ -100,7 +111,7 @@ class Service final : public v1::Rendezvous::CallbackService {
       } else {
         st = state_.ReportFailure(req->node_id(), req->round(), FailuresFromWire(*req), Clock::now());
       }
-      resp->set_round(state_.Summary().round);
+      resp->set_round(state_.round());
       return st;
     }, req->auth());
   }
@@ -109,7 +120,7 @@ class Service final : public v1::Rendezvous::CallbackService {
                                   v1::LeaveResponse* resp) override {
     return Respond(ctx, [&]() -> absl::Status {
       absl::Status st = state_.Leave(req->node_id(), Clock::now());
-      resp->set_round(state_.Summary().round);
+      resp->set_round(state_.round());
       return st;
     }, req->auth());
   }
@@ -118,15 +129,8 @@ class Service final : public v1::Rendezvous::CallbackService {
                                    v1::StatusResponse* resp) override {
     return Respond(ctx, [&]() -> absl::Status {
       JobSummary s = state_.Summary();
-      resp->set_round(s.round);
-      resp->set_phase(static_cast<v1::Phase>(s.phase));
-      resp->set_restarts_used(s.restarts_used);
-      for (const auto& [id, info] : s.nodes) {
-        v1::NodeStatus* n = resp->add_nodes();
-        n->set_node_id(id);
-        n->set_host(info.host);
-        n->set_nproc(info.nproc);
-      }
+      s.progress = state_.Progress();
+      ToWire(s, resp);
       return absl::OkStatus();
     }, req->auth());
   }
@@ -135,7 +139,7 @@ class Service final : public v1::Rendezvous::CallbackService {
                                  v1::KillResponse* resp) override {
     return Respond(ctx, [&]() -> absl::Status {
       state_.Kill(req->reason().empty() ? "killed by dtrun kill" : req->reason());
-      resp->set_round(state_.Summary().round);
+      resp->set_round(state_.round());
       return absl::OkStatus();
     }, req->auth());
   }
@@ -205,12 +209,12 @@ class Service final : public v1::Rendezvous::CallbackService {
     return reactor;
   }
 
-  bool NoNodes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return state_.Summary().nodes.empty(); }
+  bool NoNodes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !state_.has_nodes(); }
   bool Over() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (stopping_) return true;
-    JobSummary s = state_.Summary();
-    return s.nodes.empty() && (s.phase == JobPhase::kSucceeded || s.phase == JobPhase::kFailed ||
-                               s.phase == JobPhase::kKilled);
+    const JobPhase phase = state_.phase();
+    return !state_.has_nodes() &&
+           (phase == JobPhase::kSucceeded || phase == JobPhase::kFailed || phase == JobPhase::kKilled);
   }
 
   absl::Status CheckCredentials(const v1::Credentials& auth) const {
@@ -278,6 +282,7 @@ class Service final : public v1::Rendezvous::CallbackService {
   absl::Mutex mu_;
   absl::CondVar wake_;
   RendezvousState state_ ABSL_GUARDED_BY(mu_);
+  int64_t rejected_progress_ ABSL_GUARDED_BY(mu_) = 0;  // status summaries that broke the bounds
   std::multimap<std::string, WatchReactor*> parked_ ABSL_GUARDED_BY(mu_);  // by node id
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;

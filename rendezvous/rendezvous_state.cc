@@ -83,6 +83,21 @@ absl::Status RendezvousState::KeepAlive(const std::string& node_id, TimePoint no
   return absl::OkStatus();
 }
 
+absl::Status RendezvousState::SetProgress(const std::string& node_id, status::NodeStatus progress) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat(node_id, " is not in the job"));
+  const NodeInfo& info = it->second.info;
+  const size_t rows = std::min<size_t>(std::max(info.nproc, 0), kMaxStatusRows);
+  if (absl::Status st = status::CheckNodeStatus(progress, rows); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("status from ", NodeLabel(info), ": ", st.message()));
+  }
+  progress.node_id = node_id;
+  progress.host = info.host;
+  progress.nproc = info.nproc;
+  it->second.progress = std::move(progress);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() && !Terminal()) {
@@ -330,6 +345,23 @@ JobSummary RendezvousState::Summary() const {
   s.restarts_used = restarts_used_;
   for (const auto& [id, n] : nodes_) s.nodes.emplace_back(id, n.info);
   return s;
+}
+
+std::vector<status::NodeStatus> RendezvousState::Progress() const {
+  std::vector<status::NodeStatus> out;
+  out.reserve(nodes_.size());
+  for (const auto& [id, n] : nodes_) {
+    if (n.progress) {
+      out.push_back(*n.progress);
+    } else {
+      status::NodeStatus none;
+      none.node_id = id;
+      none.host = n.info.host;
+      none.nproc = n.info.nproc;
+      out.push_back(std::move(none));
+    }
+  }
+  return out;
 }
 
 }  // namespace dtrun::rdzv

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "rendezvous/rendezvous_options.h"
+#include "status/node_status.h"
 
 namespace dtrun::rdzv {
 
@@ -92,6 +93,9 @@ struct JobSummary {
   int64_t round = -1;
   int restarts_used = 0;
   std::vector<std::pair<std::string, NodeInfo>> nodes;  // id, info
+  // Each node's latest status summary (`dtrun status`), in the order of `nodes`; a node that has
+  // not pushed one yet has no rows. Filled by RendezvousState::Progress, not by Summary.
+  std::vector<status::NodeStatus> progress;
 };
 
 std::string PhaseName(JobPhase phase);
@@ -108,6 +112,11 @@ class RendezvousState {
   absl::StatusOr<std::string> Join(const NodeInfo& node, TimePoint now);
   // Renews the node's lease. NotFound if the node was declared lost (it must join again).
   absl::Status KeepAlive(const std::string& node_id, TimePoint now);
+  // Keeps `progress` as the node's latest status summary, with the node's id, host and nproc from
+  // its join. InvalidArgument if it breaks status::CheckNodeStatus (at most nproc rows, at most
+  // kMaxStatusRows); NotFound for unknown nodes. The lease is not touched.
+  static constexpr size_t kMaxStatusRows = 1024;
+  absl::Status SetProgress(const std::string& node_id, status::NodeStatus progress);
   // NotFound for unknown or lost nodes.
   absl::StatusOr<NodeView> View(const std::string& node_id) const;
   // Workers failed in `round` (root cause first; non-empty). Aborted if `round` is not the
@@ -127,7 +136,12 @@ class RendezvousState {
 
   // Bumped by every change; a node's own view changes less often (NodeView::version).
   uint64_t version() const { return version_; }
-  JobSummary Summary() const;
+  int64_t round() const { return round_; }
+  JobPhase phase() const { return phase_; }
+  bool has_nodes() const { return !nodes_.empty(); }
+  JobSummary Summary() const;  // O(nodes): for status and shutdown, not for every call
+  // Every node's latest summary (JobSummary::progress), in node id order as Summary's nodes.
+  std::vector<status::NodeStatus> Progress() const;
 
   // Which nodes' views changed since the last call (so the service wakes only their watchers).
   struct Touched {
@@ -144,6 +158,7 @@ class RendezvousState {
     TimePoint last_contact;  // join or keep-alive
     uint64_t join_seq = 0;
     uint64_t view_version = 0;  // version_ when this node's view last changed
+    std::optional<status::NodeStatus> progress;  // the latest status summary it pushed
   };
 
   void TouchAll();                      // every node's view changed

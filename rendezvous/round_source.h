@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "rendezvous/rendezvous_state.h"
+#include "status/node_status.h"
 
 namespace dtrun::rdzv {
 
@@ -27,6 +28,9 @@ class RoundSource {
   virtual void Leave() = 0;
   // How long a node whose workers succeeded waits for the others before exiting anyway.
   virtual std::chrono::milliseconds exit_barrier_timeout() const = 0;
+  // This node's latest status rows, for `dtrun status` on other nodes (multi-node only). Returns
+  // at once; the source sends them when it can.
+  virtual void PublishStatus(status::NodeStatus node) {}
 };
 
 // One node, no network: the same state machine (and restart budget) in-process.

@@ -1,5 +1,7 @@
 #include "rendezvous/wire.h"
 
+#include <algorithm>
+
 namespace dtrun::rdzv {
 
 grpc::Status ToGrpc(const absl::Status& status) {
@@ -92,6 +94,89 @@ NodeView FromWire(const v1::WatchResponse& in) {
   v.exit_code = in.exit_code();
   v.stacks_round = in.has_stacks_round() ? in.stacks_round() : -1;
   return v;
+}
+
+void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
+  out->set_round(in.round);
+  out->set_restarts(in.restarts);
+  out->set_time_unix_ms(in.time_unix_ms);
+  if (in.total_steps) out->set_total_steps(*in.total_steps);
+  for (const status::RankStatus& r : in.ranks) {
+    v1::RankProgress* w = out->add_ranks();
+    w->set_global_rank(r.global_rank);
+    w->set_local_rank(r.local_rank);
+    w->set_pid(r.pid);
+    w->set_state(r.state);
+    w->set_step(r.step);
+    w->set_steps_per_s(r.steps_per_s);
+    w->set_samples_per_s(r.samples_per_s);
+    w->set_section(r.section);
+    w->set_section_age_s(r.section_age_s);
+    w->set_heartbeat_age_s(r.heartbeat_age_s);
+    w->set_cpu_percent(r.cpu_percent);
+    w->set_rss_bytes(r.rss_bytes);
+    w->set_gpu_util_percent(r.gpu_util_percent);
+    w->set_gpu_mem_bytes(r.gpu_mem_bytes);
+  }
+}
+
+status::NodeStatus FromWire(const v1::NodeProgress& in) {
+  status::NodeStatus out;
+  out.round = in.round();
+  out.restarts = in.restarts();
+  out.time_unix_ms = in.time_unix_ms();
+  if (in.has_total_steps()) out.total_steps = in.total_steps();
+  const int rows = std::min<int>(in.ranks_size(), static_cast<int>(RendezvousState::kMaxStatusRows) + 1);
+  out.ranks.reserve(static_cast<size_t>(rows));
+  for (int i = 0; i < rows; ++i) {
+    const v1::RankProgress& w = in.ranks(i);
+    status::RankStatus r;
+    r.global_rank = w.global_rank();
+    r.local_rank = w.local_rank();
+    r.pid = w.pid();
+    r.state = w.state();
+    r.step = w.step();
+    r.steps_per_s = w.steps_per_s();
+    r.samples_per_s = w.samples_per_s();
+    r.section = w.section();
+    r.section_age_s = w.section_age_s();
+    r.heartbeat_age_s = w.heartbeat_age_s();
+    r.cpu_percent = w.cpu_percent();
+    r.rss_bytes = w.rss_bytes();
+    r.gpu_util_percent = w.gpu_util_percent();
+    r.gpu_mem_bytes = w.gpu_mem_bytes();
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+void ToWire(const JobSummary& in, v1::StatusResponse* out) {
+  out->set_round(in.round);
+  out->set_phase(static_cast<v1::Phase>(in.phase));
+  out->set_restarts_used(in.restarts_used);
+  for (size_t i = 0; i < in.nodes.size(); ++i) {
+    v1::NodeStatus* n = out->add_nodes();
+    n->set_node_id(in.nodes[i].first);
+    n->set_host(in.nodes[i].second.host);
+    n->set_nproc(in.nodes[i].second.nproc);
+    if (i < in.progress.size() && in.progress[i].time_unix_ms > 0) ToWire(in.progress[i], n->mutable_progress());
+  }
+}
+
+JobSummary FromWire(const v1::StatusResponse& in) {
+  JobSummary s;
+  s.phase = static_cast<JobPhase>(in.phase());
+  s.round = in.round();
+  s.restarts_used = in.restarts_used();
+  for (const v1::NodeStatus& n : in.nodes()) {
+    s.nodes.emplace_back(n.node_id(), NodeInfo{n.host(), n.nproc(), "", 0, -1});
+    status::NodeStatus p = n.has_progress() ? FromWire(n.progress()) : status::NodeStatus{};
+    p.node_id = n.node_id();
+    p.host = n.host();
+    p.nproc = n.nproc();
+    s.progress.push_back(std::move(p));
+  }
+  return s;
 }
 
 }  // namespace dtrun::rdzv

@@ -24,5 +24,11 @@ void ToWire(const NodeView& in, v1::WatchResponse* out);
 NodeInfo FromWire(const v1::JoinRequest& in);
 std::vector<FailureInfo> FailuresFromWire(const v1::OutcomeRequest& in);
 NodeView FromWire(const v1::WatchResponse& in);
+// A node's status summary. FromWire copies at most RendezvousState::kMaxStatusRows + 1 rows (one
+// more than the state keeps, so that too many is still refused there).
+void ToWire(const status::NodeStatus& in, v1::NodeProgress* out);
+status::NodeStatus FromWire(const v1::NodeProgress& in);
+void ToWire(const JobSummary& in, v1::StatusResponse* out);
+JobSummary FromWire(const v1::StatusResponse& in);
 
 }  // namespace dtrun::rdzv

@@ -22,7 +22,12 @@ for kind in "${kinds[@]}"; do
   dir=build-$kind
   CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRUN_WITH_TORCH=OFF \
     -DDTRUN_SANITIZE="$sanitize" >/dev/null
-  cmake --build "$dir" -j"$(nproc)"
+  # A compiler that dies without a diagnostic (a CI run once lost two at once) is retried once, one
+  # job at a time, with the machine's memory printed: a real compile error fails again, visibly.
+  cmake --build "$dir" -j"$(nproc)" || {
+    echo "== $kind: the build failed; memory and load now:"; free -m || true; uptime || true
+    cmake --build "$dir" -j1
+  }
   echo "== $kind"
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

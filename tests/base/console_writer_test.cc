@@ -104,5 +104,33 @@ TEST(ConsoleWriterTest, AGoneReaderDropsBytesWithoutKillingUs) {
   EXPECT_FALSE(w.WriteLog("nor this\n"));
 }
 
+// The progress line stays below whole lines and never enters a line a worker left open.
+TEST(ConsoleWriterTest, TheStatusLineIsRedrawnBelowWholeLinesOnly) {
+  Pipe p = *MakePipe(false);
+  ConsoleWriter w(p.write.get());
+  const std::string erase = "\r\033[K";
+  w.SetStatusLine("S1");
+  EXPECT_EQ(ReadExactly(p.read.get(), 2), "S1");
+  std::string line = "a\n";
+  w.Write(line);
+  EXPECT_EQ(ReadExactly(p.read.get(), erase.size() + 4), erase + "a\nS1");
+  std::string open = "(Pdb) ";
+  w.Write(open);  // a prompt: the line is erased and not drawn again after it
+  EXPECT_EQ(ReadExactly(p.read.get(), erase.size() + 6), erase + "(Pdb) ");
+  w.SetStatusLine("S2");
+  std::string rest = "c\n";
+  w.Write(rest);
+  EXPECT_EQ(ReadExactly(p.read.get(), 4), "c\nS2");
+  w.SetStatusLine(std::string(300, 'x'));  // cut to the width (79 when fd is not a terminal)
+  EXPECT_EQ(ReadExactly(p.read.get(), erase.size() + 79), erase + std::string(79, 'x'));
+  w.SetStatusLine("");
+  EXPECT_EQ(ReadExactly(p.read.get(), erase.size()), erase);
+  std::string last = "d\n";
+  w.Write(last);
+  EXPECT_TRUE(w.WaitWritten(-1, seconds(10)));
+  EXPECT_EQ(ReadExactly(p.read.get(), 2), "d\n");
+  EXPECT_FALSE(Readable(p.read.get(), milliseconds(50)));  // nothing drawn after it
+}
+
 }  // namespace
 }  // namespace dtrun

@@ -32,7 +32,7 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   auto [src, status] = RunToEnd({DtrunBinary(), "status", "--endpoint", "127.0.0.1:" + std::to_string(port),
                                  "--run-id", "rs", "--rdzv-token", "t"});
   EXPECT_EQ(src, 0) << status;
-  EXPECT_NE(status.find("run rs: RUNNING, round 0, 0 restart(s) used, 2 node(s)"), std::string::npos) << status;
+  EXPECT_NE(status.find("run rs: running, round 0, 0 restart(s) used, 2 node(s)"), std::string::npos) << status;
   auto [rc, out] = RunToEnd({DtrunBinary(), "kill", "--endpoint", "127.0.0.1:" + std::to_string(port), "--run-id",
                              "rs", "--rdzv-token", "t"});
   EXPECT_EQ(rc, 0) << out;

@@ -270,5 +270,31 @@ TEST_F(RendezvousStateTest, KillEndsTheJobForEveryone) {
   EXPECT_FALSE(s.NextDeadline().has_value());
 }
 
+TEST_F(RendezvousStateTest, KeepsEachNodesLatestStatusWithinItsWorkerCount) {
+  RendezvousState s(Static(2), now_);
+  std::string a = MustJoin(s, Node("a", 0, 2));
+  std::string b = MustJoin(s, Node("b", 1, 2));
+  status::NodeStatus pushed;
+  pushed.host = "liar";  // the service names nodes from their join, not from their pushes
+  pushed.time_unix_ms = 5;
+  pushed.ranks.resize(2);
+  pushed.ranks[1].step = 7;
+  ASSERT_TRUE(s.SetProgress(a, pushed).ok());
+  pushed.ranks.resize(3);
+  absl::Status too_many = s.SetProgress(b, pushed);
+  EXPECT_EQ(too_many.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_many.message().find("3 rows for a node of 2"), std::string::npos) << too_many;
+  EXPECT_EQ(s.SetProgress("nobody", pushed).code(), absl::StatusCode::kNotFound);
+  std::vector<status::NodeStatus> all = s.Progress();
+  ASSERT_EQ(all.size(), 2u);
+  const status::NodeStatus& first = all[0].node_id == a ? all[0] : all[1];
+  const status::NodeStatus& second = all[0].node_id == a ? all[1] : all[0];
+  EXPECT_EQ(first.host, "a");
+  ASSERT_EQ(first.ranks.size(), 2u);
+  EXPECT_EQ(first.ranks[1].step, 7);
+  EXPECT_EQ(second.host, "b");
+  EXPECT_TRUE(second.ranks.empty());  // its push was refused; it still shows as a node
+}
+
 }  // namespace
 }  // namespace dtrun::rdzv

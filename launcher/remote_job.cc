@@ -1,0 +1,19 @@
+#include "launcher/remote_job.h"
+
+namespace dtrun {
+
+absl::StatusOr<RemoteJob> ConnectRemote(const std::string& endpoint, const std::string& run_id,
+                                        const CredentialFlags& flags) {
+  absl::StatusOr<Credentials> creds = LoadCredentials(flags);
+  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = creds.ok() ? rdzv::LoadGrpcModule() : creds.status();
+  if (!grpc.ok()) return grpc.status();
+  RemoteJob r;
+  r.grpc = *grpc;
+  r.options.endpoint = endpoint;
+  r.options.run_id = run_id;
+  r.options.token = creds->token;
+  r.options.tls = std::move(creds->tls);
+  return r;
+}
+
+}  // namespace dtrun

@@ -1,0 +1,178 @@
+#include "launcher/status_command.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "agent/agent_options.h"
+#include "agent/run_registry.h"
+#include "base/runtime_dir.h"
+#include "base/untrusted_file.h"
+#include "launcher/credentials.h"
+#include "launcher/remote_job.h"
+#include "launcher/subcommand_cli.h"
+#include "nlohmann/json.hpp"
+#include "status/status_json.h"
+#include "status/status_table.h"
+
+namespace dtrun {
+namespace {
+
+constexpr size_t kMaxSnapshotBytes = 4 << 20;
+constexpr size_t kMaxRanksPerNode = 1024;  // as many as --nproc-per-node allows
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Flags {
+  std::string run_id;
+  std::string endpoint;
+  CredentialFlags credentials;
+  bool watch = false;
+  bool json = false;
+  double interval = 1;
+};
+
+// One job as shown, with where it came from.
+struct Shown {
+  status::JobStatus job;
+  std::string note;  // a line under the header: the local launch, or why other nodes are missing
+};
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+absl::StatusOr<status::JobStatus> AskService(const RemoteJob& remote) {
+  absl::StatusOr<rdzv::JobSummary> s = remote.grpc->job_status(remote.options);
+  if (!s.ok()) return s.status();
+  status::JobStatus job;
+  job.run_id = remote.options.run_id;
+  job.phase = Lower(rdzv::PhaseName(s->phase));
+  job.round = s->round;
+  job.restarts_used = s->restarts_used;
+  job.nodes = std::move(s->progress);
+  return job;
+}
+
+// The agent's snapshot of a launch on this machine, and for a multi-node job every node's rows
+// from its rendezvous (the local rows if the service cannot be asked).
+Shown ShowLaunch(const LaunchRecord& r, const std::string& runtime_dir, const Flags& flags) {
+  Shown shown;
+  shown.job.run_id = r.run_id;
+  shown.job.phase = "starting";
+  const long long age = UnixMillis() / 1000 - r.started_unix;
+  shown.note = absl::StrCat("dtrun pid ", r.pid, ", up ", status::HumanSeconds(static_cast<double>(age)), ": ",
+                            r.command.substr(0, 100));
+  const std::string path = absl::StrCat(runtime_dir, "/", r.launch_id, "/", kStatusSnapshotName);
+  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxSnapshotBytes);
+  if (!text.ok()) return shown;  // not written yet
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<status::JobStatus> local = status::JobStatusFromJson(j, kMaxRanksPerNode);
+  if (!local.ok()) {
+    shown.note += absl::StrCat("\n(unreadable status file ", path, ": ", local.status().message(), ")");
+    return shown;
+  }
+  shown.job = std::move(*local);
+  auto endpoint = j.find("endpoint");
+  if (endpoint == j.end() || !endpoint->is_string()) return shown;
+  absl::StatusOr<RemoteJob> remote = ConnectRemote(endpoint->get<std::string>(), r.run_id, flags.credentials);
+  absl::StatusOr<status::JobStatus> whole = remote.ok() ? AskService(*remote) : remote.status();
+  if (whole.ok()) {
+    shown.job = std::move(*whole);
+  } else {
+    shown.note += absl::StrCat("\n(this node only: the rendezvous at ", endpoint->get<std::string>(),
+                               " did not answer: ", whole.status().message(),
+                               "; give dtrun status the job's --rdzv-token/TLS flags)");
+  }
+  return shown;
+}
+
+absl::StatusOr<std::vector<Shown>> Collect(const Flags& flags) {
+  std::vector<Shown> out;
+  if (!flags.endpoint.empty()) {
+    absl::StatusOr<RemoteJob> remote =
+        ConnectRemote(flags.endpoint, flags.run_id.empty() ? "none" : flags.run_id, flags.credentials);
+    if (!remote.ok()) return remote.status();
+    absl::StatusOr<status::JobStatus> job = AskService(*remote);
+    if (!job.ok()) return job.status();
+    out.push_back({std::move(*job), ""});
+    return out;
+  }
+  absl::StatusOr<std::string> dir = RuntimeDir();
+  if (!dir.ok()) return dir.status();
+  for (const LaunchRecord& r : ListLaunches()) {
+    if (flags.run_id.empty() || r.run_id == flags.run_id) out.push_back(ShowLaunch(r, *dir, flags));
+  }
+  return out;
+}
+
+std::string Render(std::vector<Shown>& jobs, const Flags& flags) {
+  const int64_t now = UnixMillis();
+  std::string out;
+  for (Shown& s : jobs) {
+    status::AgeTo(s.job, now);
+    if (flags.json) {
+      out += status::ToJson(s.job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      continue;
+    }
+    std::string table = status::RenderTable(s.job);
+    const size_t header_end = table.find('\n') + 1;
+    out += table.substr(0, header_end);
+    if (!s.note.empty()) out += s.note + "\n";
+    out += table.substr(header_end) + "\n";
+  }
+  if (jobs.empty() && !flags.json) {
+    out = flags.run_id.empty() ? "no dtrun jobs running\n" : absl::StrCat("no dtrun job with run id ", flags.run_id, " on this machine\n");
+  }
+  return out;
+}
+
+void SleepFor(double seconds) {
+  timespec ts{static_cast<time_t>(seconds), static_cast<long>((seconds - std::floor(seconds)) * 1e9)};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+int StatusCommand(const std::vector<std::string>& args) {
+  CLI::App app("dtrun status: every worker of this user's dtrun jobs on this machine (all nodes of a multi-node "
+               "job), with its step, speed, section, heartbeat, CPU, memory and GPU",
+               "dtrun status");
+  Flags flags;
+  app.add_option("--run-id,--rdzv-id", flags.run_id, "Only this job");
+  app.add_option("--endpoint", flags.endpoint, "Ask a multi-node job's rendezvous at HOST:PORT (from any machine)");
+  app.add_flag("--watch,-w", flags.watch, "Refresh until interrupted (in place on a terminal)");
+  app.add_option("--interval", flags.interval, "Seconds between refreshes with --watch")->capture_default_str();
+  app.add_flag("--json", flags.json, "One dtrun.status/v1 JSON document per job and line (docs/DESIGN.md)");
+  AddCredentialFlags(app, flags.credentials);  // a multi-node job's service
+  if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
+  if (!std::isfinite(flags.interval) || flags.interval < 0.1 || flags.interval > 3600) {
+    std::fprintf(stderr, "dtrun status: error: --interval %g: expected seconds between 0.1 and 3600\n", flags.interval);
+    return 2;
+  }
+  const bool in_place = flags.watch && !flags.json && ::isatty(STDOUT_FILENO);
+  for (;;) {
+    absl::StatusOr<std::vector<Shown>> jobs = Collect(flags);
+    if (!jobs.ok()) {
+      std::fprintf(stderr, "dtrun status: error: %s\n", std::string(jobs.status().message()).c_str());
+      return ExitCodeFor(jobs.status());
+    }
+    const std::string text = Render(*jobs, flags);
+    std::fputs(in_place ? absl::StrCat("\033[H\033[2J", text).c_str() : text.c_str(), stdout);
+    std::fflush(stdout);
+    if (!flags.watch) return 0;
+    SleepFor(flags.interval);
+  }
+}
+
+}  // namespace dtrun

@@ -1,0 +1,90 @@
+#include "status/node_status.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtrun::status {
+namespace {
+
+bool Printable(const std::string& s) {
+  return s.size() <= kMaxStatusString &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+bool Sane(double v) { return std::isfinite(v) && v >= -1 && v < 1e15; }
+
+absl::Status CheckRank(const RankStatus& r, size_t i) {
+  auto bad = [&](const char* field) {
+    return absl::InvalidArgumentError(absl::StrCat("status row ", i, ": field '", field, "' is out of range"));
+  };
+  if (!Printable(r.state)) return bad("state");
+  if (!Printable(r.section)) return bad("section");
+  if (r.global_rank < -1 || r.local_rank < 0 || r.pid < 0 || r.step < -1 || r.rss_bytes < -1 ||
+      r.gpu_mem_bytes < -1) {
+    return bad(r.global_rank < -1 ? "global_rank" : r.local_rank < 0 ? "local_rank" : r.pid < 0 ? "pid"
+               : r.step < -1 ? "step" : r.rss_bytes < -1 ? "rss_bytes" : "gpu_mem_bytes");
+  }
+  const std::pair<const char*, double> numbers[] = {
+      {"steps_per_s", r.steps_per_s},         {"samples_per_s", r.samples_per_s},
+      {"section_age_s", r.section_age_s},     {"heartbeat_age_s", r.heartbeat_age_s},
+      {"cpu_percent", r.cpu_percent},         {"gpu_util_percent", r.gpu_util_percent}};
+  for (const auto& [name, v] : numbers) {
+    if (!Sane(v)) return bad(name);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
+  if (node.ranks.size() > max_ranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("status has ", node.ranks.size(), " rows for a node of ", max_ranks, " worker(s)"));
+  }
+  if (!Printable(node.host)) return absl::InvalidArgumentError("status: field 'host' is out of range");
+  if (node.round < -1 || node.restarts < 0 || node.time_unix_ms < 0 || (node.total_steps && *node.total_steps < 0)) {
+    return absl::InvalidArgumentError("status: round, restarts, time or total steps out of range");
+  }
+  for (size_t i = 0; i < node.ranks.size(); ++i) {
+    if (absl::Status st = CheckRank(node.ranks[i], i); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+int64_t JobStep(const NodeStatus& node) {
+  int64_t slowest = -1;
+  for (const RankStatus& r : node.ranks) {
+    if (r.step >= 0 && (slowest < 0 || r.step < slowest)) slowest = r.step;
+  }
+  return slowest;
+}
+
+double SamplesPerSecond(const NodeStatus& node) {
+  double sum = -1;
+  for (const RankStatus& r : node.ranks) {
+    if (r.samples_per_s >= 0) sum = std::max(sum, 0.0) + r.samples_per_s;
+  }
+  return sum;
+}
+
+double StepsPerSecond(const NodeStatus& node) {
+  double slowest = -1;
+  for (const RankStatus& r : node.ranks) {
+    if (r.steps_per_s >= 0 && (slowest < 0 || r.steps_per_s < slowest)) slowest = r.steps_per_s;
+  }
+  return slowest;
+}
+
+void AgeTo(JobStatus& job, int64_t now_unix_ms) {
+  for (NodeStatus& node : job.nodes) {
+    const double later = std::max<int64_t>(0, now_unix_ms - node.time_unix_ms) / 1000.0;
+    for (RankStatus& r : node.ranks) {
+      if (r.section_age_s >= 0) r.section_age_s += later;
+      if (r.heartbeat_age_s >= 0) r.heartbeat_age_s += later;
+    }
+  }
+}
+
+}  // namespace dtrun::status

@@ -1,0 +1,67 @@
+// What `dtrun status`, the metrics endpoint and the progress line show: one row per worker, built
+// by its node's agent about once a second from the workers' progress reports and /proc (and NVML
+// when a GPU driver is present). Plain values: the agent fills them, the rendezvous service keeps
+// each node's latest, `dtrun status` prints them. A number that is not known is negative.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace dtrun::status {
+
+struct RankStatus {
+  int global_rank = -1;
+  int local_rank = 0;
+  int64_t pid = 0;
+  std::string state;             // "running", "succeeded", "failed", "hung", "stopping"
+  int64_t step = -1;             // the last step it reported
+  double steps_per_s = -1;
+  double samples_per_s = -1;
+  std::string section;           // the innermost open section ("" if none)
+  double section_age_s = -1;     // since that section began
+  double heartbeat_age_s = -1;   // since its last report
+  double cpu_percent = -1;       // over the last sample interval; 100 = one core
+  int64_t rss_bytes = -1;
+  double gpu_util_percent = -1;  // of the GPU it runs on (NVML)
+  int64_t gpu_mem_bytes = -1;    // what it holds on that GPU (NVML)
+};
+
+struct NodeStatus {
+  std::string node_id;            // the rendezvous's id for the node ("" on a single node)
+  std::string host;
+  int nproc = 0;
+  int64_t round = -1;
+  int restarts = 0;               // restarts the job has used
+  int64_t time_unix_ms = 0;       // when the agent built this
+  std::optional<int64_t> total_steps;  // when the job announced it
+  std::vector<RankStatus> ranks;  // by local rank
+};
+
+// The whole job, as `dtrun status` shows it.
+struct JobStatus {
+  std::string run_id;
+  std::string phase;              // rendezvous phase: "forming", "running", "succeeded", ...
+  int64_t round = -1;
+  int restarts_used = 0;
+  std::vector<NodeStatus> nodes;  // a node that has not pushed a summary yet has no ranks
+};
+
+// Ages (section, heartbeat) as of `now_unix_ms` instead of when each node built its summary.
+void AgeTo(JobStatus& job, int64_t now_unix_ms);
+
+// A summary from outside (a node's push to the service, a snapshot file) is checked before it is
+// kept: at most `max_ranks` rows, short printable strings, finite numbers. InvalidArgument names
+// the field.
+inline constexpr size_t kMaxStatusString = 64;
+absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks);
+
+// The slowest rank's step (the job's step), or -1 when no rank reported one.
+int64_t JobStep(const NodeStatus& node);
+double SamplesPerSecond(const NodeStatus& node);  // the sum over ranks that report it (-1: none)
+double StepsPerSecond(const NodeStatus& node);    // the slowest reporting rank's (-1: none)
+
+}  // namespace dtrun::status

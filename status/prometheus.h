@@ -1,0 +1,21 @@
+// The agent's numbers in Prometheus' text exposition format (version 0.0.4), as the metrics
+// endpoint serves them. Metric names and labels: docs/DESIGN.md, "Metrics endpoint".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "status/node_status.h"
+
+namespace dtrun::status {
+
+// Counters the agent keeps over the whole job (not per attempt).
+struct AgentCounters {
+  int64_t rounds = 0;           // rounds this node started workers for
+  int64_t hangs = 0;            // hangs declared on this node
+  int64_t worker_failures = 0;  // workers of this node that failed
+};
+
+std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, const AgentCounters& counters);
+
+}  // namespace dtrun::status

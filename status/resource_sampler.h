@@ -1,0 +1,38 @@
+// CPU, memory and GPU use of worker processes, sampled by the agent about once a second for
+// `dtrun status` and the metrics endpoint. CPU % is over the time since the process's previous
+// sample (unknown at its first); the worker process itself, not its children.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "status/gpu_probe.h"
+
+namespace dtrun::status {
+
+struct ProcessResources {
+  double cpu_percent = -1;
+  int64_t rss_bytes = -1;
+  GpuUsage gpu;
+};
+
+class ResourceSampler {
+ public:
+  ResourceSampler();
+  ~ResourceSampler();
+  std::map<pid_t, ProcessResources> Sample(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point now);
+
+ private:
+  struct Last {
+    uint64_t cpu_ticks;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<pid_t, Last> last_;
+  std::unique_ptr<GpuProbe> gpu_;  // null without NVML
+};
+
+}  // namespace dtrun::status

@@ -1,0 +1,168 @@
+// The status rows' bounds, their JSON and table forms, and the Prometheus text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "nlohmann/json.hpp"
+#include "status/node_status.h"
+#include "status/prometheus.h"
+#include "status/status_json.h"
+#include "status/status_table.h"
+
+namespace dtrun::status {
+namespace {
+
+RankStatus Row(int rank, int64_t step) {
+  RankStatus r;
+  r.global_rank = rank;
+  r.local_rank = rank % 2;
+  r.pid = 1000 + rank;
+  r.state = "running";
+  r.step = step;
+  r.steps_per_s = 2.5;
+  r.samples_per_s = 80;
+  r.section = "step";
+  r.section_age_s = 0.25;
+  r.heartbeat_age_s = 0.5;
+  r.cpu_percent = 97;
+  r.rss_bytes = 3 << 20;
+  return r;
+}
+
+JobStatus TwoNodes() {
+  JobStatus job;
+  job.run_id = "j1";
+  job.phase = "running";
+  job.round = 2;
+  job.restarts_used = 1;
+  for (int n = 0; n < 2; ++n) {
+    NodeStatus node;
+    node.node_id = "n" + std::to_string(n);
+    node.host = "host" + std::to_string(n);
+    node.nproc = 2;
+    node.round = 2;
+    node.time_unix_ms = 1000;
+    node.total_steps = 100;
+    node.ranks = {Row(2 * n, 10 + n), Row(2 * n + 1, 12)};
+    job.nodes.push_back(node);
+  }
+  return job;
+}
+
+TEST(NodeStatusTest, AcceptsWhatAnAgentBuildsAndRefusesEachBrokenField) {
+  NodeStatus node = TwoNodes().nodes[0];
+  EXPECT_TRUE(CheckNodeStatus(node, 2).ok());
+  EXPECT_FALSE(CheckNodeStatus(node, 1).ok());  // more rows than workers
+  auto broken = [&](auto change) {
+    NodeStatus n = node;
+    change(n.ranks[1]);
+    return CheckNodeStatus(n, 2);
+  };
+  EXPECT_FALSE(broken([](RankStatus& r) { r.state = std::string(65, 'x'); }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.section = "a\nb"; }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.steps_per_s = std::nan(""); }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.cpu_percent = std::numeric_limits<double>::infinity(); }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.heartbeat_age_s = -5; }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.step = -7; }).ok());
+  absl::Status named = broken([](RankStatus& r) { r.pid = -3; });
+  EXPECT_NE(named.message().find("'pid'"), std::string::npos) << named;
+}
+
+TEST(NodeStatusTest, TheJobStepIsTheSlowestRanksAndSpeedsCombine) {
+  NodeStatus node = TwoNodes().nodes[1];
+  EXPECT_EQ(JobStep(node), 11);
+  EXPECT_DOUBLE_EQ(SamplesPerSecond(node), 160);
+  node.ranks[0].steps_per_s = 1.5;
+  EXPECT_DOUBLE_EQ(StepsPerSecond(node), 1.5);
+  node.ranks = {};
+  EXPECT_EQ(JobStep(node), -1);
+  EXPECT_EQ(SamplesPerSecond(node), -1);
+}
+
+TEST(NodeStatusTest, AgesMoveOnToTheTimeOfReading) {
+  JobStatus job = TwoNodes();
+  job.nodes[0].ranks[0].section_age_s = -1;  // unknown stays unknown
+  AgeTo(job, 3500);
+  EXPECT_DOUBLE_EQ(job.nodes[0].ranks[1].heartbeat_age_s, 3.0);
+  EXPECT_DOUBLE_EQ(job.nodes[0].ranks[1].section_age_s, 2.75);
+  EXPECT_EQ(job.nodes[0].ranks[0].section_age_s, -1);
+}
+
+TEST(StatusJsonTest, RoundTripsAndWritesUnknownsAsNull) {
+  JobStatus job = TwoNodes();
+  job.nodes[1].ranks[0].gpu_mem_bytes = 5 << 20;
+  nlohmann::json j = ToJson(job);
+  EXPECT_EQ(j["schema"], "dtrun.status/v1");
+  EXPECT_TRUE(j["nodes"][0]["ranks"][0]["gpu_util_percent"].is_null());
+  EXPECT_EQ(j["nodes"][1]["ranks"][0]["gpu_mem_bytes"], 5 << 20);
+  absl::StatusOr<JobStatus> back = JobStatusFromJson(nlohmann::json::parse(j.dump()), 8);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(ToJson(*back), j);
+}
+
+TEST(StatusJsonTest, RefusesDocumentsThatAreNotStatusOrBreakTheBounds) {
+  const size_t max = 2;
+  auto parse = [&](const std::string& text) {
+    return JobStatusFromJson(nlohmann::json::parse(text, nullptr, false), max);
+  };
+  EXPECT_FALSE(parse("not json").ok());
+  EXPECT_FALSE(parse("[]").ok());
+  EXPECT_FALSE(parse(R"({"schema": 7, "nodes": []})").ok());
+  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1"})").ok());
+  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [1]}]})").ok());
+  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [{"step": "x"}]}]})").ok());
+  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [{}, {}, {}]}]})").ok());
+  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"host": "a\u0001b"}]})").ok());
+  absl::StatusOr<JobStatus> ok = parse(R"({"schema": "dtrun.status/v1", "later": 1, "nodes": [{"ranks": [{"step": 4}]}]})");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->nodes[0].ranks[0].step, 4);
+}
+
+TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
+  JobStatus job = TwoNodes();
+  job.nodes.push_back(NodeStatus{"n2", "quiet", 2});
+  const std::string table = RenderTable(job);
+  EXPECT_EQ(table.rfind("run j1: running, round 2, 1 restart(s) used, 3 node(s), 4 rank(s), step 10/100\n", 0), 0u) << table;
+  EXPECT_NE(table.find("host1                2     0     1002 running         11     2.50       80.0 step"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("3.0 MiB"), std::string::npos);
+  EXPECT_NE(table.find("quiet"), std::string::npos);
+  EXPECT_NE(table.find("no report from this node yet"), std::string::npos);
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1);
+}
+
+TEST(StatusTableTest, HumanSizesAndDurations) {
+  EXPECT_EQ(HumanBytes(-1), "-");
+  EXPECT_EQ(HumanBytes(512), "512 B");
+  EXPECT_EQ(HumanBytes(1536), "1.5 KiB");
+  EXPECT_EQ(HumanSeconds(3.25), "3.2s");
+  EXPECT_EQ(HumanSeconds(125), "2m05s");
+  EXPECT_EQ(HumanSeconds(7260), "2h01m");
+  EXPECT_EQ(HumanSeconds(std::nan("")), "-");
+}
+
+TEST(PrometheusTest, EveryFamilyIsTypedAndLabelValuesAreEscaped) {
+  NodeStatus node = TwoNodes().nodes[0];
+  node.host = "a\"b\\c";
+  node.ranks[1].gpu_util_percent = 55;
+  const std::string text = RenderPrometheus("run\n1", node, AgentCounters{3, 1, 2});
+  EXPECT_NE(text.find("# TYPE dtrun_restarts_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("dtrun_rounds_total{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dtrun_step{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"1\",local_rank=\"1\"} 12\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("dtrun_workers{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",state=\"running\"} 2\n"), std::string::npos);
+  // Unknown numbers are left out rather than written as -1.
+  EXPECT_EQ(text.find("dtrun_worker_gpu_utilization_percent{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"0\""),
+            std::string::npos);
+  EXPECT_NE(text.find(",rank=\"1\",local_rank=\"1\"} 55\n"), std::string::npos);
+  // Every sample line is NAME{LABELS} VALUE.
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line[0] == '#') continue;
+    EXPECT_NE(line.find("} "), std::string::npos) << line;
+  }
+}
+
+}  // namespace
+}  // namespace dtrun::status
