@@ -1,0 +1,219 @@
+// The live view of a running job: `dtrun status` (table and JSON), the metrics endpoint, and the
+// progress line on a terminal, with real workers reporting through the `dtrun` Python module.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+
+#include "base/unique_fd.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/process_harness.h"
+#include "tests/support/pty_session.h"
+
+namespace dtrun::testing {
+namespace {
+
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+// Every job `dtrun status --json ARGS` prints (one document per line).
+std::vector<nlohmann::json> StatusJson(const std::map<std::string, std::string>& env, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv = {DtrunBinary(), "status", "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto [rc, out] = RunToEnd(argv, env);
+  EXPECT_EQ(rc, 0) << out;
+  std::vector<nlohmann::json> jobs;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) jobs.push_back(nlohmann::json::parse(line, nullptr, false));
+  return jobs;
+}
+
+// Rank → step, from one status document.
+std::map<int, int64_t> Steps(const nlohmann::json& job) {
+  std::map<int, int64_t> steps;
+  for (const auto& node : job["nodes"]) {
+    for (const auto& r : node["ranks"]) steps[r["rank"].get<int>()] = r["step"].is_null() ? -1 : r["step"].get<int64_t>();
+  }
+  return steps;
+}
+
+// Asks until every rank of `ranks` has a step past `after`'s (bounded by `timeout`); the last answer.
+nlohmann::json AwaitAdvance(const std::function<std::vector<nlohmann::json>()>& ask, const std::map<int, int64_t>& after,
+                            size_t ranks, std::chrono::milliseconds timeout = seconds(30)) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  nlohmann::json last;
+  while (Clock::now() < deadline) {
+    std::vector<nlohmann::json> jobs = ask();
+    if (jobs.size() != 1) continue;
+    last = jobs[0];
+    std::map<int, int64_t> now = Steps(last);
+    bool advanced = now.size() == ranks;
+    for (const auto& [rank, step] : now) {
+      auto before = after.find(rank);
+      advanced = advanced && step >= 0 && (before == after.end() || step > before->second);
+    }
+    if (advanced) return last;
+  }
+  return last;
+}
+
+std::string HttpGet(int port, const std::string& request) {
+  UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  timeval tv{10, 0};
+  ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return "connect failed";
+  WriteAll(s.get(), request.data(), request.size());
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(s.get(), buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+class StatusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::optional<std::string> py = TorchPython();
+    if (!py) GTEST_SKIP() << "no /usr/bin/python3 for the workers (set PYTHON_EXEC)";
+    env_ = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", *py}};
+  }
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(StatusTest, JsonShowsEveryRankWithAdvancingStepsAndTheTableShowsTheJob) {
+  Harness job({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0", "--rdzv-id", "watched",
+               Worker("report_steps.py")}, env_);
+  ASSERT_TRUE(job.WaitForOutput("STEPPING 1")) << job.all();
+  ASSERT_TRUE(job.WaitForOutput("STEPPING 0")) << job.all();
+  auto ask = [&] { return StatusJson(env_, {"--run-id", "watched"}); };
+  nlohmann::json first = AwaitAdvance(ask, {}, 2);
+  ASSERT_EQ(Steps(first).size(), 2u) << first.dump();
+  nlohmann::json later = AwaitAdvance(ask, Steps(first), 2);
+  std::map<int, int64_t> before = Steps(first), after = Steps(later);
+  for (int rank : {0, 1}) EXPECT_GT(after[rank], before[rank]) << later.dump();
+  EXPECT_EQ(later["schema"], "dtrun.status/v1");
+  EXPECT_EQ(later["run_id"], "watched");
+  EXPECT_EQ(later["phase"], "running");
+  const nlohmann::json& rank0 = later["nodes"][0]["ranks"][0];
+  EXPECT_EQ(rank0["state"], "running");
+  EXPECT_GT(rank0["pid"].get<int64_t>(), 0);
+  EXPECT_GT(rank0["rss_bytes"].get<int64_t>(), 1 << 20);
+  EXPECT_TRUE(rank0["gpu_util_percent"].is_null());  // no NVML here
+  EXPECT_LT(rank0["heartbeat_age_s"].get<double>(), 10.0);
+
+  auto [rc, table] = RunToEnd({DtrunBinary(), "status"}, env_);
+  EXPECT_EQ(rc, 0) << table;
+  EXPECT_NE(table.find("run watched: running, round 0, 0 restart(s) used, 1 node(s), 2 rank(s), step "), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("SAMPLES/S"), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 6) << table;  // header, launch, columns, 2 ranks, gap
+  ::kill(job.pid(), SIGTERM);
+  EXPECT_TRUE(job.Wait(seconds(30)).has_value());
+}
+
+TEST_F(StatusTest, NoJobUnknownRunIdAndBadFlagsAreSaidInOneLine) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "status"}, env_);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, "no dtrun jobs running\n");
+  auto [rc2, out2] = RunToEnd({DtrunBinary(), "status", "--run-id", "nope"}, env_);
+  EXPECT_EQ(rc2, 0);
+  EXPECT_EQ(out2, "no dtrun job with run id nope on this machine\n");
+  EXPECT_TRUE(StatusJson(env_).empty());
+  auto [rc3, out3] = RunToEnd({DtrunBinary(), "status", "--watch", "--interval", "0"}, env_);
+  EXPECT_EQ(rc3, 2);
+  EXPECT_NE(out3.find("--interval 0: expected seconds between 0.1 and 3600"), std::string::npos) << out3;
+}
+
+TEST_F(StatusTest, MetricsEndpointServesPrometheusAndStatusAndShrugsOffHostileClients) {
+  Harness job({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0", "--rdzv-id", "scraped", "--metrics-host",
+               "127.0.0.1", "--metrics-port", "0", Worker("report_steps.py"), "250"}, env_);
+  ASSERT_TRUE(job.WaitForOutput("STEPPING 0")) << job.all();
+  std::smatch m;
+  const std::string all = job.all();
+  ASSERT_TRUE(std::regex_search(all, m, std::regex("serving metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics"))) << all;
+  const int port = std::stoi(m[1]);
+  // Idle connections, a header that never ends, and garbage: the endpoint keeps answering.
+  std::vector<UniqueFd> hostile;
+  for (int i = 0; i < 8; ++i) {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    const std::string junk = i % 2 ? std::string("GET /metrics HTTP/1.1\r\nX: ") + std::string(4000, 'a') : "\x01\x02\xff\r\n\r\n";
+    WriteAll(s.get(), junk.data(), junk.size());
+    hostile.push_back(std::move(s));
+  }
+  const Clock::time_point deadline = Clock::now() + seconds(30);
+  std::string metrics;
+  while (Clock::now() < deadline && metrics.find("dtrun_step{run_id=\"scraped\"") == std::string::npos) {
+    metrics = HttpGet(port, "GET /metrics HTTP/1.0\r\n\r\n");
+  }
+  EXPECT_NE(metrics.find(" 200 OK\r\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("# TYPE dtrun_restarts_total counter"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(",rank=\"1\",local_rank=\"1\"} "), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("dtrun_workers{run_id=\"scraped\","), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("dtrun_total_steps{run_id=\"scraped\""), std::string::npos) << metrics;
+  std::string status = HttpGet(port, "GET /status HTTP/1.0\r\n\r\n");
+  EXPECT_NE(status.find("\"schema\":\"dtrun.status/v1\""), std::string::npos) << status;
+  EXPECT_NE(HttpGet(port, "GET /other HTTP/1.0\r\n\r\n").find(" 404 "), std::string::npos);
+  EXPECT_NE(HttpGet(port, "DELETE /metrics HTTP/1.0\r\n\r\n").find(" 405 "), std::string::npos);
+  EXPECT_EQ(job.Wait(seconds(60)), 0) << job.all();  // the job itself is undisturbed
+  EXPECT_NE(job.out().find("DONE 1"), std::string::npos) << job.all();
+}
+
+TEST_F(StatusTest, AMetricsPortThatIsTakenIsSaidAndTheJobRunsWithoutIt) {
+  UniqueFd taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(taken.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(taken.get(), 1), 0);
+  ::getsockname(taken.get(), reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", port,
+                             Worker("report_steps.py"), "5"}, env_);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("--metrics-port " + port + ": cannot listen on 127.0.0.1:" + port), std::string::npos) << out;
+  EXPECT_NE(out.find("the job runs without a metrics endpoint"), std::string::npos) << out;
+  auto [rc2, out2] = RunToEnd({DtrunBinary(), "--standalone", "--metrics-port", "70000", "/bin/true"}, env_);
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("--metrics-port 70000: expected a port"), std::string::npos) << out2;
+  auto [rc3, out3] = RunToEnd({DtrunBinary(), "--standalone", "--metrics-host", "example.com", "--metrics-port", "0", "/bin/true"}, env_);
+  EXPECT_EQ(rc3, 2);
+  EXPECT_NE(out3.find("--metrics-host example.com: expected a numeric IPv4 or IPv6 address"), std::string::npos) << out3;
+}
+
+// On a terminal: one line below the workers' output, erased before each of their lines and at the
+// end, so no worker line ever starts after it.
+TEST_F(StatusTest, TheProgressLineStaysBelowWorkerLinesOnATerminal) {
+  PtySession term({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("report_steps.py"), "150", "25"}, env_);
+  ASSERT_TRUE(term.started());
+  ASSERT_EQ(term.Wait(seconds(60)), 0) << term.output();
+  const std::string& out = term.output();
+  EXPECT_NE(out.find("[dtrun] step "), std::string::npos) << out;
+  EXPECT_NE(out.find("/150"), std::string::npos) << out;
+  EXPECT_NE(out.find(" samples/s"), std::string::npos) << out;
+  for (size_t at = out.find("[default"); at != std::string::npos; at = out.find("[default", at + 1)) {
+    const bool line_start = at == 0 || out[at - 1] == '\n' || out.compare(at - 4, 4, "\r\033[K") == 0;
+    EXPECT_TRUE(line_start) << "a worker line does not start a line at " << at << ": " << out.substr(at - 40, 80);
+  }
+  const size_t last = out.rfind("[dtrun] step ");
+  EXPECT_NE(out.find("\r\033[K", last), std::string::npos) << "the line was not erased at the end";
+
+  PtySession plain({DtrunBinary(), "--standalone", "--no-progress-line", Worker("report_steps.py"), "60"}, env_);
+  ASSERT_EQ(plain.Wait(seconds(60)), 0) << plain.output();
+  EXPECT_EQ(plain.output().find("[dtrun] step "), std::string::npos) << plain.output();
+}
+
+}  // namespace
+}  // namespace dtrun::testing
