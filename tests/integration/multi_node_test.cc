@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_probe.h"
 
 namespace dtrun::testing {
 namespace {
@@ -221,6 +222,50 @@ TEST_F(MultiNodeTest, WhenEveryHostTimesOutTheHostWithTheCulpritNamesIt) {
     EXPECT_NE(n->err().find("round 1: worker rank 1 on "), std::string::npos) << n->all();
   }
   EXPECT_NE(n0->err().find("holding the hang report"), std::string::npos) << n0->all();
+}
+
+// `dtrun status` on either host shows every rank of both, from the rows each agent pushes to the
+// rendezvous with its keep-alives; `--endpoint` shows the same from anywhere; without the job's
+// token a host still shows its own rows and says why the others are missing.
+TEST_F(MultiNodeTest, StatusOnAnyHostShowsEveryRankOfBothHostsWithAdvancingSteps) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python for the workers";
+  std::map<std::string, std::string> env[2] = {{{"DTRUN_RUNTIME_DIR", MakeTempDir()}},
+                                               {{"DTRUN_RUNTIME_DIR", MakeTempDir()}}};
+  auto n0 = Node(0, {"--nproc-per-node", "2"}, {Worker("report_steps.py")}, env[0]);
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("report_steps.py")}, env[1]);
+  ASSERT_TRUE(n0->WaitForOutput("STEPPING 1")) << n0->all();
+  ASSERT_TRUE(n1->WaitForOutput("STEPPING 2")) << n1->all();
+  auto status = [&](int host, std::vector<std::string> extra) {
+    std::vector<std::string> argv = cluster_->Exec(host);
+    argv.insert(argv.end(), {DtrunBinary(), "status"});
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunToEnd(argv, env[host]);
+  };
+  for (int host : {1, 0}) {
+    auto ask = [&] { return ParseJsonLines(status(host, {"--json", "--rdzv-token", "tok"}).second); };
+    nlohmann::json first = AwaitStepsPast(ask, {}, 3);
+    nlohmann::json later = AwaitStepsPast(ask, StepsByRank(first), 3);
+    std::map<int, int64_t> before = StepsByRank(first), after = StepsByRank(later);
+    ASSERT_EQ(after.size(), 3u) << "host " << host << ": " << later.dump();
+    for (int rank : {0, 1, 2}) EXPECT_GT(after[rank], before[rank]) << "host " << host << ": " << later.dump();
+    EXPECT_EQ(later["nodes"].size(), 2u) << later.dump();
+    EXPECT_EQ(later["phase"], "running") << later.dump();
+  }
+  const std::string endpoint = cluster_->address(0) + ":29511";
+  std::vector<nlohmann::json> remote =
+      ParseJsonLines(status(1, {"--json", "--endpoint", endpoint, "--run-id", "mn", "--rdzv-token", "tok"}).second);
+  ASSERT_EQ(remote.size(), 1u);
+  EXPECT_EQ(StepsByRank(remote[0]).size(), 3u) << remote[0].dump();
+  auto [rc, table] = status(1, {});
+  EXPECT_EQ(rc, 0) << table;
+  EXPECT_NE(table.find("(this node only: the rendezvous at " + endpoint + " did not answer"), std::string::npos) << table;
+  EXPECT_NE(table.find(" 2     0 "), std::string::npos) << table;  // its own rank 2 (local 0) is shown
+  std::vector<std::string> kill = cluster_->Exec(0);
+  kill.insert(kill.end(), {DtrunBinary(), "kill", "--endpoint", endpoint, "--run-id", "mn", "--rdzv-token", "tok"});
+  EXPECT_EQ(RunToEnd(kill).first, 0);
+  EXPECT_TRUE(n0->Wait(seconds(30)).has_value()) << n0->all();
+  EXPECT_TRUE(n1->Wait(seconds(30)).has_value()) << n1->all();
 }
 
 TEST_F(MultiNodeTest, SpentBudgetEndsEveryHostWithTheSameRootCause) {

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
 #include "tests/support/pty_session.h"
+#include "tests/support/status_probe.h"
 
 namespace dtrun::testing {
 namespace {
@@ -25,39 +26,7 @@ std::vector<nlohmann::json> StatusJson(const std::map<std::string, std::string>&
   argv.insert(argv.end(), args.begin(), args.end());
   auto [rc, out] = RunToEnd(argv, env);
   EXPECT_EQ(rc, 0) << out;
-  std::vector<nlohmann::json> jobs;
-  std::istringstream lines(out);
-  for (std::string line; std::getline(lines, line);) jobs.push_back(nlohmann::json::parse(line, nullptr, false));
-  return jobs;
-}
-
-// Rank → step, from one status document.
-std::map<int, int64_t> Steps(const nlohmann::json& job) {
-  std::map<int, int64_t> steps;
-  for (const auto& node : job["nodes"]) {
-    for (const auto& r : node["ranks"]) steps[r["rank"].get<int>()] = r["step"].is_null() ? -1 : r["step"].get<int64_t>();
-  }
-  return steps;
-}
-
-// Asks until every rank of `ranks` has a step past `after`'s (bounded by `timeout`); the last answer.
-nlohmann::json AwaitAdvance(const std::function<std::vector<nlohmann::json>()>& ask, const std::map<int, int64_t>& after,
-                            size_t ranks, std::chrono::milliseconds timeout = seconds(30)) {
-  const Clock::time_point deadline = Clock::now() + timeout;
-  nlohmann::json last;
-  while (Clock::now() < deadline) {
-    std::vector<nlohmann::json> jobs = ask();
-    if (jobs.size() != 1) continue;
-    last = jobs[0];
-    std::map<int, int64_t> now = Steps(last);
-    bool advanced = now.size() == ranks;
-    for (const auto& [rank, step] : now) {
-      auto before = after.find(rank);
-      advanced = advanced && step >= 0 && (before == after.end() || step > before->second);
-    }
-    if (advanced) return last;
-  }
-  return last;
+  return ParseJsonLines(out);
 }
 
 std::string HttpGet(int port, const std::string& request) {
@@ -92,10 +61,10 @@ TEST_F(StatusTest, JsonShowsEveryRankWithAdvancingStepsAndTheTableShowsTheJob) {
   ASSERT_TRUE(job.WaitForOutput("STEPPING 1")) << job.all();
   ASSERT_TRUE(job.WaitForOutput("STEPPING 0")) << job.all();
   auto ask = [&] { return StatusJson(env_, {"--run-id", "watched"}); };
-  nlohmann::json first = AwaitAdvance(ask, {}, 2);
-  ASSERT_EQ(Steps(first).size(), 2u) << first.dump();
-  nlohmann::json later = AwaitAdvance(ask, Steps(first), 2);
-  std::map<int, int64_t> before = Steps(first), after = Steps(later);
+  nlohmann::json first = AwaitStepsPast(ask, {}, 2);
+  ASSERT_EQ(StepsByRank(first).size(), 2u) << first.dump();
+  nlohmann::json later = AwaitStepsPast(ask, StepsByRank(first), 2);
+  std::map<int, int64_t> before = StepsByRank(first), after = StepsByRank(later);
   for (int rank : {0, 1}) EXPECT_GT(after[rank], before[rank]) << later.dump();
   EXPECT_EQ(later["schema"], "dtrun.status/v1");
   EXPECT_EQ(later["run_id"], "watched");

@@ -1,0 +1,46 @@
+#include "tests/support/status_probe.h"
+
+#include <sstream>
+
+namespace dtrun::testing {
+
+std::vector<nlohmann::json> ParseJsonLines(const std::string& out) {
+  std::vector<nlohmann::json> docs;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) docs.push_back(nlohmann::json::parse(line, nullptr, false));
+  return docs;
+}
+
+std::map<int, int64_t> StepsByRank(const nlohmann::json& job) {
+  std::map<int, int64_t> steps;
+  if (!job.is_object() || !job.contains("nodes")) return steps;
+  for (const auto& node : job["nodes"]) {
+    for (const auto& r : node["ranks"]) {
+      if (r["rank"].is_number_integer()) {
+        steps[r["rank"].get<int>()] = r["step"].is_number_integer() ? r["step"].get<int64_t>() : -1;
+      }
+    }
+  }
+  return steps;
+}
+
+nlohmann::json AwaitStepsPast(const std::function<std::vector<nlohmann::json>()>& ask,
+                              const std::map<int, int64_t>& after, size_t ranks, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  nlohmann::json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<nlohmann::json> jobs = ask();
+    if (jobs.size() != 1) continue;
+    last = jobs[0];
+    std::map<int, int64_t> now = StepsByRank(last);
+    bool past = now.size() == ranks;
+    for (const auto& [rank, step] : now) {
+      auto before = after.find(rank);
+      past = past && step >= 0 && (before == after.end() || step > before->second);
+    }
+    if (past) break;
+  }
+  return last;
+}
+
+}  // namespace dtrun::testing
