@@ -1,6 +1,7 @@
 // libFuzzer: the rendezvous service's request handling without gRPC — wire requests (any bytes,
 // parsed as the v1 messages) applied to the state machine in any order, with time moving, and
-// every node's view encoded back. Nothing crashes, overflows or throws.
+// every node's view encoded back, and the job's status (with the rows nodes pushed) at the end.
+// Nothing crashes, overflows or throws.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -55,7 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {
         v1::KeepAliveRequest req;
-        if (req.ParseFromArray(bytes, static_cast<int>(n))) (void)state.KeepAlive(node(req.node_id()), now);
+        if (!req.ParseFromArray(bytes, static_cast<int>(n))) break;
+        const std::string id = node(req.node_id());
+        if (state.KeepAlive(id, now).ok() && req.has_progress()) (void)state.SetProgress(id, FromWire(req.progress()));
         break;
       }
       case 3: {
@@ -79,5 +82,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FromWire(wire);
     }
   }
+  JobSummary summary = state.Summary();
+  summary.progress = state.Progress();
+  for (const dtrun::status::NodeStatus& node : summary.progress) {
+    if (node.ranks.size() > RendezvousState::kMaxStatusRows) __builtin_trap();  // kept within bounds
+  }
+  v1::StatusResponse wire;
+  ToWire(summary, &wire);
+  FromWire(wire);
   return 0;
 }
