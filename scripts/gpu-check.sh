@@ -7,7 +7,7 @@
 # kept under GPU_CHECK_BUDGET_S (default 570 s; lower-priority steps are skipped, and reported so,
 # when it runs short; GPU_CHECK_SKIP="STEP ..." skips named steps): the CUDA tests (ctest -L cuda), NCCL all_reduce, ResNet-50 training
 # throughput (fp16/bf16, channels-last, synthetic and real JPEGs) next to the Python reference on the
-# same machine, a Python NCCL job under dtrun, launch and restart timings. Writes report.txt,
+# same machine, a Python NCCL job under dtrun, GPU numbers in dtrun status, launch and restart timings. Writes report.txt,
 # report.json, steps.log, build.log and ctest.log to OUT_DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -121,6 +121,8 @@ theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 --warmup-iters 10 --time
 
 # dtrun with a Python NCCL job; launch and restart timings next to this PyTorch's torchrun.
 step python_nccl_under_dtrun 60 "$bin/dtrun" --standalone --nproc-per-node "$ngpu" "$repo/bench/gpu/nccl_init.py"
+# NVML's numbers (GPU utilisation and memory per worker) in `dtrun status`.
+step status_gpu 45 bash -o pipefail -c "'$py' '$repo/bench/gpu/status_gpu.py' '$build' | tee '$work/status_gpu.txt'"
 step launch_times 150 bash -o pipefail -c "'$py' '$repo/bench/gpu/launch_times.py' '$build' --nproc $ngpu \
   --runs 5 | tee '$work/launch.txt'"
 step restart_latency 120 bash -o pipefail -c "'$py' '$repo/bench/restart_latency.py' '$build' --nproc 4 --restarts 10 \
