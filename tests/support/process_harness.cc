@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -134,11 +135,34 @@ std::vector<nlohmann::json> EventsOfKind(const std::string& events_file, const s
   return out;
 }
 
+namespace {
+
+// The test process's temporary dirs, removed when it exits (a whole suite leaves gigabytes of
+// checkpoints and datasets otherwise). DTRUN_KEEP_TEST_DIRS=1 keeps them for a post-mortem.
+std::vector<std::string>& TempDirs() {
+  static auto* dirs = new std::vector<std::string>;
+  return *dirs;
+}
+
+void RemoveTempDirs() {
+  const char* keep = std::getenv("DTRUN_KEEP_TEST_DIRS");
+  if (keep && *keep && std::string(keep) != "0") return;
+  for (const std::string& dir : TempDirs()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
+}  // namespace
+
 std::string MakeTempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/dtrun_test_XXXXXX";
   char* dir = ::mkdtemp(tmpl.data());
-  return dir ? dir : "/tmp";
+  if (!dir) return "/tmp";
+  if (TempDirs().empty()) std::atexit(RemoveTempDirs);
+  TempDirs().push_back(dir);
+  return dir;
 }
 
 std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args) {

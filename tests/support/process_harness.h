@@ -58,7 +58,8 @@ std::string ReadText(const std::string& path);
 // The records of one kind in an event log (JSON lines; docs/DESIGN.md, "Event log").
 std::vector<nlohmann::json> EventsOfKind(const std::string& events_file, const std::string& kind);
 
-// A fresh directory under the test's temp dir.
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it when the test process
+// exits (DTRUN_KEEP_TEST_DIRS=1 keeps it).
 std::string MakeTempDir();
 // A fresh demo JPEG dataset (`dtdata make-demo DIR ARGS...`, train/ and val/); the test fails if
 // it cannot be made.
