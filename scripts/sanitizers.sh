@@ -16,7 +16,7 @@ export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
 for kind in "${kinds[@]}"; do
   case "$kind" in
     asan) sanitize=address,undefined; tests='.' ; exclude='Torch|Training|Ddp|Cuda|LibTorch' ;;
-    tsan) sanitize=thread; tests='^(ConsoleWriter|OutputRelay|StdinRouter|StoreCore|TcpStoreServer|UniqueFd|PendingOutput|ProcessTable|UntrustedFile|ChildProcess|RunRegistry|WorkerEnv|FailureReport|LaunchConfig|SignalNames|LaunchTest|RestartTest|SignalCleanupTest|LogsTest|InteractiveTest|UnreadConsoleTest|HostileWorkerTest|BadInputTest|KillCommandTest|ReportProtocolTest|ProgressBoardTest|FileTimerTest|HangTest|NativeHangTest)'; exclude='^$' ;;
+    tsan) sanitize=thread; tests='^(ConsoleWriter|OutputRelay|StdinRouter|StoreCore|TcpStoreServer|UniqueFd|PendingOutput|ProcessTable|UntrustedFile|ChildProcess|RunRegistry|WorkerEnv|FailureReport|LaunchConfig|SignalNames|LaunchTest|RestartTest|SignalCleanupTest|LogsTest|InteractiveTest|UnreadConsoleTest|HostileWorkerTest|BadInputTest|KillCommandTest|ReportProtocolTest|ProgressBoardTest|FileTimerTest|HangTest|NativeHangTest|StatusTest|NodeStatusTest|StatusJsonTest|PrometheusTest)'; exclude='^$' ;;
     *) echo "unknown sanitizer build: $kind (asan or tsan)" >&2; exit 2 ;;
   esac
   dir=build-$kind

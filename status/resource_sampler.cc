@@ -1,13 +1,57 @@
 #include "status/resource_sampler.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "base/guarded_thread.h"
 #include "base/process_table.h"
 
 namespace dtrun::status {
 
-ResourceSampler::ResourceSampler() : gpu_(GpuProbe::Open()) {}
-ResourceSampler::~ResourceSampler() = default;
+struct ResourceSampler::GpuThread {
+  std::mutex mu;
+  std::condition_variable wake;
+  std::vector<pid_t> pids;              // what the agent last asked about
+  std::map<pid_t, GpuUsage> latest;     // what NVML said last
+  bool stop = false;
+
+  void Run() {
+    std::unique_ptr<GpuProbe> probe = GpuProbe::Open();  // null without a driver: the thread ends
+    std::unique_lock<std::mutex> lock(mu);
+    while (probe && !stop) {
+      std::vector<pid_t> asked = pids;
+      lock.unlock();
+      std::map<pid_t, GpuUsage> usage = probe->Sample(asked);
+      lock.lock();
+      latest.swap(usage);
+      wake.wait_for(lock, std::chrono::seconds(1), [&] { return stop; });
+    }
+  }
+
+  static std::shared_ptr<GpuThread> Start() {
+    auto state = std::make_shared<GpuThread>();
+    sigset_t all, old;  // signals stay with the agent's signalfd
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    std::thread([state] { RunGuarded("the GPU sampler", [&] { state->Run(); }, [](const absl::Status&) {}); }).detach();
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return state;
+  }
+};
+
+ResourceSampler::ResourceSampler() = default;
+
+ResourceSampler::~ResourceSampler() {
+  if (!gpu_) return;
+  std::lock_guard<std::mutex> lock(gpu_->mu);
+  gpu_->stop = true;
+  gpu_->wake.notify_all();
+}
 
 std::map<pid_t, ProcessResources> ResourceSampler::Sample(const std::vector<pid_t>& pids,
                                                           std::chrono::steady_clock::time_point now) {
@@ -27,9 +71,12 @@ std::map<pid_t, ProcessResources> ResourceSampler::Sample(const std::vector<pid_
     next[pid] = {usage->cpu_ticks, now};
   }
   last_.swap(next);  // processes that are gone are forgotten
+  if (!gpu_ && !pids.empty()) gpu_ = GpuThread::Start();
   if (gpu_) {
-    for (auto& [pid, usage] : gpu_->Sample(pids)) {
-      if (out.count(pid)) out[pid].gpu = usage;
+    std::lock_guard<std::mutex> lock(gpu_->mu);
+    gpu_->pids = pids;
+    for (const auto& [pid, usage] : gpu_->latest) {
+      if (auto it = out.find(pid); it != out.end()) it->second.gpu = usage;
     }
   }
   return out;

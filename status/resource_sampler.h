@@ -1,6 +1,8 @@
 // CPU, memory and GPU use of worker processes, sampled by the agent about once a second for
 // `dtrun status` and the metrics endpoint. CPU % is over the time since the process's previous
-// sample (unknown at its first); the worker process itself, not its children.
+// sample (unknown at its first); the worker process itself, not its children. GPU numbers come
+// from a thread of their own (NVML's start-up can take seconds, and a wedged GPU can stall a
+// query): the agent's loop only reads the latest.
 #pragma once
 
 #include <sys/types.h>
@@ -23,8 +25,10 @@ struct ProcessResources {
 class ResourceSampler {
  public:
   ResourceSampler();
-  ~ResourceSampler();
+  ~ResourceSampler();  // the GPU thread is told to stop and left to end on its own
   std::map<pid_t, ProcessResources> Sample(const std::vector<pid_t>& pids, std::chrono::steady_clock::time_point now);
+
+  struct GpuThread;
 
  private:
   struct Last {
@@ -32,7 +36,7 @@ class ResourceSampler {
     std::chrono::steady_clock::time_point at;
   };
   std::map<pid_t, Last> last_;
-  std::unique_ptr<GpuProbe> gpu_;  // null without NVML
+  std::shared_ptr<GpuThread> gpu_;  // started at the first sample with workers
 };
 
 }  // namespace dtrun::status
