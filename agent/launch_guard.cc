@@ -29,8 +29,14 @@ namespace {
   if (n == 1) ::_exit(0);  // dismissed: the agent cleaned up
   // EOF: the agent died without dismissing us. Its workers got SIGKILL from their parent-death
   // signal; their descendants did not.
-  std::vector<ProcessEntry> left = FindProcessesWithEnv(env::kLaunchId, launch_id);
-  int killed = TerminateProcesses(left, SIGKILL, std::chrono::milliseconds(0));
+  // A process caught mid-fork or mid-exec by the first look can leave a child the look missed: look
+  // again until a look finds nothing (bounded).
+  int killed = 0;
+  for (int look = 0; look < 5; ++look) {
+    std::vector<ProcessEntry> left = FindProcessesWithEnv(env::kLaunchId, launch_id);
+    if (left.empty()) break;
+    killed += TerminateProcesses(left, SIGKILL, std::chrono::milliseconds(200));
+  }
   if (!registry_file.empty()) ::unlink(registry_file.c_str());
   if (killed > 0) {
     std::fprintf(stderr, "[dtrun] the launcher died; ended %d process(es) it had started\n", killed);
