@@ -151,7 +151,7 @@ int StatusCommand(const std::vector<std::string>& args) {
   Flags flags;
   app.add_option("--run-id,--rdzv-id", flags.run_id, "Only this job");
   app.add_option("--endpoint", flags.endpoint, "Ask a multi-node job's rendezvous at HOST:PORT (from any machine)");
-  app.add_flag("--watch,-w", flags.watch, "Refresh until interrupted (in place on a terminal)");
+  app.add_flag("--watch,-w", flags.watch, "Refresh until interrupted or the jobs end (in place on a terminal)");
   app.add_option("--interval", flags.interval, "Seconds between refreshes with --watch")->capture_default_str();
   app.add_flag("--json", flags.json, "One dtrun.status/v1 JSON document per job and line (docs/DESIGN.md)");
   AddCredentialFlags(app, flags.credentials);  // a multi-node job's service
@@ -161,6 +161,7 @@ int StatusCommand(const std::vector<std::string>& args) {
     return 2;
   }
   const bool in_place = flags.watch && !flags.json && ::isatty(STDOUT_FILENO);
+  bool seen = false;  // --watch ends once the jobs it showed are gone
   for (;;) {
     absl::StatusOr<std::vector<Shown>> jobs = Collect(flags);
     if (!jobs.ok()) {
@@ -170,7 +171,8 @@ int StatusCommand(const std::vector<std::string>& args) {
     const std::string text = Render(*jobs, flags);
     std::fputs(in_place ? absl::StrCat("\033[H\033[2J", text).c_str() : text.c_str(), stdout);
     std::fflush(stdout);
-    if (!flags.watch) return 0;
+    if (!flags.watch || (seen && jobs->empty())) return 0;
+    seen = seen || !jobs->empty();
     SleepFor(flags.interval);
   }
 }

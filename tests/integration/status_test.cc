@@ -82,8 +82,11 @@ TEST_F(StatusTest, JsonShowsEveryRankWithAdvancingStepsAndTheTableShowsTheJob) {
       << table;
   EXPECT_NE(table.find("SAMPLES/S"), std::string::npos) << table;
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 6) << table;  // header, launch, columns, 2 ranks, gap
+  Harness watch({DtrunBinary(), "status", "--watch", "--json", "--interval", "0.2", "--run-id", "watched"}, env_);
+  ASSERT_TRUE(watch.WaitForOutput("\"run_id\":\"watched\"")) << watch.all();
   ::kill(job.pid(), SIGTERM);
   EXPECT_TRUE(job.Wait(seconds(30)).has_value());
+  EXPECT_EQ(watch.Wait(seconds(30)), 0) << watch.all();  // --watch ends with the job
 }
 
 TEST_F(StatusTest, NoJobUnknownRunIdAndBadFlagsAreSaidInOneLine) {
