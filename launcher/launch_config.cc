@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/env_names.h"
 #include "base/signal_names.h"
+#include "launcher/slurm_env.h"
 #include "progress/report_protocol.h"
 
 namespace dtrun {
@@ -156,6 +157,37 @@ absl::Status FillStatusOptions(const RawFlags& f, AgentOptions& a) {
   a.metrics_host = f.metrics_host;
   a.progress_line = !f.no_progress_line;  // and only on a terminal (decided at launch)
   return absl::OkStatus();
+}
+
+// Under Slurm (srun dtrun ...): the job's values for the flags the user did not give (by flag or
+// PET_ variable). Returns the line that says what was taken from where ("" outside Slurm).
+absl::StatusOr<std::string> ApplySlurmLaunch(const CLI::App& app, const std::map<std::string, std::string>& env,
+                                             RawFlags& f) {
+  absl::StatusOr<std::optional<SlurmLaunch>> read = ReadSlurmLaunch(env);
+  if (!read.ok()) return Bad(absl::StrCat("under Slurm: ", read.status().message()));
+  if (!*read) return std::string();
+  const SlurmLaunch& s = **read;
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  const bool single = f.standalone || given("--rdzv-endpoint");  // the user chose how nodes meet
+  std::vector<std::string> taken;
+  auto take = [&](const char* flag, const auto& value, auto& field, bool allowed) {
+    if (!value || given(flag) || !allowed) return;
+    field = *value;
+    taken.push_back(absl::StrCat(flag, " ", *value, " (", s.source.at(flag), ")"));
+  };
+  std::optional<std::string> nnodes = s.nnodes ? std::optional<std::string>(absl::StrCat(*s.nnodes)) : std::nullopt;
+  std::optional<std::string> nproc =
+      s.nproc_per_node ? std::optional<std::string>(absl::StrCat(*s.nproc_per_node)) : std::nullopt;
+  take("--nnodes", nnodes, f.nnodes, !single);
+  take("--node-rank", s.node_rank, f.node_rank, !single);
+  take("--master-addr", s.master_addr, f.master_addr, !single);
+  take("--master-port", s.master_port, f.master_port, !single);
+  take("--rdzv-id", s.run_id, f.rdzv_id, !f.standalone);
+  take("--nproc-per-node", nproc, f.nproc, true);
+  std::string note = absl::StrCat("under Slurm job ", s.job_id, taken.empty() ? ": every setting was given" : ": ",
+                                  absl::StrJoin(taken, ", "));
+  if (!s.in_step) absl::StrAppend(&note, "; not in an srun step, so this node runs alone (srun dtrun spans the job's nodes)");
+  return note;
 }
 
 absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& rest,
@@ -534,6 +566,9 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     return parsed;
   }
   LaunchConfig c;
+  absl::StatusOr<std::string> slurm = ApplySlurmLaunch(app, env, f);
+  if (!slurm.ok()) return slurm.status();
+  c.scheduler_note = *slurm;
   absl::Status st = FillAgentOptions(f, env, host, c);
   if (!st.ok()) return st;
   st = FillRendezvous(f, host, c);

@@ -36,6 +36,7 @@ struct LaunchConfig {
   CredentialFlags credential_flags;  // as given; LoadLaunchCredentials reads the files
   rdzv::TlsCredentials tls;
   bool omp_warning = false;    // print torchrun's OMP_NUM_THREADS banner
+  std::string scheduler_note;  // what was taken from Slurm's variables, said at start ("": none)
 };
 
 // What parsing produced: a config to run, or text to print and exit 0 (--help, --version).

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
     spdlog::warn("--rdzv-token on the command line is visible to other users until dtrun hides it; prefer "
                  "--rdzv-token-file or the DTRUN_RDZV_TOKEN environment variable");
   }
+  if (!parsed->config->scheduler_note.empty()) spdlog::info("{}", parsed->config->scheduler_note);
   env.erase(dtrun::env::kRdzvToken);  // the workers never see the token
   const std::vector<int> signals = parsed->config->agent.signals_to_handle;
   int rc = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);

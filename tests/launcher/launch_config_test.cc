@@ -1,4 +1,5 @@
 #include "launcher/launch_config.h"
+#include "launcher/slurm_env.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -279,6 +280,45 @@ TEST(CredentialsTest, TokenFilesAreReadSafely) {
   absl::StatusOr<Credentials> fifo = LoadCredentials(flags);  // returns at once: no writer is waited for
   EXPECT_EQ(fifo.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(fifo.status().message().find("--rdzv-token-file"), absl::string_view::npos) << fifo.status();
+}
+
+// `srun -N2 --ntasks-per-node=1 dtrun train` on the second node of a 4-GPU-per-node job: the
+// job's values for what the command line leaves out, said in one line; explicit flags win.
+TEST(LaunchConfigHostTest, UnderSlurmTheJobsValuesFillOnlyTheFlagsNotGiven) {
+  const std::map<std::string, std::string> slurm = {
+      {"SLURM_JOB_ID", "4242"},          {"SLURM_STEP_ID", "0"},          {"SLURM_STEP_NUM_NODES", "2"},
+      {"SLURM_STEP_NODELIST", "gpu[07-08]"}, {"SLURM_NODEID", "1"},       {"SLURM_PROCID", "1"},
+      {"SLURM_LOCALID", "0"},            {"SLURM_STEP_TASKS_PER_NODE", "1(x2)"}, {"SLURM_GPUS_ON_NODE", "4"}};
+  FakeHost host;
+  absl::StatusOr<ParsedCommandLine> p = ParseCommandLine({"train"}, slurm, host);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const LaunchConfig& c = *p->config;
+  const int port = SlurmJobPort("4242");
+  EXPECT_TRUE(c.multi_node);
+  EXPECT_EQ(c.agent.node_rank, 1);
+  EXPECT_EQ(c.agent.nproc_per_node, 4);
+  EXPECT_EQ(c.agent.run_id, "slurm-4242.0");
+  EXPECT_EQ(c.agent.master_addr, "gpu07");
+  EXPECT_EQ(c.agent.master_port, port);
+  EXPECT_EQ(c.scheduler_note,
+            "under Slurm job 4242: --nnodes 2 (SLURM_STEP_NUM_NODES), --node-rank 1 (SLURM_PROCID), --master-addr gpu07 "
+            "(the first host of SLURM_STEP_NODELIST), --master-port " + std::to_string(port) +
+            " (SLURM_JOB_ID), --rdzv-id slurm-4242.0 (SLURM_JOB_ID.SLURM_STEP_ID), --nproc-per-node 4 "
+            "(SLURM_GPUS_ON_NODE)");
+  absl::StatusOr<ParsedCommandLine> mine =
+      ParseCommandLine({"--nproc-per-node", "2", "--master-port", "31000", "train"}, slurm, host);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->config->agent.nproc_per_node, 2);
+  EXPECT_EQ(mine->config->agent.master_port, 31000);
+  EXPECT_EQ(mine->config->scheduler_note.find("--nproc-per-node"), std::string::npos);
+  absl::StatusOr<ParsedCommandLine> alone = ParseCommandLine({"--standalone", "train"}, slurm, host);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_FALSE(alone->config->multi_node);
+  EXPECT_EQ(alone->config->agent.nproc_per_node, 4);
+  std::map<std::string, std::string> crowded = slurm;
+  crowded["SLURM_STEP_TASKS_PER_NODE"] = "2(x2)";
+  absl::StatusOr<ParsedCommandLine> bad = ParseCommandLine({"train"}, crowded, host);
+  EXPECT_NE(bad.status().message().find("under Slurm: srun started 2 dtrun tasks"), std::string::npos) << bad.status();
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+#include "launcher/slurm_env.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "launcher/slurm_hostlist.h"
+
+namespace dtrun {
+namespace {
+
+const std::string* Find(const std::map<std::string, std::string>& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+// The first of `names` that is set, as a non-negative integer (and the name it came from).
+absl::StatusOr<std::optional<std::pair<int, std::string>>> Int(const std::map<std::string, std::string>& env,
+                                                               std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const std::string* v = Find(env, name);
+    if (!v) continue;
+    int n = 0;
+    if (!absl::SimpleAtoi(*v, &n) || n < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, "=", v->substr(0, 64), " is not a count Slurm would set"));
+    }
+    return std::make_optional(std::make_pair(n, std::string(name)));
+  }
+  return std::optional<std::pair<int, std::string>>();
+}
+
+}  // namespace
+
+int SlurmJobPort(const std::string& job_id) {
+  uint64_t id = 0;
+  if (!absl::SimpleAtoi(job_id, &id)) {
+    for (char c : job_id) id = id * 31 + static_cast<unsigned char>(c);
+  }
+  return 20000 + static_cast<int>(id % 10000);
+}
+
+absl::StatusOr<std::vector<int>> ExpandSlurmCounts(const std::string& value) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(value, ',')) {
+    int count = 0, times = 1;
+    absl::string_view n = part;
+    if (size_t open = part.find("(x"); open != absl::string_view::npos) {
+      absl::string_view rep = part.substr(open + 2);
+      if (!absl::ConsumeSuffix(&rep, ")") || !absl::SimpleAtoi(rep, &times) || times < 1 || times > 1 << 16) {
+        return absl::InvalidArgumentError(absl::StrCat("\"", value.substr(0, 64), "\" is not a Slurm count list"));
+      }
+      n = part.substr(0, open);
+    }
+    if (!absl::SimpleAtoi(n, &count) || count < 0 || out.size() + times > (1 << 16)) {
+      return absl::InvalidArgumentError(absl::StrCat("\"", value.substr(0, 64), "\" is not a Slurm count list"));
+    }
+    out.insert(out.end(), static_cast<size_t>(times), count);
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<SlurmLaunch>> ReadSlurmLaunch(const std::map<std::string, std::string>& env) {
+  const std::string* job = Find(env, "SLURM_JOB_ID");
+  if (!job) job = Find(env, "SLURM_JOBID");
+  if (!job) return std::optional<SlurmLaunch>();
+  SlurmLaunch s;
+  s.job_id = *job;
+  const std::string* step = Find(env, "SLURM_STEP_ID");
+  s.in_step = step && *step != "batch" && *step != "extern" && Find(env, "SLURM_STEP_NODELIST");
+  const std::string host = Find(env, "SLURMD_NODENAME") ? *Find(env, "SLURMD_NODENAME") : "this node";
+
+  // One dtrun per node: it starts the node's workers itself.
+  if (s.in_step) {
+    const std::string* tasks = Find(env, "SLURM_STEP_TASKS_PER_NODE");
+    absl::StatusOr<std::vector<int>> counts = tasks ? ExpandSlurmCounts(*tasks) : std::vector<int>{};
+    if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat("SLURM_STEP_TASKS_PER_NODE: ", counts.status().message()));
+    int most = 1;
+    for (int c : *counts) most = std::max(most, c);
+    const std::string* local = Find(env, "SLURM_LOCALID");
+    if (most > 1 || (local && *local != "0")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "srun started ", most > 1 ? absl::StrCat(most) : std::string("several"), " dtrun tasks on ", host,
+          tasks ? absl::StrCat(" (SLURM_STEP_TASKS_PER_NODE=", tasks->substr(0, 64), ")") : "",
+          "; dtrun starts the workers itself: run one dtrun per node (srun --ntasks-per-node=1 dtrun "
+          "--nproc-per-node N ...)"));
+    }
+  }
+
+  absl::StatusOr<std::optional<std::pair<int, std::string>>> nodes =
+      s.in_step ? Int(env, {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"})
+                : absl::StatusOr<std::optional<std::pair<int, std::string>>>(std::nullopt);
+  if (!nodes.ok()) return nodes.status();
+  if (*nodes && (*nodes)->first >= 1) {
+    s.nnodes = (*nodes)->first;
+    s.source["--nnodes"] = (*nodes)->second;
+  }
+  if (s.in_step && s.nnodes && *s.nnodes > 1) {
+    // One task per node (checked above): the task's rank is the node's.
+    absl::StatusOr<std::optional<std::pair<int, std::string>>> rank = Int(env, {"SLURM_PROCID", "SLURM_NODEID"});
+    if (!rank.ok()) return rank.status();
+    if (*rank) {
+      s.node_rank = (*rank)->first;
+      s.source["--node-rank"] = (*rank)->second;
+    }
+    const char* list_var = Find(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+    if (const std::string* list = Find(env, list_var)) {
+      absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
+      if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat(list_var, ": ", hosts.status().message()));
+      if (!hosts->empty()) {
+        s.master_addr = hosts->front();
+        s.source["--master-addr"] = absl::StrCat("the first host of ", list_var);
+      }
+    }
+    s.master_port = SlurmJobPort(s.job_id);
+    s.source["--master-port"] = "SLURM_JOB_ID";
+  }
+  const std::string* step_id = Find(env, "SLURM_STEP_ID");
+  s.run_id = absl::StrCat("slurm-", s.job_id, s.in_step && step_id ? absl::StrCat(".", *step_id) : "");
+  s.source["--rdzv-id"] = s.in_step ? "SLURM_JOB_ID.SLURM_STEP_ID" : "SLURM_JOB_ID";
+
+  absl::StatusOr<std::optional<std::pair<int, std::string>>> gpus = Int(env, {"SLURM_GPUS_ON_NODE"});
+  if (!gpus.ok()) return gpus.status();
+  if (*gpus && (*gpus)->first > 0) {
+    s.nproc_per_node = (*gpus)->first;
+    s.source["--nproc-per-node"] = "SLURM_GPUS_ON_NODE";
+  } else if (const std::string* tasks = Find(env, "SLURM_TASKS_PER_NODE")) {
+    // The job's tasks on this node (sbatch --ntasks-per-node=8), not the step's single dtrun task.
+    absl::StatusOr<std::vector<int>> counts = ExpandSlurmCounts(*tasks);
+    if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE: ", counts.status().message()));
+    absl::StatusOr<std::optional<std::pair<int, std::string>>> node = Int(env, {"SLURM_NODEID"});
+    const size_t at = node.ok() && *node ? static_cast<size_t>((*node)->first) : 0;
+    if (at < counts->size() && (*counts)[at] > 0) {
+      s.nproc_per_node = (*counts)[at];
+      s.source["--nproc-per-node"] = "SLURM_TASKS_PER_NODE";
+    }
+  }
+  return std::make_optional(std::move(s));
+}
+
+}  // namespace dtrun
