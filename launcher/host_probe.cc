@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/executable.h"
+#include "base/host_name.h"
 #include "launcher/network_interface.h"
 
 namespace dtrun {
@@ -32,6 +33,12 @@ class RealHost final : public HostProbe {
   }
   std::optional<std::string> LocalAddressFacing(const std::string& host, int port) const override {
     return dtrun::LocalAddressFacing(host, port);
+  }
+  bool IsThisHost(const std::string& name) const override {
+    const std::string self = LocalHostName();
+    auto first_label = [](const std::string& n) { return n.substr(0, n.find('.')); };
+    return name == self || (!name.empty() && first_label(name) == first_label(self)) ||
+           dtrun::InterfaceWithAddress(name).has_value();
   }
 };
 

@@ -22,6 +22,9 @@ class HostProbe {
   // launcher/network_interface.h.
   virtual std::optional<std::string> InterfaceWithAddress(const std::string& address) const = 0;
   virtual std::optional<std::string> LocalAddressFacing(const std::string& host, int port) const = 0;
+  // Whether `name` is this machine: its host name (or that name's first label, as a Kubernetes pod
+  // is named before its service resolves), or a name or address of one of its interfaces.
+  virtual bool IsThisHost(const std::string& name) const = 0;
 };
 
 // The machine dtrun runs on.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 #include <set>
@@ -373,7 +374,7 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
       c.host_service = is_host->second == "1" || is_host->second == "true" || is_host->second == "True";
     } else {
       // As torchrun: the first local agent to bind the endpoint hosts, the others join it.
-      c.host_service = c.host_service_if_free = host.InterfaceWithAddress(c.service_host).has_value();
+      c.host_service = c.host_service_if_free = host.IsThisHost(c.service_host);
     }
   } else {
     c.service_host = a.master_addr;
@@ -385,13 +386,12 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
                             dynamic ? "--rdzv-endpoint HOST:PORT" : "--master-port", " a port other than 0"));
   }
   if (a.local_addr.empty()) {
-    std::optional<std::string> local = host.LocalAddressFacing(c.service_host, c.service_port);
-    if (!local) {
-      return Bad(absl::StrCat("cannot reach the rendezvous host ", c.service_host, "; check --master-addr / "
-                              "--rdzv-endpoint, or give this node's address with --local-addr"));
+    // A name that does not resolve yet (a Kubernetes service before its pod is up) is waited for
+    // at launch, up to join_timeout (AwaitRendezvousHost).
+    if (std::optional<std::string> local = host.LocalAddressFacing(c.service_host, c.service_port)) {
+      a.local_addr = *local;
+      a.socket_ifname = host.InterfaceWithAddress(a.local_addr).value_or("");
     }
-    a.local_addr = *local;
-    a.socket_ifname = host.InterfaceWithAddress(a.local_addr).value_or("");
   }
   c.credential_flags = f.credentials;  // read by LoadLaunchCredentials, after parsing
   return absl::OkStatus();
@@ -539,6 +539,13 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::stri
     out[kv[0]] = kv[1];
   }
   return out;
+}
+
+void AcceptOperatorSpellings() {
+  const char* operator_spelling = std::getenv("PET_N_PROC_PER_NODE");
+  if (operator_spelling && *operator_spelling && !std::getenv("PET_NPROC_PER_NODE")) {
+    ::setenv("PET_NPROC_PER_NODE", operator_spelling, 0);
+  }
 }
 
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,

@@ -39,6 +39,11 @@ struct LaunchConfig {
   std::string scheduler_note;  // what was taken from Slurm's variables, said at start ("": none)
 };
 
+// Kubeflow's training-operator (pkg/controller.v1/pytorch/elastic.go) sets PET_N_PROC_PER_NODE,
+// not torchrun's PET_NPROC_PER_NODE: the former is copied to the latter when only it is set.
+// Call before parsing (the flags read PET_ variables from the process environment).
+void AcceptOperatorSpellings();
+
 // What parsing produced: a config to run, or text to print and exit 0 (--help, --version).
 struct ParsedCommandLine {
   std::optional<LaunchConfig> config;

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
 
   // The token was copied into `args`; ps and /proc/PID/cmdline must not show it.
   const bool token_on_command_line = dtrun::HideTokenInArgv(argc, argv);
+  dtrun::AcceptOperatorSpellings();
   std::map<std::string, std::string> env = dtrun::EnvironToMap(environ);
   absl::StatusOr<dtrun::ParsedCommandLine> parsed = dtrun::ParseCommandLine(args, env);
   if (!parsed.ok()) {

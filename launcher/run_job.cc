@@ -1,12 +1,14 @@
 #include "launcher/run_job.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
@@ -19,6 +21,7 @@
 #include "base/env_names.h"
 #include "base/host_name.h"
 #include "base/process_table.h"
+#include "launcher/host_probe.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
 #include "spdlog/spdlog.h"
@@ -176,6 +179,44 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
   return rc;
 }
 
+// A rendezvous host whose name does not resolve yet (a Kubernetes service resolves once its pod is
+// up) is looked up again, backing off to 2 s, until join_timeout; a handled signal (blocked, so
+// waited for here) ends the wait. Returns 0 once this node's address facing it is known.
+int AwaitRendezvousHost(LaunchConfig& config) {
+  AgentOptions& a = config.agent;
+  const auto deadline = std::chrono::steady_clock::now() + config.rdzv.join_timeout;
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int signo : a.signals_to_handle) sigaddset(&handled, signo);
+  auto pause = std::chrono::milliseconds(100);
+  for (bool said = false;;) {
+    if (std::optional<std::string> local = ThisHost().LocalAddressFacing(config.service_host, config.service_port)) {
+      a.local_addr = *local;
+      a.socket_ifname = ThisHost().InterfaceWithAddress(*local).value_or("");
+      if (said) spdlog::info("the rendezvous host {} resolves now; this node's address is {}", config.service_host, *local);
+      return 0;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      spdlog::error("cannot reach the rendezvous host {} within join_timeout ({} s); check --master-addr / "
+                    "--rdzv-endpoint, or give this node's address with --local-addr",
+                    config.service_host, config.rdzv.join_timeout.count() / 1000.0);
+      return 1;
+    }
+    if (!said) {
+      spdlog::warn("the rendezvous host {} does not resolve (or is unreachable) yet; waiting up to {} s (join_timeout): "
+                   "a Kubernetes service name resolves once its pod is up",
+                   config.service_host, left.count() / 1000.0);
+      said = true;
+    }
+    const auto wait = std::min(pause, left);
+    timespec ts{static_cast<time_t>(wait.count() / 1000), static_cast<long>(wait.count() % 1000) * 1000000};
+    const int signo = ::sigtimedwait(&handled, nullptr, &ts);
+    if (signo > 0) return 128 + signo;
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+  }
+}
+
 }  // namespace
 
 int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
@@ -239,7 +280,8 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
         "your system being overloaded, please further tune the variable for optimal performance in "
         "your application as needed. \n*****************************************");
   }
-  int rc = RunAgent(config, paths, env, stdio);
+  int rc = config.multi_node && a.local_addr.empty() ? AwaitRendezvousHost(config) : 0;
+  if (rc == 0) rc = RunAgent(config, paths, env, stdio);
   std::error_code ec;
   std::filesystem::remove_all(private_dir, ec);
   if (registry_file.ok()) ::unlink(registry_file->c_str());

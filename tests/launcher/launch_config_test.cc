@@ -218,7 +218,11 @@ class FakeHost : public HostProbe {
     if (address == "10.1.2.3") return std::string("ib0");
     return std::nullopt;
   }
-  std::optional<std::string> LocalAddressFacing(const std::string&, int) const override { return "10.1.2.3"; }
+  std::optional<std::string> LocalAddressFacing(const std::string& host, int) const override {
+    if (host == "not-up-yet") return std::nullopt;  // a Kubernetes service before its pod is up
+    return "10.1.2.3";
+  }
+  bool IsThisHost(const std::string& name) const override { return name == "job-worker-0" || name == "10.1.2.3"; }
 };
 
 absl::StatusOr<LaunchConfig> ParseOn(const FakeHost& host, std::vector<std::string> args) {

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -48,7 +51,26 @@ NetnsCluster::NetnsCluster(int hosts) {
 }
 
 NetnsCluster::~NetnsCluster() {
-  for (const std::string& ns : namespaces_) Ip({"netns", "del", ns});
+  for (const std::string& ns : namespaces_) {
+    std::error_code ec;
+    std::filesystem::remove_all("/etc/netns/" + ns, ec);
+    Ip({"netns", "del", ns});
+  }
+}
+
+bool NetnsCluster::SetHosts(int host, const std::string& lines) {
+  const std::string dir = "/etc/netns/" + prefix_ + "h" + std::to_string(host);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::ofstream out(dir + "/hosts", std::ios::trunc);
+  out << "127.0.0.1 localhost\n::1 localhost\n" << lines;
+  return static_cast<bool>(out.flush());
+}
+
+bool NetnsCluster::AppendHosts(int host, const std::string& lines) {
+  std::ofstream out("/etc/netns/" + prefix_ + "h" + std::to_string(host) + "/hosts", std::ios::app);
+  out << lines;
+  return static_cast<bool>(out.flush());
 }
 
 std::vector<std::string> NetnsCluster::Exec(int host) const {

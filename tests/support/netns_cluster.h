@@ -28,6 +28,11 @@ class NetnsCluster {
   // A firewall on host `i` (nftables): it accepts new TCP connections on `port` only (replies to
   // its own connections still pass). False if nftables is missing.
   bool AllowOnlyTcpPort(int host, int port);
+  // Host `i`'s /etc/hosts: `ip netns exec` mounts /etc/netns/<namespace>/hosts over /etc/hosts for
+  // commands started after the file exists; later appends show in those already running (as a
+  // cluster's DNS starts to answer for a name). localhost is always in it. Removed with the cluster.
+  bool SetHosts(int host, const std::string& lines);
+  bool AppendHosts(int host, const std::string& lines);
 
  private:
   std::string prefix_;
