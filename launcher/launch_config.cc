@@ -185,6 +185,11 @@ absl::StatusOr<std::string> ApplySlurmLaunch(const CLI::App& app, const std::map
   take("--master-port", s.master_port, f.master_port, !single);
   take("--rdzv-id", s.run_id, f.rdzv_id, !f.standalone);
   take("--nproc-per-node", nproc, f.nproc, true);
+  if (!given("--signals-to-handle")) {
+    // Slurm warns a job before preempting it (sbatch --signal=USR1@120): the workers get it.
+    f.signals += ",SIGUSR1,SIGUSR2";
+    taken.push_back("SIGUSR1 and SIGUSR2 forwarded to the workers (Slurm's warnings before preemption)");
+  }
   std::string note = absl::StrCat("under Slurm job ", s.job_id, taken.empty() ? ": every setting was given" : ": ",
                                   absl::StrJoin(taken, ", "));
   if (!s.in_step) absl::StrAppend(&note, "; not in an srun step, so this node runs alone (srun dtrun spans the job's nodes)");

@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <signal.h>
+#include <string.h>
 
 #include <atomic>
 #include <cstdarg>
@@ -34,7 +35,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 std::atomic<bool> g_stop_requested{false};
 
-void OnTerm(int) { g_stop_requested.store(true); }  // only sets a flag
+std::atomic<int> g_stop_signal{SIGTERM};
+// SIGTERM, and Slurm's warning before preemption (sbatch --signal=USR1@120, forwarded by dtrun):
+// checkpoint at the next step and exit. Only sets flags.
+void OnTerm(int signo) {
+  g_stop_signal.store(signo);
+  g_stop_requested.store(true);
+}
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -419,8 +426,8 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     std::vector<double> flags = AllReduceSum({g_stop_requested.load() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
     if (flags[0] > 0 || flags[1] > 0) Save(epoch, step);
     if (flags[0] > 0) {
-      Log("stop requested (SIGTERM): checkpoint written at epoch %lld batch %lld", static_cast<long long>(epoch),
-          static_cast<long long>(step));
+      Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(g_stop_signal.load()),
+          static_cast<long long>(epoch), static_cast<long long>(step));
       stop_ = true;
       return;
     }
@@ -484,7 +491,7 @@ double Training::Validate(int64_t epoch) {
 
 int Training::Run() {
   if (!Setup()) return 2;
-  ::signal(SIGTERM, OnTerm);
+  for (int signo : {SIGTERM, SIGUSR1, SIGUSR2}) ::signal(signo, OnTerm);
   if (o_.evaluate) {
     ApplySizeSchedule(progress_.epoch);
     Validate(progress_.epoch);
@@ -495,7 +502,7 @@ int Training::Run() {
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     ApplySizeSchedule(epoch);
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
-    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + SIGTERM;
+    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + g_stop_signal.load();
     double top1 = Validate(epoch);
     progress_.best_acc1 = std::max(progress_.best_acc1, top1);
     Save(epoch + 1, 0);

@@ -60,6 +60,29 @@ TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedStep
   EXPECT_NE(job.all().find("16 optimizer steps"), std::string::npos) << job.all();
 }
 
+// Slurm's warning before preemption (sbatch --signal=USR1@120) reaches the workers through dtrun
+// (under Slurm it forwards SIGUSR1 by default; here the flag says so): they checkpoint at the next
+// step and exit. The requeued run, same command, resumes there and ends with exactly the planned
+// optimizer steps.
+TEST(TrainingTest, APreemptionWarningCheckpointsAndTheRequeuedRunResumesExactly) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--signals-to-handle",
+                                   "SIGTERM,SIGINT,SIGUSR1"};
+  for (auto& a : Train(MakeTempDir() + "/run", {"--epochs", "2", "-p", "1", "--save-every-minutes", "1000"})) {
+    argv.push_back(a);
+  }
+  Harness first(argv);
+  ASSERT_TRUE(first.WaitForOutput("Epoch: [0][3/8]", std::chrono::seconds(120))) << first.all();
+  ::kill(first.pid(), SIGUSR1);
+  EXPECT_EQ(first.Wait(std::chrono::seconds(120)), 128 + SIGUSR1) << first.all();
+  EXPECT_NE(first.all().find("stop requested (User defined signal 1): checkpoint written at epoch 0"),
+            std::string::npos) << first.all();
+  auto [rc, out] = RunToEnd(argv);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("resuming from"), std::string::npos) << out;
+  EXPECT_NE(out.find("16 optimizer steps"), std::string::npos) << out;
+}
+
 // The trainer reports every step (heartbeats with the global step) and its sections: the agent's
 // event log has each worker's last step, and an absurd eval timeout catches the first eval.
 TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {

@@ -308,7 +308,9 @@ TEST(LaunchConfigHostTest, UnderSlurmTheJobsValuesFillOnlyTheFlagsNotGiven) {
             "under Slurm job 4242: --nnodes 2 (SLURM_STEP_NUM_NODES), --node-rank 1 (SLURM_PROCID), --master-addr gpu07 "
             "(the first host of SLURM_STEP_NODELIST), --master-port " + std::to_string(port) +
             " (SLURM_JOB_ID), --rdzv-id slurm-4242.0 (SLURM_JOB_ID.SLURM_STEP_ID), --nproc-per-node 4 "
-            "(SLURM_GPUS_ON_NODE)");
+            "(SLURM_GPUS_ON_NODE), SIGUSR1 and SIGUSR2 forwarded to the workers (Slurm's warnings before preemption)");
+  EXPECT_NE(std::find(c.agent.signals_to_handle.begin(), c.agent.signals_to_handle.end(), SIGUSR1),
+            c.agent.signals_to_handle.end());
   absl::StatusOr<ParsedCommandLine> mine =
       ParseCommandLine({"--nproc-per-node", "2", "--master-port", "31000", "train"}, slurm, host);
   ASSERT_TRUE(mine.ok()) << mine.status();
