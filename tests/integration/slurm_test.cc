@@ -1,7 +1,12 @@
 // dtrun under a real Slurm (slurmctld, slurmd and munge from Debian, on namespace hosts): srun
 // starts one dtrun per node and dtrun takes the rest from the job.
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
 #include <memory>
 
+#include "base/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/slurm_cluster.h"
@@ -37,6 +42,85 @@ TEST_F(SlurmTest, SrunDtrunFormsAGlooJobAcrossTwoNodesFromTheJobsVariables) {
   }
   EXPECT_NE(out.find(": --nnodes 2 (SLURM_STEP_NUM_NODES), --node-rank "), std::string::npos) << out;
   EXPECT_NE(out.find("--master-addr n0 (the first host of SLURM_STEP_NODELIST)"), std::string::npos) << out;
+}
+
+// examples/slurm/train_imagenet.sbatch as a user submits it: train_imagenet on the demo dataset
+// across both nodes (one worker each: no GPUs, one task per node), 240 images / 2 ranks / 16 = 8
+// steps per epoch. Run with --wait, then with a preemption warning (scancel --signal=USR1) after a
+// few steps: the workers checkpoint, the script requeues the job, and the second run resumes with
+// exactly the planned 16 optimizer steps.
+class SlurmTrainingTest : public SlurmTest {
+ protected:
+  void SetUp() override {
+    SlurmTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (::access((BinDir() + "/train_imagenet").c_str(), X_OK) != 0) GTEST_SKIP() << "built without LibTorch";
+    data_ = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+    out_ = slurm_->dir() + "/run";
+  }
+  std::vector<std::string> Sbatch(std::vector<std::string> flags) {
+    std::vector<std::string> argv = slurm_->Exec(0);
+    argv.insert(argv.end(), {"/usr/bin/sbatch", "--parsable", "--output=" + slurm_->dir() + "/job-%j.out"});
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {std::string(DTRUN_SOURCE_DIR) + "/examples/slurm/train_imagenet.sbatch", data_, out_, "-b",
+                             "16", "--lr", "0.02", "--image-size", "64", "-j", "1", "--epochs", "2", "-p", "1",
+                             "--save-every-minutes", "1000"});
+    return argv;
+  }
+  std::map<std::string, std::string> JobEnv() {
+    std::map<std::string, std::string> env = slurm_->Env();
+    env["DTRUN"] = DtrunBinary();
+    env["TRAIN"] = BinDir() + "/train_imagenet";
+    return env;
+  }
+  std::string data_, out_;
+};
+
+TEST_F(SlurmTrainingTest, TheExampleScriptTrainsAcrossTwoNodes) {
+  auto [rc, id] = RunToEnd(Sbatch({"--wait"}), JobEnv());
+  const std::string log = ReadText(slurm_->dir() + "/job-" + id.substr(0, id.find_first_of(";\n")) + ".out");
+  ASSERT_EQ(rc, 0) << id << log;
+  EXPECT_NE(log.find("--nnodes 2 (SLURM_STEP_NUM_NODES)"), std::string::npos) << log;
+  EXPECT_NE(log.find("16 optimizer steps"), std::string::npos) << log;
+  EXPECT_NE(log.find("best val top1"), std::string::npos) << log;
+}
+
+TEST_F(SlurmTrainingTest, APreemptionWarningCheckpointsRequeuesAndResumesExactly) {
+  auto [rc, out] = RunToEnd(Sbatch({}), JobEnv());
+  ASSERT_EQ(rc, 0) << out;
+  const std::string id = out.substr(0, out.find_first_of(";\n"));
+  const std::string log_file = slurm_->dir() + "/job-" + id + ".out";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  // The job's output file is the only channel: wait on its changes (inotify), bounded.
+  UniqueFd changes(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  ::inotify_add_watch(changes.get(), slurm_->dir().c_str(), IN_MODIFY | IN_CREATE);
+  auto wait_for = [&](const std::string& needle) {
+    for (;;) {
+      if (ReadText(log_file).find(needle) != std::string::npos) return true;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{changes.get(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+        char buf[4096];
+        while (::read(changes.get(), buf, sizeof(buf)) > 0) {
+        }
+      }
+    }
+  };
+  ASSERT_TRUE(wait_for("Epoch: [0][3/8]")) << ReadText(log_file);
+  EXPECT_EQ(slurm_->Run({"/usr/bin/scancel", "--signal=USR1", id}).first, 0);
+  ASSERT_TRUE(wait_for("requeueing job " + id)) << ReadText(log_file);
+  // Slurm makes a requeued job eligible 2 minutes later; the test does not wait them out.
+  const auto requeued = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (slurm_->Run({"/usr/bin/squeue", "-h", "-j", id, "-o", "%T"}).second.find("PENDING") == std::string::npos &&
+         std::chrono::steady_clock::now() < requeued) {
+  }
+  EXPECT_EQ(slurm_->Run({"/usr/bin/scontrol", "update", "JobId=" + id, "StartTime=now"}).first, 0);
+  ASSERT_TRUE(wait_for("16 optimizer steps")) << ReadText(log_file) << slurm_->Run({"/usr/bin/scontrol", "show", "job", id}).second
+                                              << slurm_->Run({"/usr/bin/sinfo"}).second;
+  const std::string log = ReadText(log_file);
+  EXPECT_NE(log.find("stop requested (User defined signal 1): checkpoint written at epoch 0"), std::string::npos) << log;
+  EXPECT_NE(log.find("resuming from"), std::string::npos) << log;
 }
 
 TEST_F(SlurmTest, SeveralDtrunTasksOnANodeAreRefusedWithTheFix) {
