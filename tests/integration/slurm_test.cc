@@ -90,7 +90,7 @@ TEST_F(SlurmTrainingTest, APreemptionWarningCheckpointsRequeuesAndResumesExactly
   ASSERT_EQ(rc, 0) << out;
   const std::string id = out.substr(0, out.find_first_of(";\n"));
   const std::string log_file = slurm_->dir() + "/job-" + id + ".out";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
   // The job's output file is the only channel: wait on its changes (inotify), bounded.
   UniqueFd changes(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
   ::inotify_add_watch(changes.get(), slurm_->dir().c_str(), IN_MODIFY | IN_CREATE);
@@ -110,17 +110,6 @@ TEST_F(SlurmTrainingTest, APreemptionWarningCheckpointsRequeuesAndResumesExactly
   ASSERT_TRUE(wait_for("Epoch: [0][3/8]")) << ReadText(log_file);
   EXPECT_EQ(slurm_->Run({"/usr/bin/scancel", "--signal=USR1", id}).first, 0);
   ASSERT_TRUE(wait_for("requeueing job " + id)) << ReadText(log_file);
-  // Slurm makes a requeued job eligible 2 minutes later; the test does not wait them out, but lets
-  // the first run finish completing on both nodes (a job started on a completing node fails).
-  const auto requeued = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  auto settled = [&] {
-    const std::string state = slurm_->Run({"/usr/bin/squeue", "-h", "-j", id, "-o", "%T"}).second;
-    const std::string nodes = slurm_->Run({"/usr/bin/sinfo", "-h", "-N", "-o", "%t"}).second;
-    return state.find("PENDING") != std::string::npos && nodes == "idle\nidle\n";
-  };
-  while (!settled() && std::chrono::steady_clock::now() < requeued) {
-  }
-  EXPECT_EQ(slurm_->Run({"/usr/bin/scontrol", "update", "JobId=" + id, "StartTime=now"}).first, 0);
   ASSERT_TRUE(wait_for("16 optimizer steps")) << ReadText(log_file) << slurm_->Run({"/usr/bin/scontrol", "show", "job", id}).second
                                               << slurm_->Run({"/usr/bin/sinfo"}).second;
   const std::string log = ReadText(log_file);

@@ -52,7 +52,8 @@ SlurmCluster::SlurmCluster(int nodes) : net_(std::make_unique<NetnsCluster>(node
   conf_ = dir_ + "/slurm.conf";
   std::ofstream conf(conf_);
   conf << "ClusterName=dtrun\nSlurmctldHost=ctl(" << net_->address(0) << ")\nSlurmUser=root\nSlurmdUser=root\n"
-       << "AuthType=auth/munge\nAuthInfo=socket=" << dir_ << "/munge/munge.socket\nCredType=cred/munge\n"
+       // Credentials expire after 10 s, not 120: Slurm waits that long before it starts a requeued job.
+       << "AuthType=auth/munge\nAuthInfo=socket=" << dir_ << "/munge/munge.socket,cred_expire=10\nCredType=cred/munge\n"
        << "StateSaveLocation=" << dir_ << "/state\nSlurmdSpoolDir=" << dir_ << "/spool/%n\n"
        << "SlurmctldPidFile=" << dir_ << "/slurmctld.pid\nSlurmdPidFile=" << dir_ << "/slurmd.%n.pid\n"
        << "SlurmctldLogFile=" << dir_ << "/slurmctld.log\nSlurmdLogFile=" << dir_ << "/slurmd.%n.log\n"
