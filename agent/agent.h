@@ -78,8 +78,8 @@ class Agent {
   void OpenProgressChannels();
   void OnProgressReports(int local_rank);
   void OnTimerRequests();
-  int LocalRankOf(pid_t pid) const;
-  int ProgressSocketRank(int fd) const;  // -1: not a progress socket  // -1: not one of this round's workers or their groups
+  int LocalRankOf(pid_t pid) const;      // -1: not one of this round's workers or their groups
+  int ProgressSocketRank(int fd) const;  // -1: not a progress socket
   void CheckProgress();              // hangs, D state and expired timers, at the loop's end
   void DeclareHang(const progress::Hang& hang, const std::string& what);
   // Once this node's stacks are in (called while group_ is still set): names the culprit and reports. Returns false while the report

@@ -14,6 +14,7 @@
 #include "base/host_name.h"
 #include "base/process_table.h"
 #include "base/signal_names.h"
+#include "base/unix_time.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -238,7 +239,7 @@ bool Agent::ReportHang() {
     spdlog::info("another node reported the hang first");
     return true;
   }
-  f.time_unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  f.time_unix_ms = UnixMillisNow();
   events_.Record("hang", group_round_,
                  {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
                   {"detected_at_rank", group_->workers()[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},

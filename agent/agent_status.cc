@@ -6,11 +6,13 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/agent.h"
 #include "base/atomic_file.h"
 #include "base/host_name.h"
+#include "base/unix_time.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "status/prometheus.h"
@@ -24,17 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsBetween(Clock::time_point from, Clock::time_point to) {
   return std::max(0.0, std::chrono::duration<double>(to - from).count());
-}
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string LowerPhase(rdzv::JobPhase phase) {
-  std::string name = rdzv::PhaseName(phase);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  return name;
 }
 
 }  // namespace
@@ -69,7 +60,7 @@ status::NodeStatus Agent::BuildNodeStatus(Clock::time_point now) {
   node.nproc = options_.nproc_per_node;
   node.round = group_round_;
   node.restarts = static_cast<int>(std::max<int64_t>(0, counters_.rounds - 1));
-  node.time_unix_ms = UnixMillis();
+  node.time_unix_ms = UnixMillisNow();
   if (!group_) return node;
   if (board_) node.total_steps = board_->total_steps();
   std::vector<pid_t> pids;
@@ -114,7 +105,7 @@ void Agent::PublishStatus() {
   status::NodeStatus node = BuildNodeStatus(now);
   status::JobStatus job;
   job.run_id = options_.run_id;
-  job.phase = view_ ? LowerPhase(view_->phase) : "forming";
+  job.phase = view_ ? absl::AsciiStrToLower(rdzv::PhaseName(view_->phase)) : "forming";
   job.round = group_round_;
   job.restarts_used = node.restarts;
   job.nodes.push_back(node);

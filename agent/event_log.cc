@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "base/unix_time.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
@@ -27,8 +28,7 @@ EventLog::EventLog(const std::vector<std::string>& paths, std::string run_id, st
 void EventLog::Record(const char* event, int64_t round, const nlohmann::json& fields) {
   if (files_.empty()) return;
   nlohmann::json line = {
-      {"ts_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch()).count()},
+      {"ts_ms", UnixMillisNow()},
       {"event", event},
       {"run_id", run_id_},
       {"host", host_},

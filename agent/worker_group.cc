@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/worker_env.h"
 #include "base/host_name.h"
+#include "base/unix_time.h"
 
 namespace dtrun {
 namespace {
@@ -121,8 +122,7 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
     f.pid = pid;
     f.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
     f.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
-    f.time_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+    f.time_unix_ms = UnixMillisNow();
     f.error_file = error_files_[w.local_rank];
     ReadErrorFile(f);
     // An exit caused by our own stop signal is a consequence, not a failure; a worker that

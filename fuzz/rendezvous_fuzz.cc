@@ -85,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   JobSummary summary = state.Summary();
   summary.progress = state.Progress();
   for (const dtrun::status::NodeStatus& node : summary.progress) {
-    if (node.ranks.size() > RendezvousState::kMaxStatusRows) __builtin_trap();  // kept within bounds
+    if (node.ranks.size() > dtrun::status::kMaxRanksPerNode) __builtin_trap();  // kept within bounds
   }
   v1::StatusResponse wire;
   ToWire(summary, &wire);

@@ -1,9 +1,12 @@
 #include "launcher/slurm_env.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 #include "launcher/slurm_hostlist.h"
 
 namespace dtrun {
@@ -14,9 +17,16 @@ const std::string* Find(const std::map<std::string, std::string>& env, const cha
   return it == env.end() || it->second.empty() ? nullptr : &it->second;
 }
 
-// The first of `names` that is set, as a non-negative integer (and the name it came from).
-absl::StatusOr<std::optional<std::pair<int, std::string>>> Int(const std::map<std::string, std::string>& env,
-                                                               std::initializer_list<const char*> names) {
+using Env = std::map<std::string, std::string>;
+
+// A count Slurm set, and the variable it came from.
+struct Count {
+  int value;
+  std::string from;
+};
+
+// The first of `names` that is set, as a non-negative integer.
+absl::StatusOr<std::optional<Count>> FirstCount(const Env& env, std::initializer_list<const char*> names) {
   for (const char* name : names) {
     const std::string* v = Find(env, name);
     if (!v) continue;
@@ -24,9 +34,79 @@ absl::StatusOr<std::optional<std::pair<int, std::string>>> Int(const std::map<st
     if (!absl::SimpleAtoi(*v, &n) || n < 0) {
       return absl::InvalidArgumentError(absl::StrCat(name, "=", v->substr(0, 64), " is not a count Slurm would set"));
     }
-    return std::make_optional(std::make_pair(n, std::string(name)));
+    return std::optional<Count>(Count{n, name});
   }
-  return std::optional<std::pair<int, std::string>>();
+  return std::optional<Count>();
+}
+
+// One dtrun per node: it starts the node's workers itself.
+absl::Status CheckOneTaskPerNode(const Env& env) {
+  const std::string* tasks = Find(env, "SLURM_STEP_TASKS_PER_NODE");
+  absl::StatusOr<std::vector<int>> counts = tasks ? ExpandSlurmCounts(*tasks) : std::vector<int>{};
+  if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat("SLURM_STEP_TASKS_PER_NODE: ", counts.status().message()));
+  int most = 1;
+  for (int c : *counts) most = std::max(most, c);
+  const std::string* local = Find(env, "SLURM_LOCALID");
+  if (most == 1 && (!local || *local == "0")) return absl::OkStatus();
+  const std::string* host = Find(env, "SLURMD_NODENAME");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "srun started ", most > 1 ? absl::StrCat(most) : std::string("several"), " dtrun tasks on ",
+      host ? *host : std::string("this node"),
+      tasks ? absl::StrCat(" (SLURM_STEP_TASKS_PER_NODE=", tasks->substr(0, 64), ")") : "",
+      "; dtrun starts the workers itself: run one dtrun per node (srun --ntasks-per-node=1 dtrun "
+      "--nproc-per-node N ...)"));
+}
+
+// In a step: how many nodes, this one's rank (its task's: one task per node), the master (the
+// step's first node) and the job's port.
+absl::Status ReadNodes(const Env& env, SlurmLaunch& s) {
+  absl::StatusOr<std::optional<Count>> nodes = FirstCount(env, {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"});
+  if (!nodes.ok()) return nodes.status();
+  if (!*nodes || (*nodes)->value < 1) return absl::OkStatus();
+  s.nnodes = (*nodes)->value;
+  s.source["--nnodes"] = (*nodes)->from;
+  if (*s.nnodes == 1) return absl::OkStatus();
+  absl::StatusOr<std::optional<Count>> rank = FirstCount(env, {"SLURM_PROCID", "SLURM_NODEID"});
+  if (!rank.ok()) return rank.status();
+  if (*rank) {
+    s.node_rank = (*rank)->value;
+    s.source["--node-rank"] = (*rank)->from;
+  }
+  const char* list_var = Find(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+  if (const std::string* list = Find(env, list_var)) {
+    absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
+    if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat(list_var, ": ", hosts.status().message()));
+    if (!hosts->empty()) {
+      s.master_addr = hosts->front();
+      s.source["--master-addr"] = absl::StrCat("the first host of ", list_var);
+    }
+  }
+  s.master_port = SlurmJobPort(s.job_id);
+  s.source["--master-port"] = "SLURM_JOB_ID";
+  return absl::OkStatus();
+}
+
+// The node's GPUs, else the job's tasks on this node (sbatch --ntasks-per-node=8), not the step's
+// single dtrun task.
+absl::Status ReadWorkersPerNode(const Env& env, SlurmLaunch& s) {
+  absl::StatusOr<std::optional<Count>> gpus = FirstCount(env, {"SLURM_GPUS_ON_NODE"});
+  if (!gpus.ok()) return gpus.status();
+  if (*gpus && (*gpus)->value > 0) {
+    s.nproc_per_node = (*gpus)->value;
+    s.source["--nproc-per-node"] = "SLURM_GPUS_ON_NODE";
+    return absl::OkStatus();
+  }
+  const std::string* tasks = Find(env, "SLURM_TASKS_PER_NODE");
+  if (!tasks) return absl::OkStatus();
+  absl::StatusOr<std::vector<int>> counts = ExpandSlurmCounts(*tasks);
+  if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE: ", counts.status().message()));
+  absl::StatusOr<std::optional<Count>> node = FirstCount(env, {"SLURM_NODEID"});
+  const size_t at = node.ok() && *node ? static_cast<size_t>((*node)->value) : 0;
+  if (at < counts->size() && (*counts)[at] > 0) {
+    s.nproc_per_node = (*counts)[at];
+    s.source["--nproc-per-node"] = "SLURM_TASKS_PER_NODE";
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -67,73 +147,13 @@ absl::StatusOr<std::optional<SlurmLaunch>> ReadSlurmLaunch(const std::map<std::s
   s.job_id = *job;
   const std::string* step = Find(env, "SLURM_STEP_ID");
   s.in_step = step && *step != "batch" && *step != "extern" && Find(env, "SLURM_STEP_NODELIST");
-  const std::string host = Find(env, "SLURMD_NODENAME") ? *Find(env, "SLURMD_NODENAME") : "this node";
-
-  // One dtrun per node: it starts the node's workers itself.
   if (s.in_step) {
-    const std::string* tasks = Find(env, "SLURM_STEP_TASKS_PER_NODE");
-    absl::StatusOr<std::vector<int>> counts = tasks ? ExpandSlurmCounts(*tasks) : std::vector<int>{};
-    if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat("SLURM_STEP_TASKS_PER_NODE: ", counts.status().message()));
-    int most = 1;
-    for (int c : *counts) most = std::max(most, c);
-    const std::string* local = Find(env, "SLURM_LOCALID");
-    if (most > 1 || (local && *local != "0")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "srun started ", most > 1 ? absl::StrCat(most) : std::string("several"), " dtrun tasks on ", host,
-          tasks ? absl::StrCat(" (SLURM_STEP_TASKS_PER_NODE=", tasks->substr(0, 64), ")") : "",
-          "; dtrun starts the workers itself: run one dtrun per node (srun --ntasks-per-node=1 dtrun "
-          "--nproc-per-node N ...)"));
-    }
+    DT_RETURN_IF_ERROR(CheckOneTaskPerNode(env));
+    DT_RETURN_IF_ERROR(ReadNodes(env, s));
   }
-
-  absl::StatusOr<std::optional<std::pair<int, std::string>>> nodes =
-      s.in_step ? Int(env, {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"})
-                : absl::StatusOr<std::optional<std::pair<int, std::string>>>(std::nullopt);
-  if (!nodes.ok()) return nodes.status();
-  if (*nodes && (*nodes)->first >= 1) {
-    s.nnodes = (*nodes)->first;
-    s.source["--nnodes"] = (*nodes)->second;
-  }
-  if (s.in_step && s.nnodes && *s.nnodes > 1) {
-    // One task per node (checked above): the task's rank is the node's.
-    absl::StatusOr<std::optional<std::pair<int, std::string>>> rank = Int(env, {"SLURM_PROCID", "SLURM_NODEID"});
-    if (!rank.ok()) return rank.status();
-    if (*rank) {
-      s.node_rank = (*rank)->first;
-      s.source["--node-rank"] = (*rank)->second;
-    }
-    const char* list_var = Find(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
-    if (const std::string* list = Find(env, list_var)) {
-      absl::StatusOr<std::vector<std::string>> hosts = ExpandHostlist(*list);
-      if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat(list_var, ": ", hosts.status().message()));
-      if (!hosts->empty()) {
-        s.master_addr = hosts->front();
-        s.source["--master-addr"] = absl::StrCat("the first host of ", list_var);
-      }
-    }
-    s.master_port = SlurmJobPort(s.job_id);
-    s.source["--master-port"] = "SLURM_JOB_ID";
-  }
-  const std::string* step_id = Find(env, "SLURM_STEP_ID");
-  s.run_id = absl::StrCat("slurm-", s.job_id, s.in_step && step_id ? absl::StrCat(".", *step_id) : "");
+  s.run_id = absl::StrCat("slurm-", s.job_id, s.in_step ? absl::StrCat(".", *step) : "");
   s.source["--rdzv-id"] = s.in_step ? "SLURM_JOB_ID.SLURM_STEP_ID" : "SLURM_JOB_ID";
-
-  absl::StatusOr<std::optional<std::pair<int, std::string>>> gpus = Int(env, {"SLURM_GPUS_ON_NODE"});
-  if (!gpus.ok()) return gpus.status();
-  if (*gpus && (*gpus)->first > 0) {
-    s.nproc_per_node = (*gpus)->first;
-    s.source["--nproc-per-node"] = "SLURM_GPUS_ON_NODE";
-  } else if (const std::string* tasks = Find(env, "SLURM_TASKS_PER_NODE")) {
-    // The job's tasks on this node (sbatch --ntasks-per-node=8), not the step's single dtrun task.
-    absl::StatusOr<std::vector<int>> counts = ExpandSlurmCounts(*tasks);
-    if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat("SLURM_TASKS_PER_NODE: ", counts.status().message()));
-    absl::StatusOr<std::optional<std::pair<int, std::string>>> node = Int(env, {"SLURM_NODEID"});
-    const size_t at = node.ok() && *node ? static_cast<size_t>((*node)->first) : 0;
-    if (at < counts->size() && (*counts)[at] > 0) {
-      s.nproc_per_node = (*counts)[at];
-      s.source["--nproc-per-node"] = "SLURM_TASKS_PER_NODE";
-    }
-  }
+  DT_RETURN_IF_ERROR(ReadWorkersPerNode(env, s));
   return std::make_optional(std::move(s));
 }
 

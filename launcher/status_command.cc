@@ -8,10 +8,12 @@
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_options.h"
 #include "agent/run_registry.h"
 #include "base/runtime_dir.h"
+#include "base/unix_time.h"
 #include "base/untrusted_file.h"
 #include "launcher/credentials.h"
 #include "launcher/remote_job.h"
@@ -24,12 +26,6 @@ namespace dtrun {
 namespace {
 
 constexpr size_t kMaxSnapshotBytes = 4 << 20;
-constexpr size_t kMaxRanksPerNode = 1024;  // as many as --nproc-per-node allows
-
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 struct Flags {
   std::string run_id;
@@ -46,17 +42,12 @@ struct Shown {
   std::string note;  // a line under the header: the local launch, or why other nodes are missing
 };
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 absl::StatusOr<status::JobStatus> AskService(const RemoteJob& remote) {
   absl::StatusOr<rdzv::JobSummary> s = remote.grpc->job_status(remote.options);
   if (!s.ok()) return s.status();
   status::JobStatus job;
   job.run_id = remote.options.run_id;
-  job.phase = Lower(rdzv::PhaseName(s->phase));
+  job.phase = absl::AsciiStrToLower(rdzv::PhaseName(s->phase));
   job.round = s->round;
   job.restarts_used = s->restarts_used;
   job.nodes = std::move(s->progress);
@@ -69,14 +60,14 @@ Shown ShowLaunch(const LaunchRecord& r, const std::string& runtime_dir, const Fl
   Shown shown;
   shown.job.run_id = r.run_id;
   shown.job.phase = "starting";
-  const long long age = UnixMillis() / 1000 - r.started_unix;
+  const long long age = UnixMillisNow() / 1000 - r.started_unix;
   shown.note = absl::StrCat("dtrun pid ", r.pid, ", up ", status::HumanSeconds(static_cast<double>(age)), ": ",
                             r.command.substr(0, 100));
   const std::string path = absl::StrCat(runtime_dir, "/", r.launch_id, "/", kStatusSnapshotName);
   absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxSnapshotBytes);
   if (!text.ok()) return shown;  // not written yet
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  absl::StatusOr<status::JobStatus> local = status::JobStatusFromJson(j, kMaxRanksPerNode);
+  absl::StatusOr<status::JobStatus> local = status::JobStatusFromJson(j, status::kMaxRanksPerNode);
   if (!local.ok()) {
     shown.note += absl::StrCat("\n(unreadable status file ", path, ": ", local.status().message(), ")");
     return shown;
@@ -116,7 +107,7 @@ absl::StatusOr<std::vector<Shown>> Collect(const Flags& flags) {
 }
 
 std::string Render(std::vector<Shown>& jobs, const Flags& flags) {
-  const int64_t now = UnixMillis();
+  const int64_t now = UnixMillisNow();
   std::string out;
   for (Shown& s : jobs) {
     status::AgeTo(s.job, now);
@@ -124,11 +115,9 @@ std::string Render(std::vector<Shown>& jobs, const Flags& flags) {
       out += status::ToJson(s.job).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       continue;
     }
-    std::string table = status::RenderTable(s.job);
-    const size_t header_end = table.find('\n') + 1;
-    out += table.substr(0, header_end);
+    out += status::RenderHeader(s.job);
     if (!s.note.empty()) out += s.note + "\n";
-    out += table.substr(header_end) + "\n";
+    out += status::RenderRows(s.job) + "\n";
   }
   if (jobs.empty() && !flags.json) {
     out = flags.run_id.empty() ? "no dtrun jobs running\n" : absl::StrCat("no dtrun job with run id ", flags.run_id, " on this machine\n");

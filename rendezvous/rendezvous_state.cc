@@ -87,7 +87,7 @@ absl::Status RendezvousState::SetProgress(const std::string& node_id, status::No
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat(node_id, " is not in the job"));
   const NodeInfo& info = it->second.info;
-  const size_t rows = std::min<size_t>(std::max(info.nproc, 0), kMaxStatusRows);
+  const size_t rows = std::min<size_t>(std::max(info.nproc, 0), status::kMaxRanksPerNode);
   if (absl::Status st = status::CheckNodeStatus(progress, rows); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("status from ", NodeLabel(info), ": ", st.message()));
   }

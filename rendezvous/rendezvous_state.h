@@ -114,8 +114,7 @@ class RendezvousState {
   absl::Status KeepAlive(const std::string& node_id, TimePoint now);
   // Keeps `progress` as the node's latest status summary, with the node's id, host and nproc from
   // its join. InvalidArgument if it breaks status::CheckNodeStatus (at most nproc rows, at most
-  // kMaxStatusRows); NotFound for unknown nodes. The lease is not touched.
-  static constexpr size_t kMaxStatusRows = 1024;
+  // status::kMaxRanksPerNode); NotFound for unknown nodes. The lease is not touched.
   absl::Status SetProgress(const std::string& node_id, status::NodeStatus progress);
   // NotFound for unknown or lost nodes.
   absl::StatusOr<NodeView> View(const std::string& node_id) const;

@@ -126,7 +126,7 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
   out.restarts = in.restarts();
   out.time_unix_ms = in.time_unix_ms();
   if (in.has_total_steps()) out.total_steps = in.total_steps();
-  const int rows = std::min<int>(in.ranks_size(), static_cast<int>(RendezvousState::kMaxStatusRows) + 1);
+  const int rows = std::min<int>(in.ranks_size(), static_cast<int>(status::kMaxRanksPerNode) + 1);
   out.ranks.reserve(static_cast<size_t>(rows));
   for (int i = 0; i < rows; ++i) {
     const v1::RankProgress& w = in.ranks(i);

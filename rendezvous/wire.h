@@ -24,7 +24,7 @@ void ToWire(const NodeView& in, v1::WatchResponse* out);
 NodeInfo FromWire(const v1::JoinRequest& in);
 std::vector<FailureInfo> FailuresFromWire(const v1::OutcomeRequest& in);
 NodeView FromWire(const v1::WatchResponse& in);
-// A node's status summary. FromWire copies at most RendezvousState::kMaxStatusRows + 1 rows (one
+// A node's status summary. FromWire copies at most status::kMaxRanksPerNode + 1 rows (one
 // more than the state keeps, so that too many is still refused there).
 void ToWire(const status::NodeStatus& in, v1::NodeProgress* out);
 status::NodeStatus FromWire(const v1::NodeProgress& in);

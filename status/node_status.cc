@@ -21,10 +21,13 @@ absl::Status CheckRank(const RankStatus& r, size_t i) {
   };
   if (!Printable(r.state)) return bad("state");
   if (!Printable(r.section)) return bad("section");
-  if (r.global_rank < -1 || r.local_rank < 0 || r.pid < 0 || r.step < -1 || r.rss_bytes < -1 ||
-      r.gpu_mem_bytes < -1) {
-    return bad(r.global_rank < -1 ? "global_rank" : r.local_rank < 0 ? "local_rank" : r.pid < 0 ? "pid"
-               : r.step < -1 ? "step" : r.rss_bytes < -1 ? "rss_bytes" : "gpu_mem_bytes");
+  const struct {
+    const char* name;
+    int64_t value, min;
+  } counts[] = {{"global_rank", r.global_rank, -1}, {"local_rank", r.local_rank, 0}, {"pid", r.pid, 0},
+                {"step", r.step, -1},               {"rss_bytes", r.rss_bytes, -1}, {"gpu_mem_bytes", r.gpu_mem_bytes, -1}};
+  for (const auto& c : counts) {
+    if (c.value < c.min) return bad(c.name);
   }
   const std::pair<const char*, double> numbers[] = {
       {"steps_per_s", r.steps_per_s},         {"samples_per_s", r.samples_per_s},

@@ -53,6 +53,9 @@ struct JobStatus {
 // Ages (section, heartbeat) as of `now_unix_ms` instead of when each node built its summary.
 void AgeTo(JobStatus& job, int64_t now_unix_ms);
 
+// The most rows one node's summary may hold (as many as --nproc-per-node allows).
+inline constexpr size_t kMaxRanksPerNode = 1024;
+
 // A summary from outside (a node's push to the service, a snapshot file) is checked before it is
 // kept: at most `max_ranks` rows, short printable strings, finite numbers. InvalidArgument names
 // the field.

@@ -12,7 +12,9 @@ std::string Num(double v, int decimals = 1) { return v < 0 ? "-" : absl::StrForm
 
 std::string Int(int64_t v) { return v < 0 ? "-" : absl::StrCat(v); }
 
-std::string Header(const JobStatus& job) {
+}  // namespace
+
+std::string RenderHeader(const JobStatus& job) {
   int ranks = 0;
   int64_t step = -1;
   std::optional<int64_t> total;
@@ -27,8 +29,6 @@ std::string Header(const JobStatus& job) {
                       ", ", job.restarts_used, " restart(s) used, ", job.nodes.size(), " node(s), ", ranks, " rank(s)",
                       progress, "\n");
 }
-
-}  // namespace
 
 std::string HumanBytes(int64_t bytes) {
   if (bytes < 0) return "-";
@@ -50,9 +50,10 @@ std::string HumanSeconds(double seconds) {
   return absl::StrFormat("%dh%02dm", s / 3600, (s / 60) % 60);
 }
 
-std::string RenderTable(const JobStatus& job) {
-  std::string out = Header(job);
-  out += absl::StrFormat("%-16s %5s %5s %8s %-9s %8s %8s %10s %-12s %8s %8s %6s %10s %5s %10s\n", "HOST", "RANK",
+std::string RenderTable(const JobStatus& job) { return RenderHeader(job) + RenderRows(job); }
+
+std::string RenderRows(const JobStatus& job) {
+  std::string out = absl::StrFormat("%-16s %5s %5s %8s %-9s %8s %8s %10s %-12s %8s %8s %6s %10s %5s %10s\n", "HOST", "RANK",
                          "LOCAL", "PID", "STATE", "STEP", "STEPS/S", "SAMPLES/S", "SECTION", "SEC_AGE", "HB_AGE",
                          "CPU%", "RSS", "GPU%", "GPU_MEM");
   for (const NodeStatus& n : job.nodes) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "gtest/gtest.h"
+#include "tests/support/loopback.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -47,19 +48,13 @@ TEST(BadInputTest, EachMistakeGetsOneLineNamingIt) {
 }
 
 TEST(BadInputTest, PortInUseIsAClearError) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::string port = std::to_string(ntohs(addr.sin_port));
+  int taken_port = 0;
+  UniqueFd taken = ListenOnFreeLoopbackPort(taken_port);
+  ASSERT_TRUE(taken.valid());
+  std::string port = std::to_string(taken_port);
   auto [rc, out] = RunToEnd({DtrunBinary(), "--master-port", port, "/bin/true"});
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("cannot listen on 127.0.0.1:" + port), std::string::npos) << out;
-  ::close(fd);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "gtest/gtest.h"
+#include "tests/support/loopback.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -47,16 +48,6 @@ TEST(HostileWorkerTest, WorkersNeverSeeTheRendezvousToken) {
 template <typename T>
 std::string Raw(T v) { return std::string(reinterpret_cast<const char*>(&v), sizeof(T)); }
 
-int ConnectLoopback(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
-}
-
 TEST(HostileWorkerTest, PacketsClaimingHugeSizesDoNotTakeTheStoreDown) {
   std::optional<std::string> py = TorchPython();
   if (!py) GTEST_SKIP() << "no Python with torch";
@@ -73,20 +64,18 @@ TEST(HostileWorkerTest, PacketsClaimingHugeSizesDoNotTakeTheStoreDown) {
        {Raw<uint8_t>(4) + Raw<uint64_t>(1ull << 30), Raw<uint8_t>(5) + Raw<uint64_t>(1ull << 30),
         Raw<uint8_t>(0) + Raw<uint64_t>(1) + "k" + Raw<uint64_t>(1ull << 30) + std::string(65536, 'x'),
         Raw<uint8_t>(11) + Raw<uint64_t>(1ull << 40)}) {
-    int fd = ConnectLoopback(port);
-    ASSERT_EQ(::send(fd, packet.data(), packet.size(), MSG_NOSIGNAL), static_cast<ssize_t>(packet.size()));
+    UniqueFd fd = ConnectLoopback(port);
+    ASSERT_EQ(::send(fd.get(), packet.data(), packet.size(), MSG_NOSIGNAL), static_cast<ssize_t>(packet.size()));
     char c;
-    EXPECT_LE(::recv(fd, &c, 1, 0), 0);  // the store closes the offender
-    ::close(fd);
+    EXPECT_LE(::recv(fd.get(), &c, 1, 0), 0);  // the store closes the offender
   }
   // A well-behaved client (legacy SET "go") still gets through; the worker finishes.
-  int fd = ConnectLoopback(port);
+  UniqueFd fd = ConnectLoopback(port);
   // LibTorch's client puts "/" before every key.
   std::string set = Raw<uint8_t>(0) + Raw<uint64_t>(3) + "/go" + Raw<uint64_t>(1) + "1";
-  ASSERT_EQ(::send(fd, set.data(), set.size(), MSG_NOSIGNAL), static_cast<ssize_t>(set.size()));
+  ASSERT_EQ(::send(fd.get(), set.data(), set.size(), MSG_NOSIGNAL), static_cast<ssize_t>(set.size()));
   EXPECT_EQ(h.Wait(seconds(60)), 0) << h.all();
   EXPECT_NE(h.out().find("STORE_SURVIVED"), std::string::npos) << h.all();
-  ::close(fd);
 }
 
 }  // namespace

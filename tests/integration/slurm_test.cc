@@ -24,12 +24,8 @@ class SlurmTest : public ::testing::Test {
     ASSERT_TRUE(slurm_->ok()) << slurm_->error();
   }
   std::pair<int, std::string> Srun(std::vector<std::string> args) {
-    std::vector<std::string> argv = slurm_->Exec(0);
-    argv.push_back("/usr/bin/srun");
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::map<std::string, std::string> env = slurm_->Env();
-    env["PYTHON_EXEC"] = *TorchPython();
-    return RunToEnd(argv, env);
+    args.insert(args.begin(), "/usr/bin/srun");
+    return slurm_->Run(args, {{"PYTHON_EXEC", *TorchPython()}});
   }
   std::unique_ptr<SlurmCluster> slurm_;
 };
@@ -58,26 +54,20 @@ class SlurmTrainingTest : public SlurmTest {
     data_ = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
     out_ = slurm_->dir() + "/run";
   }
-  std::vector<std::string> Sbatch(std::vector<std::string> flags) {
-    std::vector<std::string> argv = slurm_->Exec(0);
-    argv.insert(argv.end(), {"/usr/bin/sbatch", "--parsable", "--output=" + slurm_->dir() + "/job-%j.out"});
+  // sbatch of the example with `flags`, the binaries named as the script takes them.
+  std::pair<int, std::string> Sbatch(std::vector<std::string> flags) {
+    std::vector<std::string> argv = {"/usr/bin/sbatch", "--parsable", "--output=" + slurm_->dir() + "/job-%j.out"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {std::string(DTRUN_SOURCE_DIR) + "/examples/slurm/train_imagenet.sbatch", data_, out_, "-b",
                              "16", "--lr", "0.02", "--image-size", "64", "-j", "1", "--epochs", "2", "-p", "1",
                              "--save-every-minutes", "1000"});
-    return argv;
-  }
-  std::map<std::string, std::string> JobEnv() {
-    std::map<std::string, std::string> env = slurm_->Env();
-    env["DTRUN"] = DtrunBinary();
-    env["TRAIN"] = BinDir() + "/train_imagenet";
-    return env;
+    return slurm_->Run(argv, {{"DTRUN", DtrunBinary()}, {"TRAIN", BinDir() + "/train_imagenet"}});
   }
   std::string data_, out_;
 };
 
 TEST_F(SlurmTrainingTest, TheExampleScriptTrainsAcrossTwoNodes) {
-  auto [rc, id] = RunToEnd(Sbatch({"--wait"}), JobEnv());
+  auto [rc, id] = Sbatch({"--wait"});
   const std::string log = ReadText(slurm_->dir() + "/job-" + id.substr(0, id.find_first_of(";\n")) + ".out");
   ASSERT_EQ(rc, 0) << id << log;
   EXPECT_NE(log.find("--nnodes 2 (SLURM_STEP_NUM_NODES)"), std::string::npos) << log;
@@ -86,7 +76,7 @@ TEST_F(SlurmTrainingTest, TheExampleScriptTrainsAcrossTwoNodes) {
 }
 
 TEST_F(SlurmTrainingTest, APreemptionWarningCheckpointsRequeuesAndResumesExactly) {
-  auto [rc, out] = RunToEnd(Sbatch({}), JobEnv());
+  auto [rc, out] = Sbatch({});
   ASSERT_EQ(rc, 0) << out;
   const std::string id = out.substr(0, out.find_first_of(";\n"));
   const std::string log_file = slurm_->dir() + "/job-" + id + ".out";

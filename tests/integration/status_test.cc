@@ -10,6 +10,7 @@
 #include "base/unique_fd.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/loopback.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/pty_session.h"
 #include "tests/support/status_probe.h"
@@ -30,14 +31,10 @@ std::vector<nlohmann::json> StatusJson(const std::map<std::string, std::string>&
 }
 
 std::string HttpGet(int port, const std::string& request) {
-  UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  timeval tv{10, 0};
+  UniqueFd s = ConnectLoopback(port);
+  if (!s.valid()) return "connect failed";
+  timeval tv{10, 0};  // a bound on the reads below
   ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return "connect failed";
   WriteAll(s.get(), request.data(), request.size());
   std::string out;
   char buf[65536];
@@ -113,12 +110,8 @@ TEST_F(StatusTest, MetricsEndpointServesPrometheusAndStatusAndShrugsOffHostileCl
   // Idle connections, a header that never ends, and garbage: the endpoint keeps answering.
   std::vector<UniqueFd> hostile;
   for (int i = 0; i < 8; ++i) {
-    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    UniqueFd s = ConnectLoopback(port);
+    ASSERT_TRUE(s.valid());
     const std::string junk = i % 2 ? std::string("GET /metrics HTTP/1.1\r\nX: ") + std::string(4000, 'a') : "\x01\x02\xff\r\n\r\n";
     WriteAll(s.get(), junk.data(), junk.size());
     hostile.push_back(std::move(s));
@@ -143,15 +136,10 @@ TEST_F(StatusTest, MetricsEndpointServesPrometheusAndStatusAndShrugsOffHostileCl
 }
 
 TEST_F(StatusTest, AMetricsPortThatIsTakenIsSaidAndTheJobRunsWithoutIt) {
-  UniqueFd taken(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(::bind(taken.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(::listen(taken.get(), 1), 0);
-  ::getsockname(taken.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  const std::string port = std::to_string(ntohs(a.sin_port));
+  int taken_port = 0;
+  UniqueFd taken = ListenOnFreeLoopbackPort(taken_port);
+  ASSERT_TRUE(taken.valid());
+  const std::string port = std::to_string(taken_port);
   auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", port,
                              Worker("report_steps.py"), "5"}, env_);
   EXPECT_EQ(rc, 0) << out;

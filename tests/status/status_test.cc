@@ -121,7 +121,10 @@ TEST(StatusJsonTest, RefusesDocumentsThatAreNotStatusOrBreakTheBounds) {
 
 TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   JobStatus job = TwoNodes();
-  job.nodes.push_back(NodeStatus{"n2", "quiet", 2});
+  NodeStatus quiet;  // joined, nothing pushed yet
+  quiet.host = "quiet";
+  quiet.nproc = 2;
+  job.nodes.push_back(quiet);
   const std::string table = RenderTable(job);
   EXPECT_EQ(table.rfind("run j1: running, round 2, 1 restart(s) used, 3 node(s), 4 rank(s), step 10/100\n", 0), 0u) << table;
   EXPECT_NE(table.find("host1                2     0     1002 running         11     2.50       80.0 step"), std::string::npos)

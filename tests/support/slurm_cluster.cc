@@ -88,10 +88,11 @@ SlurmCluster::SlurmCluster(int nodes) : net_(std::make_unique<NetnsCluster>(node
   if (!WaitForIdleNodes(nodes)) error_ = "the Slurm nodes did not come up; see " + dir_ + "/slurmd.n0.log";
 }
 
-std::pair<int, std::string> SlurmCluster::Run(std::vector<std::string> argv) const {
+std::pair<int, std::string> SlurmCluster::Run(std::vector<std::string> argv, std::map<std::string, std::string> env) const {
   std::vector<std::string> full = Exec(0);
   full.insert(full.end(), argv.begin(), argv.end());
-  return RunToEnd(full, Env());
+  env.merge(Env());
+  return RunToEnd(full, env);
 }
 
 bool SlurmCluster::WaitForIdleNodes(int nodes) {

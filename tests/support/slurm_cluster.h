@@ -28,8 +28,9 @@ class SlurmCluster {
   // Slurm commands need.
   std::vector<std::string> Exec(int node) const { return net_->Exec(node + 1); }
   std::map<std::string, std::string> Env() const { return {{"SLURM_CONF", conf_}}; }
-  // Runs a Slurm command (sbatch, squeue, scontrol, ...) from node 0; its exit code and output.
-  std::pair<int, std::string> Run(std::vector<std::string> argv) const;
+  // Runs a Slurm command (sbatch, srun, squeue, scontrol, ...) from node 0 with Env() plus `env`;
+  // its exit code and output.
+  std::pair<int, std::string> Run(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) const;
   const std::string& dir() const { return dir_; }
 
  private:
