@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include <stb_image.h>  // libstb-dev (pkg-config stb)
+#include "worker/data/stb_decode.h"
 
 namespace dtrun::data {
 namespace {
@@ -21,16 +21,6 @@ void CmykToRgb(const std::vector<uint8_t>& cmyk, int pixels, std::vector<uint8_t
     const uint8_t* p = &cmyk[static_cast<size_t>(i) * 4];
     for (int c = 0; c < 3; ++c) (*rgb)[i * 3 + c] = static_cast<uint8_t>(p[c] * p[3] / 255);
   }
-}
-
-absl::StatusOr<Image> DecodeOther(std::string_view bytes) {
-  int w = 0, h = 0, channels = 0;
-  stbi_uc* px = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
-                                      static_cast<int>(bytes.size()), &w, &h, &channels, 3);
-  if (px == nullptr) return absl::DataLossError(absl::StrCat("undecodable image: ", stbi_failure_reason()));
-  Image img{w, h, std::vector<uint8_t>(px, px + static_cast<size_t>(w) * h * 3)};
-  stbi_image_free(px);
-  return img;
 }
 
 }  // namespace
@@ -61,13 +51,10 @@ absl::StatusOr<ImageInfo> Decoder::Info(std::string_view bytes) {
     if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
     return ImageInfo{w, h, true};
   }
-  int w = 0, h = 0, channels = 0;
-  if (!stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), static_cast<int>(bytes.size()), &w, &h,
-                             &channels)) {
-    return absl::DataLossError("not an image (unknown or corrupt format)");
-  }
-  if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
-  return ImageInfo{w, h, false};
+  absl::StatusOr<StbSize> size = StbReadSize(bytes);
+  if (!size.ok()) return size.status();
+  if (absl::Status st = CheckBudget(size->width, size->height); !st.ok()) return st;
+  return ImageInfo{size->width, size->height, false};
 }
 
 absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, int min_w, int min_h, double* scale) {
@@ -75,7 +62,7 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   if (!LooksLikeJpeg(bytes)) {
     absl::StatusOr<ImageInfo> info = Info(bytes);  // the budget, before stb allocates
     if (!info.ok()) return info.status();
-    return DecodeOther(bytes);
+    return StbDecodeRgb(bytes, StbSize{info->width, info->height});
   }
   tjhandle tj = static_cast<tjhandle>(tj_);
   int w = 0, h = 0, subsamp = 0, colorspace = 0;

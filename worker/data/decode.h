@@ -1,6 +1,7 @@
 // Image decoding: JPEG with libjpeg-turbo (TurboJPEG), decoding at 1/2, 1/4 or 1/8 scale in the
-// DCT domain when the caller needs less resolution; PNG/BMP/… (also when misnamed .jpg) with
-// stb_image. Grey and CMYK JPEGs come out as RGB. Thread-compatible: one Decoder per thread.
+// DCT domain when the caller needs less resolution; PNG, BMP, GIF and PNM (also when misnamed .jpg)
+// with stb_image under an allocation bound (stb_decode.h). Grey and CMYK JPEGs come out as RGB.
+// Thread-compatible: one Decoder per thread.
 #pragma once
 
 #include <cstdint>

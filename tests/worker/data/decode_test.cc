@@ -1,5 +1,8 @@
 #include "worker/data/decode.h"
 
+#include <string>
+#include <tuple>
+
 #include "gtest/gtest.h"
 #include "tests/worker/data/data_test_util.h"
 
@@ -98,6 +101,49 @@ TEST(DecoderTest, HeadersClaimingHugeImagesAreRefusedBeforeAnyAllocation) {
   Decoder tiny(/*max_pixels=*/100);
   EXPECT_EQ(tiny.Info(Jpeg(64, 64)).status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_TRUE(d.Info(Jpeg(64, 64)).ok());
+}
+
+// A PNG chunk is 4 bytes of length, 4 of type, the data and a CRC.
+std::string PngChunk(std::string_view type, std::string_view data, uint32_t claimed_length) {
+  std::string c;
+  for (int i = 0; i < 4; ++i) c.push_back(static_cast<char>((claimed_length >> (24 - 8 * i)) & 0xFF));
+  c.append(type);
+  c.append(data);
+  c.append(4, '\0');  // stb does not check CRCs
+  return c;
+}
+
+TEST(DecoderTest, ChunksClaimingMoreDataThanTheFileHoldsAreRefusedBeforeAnyAllocation) {
+  // An 8x8 PNG whose IDAT claims 2 GiB - 1: stb used to reallocate that much before reading it.
+  std::string ihdr("\0\0\0\x08\0\0\0\x08\x08\x02\0\0\0", 13);
+  std::string bomb = std::string("\x89PNG\r\n\x1a\n", 8) + PngChunk("IHDR", ihdr, 13) +
+                     PngChunk("IDAT", "xx", 0x7FFFFFFF);
+  Decoder d;
+  ASSERT_TRUE(d.Info(bomb).ok());
+  absl::StatusOr<Image> img = d.Decode(bomb, Box{0, 0, 8, 8}, 8, 8);
+  EXPECT_EQ(img.status().code(), absl::StatusCode::kResourceExhausted) << img.status();
+  EXPECT_NE(img.status().message().find("8x8 pixels asks for a"), absl::string_view::npos) << img.status();
+}
+
+TEST(DecoderTest, GifBmpAndPnmDecodeAndOtherFormatsAreNotImages) {
+  const std::string gif("GIF89a\x01\0\x01\0\x80\0\0\xff\0\0\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02" "D\x01\0;", 35);
+  const std::string ppm = std::string("P6\n2 1\n255\n") + std::string("\xff\0\0\0\xff\0", 6);
+  std::string bmp;
+  stbi_write_bmp_to_func([](void* ctx, void* data, int size) { static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size); },
+                         &bmp, 3, 2, 3, std::string(18, '\x7f').data());
+  Decoder d;
+  for (const auto& [image, w, h] : {std::tuple{gif, 1, 1}, std::tuple{ppm, 2, 1}, std::tuple{bmp, 3, 2}}) {
+    absl::StatusOr<Image> img = d.Decode(image, Box{0, 0, double(w), double(h)}, w, h);
+    ASSERT_TRUE(img.ok()) << img.status();
+    EXPECT_EQ(img->width, w);
+    EXPECT_EQ(img->height, h);
+    EXPECT_EQ(img->rgb.size(), size_t(w) * h * 3);
+  }
+  EXPECT_EQ(d.Decode(ppm, Box{0, 0, 2, 1}, 2, 1)->rgb[0], 0xFF);  // red, then green
+  EXPECT_EQ(d.Decode(ppm, Box{0, 0, 2, 1}, 2, 1)->rgb[4], 0xFF);
+  // A headerless TGA: stb would have decoded these bytes as a 2x2 image of noise.
+  const std::string tga("\0\0\x02\0\0\0\0\0\0\0\0\0\x02\0\x02\0\x18\0" "abcdefghijkl", 30);
+  EXPECT_EQ(d.Info(tga).status().code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
