@@ -202,7 +202,7 @@ class Service final : public v1::Rendezvous::CallbackService {
       st = CheckCredentials(auth);
       if (st.ok()) st = op();
       if (state_.version() != before) answers = TakeAnswersLocked();
-      wake_.Signal();  // deadlines may have moved
+      WakeTimerIfSooner();
     }
     reactor->Finish(ToGrpc(st));
     for (auto& [r, s] : answers) r->Finish(s);
@@ -256,6 +256,13 @@ class Service final : public v1::Rendezvous::CallbackService {
     return out;
   }
 
+  // A keep-alive only moves a deadline later: the timer wakes for the earlier one and looks again.
+  // Waking it on every call cost a thread switch per keep-alive.
+  void WakeTimerIfSooner() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::optional<TimePoint> next = state_.NextDeadline();
+    if (next && (!timer_until_ || *next < *timer_until_)) wake_.Signal();
+  }
+
   void TimerLoop() {
     for (;;) {
       std::vector<std::pair<WatchReactor*, grpc::Status>> answers;
@@ -263,6 +270,7 @@ class Service final : public v1::Rendezvous::CallbackService {
         absl::MutexLock lock(&mu_);
         if (stopping_) return;
         std::optional<TimePoint> deadline = state_.NextDeadline();
+        timer_until_ = deadline;
         if (deadline) {
           auto wait = std::chrono::duration_cast<std::chrono::microseconds>(*deadline - Clock::now());
           if (wait.count() > 0) wake_.WaitWithTimeout(&mu_, absl::Microseconds(wait.count()));
@@ -285,6 +293,7 @@ class Service final : public v1::Rendezvous::CallbackService {
   int64_t rejected_progress_ ABSL_GUARDED_BY(mu_) = 0;  // status summaries that broke the bounds
   std::multimap<std::string, WatchReactor*> parked_ ABSL_GUARDED_BY(mu_);  // by node id
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<TimePoint> timer_until_ ABSL_GUARDED_BY(mu_);  // what the timer sleeps until (none: forever)
   std::thread timer_;
 };
 

@@ -43,21 +43,24 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
       return absl::InvalidArgumentError(absl::StrCat("--node-rank ", node.requested_rank,
                                                      " is out of range; use 0..", options_.max_nodes - 1));
     }
-    for (const auto& [id, n] : nodes_) {
-      if (n.info.requested_rank == node.requested_rank) {
-        return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank,
-                                                     " has already joined from ", NodeLabel(n.info),
-                                                     "; give every node its own --node-rank"));
-      }
+    if (auto held = by_rank_.find(node.requested_rank); held != by_rank_.end()) {
+      return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank, " has already joined from ",
+                                                   NodeLabel(nodes_.at(held->second).info),
+                                                   "; give every node its own --node-rank"));
     }
   }
   std::string id = absl::StrCat("node", next_seq_, "-", node.host);
-  Node& n = nodes_[id];
+  auto [it, inserted] = nodes_.try_emplace(id);
+  Node& n = it->second;
   n.info = node;
   n.join_seq = next_seq_++;
-  n.lease_expiry = now + options_.lease();
+  by_join_.emplace(n.join_seq, id);
+  if (node.requested_rank >= 0) {
+    by_rank_[node.requested_rank] = id;
+    last_known_[node.requested_rank] = node;
+  }
   n.last_contact = now;
-  if (node.requested_rank >= 0) last_known_[node.requested_rank] = node;
+  by_contact_.emplace(now, id);
   Touch(id);
   if (phase_ == JobPhase::kRunning) {
     bool room = !options_.static_ranks && static_cast<int>(members_.size()) < options_.max_nodes;
@@ -73,13 +76,19 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
   return id;
 }
 
+void RendezvousState::Renew(Nodes::iterator it, TimePoint now) {
+  Node& n = it->second;
+  by_contact_.erase({n.last_contact, it->first});
+  n.last_contact = now;
+  by_contact_.emplace_hint(by_contact_.end(), now, it->first);  // usually the latest contact
+}
+
 absl::Status RendezvousState::KeepAlive(const std::string& node_id, TimePoint now) {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
     return absl::NotFoundError(absl::StrCat(node_id, " is not in the job (declared lost); join again"));
   }
-  it->second.lease_expiry = now + options_.lease();
-  it->second.last_contact = now;
+  Renew(it, now);
   return absl::OkStatus();
 }
 
@@ -104,12 +113,11 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
     return absl::NotFoundError(absl::StrCat(node_id, " is not in the job (declared lost); join again"));
   }
   NodeView v;
-  v.version = it == nodes_.end() ? version_ : it->second.view_version;
+  v.version = it == nodes_.end() ? version_ : std::max(it->second.view_version, all_version_);
   v.phase = phase_;
   v.round = round_;
   v.role = it == nodes_.end() ? NodeRole::kWaiting : it->second.role;
-  auto a = assignments_.find(node_id);
-  if (phase_ == JobPhase::kRunning && a != assignments_.end()) v.assignment = a->second;
+  if (phase_ == JobPhase::kRunning && it != nodes_.end()) v.assignment = it->second.assignment;
   v.reason = reason_;
   v.failures = failures_;
   v.exit_code = exit_code_;
@@ -117,16 +125,22 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
   return v;
 }
 
+RendezvousState::Node* RendezvousState::Member(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
+  return it != nodes_.end() && it->second.assignment ? &it->second : nullptr;
+}
+
 absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t round,
                                             const std::vector<FailureInfo>& failures, TimePoint now) {
-  if (phase_ != JobPhase::kRunning || round != round_ || !assignments_.count(node_id)) {
+  Node* member = Member(node_id);
+  if (phase_ != JobPhase::kRunning || round != round_ || member == nullptr) {
     return absl::AbortedError(absl::StrCat("round ", round, " is no longer running (current round ",
                                            round_, ", ", PhaseName(phase_), ")"));
   }
   if (failures.empty()) return absl::InvalidArgumentError("a failure report needs at least one failure");
   const FailureInfo& failure = failures[0];
   ++restarts_used_;
-  const std::string worker = absl::StrCat("worker rank ", failure.global_rank, " on ", NodeLabel(nodes_.at(node_id).info));
+  const std::string worker = absl::StrCat("worker rank ", failure.global_rank, " on ", NodeLabel(member->info));
   if (failure.kind == kHangFailure) stacks_round_ = round;
   if (failure.kind == kNoProgressFailure) {
     Fail(absl::StrCat(worker, ": ", failure.message), failures, ExitCodeOf(failure));
@@ -148,13 +162,15 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
 }
 
 absl::Status RendezvousState::ReportSuccess(const std::string& node_id, int64_t round, TimePoint now) {
-  if (phase_ != JobPhase::kRunning || round != round_ || !assignments_.count(node_id)) {
+  Node* member = Member(node_id);
+  if (phase_ != JobPhase::kRunning || round != round_ || member == nullptr) {
     return absl::AbortedError(absl::StrCat("round ", round, " is no longer running (current round ",
                                            round_, ", ", PhaseName(phase_), ")"));
   }
-  succeeded_[node_id] = true;
   ++version_;
-  if (std::all_of(members_.begin(), members_.end(), [&](const std::string& m) { return succeeded_[m]; })) {
+  if (member->succeeded) return absl::OkStatus();
+  member->succeeded = true;
+  if (++succeeded_ == members_.size()) {
     phase_ = JobPhase::kSucceeded;
     reason_ = "every worker on every node exited 0";
     TouchAll();
@@ -163,8 +179,8 @@ absl::Status RendezvousState::ReportSuccess(const std::string& node_id, int64_t 
 }
 
 absl::Status RendezvousState::Leave(const std::string& node_id, TimePoint now) {
-  if (!nodes_.count(node_id)) return absl::OkStatus();
-  DropNode(node_id, "left the job", now);
+  auto it = nodes_.find(node_id);
+  if (it != nodes_.end()) DropNode(it, "left the job", now);
   return absl::OkStatus();
 }
 
@@ -178,17 +194,16 @@ void RendezvousState::Kill(const std::string& reason) {
 TimePoint RendezvousState::Expiry(const Node& n) const {
   // Once the job is over nothing is left to protect: a node that misses one keep-alive is gone,
   // so the service host does not wait for a dead node (it waits for live ones to learn the end).
-  if (!Terminal()) return n.lease_expiry;
-  return std::min(n.lease_expiry, n.last_contact + options_.keep_alive_interval * 5 / 4);
+  // Either way the node that was heard from first expires first.
+  if (!Terminal()) return n.last_contact + options_.lease();
+  return n.last_contact + std::min<std::chrono::milliseconds>(options_.lease(), options_.keep_alive_interval * 5 / 4);
 }
 
 void RendezvousState::Tick(TimePoint now) {
-  std::vector<std::string> expired;
-  for (const auto& [id, n] : nodes_) {
-    if (Expiry(n) <= now) expired.push_back(id);
-  }
-  for (const std::string& id : expired) {
-    DropNode(id, absl::StrCat("lost: no keep-alive for ", options_.lease().count(), " ms"), now);
+  while (!by_contact_.empty()) {
+    auto it = nodes_.find(by_contact_.begin()->second);
+    if (Expiry(it->second) > now) break;
+    DropNode(it, absl::StrCat("lost: no keep-alive for ", options_.lease().count(), " ms"), now);
   }
   if (phase_ != JobPhase::kForming) return;
   if (now >= forming_since_ + options_.join_timeout) {
@@ -207,7 +222,7 @@ std::optional<TimePoint> RendezvousState::NextDeadline() const {
   auto consider = [&](TimePoint t) {
     if (!next || t < *next) next = t;
   };
-  for (const auto& [id, n] : nodes_) consider(Expiry(n));
+  if (!by_contact_.empty()) consider(Expiry(nodes_.at(by_contact_.begin()->second)));
   if (phase_ == JobPhase::kForming) {
     consider(forming_since_ + options_.join_timeout);
     if (min_reached_at_) consider(*min_reached_at_ + options_.last_call_timeout);
@@ -215,25 +230,24 @@ std::optional<TimePoint> RendezvousState::NextDeadline() const {
   return next;
 }
 
-std::vector<std::string> RendezvousState::LiveCandidates() const {
-  std::vector<std::pair<uint64_t, std::string>> order;
-  for (const auto& [id, n] : nodes_) order.emplace_back(n.join_seq, id);
-  std::sort(order.begin(), order.end());
+std::vector<std::string> RendezvousState::FirstJoined(size_t count) const {
   std::vector<std::string> ids;
-  for (auto& [seq, id] : order) ids.push_back(id);
+  ids.reserve(std::min(count, by_join_.size()));
+  for (auto it = by_join_.begin(); it != by_join_.end() && ids.size() < count; ++it) ids.push_back(it->second);
+  nodes_visited_ += ids.size();
   return ids;
 }
 
 void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
   if (phase_ != JobPhase::kForming) return;
-  std::vector<std::string> candidates = LiveCandidates();
-  const int n = static_cast<int>(candidates.size());
+  const int n = static_cast<int>(nodes_.size());
   if (options_.static_ranks) {
     if (n < options_.max_nodes) return;
-    std::sort(candidates.begin(), candidates.end(), [&](const std::string& a, const std::string& b) {
-      return nodes_.at(a).info.requested_rank < nodes_.at(b).info.requested_rank;
-    });
-    FormRound(candidates);
+    std::vector<std::string> by_rank;  // every rank is held: by_rank_ is 0..max_nodes-1
+    by_rank.reserve(by_rank_.size());
+    for (const auto& [rank, id] : by_rank_) by_rank.push_back(id);
+    nodes_visited_ += by_rank.size();
+    FormRound(std::move(by_rank));
     return;
   }
   if (n < options_.min_nodes) {
@@ -241,20 +255,23 @@ void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
     return;
   }
   if (n >= options_.max_nodes || reforming) {
-    candidates.resize(std::min(n, options_.max_nodes));
-    FormRound(candidates);
+    FormRound(FirstJoined(options_.max_nodes));
     return;
   }
   if (!min_reached_at_) min_reached_at_ = now;
-  if (now >= *min_reached_at_ + options_.last_call_timeout) FormRound(candidates);
+  if (now >= *min_reached_at_ + options_.last_call_timeout) FormRound(FirstJoined(n));
 }
 
 void RendezvousState::FormRound(std::vector<std::string> members) {
   ++round_;
   members_ = std::move(members);
-  assignments_.clear();
-  succeeded_.clear();
+  succeeded_ = 0;
   min_reached_at_.reset();
+  ForEachNode([](const std::string&, Node& n) {
+    n.role = NodeRole::kSpare;
+    n.assignment.reset();
+    n.succeeded = false;
+  });
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
   NodeInfo master = nodes_.at(members_[0]).info;
@@ -266,12 +283,9 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   for (size_t i = 0; i < members_.size(); ++i) {
     Node& node = nodes_.at(members_[i]);
     node.role = NodeRole::kMember;
-    assignments_[members_[i]] = Assignment{round_, static_cast<int>(i), static_cast<int>(members_.size()),
-                                           offset, world, master.store_addr, master.store_port};
+    node.assignment = Assignment{round_, static_cast<int>(i), static_cast<int>(members_.size()),
+                                 offset, world, master.store_addr, master.store_port};
     offset += node.info.nproc;
-  }
-  for (auto& [id, n] : nodes_) {
-    if (!assignments_.count(id)) n.role = NodeRole::kSpare;
   }
   phase_ = JobPhase::kRunning;
   TouchAll();
@@ -282,8 +296,12 @@ void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
   reason_ = reason;
   forming_since_ = now;
   members_.clear();
-  assignments_.clear();
-  for (auto& [id, n] : nodes_) n.role = NodeRole::kWaiting;
+  succeeded_ = 0;
+  ForEachNode([](const std::string&, Node& n) {
+    n.role = NodeRole::kWaiting;
+    n.assignment.reset();
+    n.succeeded = false;
+  });
   TouchAll();
   MaybeFormRound(now, /*reforming=*/true);
   SayWhoIsAwaited();
@@ -297,35 +315,41 @@ void RendezvousState::Fail(const std::string& reason, std::vector<FailureInfo> f
   TouchAll();
 }
 
-void RendezvousState::DropNode(const std::string& node_id, const std::string& why, TimePoint now) {
-  const Node node = nodes_.at(node_id);
-  nodes_.erase(node_id);
+void RendezvousState::DropNode(Nodes::iterator it, const std::string& why, TimePoint now) {
+  const std::string node_id = it->first;
+  const NodeInfo info = std::move(it->second.info);
+  const bool unfinished_member = it->second.assignment && !it->second.succeeded;
+  by_contact_.erase({it->second.last_contact, node_id});
+  by_join_.erase(it->second.join_seq);
+  if (auto r = by_rank_.find(info.requested_rank); r != by_rank_.end() && r->second == node_id) by_rank_.erase(r);
+  nodes_.erase(it);
   Touch(node_id);  // its watcher learns it is out
-  bool member = assignments_.count(node_id) > 0;
-  bool finished = member && succeeded_[node_id];
-  if (phase_ == JobPhase::kRunning && member && !finished) {
-    EndRound(absl::StrCat(NodeLabel(node.info), " ", why), now);
-  }
+  if (phase_ == JobPhase::kRunning && unfinished_member) EndRound(absl::StrCat(NodeLabel(info), " ", why), now);
 }
 
 void RendezvousState::SayWhoIsAwaited() {
   if (phase_ != JobPhase::kForming || !options_.static_ranks) return;
+  constexpr size_t kNamed = 8;  // the reason goes to every node: its length must not grow with the job
   std::vector<std::string> missing;
+  int more = 0;
   for (int rank = 0; rank < options_.max_nodes; ++rank) {
-    bool present = std::any_of(nodes_.begin(), nodes_.end(),
-                               [&](const auto& n) { return n.second.info.requested_rank == rank; });
-    if (present) continue;
+    if (by_rank_.count(rank)) continue;
+    if (missing.size() == kNamed) {
+      ++more;
+      continue;
+    }
     auto known = last_known_.find(rank);
     missing.push_back(known != last_known_.end() ? NodeLabel(known->second) : absl::StrCat("node ", rank));
   }
+  nodes_visited_ += options_.max_nodes;
   if (missing.empty()) return;
-  absl::StrAppend(&reason_, "; waiting for ", absl::StrJoin(missing, ", "), " to come back, up to ",
+  absl::StrAppend(&reason_, "; waiting for ", absl::StrJoin(missing, ", "),
+                  more > 0 ? absl::StrCat(" and ", more, " more") : "", " to come back, up to ",
                   options_.join_timeout.count() / 1000.0, " s (join_timeout); Ctrl-C to stop");
 }
 
 void RendezvousState::TouchAll() {
-  ++version_;
-  for (auto& [id, n] : nodes_) n.view_version = version_;
+  all_version_ = ++version_;
   touched_.all = true;
 }
 
@@ -343,14 +367,15 @@ JobSummary RendezvousState::Summary() const {
   s.phase = phase_;
   s.round = round_;
   s.restarts_used = restarts_used_;
-  for (const auto& [id, n] : nodes_) s.nodes.emplace_back(id, n.info);
+  s.nodes.reserve(nodes_.size());
+  ForEachNode([&](const std::string& id, const Node& n) { s.nodes.emplace_back(id, n.info); });
   return s;
 }
 
 std::vector<status::NodeStatus> RendezvousState::Progress() const {
   std::vector<status::NodeStatus> out;
   out.reserve(nodes_.size());
-  for (const auto& [id, n] : nodes_) {
+  ForEachNode([&](const std::string& id, const Node& n) {
     if (n.progress) {
       out.push_back(*n.progress);
     } else {
@@ -360,7 +385,7 @@ std::vector<status::NodeStatus> RendezvousState::Progress() const {
       none.nproc = n.info.nproc;
       out.push_back(std::move(none));
     }
-  }
+  });
   return out;
 }
 

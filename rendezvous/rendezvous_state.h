@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,47 +150,73 @@ class RendezvousState {
   };
   Touched TakeTouched();
 
+  // Work done over the whole node table, for the scaling guard (rendezvous_scaling_test): calls
+  // that are not per round (joins while forming, keep-alives, views, reports) must not add to it.
+  uint64_t nodes_visited() const { return nodes_visited_; }
+
  private:
   struct Node {
     NodeInfo info;
     NodeRole role = NodeRole::kWaiting;
-    TimePoint lease_expiry;
-    TimePoint last_contact;  // join or keep-alive
+    TimePoint last_contact;  // join or keep-alive: the lease runs from here
     uint64_t join_seq = 0;
-    uint64_t view_version = 0;  // version_ when this node's view last changed
+    uint64_t view_version = 0;  // version_ when this node alone last changed (see all_version_)
+    std::optional<Assignment> assignment;  // a member of the current round
+    bool succeeded = false;                // a member that reported success this round
     std::optional<status::NodeStatus> progress;  // the latest status summary it pushed
   };
+  using Nodes = std::map<std::string, Node>;
 
-  void TouchAll();                      // every node's view changed
+  // Every loop over all nodes goes through here, so nodes_visited() sees it.
+  template <typename Fn>
+  void ForEachNode(Fn fn) {
+    nodes_visited_ += nodes_.size();
+    for (auto& [id, n] : nodes_) fn(id, n);
+  }
+  template <typename Fn>
+  void ForEachNode(Fn fn) const {
+    nodes_visited_ += nodes_.size();
+    for (const auto& [id, n] : nodes_) fn(id, n);
+  }
+
+  void TouchAll();                      // every node's view changed: O(1)
   void Touch(const std::string& node);  // only this node's
   void MaybeFormRound(TimePoint now, bool reforming);
   void FormRound(std::vector<std::string> members);
   void EndRound(const std::string& reason, TimePoint now);
   void Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code);
-  void DropNode(const std::string& node_id, const std::string& why, TimePoint now);
+  void DropNode(Nodes::iterator it, const std::string& why, TimePoint now);
+  void Renew(Nodes::iterator it, TimePoint now);
   TimePoint Expiry(const Node& n) const;
   void SayWhoIsAwaited();  // static mode, forming: names the ranks the round waits for
   bool Terminal() const;
-  std::vector<std::string> LiveCandidates() const;  // by join order
+  std::vector<std::string> FirstJoined(size_t count) const;  // by join order
+  Node* Member(const std::string& node_id);  // nullptr unless in the current round
 
   RendezvousOptions options_;
-  std::map<std::string, Node> nodes_;
+  // The node table and its indexes, kept in step by Join, Renew and DropNode: every per-node call
+  // is a lookup (O(log N)); only round changes walk all nodes.
+  Nodes nodes_;
+  std::map<uint64_t, std::string> by_join_;                 // join order
+  std::map<int, std::string> by_rank_;                      // static ranks of live nodes
+  std::set<std::pair<TimePoint, std::string>> by_contact_;  // lease order: the first expires first
   std::map<int, NodeInfo> last_known_;  // static rank → the node that last held it
   uint64_t next_seq_ = 0;
   uint64_t version_ = 1;
+  uint64_t all_version_ = 0;  // version_ when every node's view last changed
   JobPhase phase_ = JobPhase::kForming;
   int64_t round_ = -1;
   int restarts_used_ = 0;
-  std::vector<std::string> members_;            // current round, by group rank
-  std::map<std::string, Assignment> assignments_;
-  std::map<std::string, bool> succeeded_;       // member → reported success this round
+  std::vector<std::string> members_;  // current round, by group rank
+  size_t succeeded_ = 0;               // members that reported success this round
   TimePoint forming_since_;
-  std::optional<TimePoint> min_reached_at_;     // elastic last call
+  std::optional<TimePoint> min_reached_at_;  // elastic last call
   std::string reason_;
   std::vector<FailureInfo> failures_;
   int exit_code_ = 0;
   int64_t stacks_round_ = -1;
   Touched touched_;
+  mutable uint64_t nodes_visited_ = 0;
 };
 
 }  // namespace dtrun::rdzv
