@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/worker_env.h"
 #include "base/env_names.h"
+#include "base/mutex_mode.h"
 #include "launcher/console_log.h"
 #include "launcher/kill_command.h"
 #include "launcher/status_command.h"
@@ -34,6 +35,7 @@ void RaiseFdLimit() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dtrun::SkipMutexDeadlockDetection();
   RaiseFdLimit();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
