@@ -1,9 +1,11 @@
 #include "tests/support/netns_cluster.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "tests/support/process_harness.h"
 
@@ -13,6 +15,20 @@ namespace {
 bool Ip(std::vector<std::string> args) {
   args.insert(args.begin(), "ip");
   return RunToEnd(args).first == 0;
+}
+
+// Kills whatever still runs in the namespace: a test's processes end with the test, including those
+// a daemon started and did not reap (a Slurm job step outlives slurmd). Repeated while any
+// remain, since one may fork as it dies.
+void KillEverythingIn(const std::string& ns) {
+  for (int pass = 0; pass < 10; ++pass) {
+    auto [rc, out] = RunToEnd({"ip", "netns", "pids", ns});
+    if (rc != 0 || out.empty()) return;
+    std::istringstream pids(out);
+    for (pid_t pid; pids >> pid;) {
+      if (pid > 1 && pid != ::getpid()) ::kill(pid, SIGKILL);
+    }
+  }
 }
 
 std::string Veth(const std::string& prefix, int i, bool sw) {
@@ -52,6 +68,7 @@ NetnsCluster::NetnsCluster(int hosts) {
 
 NetnsCluster::~NetnsCluster() {
   for (const std::string& ns : namespaces_) {
+    KillEverythingIn(ns);
     std::error_code ec;
     std::filesystem::remove_all("/etc/netns/" + ns, ec);
     Ip({"netns", "del", ns});
