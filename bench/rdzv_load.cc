@@ -13,7 +13,7 @@
 // With --server-pid, the service's CPU time (from /proc) is reported per phase, and its peak RSS.
 // One line per phase, `phase=NAME key=value ...`, for bench/rdzv_scale.py.
 //   rdzv_load --endpoint HOST:PORT --nodes N [--procs 4] [--run-id load] [--token t]
-//             [--steady-seconds 0] [--status-rows] [--late 0] [--server-pid PID]
+//             [--steady-seconds 0] [--status-rows] [--keep-alive-ms 5000] [--late 0] [--server-pid PID]
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -61,6 +61,7 @@ struct Flags {
   bool status_rows = false;
   int late = 0;
   int server_pid = 0;
+  int keep_alive_ms = 5000;  // the service's default keep_alive_interval, which it hands out on Join
 };
 
 // ---- one agent -------------------------------------------------------------------------------
@@ -406,9 +407,10 @@ bool ParseFlags(int argc, char** argv, Flags& f) {
     else if (k == "--status-rows") f.status_rows = true;
     else if (k == "--late") f.late = std::atoi(value().c_str());
     else if (k == "--server-pid") f.server_pid = std::atoi(value().c_str());
+    else if (k == "--keep-alive-ms") f.keep_alive_ms = std::atoi(value().c_str());
     else return false;
   }
-  return !f.endpoint.empty() && f.nodes > 0 && f.procs > 0 && f.late >= 0;
+  return !f.endpoint.empty() && f.nodes > 0 && f.procs > 0 && f.late >= 0 && f.keep_alive_ms > 0;
 }
 
 }  // namespace
@@ -418,7 +420,7 @@ int main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, f)) {
     std::fprintf(stderr,
                  "usage: rdzv_load --endpoint HOST:PORT --nodes N [--procs 4] [--run-id load] [--token t]\n"
-                 "                 [--steady-seconds S] [--status-rows] [--late K] [--server-pid PID]\n");
+                 "                 [--steady-seconds S] [--status-rows] [--keep-alive-ms 5000] [--late K] [--server-pid PID]\n");
     return 2;
   }
   dtrun::SkipMutexDeadlockDetection();  // as dtrun does
@@ -474,9 +476,7 @@ int main(int argc, char** argv) {
 
   // Steady: keep-alives at the service's interval (and status rows and queries).
   if (rc == 0 && f.steady_seconds > 0) {
-    auto probe = RendezvousClient::Create(o).value();
-    const int interval_ms = 5000;  // the service's default keep_alive_interval, which it hands out on Join
-    AskAll(children, [&](const Child&) { return "keepalive " + std::to_string(interval_ms) + (f.status_rows ? " 1" : " 0"); });
+    AskAll(children, [&](const Child&) { return "keepalive " + std::to_string(f.keep_alive_ms) + (f.status_rows ? " 1" : " 0"); });
     std::thread status;
     if (f.status_rows) status = std::thread([&] { AskStatus(o, f.steady_seconds); });
     ServerSample a = SampleServer(f.server_pid);

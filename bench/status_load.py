@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The rendezvous service under `dtrun status` load: N simulated agents of 8 workers each push their
-status rows with their keep-alives every 2 s (bench/rdzv_load STATUS_SECONDS), one client asks for
-the whole job once a second; the service's CPU and memory are sampled from /proc once a second.
+status rows with their keep-alives every 2 s (the agents' push pace; bench/rdzv_load --status-rows),
+one client asks for the whole job once a second; the service's CPU and memory are sampled from
+/proc once a second.
 The same run with keep-alives at the same pace but no rows is the baseline.
 
   bench/status_load.py BUILD_DIR [--nodes 1000] [--seconds 40]
@@ -29,12 +30,13 @@ def proc_sample(pid):
 
 def run(build, nodes, seconds, with_rows, port):
     srv = subprocess.Popen([os.path.join(build, "bin", "dtrun"), "rdzv-server", "--rdzv-endpoint",
-                            f"127.0.0.1:{port}", "--nnodes", str(nodes), "--rdzv-id", "load", "--rdzv-token", "t",
+                            f"127.0.0.1:{port}", "--nnodes", str(nodes), "--max-restarts", "10", "--rdzv-id", "load", "--rdzv-token", "t",
                             "--rdzv-conf", "keep_alive_interval=5,keep_alive_max_attempt=6"],
                            stdout=subprocess.PIPE, text=True)
     srv.stdout.readline()  # "serving ..."
-    load = subprocess.Popen([os.path.join(build, "bin", "rdzv_load"), f"127.0.0.1:{port}", str(nodes), "load", "t",
-                             str(seconds if with_rows else -seconds)], stdout=subprocess.PIPE, text=True)
+    cmd = [os.path.join(build, "bin", "rdzv_load"), "--endpoint", f"127.0.0.1:{port}", "--nodes", str(nodes),
+           "--steady-seconds", str(seconds), "--keep-alive-ms", "2000"]
+    load = subprocess.Popen(cmd + (["--status-rows"] if with_rows else []), stdout=subprocess.PIPE, text=True)
     samples = []
     while load.poll() is None:
         samples.append(proc_sample(srv.pid))
