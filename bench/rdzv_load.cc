@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "base/mutex_mode.h"
+#include "base/process_table.h"
 #include "rendezvous/rendezvous_client.h"
 
 namespace {
@@ -198,8 +200,9 @@ class KeepAlives {
         next += gap;
         std::this_thread::sleep_until(next);  // the agents' pace (benchmark load, not synchronisation)
         if (!agent->active()) continue;
-        dtrun::status::NodeStatus rows = Rows(step);
-        absl::Status st = agent->client().KeepAlive(agent->NodeId(), std::chrono::seconds(10), rows_ ? &rows : nullptr);
+        std::optional<dtrun::status::NodeStatus> rows;
+        if (rows_) rows = Rows(step);
+        absl::Status st = agent->client().KeepAlive(agent->NodeId(), std::chrono::seconds(10), rows ? &*rows : nullptr);
         (st.ok() ? sent_ : failed_)++;
       }
     }
@@ -348,15 +351,10 @@ struct ServerSample {
 ServerSample SampleServer(int pid) {
   ServerSample s;
   if (pid <= 0) return s;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return s;
-  std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 2), ' ');
-  int64_t utime = 0, stime = 0;
-  if (fields.size() > 12 && absl::SimpleAtoi(fields[11], &utime) && absl::SimpleAtoi(fields[12], &stime)) {
-    s.cpu_s = double(utime + stime) / ::sysconf(_SC_CLK_TCK);
+  if (absl::StatusOr<dtrun::ProcessUsage> usage = dtrun::ReadProcessUsage(pid); usage.ok()) {
+    s.cpu_s = double(usage->cpu_ticks) / ::sysconf(_SC_CLK_TCK);
   }
+  // The peak, which ProcessUsage (the current RSS) does not carry.
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(status, line)) {

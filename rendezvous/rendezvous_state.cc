@@ -50,8 +50,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     }
   }
   std::string id = absl::StrCat("node", next_seq_, "-", node.host);
-  auto [it, inserted] = nodes_.try_emplace(id);
-  Node& n = it->second;
+  Node& n = nodes_[id];
   n.info = node;
   n.join_seq = next_seq_++;
   by_join_.emplace(n.join_seq, id);
@@ -264,14 +263,9 @@ void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
 
 void RendezvousState::FormRound(std::vector<std::string> members) {
   ++round_;
+  ClearRound(NodeRole::kSpare);  // the members are made members below
   members_ = std::move(members);
-  succeeded_ = 0;
   min_reached_at_.reset();
-  ForEachNode([](const std::string&, Node& n) {
-    n.role = NodeRole::kSpare;
-    n.assignment.reset();
-    n.succeeded = false;
-  });
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
   NodeInfo master = nodes_.at(members_[0]).info;
@@ -295,16 +289,20 @@ void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
   phase_ = JobPhase::kForming;
   reason_ = reason;
   forming_since_ = now;
-  members_.clear();
-  succeeded_ = 0;
-  ForEachNode([](const std::string&, Node& n) {
-    n.role = NodeRole::kWaiting;
-    n.assignment.reset();
-    n.succeeded = false;
-  });
+  ClearRound(NodeRole::kWaiting);
   TouchAll();
   MaybeFormRound(now, /*reforming=*/true);
   SayWhoIsAwaited();
+}
+
+void RendezvousState::ClearRound(NodeRole everyone) {
+  members_.clear();
+  succeeded_ = 0;
+  ForEachNode([everyone](const std::string&, Node& n) {
+    n.role = everyone;
+    n.assignment.reset();
+    n.succeeded = false;
+  });
 }
 
 void RendezvousState::Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code) {

@@ -184,6 +184,7 @@ class RendezvousState {
   void MaybeFormRound(TimePoint now, bool reforming);
   void FormRound(std::vector<std::string> members);
   void EndRound(const std::string& reason, TimePoint now);
+  void ClearRound(NodeRole everyone);  // no members, no assignments, every node in `everyone`
   void Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code);
   void DropNode(Nodes::iterator it, const std::string& why, TimePoint now);
   void Renew(Nodes::iterator it, TimePoint now);

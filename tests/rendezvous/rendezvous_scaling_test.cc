@@ -107,7 +107,9 @@ Costs Measure(int n, bool static_ranks) {
   // A node is lost (no keep-alive): found by the timer, the round re-forms without it or, with
   // static ranks, waits for it.
   for (int i = 0; i < n; ++i) {
-    if (i != n / 3) EXPECT_TRUE(s.KeepAlive(ids[i], now + o.lease() / 2).ok());
+    if (i != n / 3) {
+      EXPECT_TRUE(s.KeepAlive(ids[i], now + o.lease() / 2).ok());
+    }
   }
   Cost loss = PerCall(s, 1, [&](int) { s.Tick(now + o.lease() + milliseconds(1)); });
   EXPECT_EQ(s.phase(), static_ranks ? JobPhase::kForming : JobPhase::kRunning);

@@ -73,6 +73,12 @@ class AllocLimit {
   size_t refused_bytes() const { return t_refused_bytes; }
 };
 
+// 20 bytes a pixel covers 16-bit RGBA (8) and stb's doubling of the inflate buffer for an
+// interlaced PNG; compressed data is gathered in a buffer at most twice the file.
+size_t AllocLimitFor(const StbSize& header, size_t file_bytes) {
+  return size_t(header.width) * size_t(header.height) * 20 + 2 * file_bytes + kHeaderAllocLimit;
+}
+
 }  // namespace
 
 absl::StatusOr<StbSize> StbReadSize(std::string_view bytes) {
@@ -86,16 +92,12 @@ absl::StatusOr<StbSize> StbReadSize(std::string_view bytes) {
   return size;
 }
 
-size_t StbAllocLimit(const StbSize& header, size_t file_bytes) {
-  return size_t(header.width) * size_t(header.height) * 20 + 2 * file_bytes + kHeaderAllocLimit;
-}
-
 absl::StatusOr<Image> StbDecodeRgb(std::string_view bytes, const StbSize& header) {
   if (absl::Status st = CheckLength(bytes); !st.ok()) return st;
   if (IsSixteenBitPnm(bytes)) {
     return absl::DataLossError("16-bit PNM (maxval over 255) is not supported; convert it to PNG");
   }
-  const size_t max_alloc = StbAllocLimit(header, bytes.size());
+  const size_t max_alloc = AllocLimitFor(header, bytes.size());
   AllocLimit limit(max_alloc);
   int w = 0, h = 0, channels = 0;
   stbi_uc* px = stbi_load_from_memory(Data(bytes), static_cast<int>(bytes.size()), &w, &h, &channels, 3);

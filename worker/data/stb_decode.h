@@ -25,12 +25,9 @@ struct StbSize {
 absl::StatusOr<StbSize> StbReadSize(std::string_view bytes);
 
 // Decodes to 8-bit RGB. `header` is what StbReadSize returned (the caller has checked it against
-// its pixel budget). No allocation may exceed what an image of that size and file length can need;
-// one that would is ResourceExhausted, corrupt data DataLoss.
+// its pixel budget). No allocation may exceed what an image of that size and file length can need
+// (20 bytes a pixel, twice the file, 1 MiB); one that would is ResourceExhausted, corrupt data
+// DataLoss.
 absl::StatusOr<Image> StbDecodeRgb(std::string_view bytes, const StbSize& header);
-
-// That bound: 20 bytes a pixel covers 16-bit RGBA (8) and stb's doubling of the inflate buffer for an
-// interlaced PNG; compressed data is gathered in a buffer at most twice the file.
-size_t StbAllocLimit(const StbSize& header, size_t file_bytes);
 
 }  // namespace dtrun::data
