@@ -8,55 +8,15 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "examples/cli_checks.h"
 #include "torch/cuda.h"
 #include "worker/resnet.h"
 #include "worker/trainer.h"
 
-namespace {
-
-// Whole numbers in [lo, hi]; the message names the flag (CLI11 prefixes it) and the range.
-CLI::Validator Ints(long long lo, long long hi = std::numeric_limits<int>::max()) {
-  return CLI::Validator(
-      [lo, hi](std::string& v) -> std::string {
-        long long n = 0;
-        size_t used = 0;
-        try {
-          n = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != v.size() || n < lo || n > hi) return "'" + v + "' is not a whole number in " + std::to_string(lo) + ".." + std::to_string(hi);
-        return "";
-      },
-      "INT");
-}
-
-// Finite numbers in [lo, hi] (an open end excludes it): nan, inf and 1e300 are refused here, not
-// deep inside LibTorch.
-CLI::Validator Reals(double lo, double hi, bool open_low = false, bool open_high = false) {
-  return CLI::Validator(
-      [=](std::string& v) -> std::string {
-        double x = 0;
-        size_t used = 0;
-        try {
-          x = std::stod(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        const bool ok = used == v.size() && std::isfinite(x) && (open_low ? x > lo : x >= lo) &&
-                        (open_high ? x < hi : x <= hi);
-        if (!ok) {
-          return "'" + v + "' is not a number in " + (open_low ? "(" : "[") + CLI::detail::to_string(lo) + ", " +
-                 CLI::detail::to_string(hi) + (open_high ? ")" : "]");
-        }
-        return "";
-      },
-      "NUMBER");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
+  using dtrun::examples::Ints;
+  using dtrun::examples::Reals;
   dtrun::worker::TrainOptions o;
   CLI::App app("train_imagenet: ResNet training with DDP over the dtrun input pipeline", "train_imagenet");
   app.add_option("data", o.data, "Folder with train/ and val/ (ImageFolder or tar shards)");

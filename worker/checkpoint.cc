@@ -165,6 +165,25 @@ void Restore(T& loadable, const std::string& bytes) {
 
 namespace {
 
+std::string ShapeOf(const torch::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? "," : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+// LibTorch's load replaces a tensor whose shape differs (a checkpoint of another model, or of the
+// same model on another dataset): found here, before training indexes out of range.
+void CheckShapesUnchanged(torch::nn::Module& model, const std::vector<std::pair<std::string, std::string>>& before) {
+  auto after = model.named_parameters(/*recurse=*/true);
+  for (const auto& [name, shape] : before) {
+    const torch::Tensor* now = after.find(name);
+    if (now != nullptr && ShapeOf(*now) != shape) {
+      throw std::runtime_error("made for a different model: " + name + " is " + ShapeOf(*now) + " there, " + shape +
+                               " here (another dataset or --arch?); use a fresh --output-dir");
+    }
+  }
+}
+
 // Applies one checkpoint's bytes; throws on anything unreadable (the caller restores).
 Progress Apply(const std::string& bytes, torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                GradScaler* scaler) {
@@ -178,7 +197,10 @@ Progress Apply(const std::string& bytes, torch::nn::Module& model, torch::optim:
   p.best_acc1 = ReadScalar(archive, "best_acc1").item<double>();
   archive.read("model", model_archive);
   archive.read("optimizer", optim_archive);
+  std::vector<std::pair<std::string, std::string>> shapes;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) shapes.emplace_back(p.key(), ShapeOf(p.value()));
   model.load(model_archive);
+  CheckShapesUnchanged(model, shapes);
   optimizer.load(optim_archive);
   torch::serialize::InputArchive scaler_archive;
   if (scaler && archive.try_read("scaler", scaler_archive)) scaler->Load(scaler_archive);
@@ -213,7 +235,7 @@ std::optional<LoadedCheckpoint> LoadCheckpoint(const std::string& dir, const std
     absl::StatusOr<Progress> p = LoadCheckpointBytes(*bytes, model, optimizer, scaler);
     if (!p.ok()) {
       std::fprintf(stderr, "warning: checkpoint %s is unreadable (%s); trying an older one\n", c.string().c_str(),
-                   std::string(p.status().message()).substr(0, 120).c_str());
+                   std::string(p.status().message()).substr(0, 300).c_str());
       continue;
     }
     std::fprintf(stderr, "resuming from %s (epoch %lld, batch %lld)\n", c.string().c_str(),

@@ -28,7 +28,9 @@ class GradReadyHook : public torch::autograd::FunctionPostHook {
   std::function<void()> fn_;
 };
 
-void Broadcast(ProcessGroupHandle& pg, std::vector<torch::Tensor> tensors) {
+}  // namespace
+
+void BroadcastFromRankZero(ProcessGroupHandle& pg, std::vector<torch::Tensor> tensors) {
   if (tensors.empty()) return;
   std::vector<torch::Tensor> flat{torch::cat([&] {
     std::vector<torch::Tensor> views;
@@ -44,16 +46,14 @@ void Broadcast(ProcessGroupHandle& pg, std::vector<torch::Tensor> tensors) {
   }
 }
 
-}  // namespace
-
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, ProcessGroupHandle pg,
                                                  int world_size, DdpOptions options)
     : module_(std::move(module)), pg_(std::move(pg)), world_size_(world_size), options_(options) {
   for (auto& p : module_->parameters()) {
     if (p.requires_grad()) params_.push_back(p);
   }
-  Broadcast(pg_, module_->parameters());
-  Broadcast(pg_, module_->buffers());
+  BroadcastFromRankZero(pg_, module_->parameters());
+  BroadcastFromRankZero(pg_, module_->buffers());
   // Buckets in reverse registration order: the order in which backward produces gradients.
   const int64_t cap = static_cast<int64_t>(options_.bucket_mb * 1024 * 1024 / sizeof(float));
   where_.resize(params_.size());
@@ -91,7 +91,7 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 void DistributedDataParallel::SyncBuffers() {
   if (!options_.broadcast_buffers || world_size_ == 1) return;
   CollectiveWatchdog::Scope guard(options_.watchdog, "the buffer broadcast");
-  Broadcast(pg_, module_->buffers());
+  BroadcastFromRankZero(pg_, module_->buffers());
 }
 
 void DistributedDataParallel::OnGradReady(size_t param) {

@@ -14,6 +14,9 @@
 
 namespace dtrun::worker {
 
+// Rank 0's values of `tensors` on every rank (one flattened broadcast).
+void BroadcastFromRankZero(ProcessGroupHandle& pg, std::vector<torch::Tensor> tensors);
+
 struct DdpOptions {
   double bucket_mb = 25;
   bool broadcast_buffers = true;  // BN running stats from rank 0 before every forward

@@ -24,7 +24,9 @@
 #include "worker/collective_watchdog.h"
 #include "worker/grad_scaler.h"
 #include "worker/host_memory.h"
+#include "worker/metrics_log.h"
 #include "worker/resnet.h"
+#include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
 #include "worker/torch_compat.h"
@@ -33,16 +35,6 @@ namespace dtrun::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-std::atomic<bool> g_stop_requested{false};
-
-std::atomic<int> g_stop_signal{SIGTERM};
-// SIGTERM, and Slurm's warning before preemption (sbatch --signal=USR1@120, forwarded by dtrun):
-// checkpoint at the next step and exit. Only sets flags.
-void OnTerm(int signo) {
-  g_stop_signal.store(signo);
-  g_stop_requested.store(true);
-}
-
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // A loader batch as tensors: uint8 NHWC pixels and int64 labels. On CUDA they are copied into
@@ -138,7 +130,7 @@ class Training {
   torch::Device device_ = torch::kCPU;
   at::ScalarType autocast_dtype_ = at::kBFloat16;
   Clock::time_point last_save_ = Clock::now();
-  std::ofstream metrics_;
+  MetricsLog metrics_;
   bool stop_ = false;
   int64_t bench_steps_ = 0;
   Clock::time_point bench_start_;
@@ -191,7 +183,7 @@ void Training::Log(const char* fmt, ...) {
 }
 
 void Training::Metrics(const nlohmann::json& j) {
-  if (env_.rank == 0 && metrics_) metrics_ << j.dump() << "\n" << std::flush;
+  if (env_.rank == 0) metrics_.Write(j);
 }
 
 std::vector<double> Training::AllReduceSum(std::vector<double> v) {
@@ -340,7 +332,7 @@ bool Training::Setup() {
   }
   if (env_.rank == 0) {
     std::filesystem::create_directories(o_.output_dir);
-    metrics_.open(o_.output_dir + "/metrics.jsonl", std::ios::app);
+    metrics_.Open(o_.output_dir + "/metrics.jsonl");
     if (o_.tensorboard) tb_ = std::make_unique<EventWriter>(o_.output_dir + "/tb");
   }
   Log("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
@@ -423,10 +415,10 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (o_.timed_iters > 0) continue;
     // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
     bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
-    std::vector<double> flags = AllReduceSum({g_stop_requested.load() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
+    std::vector<double> flags = AllReduceSum({StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
     if (flags[0] > 0 || flags[1] > 0) Save(epoch, step);
     if (flags[0] > 0) {
-      Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(g_stop_signal.load()),
+      Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
           static_cast<long long>(epoch), static_cast<long long>(step));
       stop_ = true;
       return;
@@ -445,7 +437,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
         tb_->AddScalar("train/loss_scale", static_cast<float>(scaler_->scale()), progress_.global_step);
         tb_->Flush();
       }
-      Metrics({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"global_step", progress_.global_step},
+      Metrics({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"steps_per_epoch", steps}, {"global_step", progress_.global_step},
                {"loss_scale", scaler_->scale()},
                {"loss", loss_sum / std::max<int64_t>(seen, 1)}, {"top1", 100.0 * correct1 / std::max<int64_t>(seen, 1)},
                {"lr", lr}, {"img_per_s", seen * env_.world_size / std::max(secs, 1e-9)},
@@ -479,7 +471,7 @@ double Training::Validate(int64_t epoch) {
   const double top1 = 100 * sums[1] / std::max(1.0, sums[3]), top5 = 100 * sums[2] / std::max(1.0, sums[3]);
   Log(" * Epoch %lld val: top1 %.2f top5 %.2f loss %.4f (%d images)", static_cast<long long>(epoch), top1, top5,
       sums[0] / std::max(1.0, sums[3]), static_cast<int>(sums[3]));
-  Metrics({{"kind", "val"}, {"epoch", epoch}, {"top1", top1}, {"top5", top5}, {"loss", sums[0] / std::max(1.0, sums[3])}});
+  Metrics({{"kind", "val"}, {"epoch", epoch}, {"global_step", progress_.global_step}, {"top1", top1}, {"top5", top5}, {"loss", sums[0] / std::max(1.0, sums[3])}});
   if (tb_) {
     tb_->AddScalar("val/top1", static_cast<float>(top1), progress_.global_step);
     tb_->AddScalar("val/top5", static_cast<float>(top5), progress_.global_step);
@@ -491,7 +483,7 @@ double Training::Validate(int64_t epoch) {
 
 int Training::Run() {
   if (!Setup()) return 2;
-  for (int signo : {SIGTERM, SIGUSR1, SIGUSR2}) ::signal(signo, OnTerm);
+  InstallStopSignalHandlers();
   if (o_.evaluate) {
     ApplySizeSchedule(progress_.epoch);
     Validate(progress_.epoch);
@@ -502,7 +494,7 @@ int Training::Run() {
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     ApplySizeSchedule(epoch);
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
-    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + g_stop_signal.load();
+    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + StopSignal();
     double top1 = Validate(epoch);
     progress_.best_acc1 = std::max(progress_.best_acc1, top1);
     Save(epoch + 1, 0);

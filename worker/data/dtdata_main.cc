@@ -3,6 +3,8 @@
 //   dtdata pack SRC OUT [--per-shard 1000] [--resize 320]
 //   dtdata verify SRC
 //   dtdata bench SRC [--threads N] [--batches 20] [--batch-size 32] [--image-size 224]
+//   dtdata make-ratings OUT.csv [--users 600 --items 2000 --min-per-user 20 --max-per-user 150 --seed 0]
+//   dtdata check-ratings RATINGS.csv
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +15,8 @@
 #include "worker/data/decode.h"
 #include "worker/data/demo_images.h"
 #include "worker/data/loader.h"
+#include "worker/data/ratings.h"
+#include "worker/data/synthetic_ratings.h"
 
 namespace dtrun::data {
 namespace {
@@ -141,6 +145,17 @@ int main(int argc, char** argv) {
   bench->add_option("--image-size", image_size)->check(CLI::Range(16, 4096))->capture_default_str();
   bool decode_only = false;
   bench->add_flag("--decode-only", decode_only, "Only full-size JPEG decoding on one thread (the per-core ceiling)");
+  SyntheticRatingsOptions ratings;
+  auto* make_ratings = app.add_subcommand("make-ratings", "Write a synthetic MovieLens-style ratings.csv a model can learn");
+  make_ratings->add_option("out", out, "Output CSV (userId,movieId,rating,timestamp)")->required();
+  make_ratings->add_option("--users", ratings.users)->check(CLI::Range(1, 10000000))->capture_default_str();
+  make_ratings->add_option("--items", ratings.items)->check(CLI::Range(2, 10000000))->capture_default_str();
+  make_ratings->add_option("--min-per-user", ratings.min_per_user)->check(CLI::Range(1, 100000))->capture_default_str();
+  make_ratings->add_option("--max-per-user", ratings.max_per_user)->check(CLI::Range(1, 100000))->capture_default_str();
+  make_ratings->add_option("--noise", ratings.noise, "Rating noise (stars)")->check(CLI::Range(0.0, 5.0))->capture_default_str();
+  make_ratings->add_option("--seed", ratings.seed)->capture_default_str();
+  auto* check_ratings = app.add_subcommand("check-ratings", "Read a ratings CSV; report its size and malformed lines");
+  check_ratings->add_option("src", src, "ratings.csv")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -162,6 +177,16 @@ int main(int argc, char** argv) {
     std::printf("packed %zu samples into %s\n", *n, out.c_str());
   } else if (verify->parsed()) {
     return Verify(src, max_pixels);
+  } else if (make_ratings->parsed()) {
+    if (absl::Status st = WriteSyntheticRatings(out, ratings); !st.ok()) return Fail(st);
+    absl::StatusOr<RatingsTable> table = ReadRatingsCsv(out);
+    if (!table.ok()) return Fail(table.status());
+    std::printf("%s\n", table->Summary(out).c_str());
+  } else if (check_ratings->parsed()) {
+    absl::StatusOr<RatingsTable> table = ReadRatingsCsv(src);
+    if (!table.ok()) return Fail(table.status());
+    std::printf("%s\n", table->Summary(src).c_str());
+    return table->malformed == 0 ? 0 : 1;
   } else if (bench->parsed()) {
     if (decode_only) return DecodeOnlyBench(src, batches * batch_size);
     return Bench(src, threads, batches, batch_size, image_size, max_pixels);

@@ -1,0 +1,45 @@
+// Gradient averaging for embedding tables across ranks, two ways:
+//  - dense: every table's full gradient in one all-reduce (rows × dim floats, whatever the batch
+//    touched);
+//  - sparse: each rank's touched rows only (the tables are built with sparse gradients): the row
+//    counts of all tables in one all-gather, then their row indices and values in another, padded
+//    to the largest count; every rank sums them into a dense gradient. Its traffic scales with the
+//    batch, not with the tables.
+// docs/BENCHMARKS.md has both measured; `sparse` is train_recsys's default.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/collective_watchdog.h"
+#include "worker/process_group.h"
+
+namespace dtrun::recsys {
+
+enum class EmbeddingSync { kDense, kSparse };
+
+class EmbeddingGradSync {
+ public:
+  // Broadcasts the tables from rank 0, so every rank starts from the same rows.
+  EmbeddingGradSync(std::vector<torch::Tensor> tables, worker::ProcessGroupHandle pg, int world_size, EmbeddingSync mode,
+                    worker::CollectiveWatchdog* watchdog);
+  // After backward: leaves each table's averaged gradient, dense, in its grad().
+  void Synchronize();
+  // Floats sent by this rank in the last Synchronize (for the benchmark).
+  int64_t last_floats_sent() const { return last_floats_sent_; }
+
+ private:
+  void SynchronizeDense();
+  void SynchronizeSparse();
+
+  std::vector<torch::Tensor> tables_;
+  worker::ProcessGroupHandle pg_;
+  int world_size_;
+  EmbeddingSync mode_;
+  worker::CollectiveWatchdog* watchdog_;
+  int64_t last_floats_sent_ = 0;
+};
+
+}  // namespace dtrun::recsys

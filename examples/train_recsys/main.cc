@@ -1,0 +1,78 @@
+// train_recsys: a recommendation model (neural collaborative filtering) trained with DDP on a
+// MovieLens-style ratings.csv, one process or many (under dtrun or torchrun):
+//   dtdata make-ratings ratings.csv
+//   dtrun --standalone --nproc-per-node 2 train_recsys ratings.csv --epochs 10
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "examples/cli_checks.h"
+#include "examples/train_recsys/recsys_trainer.h"
+
+int main(int argc, char** argv) {
+  using dtrun::examples::Ints;
+  using dtrun::examples::Reals;
+  dtrun::recsys::RecsysOptions o;
+  CLI::App app("train_recsys: neural collaborative filtering with DDP on MovieLens-style ratings", "train_recsys");
+  app.add_option("ratings", o.ratings, "ratings.csv: userId,movieId,rating,timestamp (MovieLens layout)")->required();
+  app.add_option("--epochs", o.epochs)->capture_default_str()->check(Ints(1));
+  app.add_option("-b,--batch-size", o.batch_size, "Ratings per process and step")->capture_default_str()->check(Ints(1, 1 << 20));
+  app.add_option("--lr", o.lr, "Adam's learning rate")->capture_default_str()->check(Reals(0, 10, /*open_low=*/true));
+  app.add_option("--wd,--weight-decay", o.weight_decay)->capture_default_str()->check(Reals(0, 1));
+  app.add_option("--dim", o.dim, "Embedding size")->capture_default_str()->check(Ints(1, 4096));
+  std::string hidden = "64,32";
+  app.add_option("--hidden", hidden, "MLP widths, comma-separated")->capture_default_str();
+  app.add_option("--negatives", o.negatives, "Sampled unrated items per rating (interaction loss)")
+      ->capture_default_str()->check(Ints(0, 1000));
+  app.add_option("--interaction-weight", o.interaction_weight, "Weight of the interaction loss")
+      ->capture_default_str()->check(Reals(0, 1000));
+  app.add_option("--test-fraction", o.test_fraction, "Each user's latest ratings held out for testing")
+      ->capture_default_str()->check(Reals(0, 1, false, /*open_high=*/true));
+  app.add_option("--eval-negatives", o.eval_negatives, "HR@10/NDCG@10: held-out item among this many unrated ones")
+      ->capture_default_str()->check(Ints(1, 100000));
+  app.add_option("--embedding-sync", o.embedding_sync, "Embedding gradients across ranks: sparse (touched rows) or dense")
+      ->check(CLI::IsMember({"sparse", "dense"}))->capture_default_str();
+  app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)")->check(Ints(1, 4096));
+  app.add_option("-p,--print-freq", o.print_freq)->capture_default_str()->check(Ints(1));
+  app.add_option("--output-dir,--state-dir", o.output_dir, "Checkpoints, metrics.jsonl, tb/")->capture_default_str();
+  app.add_option("--save-every-minutes", o.save_every_minutes)->capture_default_str()->check(Reals(0, 1e6));
+  app.add_option("--resume", o.resume, "Checkpoint to start from (default: newest in --output-dir)");
+  app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")
+      ->capture_default_str()->check(Reals(0, 1e7, true));
+  app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
+  app.add_option("--warmup-iters", o.warmup_iters, "Benchmark: untimed steps first")->capture_default_str()->check(Ints(1));
+  app.add_option("--timed-iters", o.timed_iters, "Benchmark: time this many steps, print ratings/s, stop")->check(Ints(0));
+  app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "train_recsys: error: %s; run train_recsys --help\n", e.what());
+    return 2;
+  }
+  o.hidden.clear();
+  std::stringstream widths(hidden);
+  for (std::string w; std::getline(widths, w, ',');) {
+    long long n = 0;
+    size_t used = 0;
+    try {
+      n = std::stoll(w, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != w.size() || n < 1 || n > 65536) {
+      std::fprintf(stderr, "train_recsys: --hidden '%s': widths must be whole numbers 1..65536, e.g. 64,32\n", hidden.c_str());
+      return 2;
+    }
+    o.hidden.push_back(n);
+  }
+  if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
+    std::fprintf(stderr, "train_recsys: --resume %s: no such checkpoint file; give a checkpoint-*.pt path, or leave "
+                 "--resume out to continue from the newest in --output-dir\n", o.resume.c_str());
+    return 2;
+  }
+  return dtrun::recsys::RunRecsysTraining(o);
+}

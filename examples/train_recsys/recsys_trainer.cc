@@ -1,0 +1,458 @@
+#include "examples/train_recsys/recsys_trainer.h"
+
+#include <string.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+
+#include <torch/torch.h>
+
+#include "examples/train_recsys/embedding_grad_sync.h"
+#include "examples/train_recsys/ncf_model.h"
+#include "progress/progress_client.h"
+#include "worker/checkpoint.h"
+#include "worker/collective_watchdog.h"
+#include "worker/data/ratings.h"
+#include "worker/ddp.h"
+#include "worker/dist_env.h"
+#include "worker/job_resume.h"
+#include "worker/metrics_log.h"
+#include "worker/process_group.h"
+#include "worker/stop_signal.h"
+#include "worker/tensorboard.h"
+
+namespace dtrun::recsys {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using worker::CollectiveWatchdog;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+torch::Tensor Int64s(const std::vector<int64_t>& v) {
+  return torch::from_blob(const_cast<int64_t*>(v.data()), {static_cast<int64_t>(v.size())}, torch::kInt64).clone();
+}
+
+// One training step's examples: the batch's ratings first, then `negatives` unrated-by-assumption
+// items per rating (uniform over the catalogue, as NCF samples them; a rare rated one is noise).
+struct StepBatch {
+  torch::Tensor users, items;  // [B·(1+k)]
+  torch::Tensor ratings;       // [B]
+  torch::Tensor labels;        // [B·(1+k)]: 1 for the ratings, 0 for the negatives
+  int64_t count = 0;           // B
+};
+
+// The held-out evaluation this rank does: its share of the test ratings, and of the users whose
+// latest rating is hidden among sampled unrated items.
+struct EvalShard {
+  torch::Tensor test_users, test_items, test_ratings;
+  torch::Tensor rank_users, rank_items;  // candidates, the held-out item first in each group
+  std::vector<int64_t> group_sizes;
+};
+
+class RecsysTraining {
+ public:
+  explicit RecsysTraining(const RecsysOptions& o) : o_(o), env_(worker::ReadDistEnv()) {}
+  int Run();
+
+ private:
+  bool Setup();
+  void BuildEvalShard(const data::RatingsTable& table, const data::RatingsSplit& split);
+  StepBatch MakeBatch(const std::vector<int64_t>& order, int64_t epoch, int64_t step) const;
+  std::vector<int64_t> EpochOrder(int64_t epoch) const;
+  void TrainEpoch(int64_t epoch, int64_t first_step);
+  double Evaluate(int64_t epoch);  // returns HR@10 in percent
+  void Save(int64_t epoch, int64_t next_step);
+  bool BenchStep();
+  std::vector<double> AllReduceSum(std::vector<double> v);
+  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+  RecsysOptions o_;
+  worker::DistEnv env_;
+  std::optional<worker::ProcessGroupHandle> pg_;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
+  std::vector<data::Rating> train_;
+  int32_t num_items_ = 0;
+  double train_mean_ = 0;
+  EvalShard eval_;
+  int64_t steps_per_epoch_ = 0;
+  Ncf model_{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  std::unique_ptr<worker::DistributedDataParallel> ddp_;
+  std::unique_ptr<EmbeddingGradSync> table_sync_;
+  worker::Progress progress_;
+  progress::ProgressClient reports_;
+  worker::MetricsLog metrics_;
+  std::unique_ptr<worker::EventWriter> tb_;
+  Clock::time_point last_save_ = Clock::now();
+  bool stop_ = false;
+  int64_t bench_steps_ = 0;
+  Clock::time_point bench_start_;
+};
+
+void RecsysTraining::Log(const char* fmt, ...) {
+  if (env_.rank != 0) return;
+  va_list args;
+  va_start(args, fmt);
+  std::vprintf(fmt, args);
+  va_end(args);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+std::vector<double> RecsysTraining::AllReduceSum(std::vector<double> v) {
+  if (!pg_) return v;
+  CollectiveWatchdog::Scope guard(watchdog_.get(), "an all-reduce of training statistics");
+  std::vector<torch::Tensor> t{torch::tensor(v, torch::kFloat64)};
+  pg_->backend->allreduce(t)->wait();
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t[0][static_cast<int64_t>(i)].item<double>();
+  return v;
+}
+
+void RecsysTraining::BuildEvalShard(const data::RatingsTable& table, const data::RatingsSplit& split) {
+  std::vector<int64_t> users, items;
+  std::vector<float> ratings;
+  for (size_t i = static_cast<size_t>(env_.rank); i < split.test.size(); i += static_cast<size_t>(env_.world_size)) {
+    users.push_back(split.test[i].user);
+    items.push_back(split.test[i].item);
+    ratings.push_back(split.test[i].rating);
+  }
+  eval_.test_users = Int64s(users);
+  eval_.test_items = Int64s(items);
+  eval_.test_ratings = torch::tensor(ratings, torch::kFloat32);
+  const std::vector<std::vector<int32_t>> rated = data::RatedItemsByUser(table);
+  users.clear();
+  items.clear();
+  for (size_t i = static_cast<size_t>(env_.rank); i < split.ranking_target.size();
+       i += static_cast<size_t>(env_.world_size)) {
+    const data::Rating& target = split.ranking_target[i];
+    std::vector<int32_t> negatives =
+        data::SampleUnratedItems(target.user, rated[target.user], table.num_items(), o_.eval_negatives, o_.seed);
+    if (negatives.empty()) continue;  // the user rated everything: nothing to rank against
+    users.insert(users.end(), negatives.size() + 1, target.user);
+    items.push_back(target.item);
+    items.insert(items.end(), negatives.begin(), negatives.end());
+    eval_.group_sizes.push_back(static_cast<int64_t>(negatives.size()) + 1);
+  }
+  eval_.rank_users = Int64s(users);
+  eval_.rank_items = Int64s(items);
+}
+
+bool RecsysTraining::Setup() {
+  if (o_.threads > 0) torch::set_num_threads(o_.threads);
+  torch::manual_seed(o_.seed);
+  // Every rank reads the file: the same bytes give the same ids, split and order everywhere.
+  absl::StatusOr<data::RatingsTable> table = data::ReadRatingsCsv(o_.ratings);
+  if (!table.ok()) {
+    std::fprintf(stderr, "train_recsys: %s\n", std::string(table.status().message()).c_str());
+    return false;
+  }
+  Log("=> %s", table->Summary(o_.ratings).c_str());
+  data::RatingsSplit split = data::SplitByTime(*table, o_.test_fraction);
+  train_ = std::move(split.train);
+  num_items_ = table->num_items();
+  steps_per_epoch_ = static_cast<int64_t>(train_.size()) / env_.world_size / o_.batch_size;
+  if (steps_per_epoch_ < 1) {
+    std::fprintf(stderr, "train_recsys: %s: %zu training ratings are fewer than one batch on each of %d processes "
+                 "(-b %d); use a smaller -b or more ratings\n", o_.ratings.c_str(), train_.size(), env_.world_size,
+                 o_.batch_size);
+    return false;
+  }
+  double sum = 0;
+  for (const data::Rating& r : train_) sum += r.rating;
+  train_mean_ = sum / static_cast<double>(train_.size());
+  BuildEvalShard(*table, split);
+
+  if (env_.distributed()) {
+    pg_ = worker::InitProcessGroup(env_, std::chrono::minutes(30), /*cuda=*/false);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
+  }
+  NcfOptions mo;
+  mo.users = table->num_users();
+  mo.items = table->num_items();
+  mo.dim = o_.dim;
+  mo.hidden = o_.hidden;
+  mo.sparse_gradients = o_.embedding_sync == "sparse" && pg_.has_value();
+  mo.global_mean = static_cast<float>(train_mean_);
+  model_ = Ncf(mo);
+  optimizer_ = std::make_unique<torch::optim::Adam>(
+      model_->parameters(), torch::optim::AdamOptions(o_.lr).weight_decay(o_.weight_decay));
+  if (env_.rank == 0 && o_.timed_iters <= 0) {
+    if (absl::Status st = worker::PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
+      std::fprintf(stderr, "train_recsys: %s\n", std::string(st.message()).c_str());
+      return false;
+    }
+  }
+  if (o_.timed_iters <= 0) {  // a benchmark starts fresh
+    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume broadcast");
+    absl::StatusOr<std::optional<worker::Progress>> resumed = worker::ResumeJobWide(
+        worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume}, pg_ ? &*pg_ : nullptr, env_.rank,
+        torch::kCPU, *model_, *optimizer_, nullptr);
+    if (!resumed.ok()) {
+      std::fprintf(stderr, "train_recsys: %s\n", std::string(resumed.status().message()).c_str());
+      return false;
+    }
+    if (*resumed) progress_ = **resumed;
+  }
+  if (pg_) {
+    worker::DdpOptions d;
+    d.broadcast_buffers = false;
+    d.overlap = false;  // CPU: the all-reduce would compete with the compute threads
+    d.watchdog = watchdog_.get();
+    ddp_ = std::make_unique<worker::DistributedDataParallel>(model_->towers().ptr(), *pg_, env_.world_size, d);
+    table_sync_ = std::make_unique<EmbeddingGradSync>(
+        model_->tables()->parameters(), *pg_, env_.world_size,
+        o_.embedding_sync == "sparse" ? EmbeddingSync::kSparse : EmbeddingSync::kDense, watchdog_.get());
+  }
+  if (env_.rank == 0) {
+    std::filesystem::create_directories(o_.output_dir);
+    metrics_.Open(o_.output_dir + "/metrics.jsonl");
+    if (o_.tensorboard) tb_ = std::make_unique<worker::EventWriter>(o_.output_dir + "/tb");
+  }
+  Log("=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
+      "%s embedding gradients",
+      static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
+      static_cast<long long>(steps_per_epoch_), o_.embedding_sync.c_str());
+  return true;
+}
+
+// The epoch's permutation of the training ratings, this rank's share of it (strided, as
+// DistributedSampler), whole batches only: every rank takes the same number of steps.
+std::vector<int64_t> RecsysTraining::EpochOrder(int64_t epoch) const {
+  std::vector<int64_t> all(train_.size());
+  std::iota(all.begin(), all.end(), 0);
+  std::mt19937_64 rng(o_.seed * 1000003 + static_cast<uint64_t>(epoch));
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(steps_per_epoch_ * o_.batch_size));
+  for (int64_t i = env_.rank; static_cast<int64_t>(mine.size()) < steps_per_epoch_ * o_.batch_size; i += env_.world_size) {
+    mine.push_back(all[static_cast<size_t>(i)]);
+  }
+  return mine;
+}
+
+StepBatch RecsysTraining::MakeBatch(const std::vector<int64_t>& order, int64_t epoch, int64_t step) const {
+  const int64_t b = o_.batch_size, k = o_.negatives;
+  std::vector<int64_t> users(static_cast<size_t>(b * (1 + k))), items(users.size());
+  std::vector<float> ratings(static_cast<size_t>(b));
+  // Negatives depend on (seed, epoch, step, rank) only: a resumed run draws the same ones.
+  std::mt19937_64 rng((o_.seed * 1000003 + static_cast<uint64_t>(epoch)) * 1000003 +
+                      static_cast<uint64_t>(step) * 131 + static_cast<uint64_t>(env_.rank));
+  std::uniform_int_distribution<int64_t> any_item(0, num_items_ - 1);
+  for (int64_t i = 0; i < b; ++i) {
+    const data::Rating& r = train_[static_cast<size_t>(order[static_cast<size_t>(step * b + i)])];
+    users[i] = r.user;
+    items[i] = r.item;
+    ratings[i] = r.rating;
+    for (int64_t j = 0; j < k; ++j) {
+      users[b + i * k + j] = r.user;
+      items[b + i * k + j] = any_item(rng);
+    }
+  }
+  StepBatch batch;
+  batch.users = Int64s(users);
+  batch.items = Int64s(items);
+  batch.ratings = torch::tensor(ratings, torch::kFloat32);
+  batch.labels = torch::cat({torch::ones({b}), torch::zeros({b * k})});
+  batch.count = b;
+  return batch;
+}
+
+// Counts benchmark steps; returns true when the timed window is over (result printed).
+bool RecsysTraining::BenchStep() {
+  if (o_.timed_iters <= 0) return false;
+  ++bench_steps_;
+  if (bench_steps_ == o_.warmup_iters) {
+    AllReduceSum({0});
+    bench_start_ = Clock::now();
+  }
+  if (bench_steps_ < o_.warmup_iters + o_.timed_iters) return false;
+  AllReduceSum({0});
+  const double secs = Seconds(bench_start_, Clock::now());
+  const double per_s = static_cast<double>(o_.timed_iters) * o_.batch_size * env_.world_size / secs;
+  Log("=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
+      "sent per step",
+      o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, o_.embedding_sync.c_str(),
+      static_cast<long long>(table_sync_ ? table_sync_->last_floats_sent() : 0));
+  if (env_.rank == 0 && !o_.bench_json.empty()) {
+    std::ofstream(o_.bench_json) << nlohmann::json{{"ratings_per_s", per_s},
+                                                   {"world_size", env_.world_size},
+                                                   {"ms_per_step", 1000 * secs / o_.timed_iters},
+                                                   {"embedding_sync", o_.embedding_sync},
+                                                   {"floats_sent_per_step",
+                                                    table_sync_ ? table_sync_->last_floats_sent() : 0}}
+                                        .dump()
+                                 << "\n";
+  }
+  stop_ = true;
+  return true;
+}
+
+void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
+  model_->train();
+  const std::vector<int64_t> order = EpochOrder(epoch);
+  double loss_sum = 0, sq_err = 0, data_s = 0, compute_s = 0;
+  int64_t seen = 0;
+  auto window = Clock::now();
+  for (int64_t step = first_step; step < steps_per_epoch_;) {
+    progress::ScopedSection step_section(reports_, "step");
+    auto data_start = Clock::now();
+    StepBatch b = MakeBatch(order, epoch, step);
+    auto compute_start = Clock::now();
+    data_s += Seconds(data_start, compute_start);
+    NcfOutput out = model_->forward(b.users, b.items);
+    torch::Tensor predicted = out.rating.narrow(0, 0, b.count);
+    torch::Tensor rating_loss = torch::mse_loss(predicted, b.ratings);
+    torch::Tensor loss = rating_loss + o_.interaction_weight *
+                                           torch::binary_cross_entropy_with_logits(out.interaction, b.labels);
+    for (torch::Tensor& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
+    loss.backward();
+    if (ddp_) ddp_->FinishGradientSync();
+    if (table_sync_) table_sync_->Synchronize();
+    optimizer_->step();
+    ++progress_.global_step;
+    ++step;
+    reports_.Beat(progress_.global_step, progress_.global_step * o_.batch_size);
+    loss_sum += loss.item<double>() * static_cast<double>(b.count);
+    sq_err += rating_loss.item<double>() * static_cast<double>(b.count);
+    seen += b.count;
+    compute_s += Seconds(compute_start, Clock::now());
+    if (BenchStep()) return;
+    if (o_.timed_iters > 0) continue;
+    // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
+    const bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
+    std::vector<double> flags = AllReduceSum({worker::StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
+    if (flags[0] > 0 || flags[1] > 0) Save(epoch, step);
+    if (flags[0] > 0) {
+      Log("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
+          static_cast<long long>(epoch), static_cast<long long>(step));
+      stop_ = true;
+      return;
+    }
+    if (step % o_.print_freq == 0 || step == steps_per_epoch_) {
+      const double secs = Seconds(window, Clock::now());
+      const double per_s = static_cast<double>(seen) * env_.world_size / std::max(secs, 1e-9);
+      const double train_rmse = std::sqrt(sq_err / static_cast<double>(std::max<int64_t>(seen, 1)));
+      Log("Epoch: [%lld][%lld/%lld] loss %.4f rmse %.4f ratings/s %.0f data %.3fs compute %.3fs",
+          static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps_per_epoch_),
+          loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)), train_rmse, per_s, data_s, compute_s);
+      metrics_.Write({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"steps_per_epoch", steps_per_epoch_},
+                      {"global_step", progress_.global_step}, {"loss", loss_sum / static_cast<double>(std::max<int64_t>(seen, 1))},
+                      {"rmse", train_rmse}, {"lr", o_.lr}, {"samples_per_s", per_s}, {"data_s", data_s},
+                      {"compute_s", compute_s}});
+      if (tb_) {
+        tb_->AddScalar("train/loss", static_cast<float>(loss_sum / static_cast<double>(std::max<int64_t>(seen, 1))),
+                       progress_.global_step);
+        tb_->AddScalar("train/rmse", static_cast<float>(train_rmse), progress_.global_step);
+        tb_->AddScalar("train/ratings_per_s", static_cast<float>(per_s), progress_.global_step);
+        tb_->Flush();
+      }
+      loss_sum = sq_err = data_s = compute_s = 0;
+      seen = 0;
+      window = Clock::now();
+    }
+  }
+}
+
+double RecsysTraining::Evaluate(int64_t epoch) {
+  progress::ScopedSection eval_section(reports_, "eval");
+  model_->eval();
+  torch::NoGradGuard no_grad;
+  double sq_err = 0, sq_err_constant = 0, hits = 0, ndcg = 0;
+  const int64_t n_test = eval_.test_users.size(0);
+  for (int64_t start = 0; start < n_test; start += 8192) {
+    const int64_t len = std::min<int64_t>(8192, n_test - start);
+    torch::Tensor truth = eval_.test_ratings.narrow(0, start, len);
+    torch::Tensor predicted =
+        model_->forward(eval_.test_users.narrow(0, start, len), eval_.test_items.narrow(0, start, len)).rating;
+    sq_err += (predicted.clamp(data::kMinRating, data::kMaxRating) - truth).square().sum().item<double>();
+    sq_err_constant += (truth - train_mean_).square().sum().item<double>();
+  }
+  // Rank each user's held-out item among its sampled unrated items by the interaction logit, in
+  // chunks (memory stays bounded for large catalogues).
+  const int64_t candidates = eval_.rank_users.size(0);
+  torch::Tensor scores = torch::empty({candidates});
+  for (int64_t start = 0; start < candidates; start += 65536) {
+    const int64_t len = std::min<int64_t>(65536, candidates - start);
+    scores.narrow(0, start, len)
+        .copy_(model_->forward(eval_.rank_users.narrow(0, start, len), eval_.rank_items.narrow(0, start, len)).interaction);
+  }
+  const float* s = scores.data_ptr<float>();
+  int64_t offset = 0;
+  for (int64_t size : eval_.group_sizes) {
+    int64_t above = 0;
+    for (int64_t j = 1; j < size; ++j) above += s[offset + j] > s[offset] ? 1 : 0;
+    if (above < 10) {
+      hits += 1;
+      ndcg += 1.0 / std::log2(static_cast<double>(above) + 2.0);
+    }
+    offset += size;
+  }
+  std::vector<double> sums = AllReduceSum({sq_err, sq_err_constant, static_cast<double>(n_test), hits, ndcg,
+                                           static_cast<double>(eval_.group_sizes.size())});
+  const double rmse = std::sqrt(sums[0] / std::max(1.0, sums[2]));
+  const double constant_rmse = std::sqrt(sums[1] / std::max(1.0, sums[2]));
+  const double hr = 100 * sums[3] / std::max(1.0, sums[5]), nd = 100 * sums[4] / std::max(1.0, sums[5]);
+  const double random_hr = 100.0 * std::min(10, o_.eval_negatives + 1) / (o_.eval_negatives + 1);
+  Log(" * Epoch %lld test: rmse %.4f (constant predictor %.4f) HR@10 %.2f%% (random %.1f%%) NDCG@10 %.2f%% "
+      "(%d ratings, %d users)",
+      static_cast<long long>(epoch), rmse, constant_rmse, hr, random_hr, nd, static_cast<int>(sums[2]),
+      static_cast<int>(sums[5]));
+  metrics_.Write({{"kind", "val"}, {"epoch", epoch}, {"global_step", progress_.global_step}, {"rmse", rmse},
+                  {"constant_rmse", constant_rmse}, {"hr10", hr}, {"ndcg10", nd}, {"random_hr10", random_hr}});
+  if (tb_) {
+    tb_->AddScalar("test/rmse", static_cast<float>(rmse), progress_.global_step);
+    tb_->AddScalar("test/hr10", static_cast<float>(hr), progress_.global_step);
+    tb_->AddScalar("test/ndcg10", static_cast<float>(nd), progress_.global_step);
+    tb_->Flush();
+  }
+  return hr;
+}
+
+void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
+  last_save_ = Clock::now();
+  if (env_.rank != 0) return;
+  progress_.epoch = epoch;
+  progress_.next_batch = next_step;
+  progress::ScopedSection checkpoint_section(reports_, "checkpoint");
+  absl::Status st =
+      worker::SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_);
+  if (!st.ok()) Log("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
+}
+
+int RecsysTraining::Run() {
+  if (!Setup()) return 2;
+  worker::InstallStopSignalHandlers();
+  reports_.Hello("cpp");
+  reports_.TotalSteps(o_.epochs * steps_per_epoch_);
+  for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
+    TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
+    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + worker::StopSignal();
+    progress_.best_acc1 = std::max(progress_.best_acc1, Evaluate(epoch));
+    Save(epoch + 1, 0);
+  }
+  Log("=> done: best HR@10 %.2f%%, %lld optimizer steps", progress_.best_acc1,
+      static_cast<long long>(progress_.global_step));
+  return 0;
+}
+
+}  // namespace
+
+int RunRecsysTraining(const RecsysOptions& options) {
+  try {
+    return RecsysTraining(options).Run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_recsys: %s\n", std::string(e.what()).substr(0, 2000).c_str());
+    return 1;
+  }
+}
+
+}  // namespace dtrun::recsys
