@@ -32,12 +32,22 @@ std::vector<std::string> Train(const std::string& out, std::vector<std::string> 
 TEST(TrainingTest, TwoProcessesLearnFarAboveChance) {
   if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
-  for (auto& a : Train(MakeTempDir() + "/run", {"--epochs", "6", "-p", "100"})) argv.push_back(a);
+  const std::string run = MakeTempDir() + "/run";
+  for (auto& a : Train(run, {"--epochs", "6", "-p", "100"})) argv.push_back(a);
   auto [rc, out] = RunToEnd(argv);
   ASSERT_EQ(rc, 0) << out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("best val top1 ([0-9.]+)%"))) << out;
   EXPECT_GT(std::stod(m[1]), 25.0) << out;  // chance is 10%
+  // dtplot's learning curves hold the six validations, the best of them the one the log names.
+  auto [prc, plot_out] = RunToEnd({BinDir() + "/dtplot", run, "--data-json", run + "/plot.json"});
+  ASSERT_EQ(prc, 0) << plot_out;
+  EXPECT_GT(std::filesystem::file_size(run + "/learning_curves.png"), 10000u);
+  nlohmann::json val = nlohmann::json::parse(ReadText(run + "/plot.json"))["learning_curves"]["Top-1 accuracy"]["val"];
+  ASSERT_EQ(val.size(), 6u) << val.dump();
+  double best = 0;
+  for (const nlohmann::json& point : val) best = std::max(best, point[1].get<double>());
+  EXPECT_NEAR(best, std::stod(m[1]), 0.01);
 }
 
 TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedSteps) {
@@ -49,10 +59,7 @@ TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedStep
   }
   Harness job(argv);
   ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(120))) << job.all();
-  pid_t victim = 0;
-  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
-    if (p.env.count("RANK") && p.env.at("RANK") == "1" && p.ppid == job.pid()) victim = p.pid;
-  }
+  const pid_t victim = WorkerOf(job.pid(), 1);
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGKILL);
   EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();

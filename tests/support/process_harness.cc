@@ -1,5 +1,7 @@
 #include "tests/support/process_harness.h"
 
+#include "base/process_table.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -172,6 +174,13 @@ std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args) {
   auto [rc, out] = RunToEnd(argv);
   EXPECT_EQ(rc, 0) << out;
   return dir;
+}
+
+pid_t WorkerOf(pid_t launcher, int rank) {
+  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
+    if (p.env.count("RANK") && p.env.at("RANK") == std::to_string(rank) && p.ppid == launcher) return p.pid;
+  }
+  return 0;
 }
 
 }  // namespace dtrun::testing

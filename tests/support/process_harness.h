@@ -61,6 +61,9 @@ std::vector<nlohmann::json> EventsOfKind(const std::string& events_file, const s
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it when the test process
 // exits (DTRUN_KEEP_TEST_DIRS=1 keeps it).
 std::string MakeTempDir();
+
+// The worker process of global rank `rank` that `launcher` (a dtrun agent) started; 0 if none.
+pid_t WorkerOf(pid_t launcher, int rank);
 // A fresh demo JPEG dataset (`dtdata make-demo DIR ARGS...`, train/ and val/); the test fails if
 // it cannot be made.
 std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args);
