@@ -168,7 +168,8 @@ def main():
                    check=True)
     curves = [os.path.join(args.out, "runs", f"{r['layout'].replace(' ', '-')}-{r['workers']}", "accuracy")
               for r in runs]
-    labels = [f"{r['workers']} {'workers' if r['nodes'] == 1 else 'nodes'}" for r in runs]
+    labels = [f"{r['workers']} {'worker' if r['nodes'] == 1 else 'node'}{'s' if r['workers'] > 1 else ''}"
+              for r in runs]
     subprocess.run([sys.executable, os.path.join(here, "..", "python", "dtplot.py"), *curves, "--labels",
                     ",".join(labels), "--x", "time", "-o", os.path.join(args.out, "curves")], check=True)
 

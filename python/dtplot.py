@@ -146,7 +146,7 @@ class Run:
     def __init__(self, directory, label):
         self.directory = directory
         self.label = label
-        self.train, self.val, self.scalars = [], [], {}
+        self.train, self.val, self.scalars, self.starts = [], [], {}, []
         metrics = os.path.join(directory, "metrics.jsonl")
         if os.path.isfile(metrics):
             for rec in read_metrics(metrics):
@@ -155,6 +155,8 @@ class Run:
                     self.train.append(rec)
                 elif kind == "val":
                     self.val.append(rec)
+                elif kind == "start":
+                    self.starts.append(rec)
         else:
             for d in (os.path.join(directory, "tb"), directory):
                 if os.path.isdir(d):
@@ -163,7 +165,9 @@ class Run:
                         break
         if not self.train and not self.val and not self.scalars:
             fail(f"{directory}: no metrics.jsonl and no TensorBoard scalars; give a trainer's --output-dir")
-        times = [r["time"] for r in self.train + self.val if _number(r.get("time"))]
+        # The wall-clock axis starts when training started (the trainer's "start" record), else
+        # at the first record.
+        times = [r["time"] for r in self.starts + self.train + self.val if _number(r.get("time"))]
         times += [w for series in self.scalars.values() for _, w, _ in series if w > 0]
         self.t0 = min(times) if times else None
 

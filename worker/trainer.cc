@@ -334,6 +334,8 @@ bool Training::Setup() {
     std::filesystem::create_directories(o_.output_dir);
     metrics_.Open(o_.output_dir + "/metrics.jsonl");
     if (o_.tensorboard) tb_ = std::make_unique<EventWriter>(o_.output_dir + "/tb");
+    // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
+    metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
   }
   Log("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
       o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,

@@ -216,6 +216,8 @@ bool RecsysTraining::Setup() {
     std::filesystem::create_directories(o_.output_dir);
     metrics_.Open(o_.output_dir + "/metrics.jsonl");
     if (o_.tensorboard) tb_ = std::make_unique<worker::EventWriter>(o_.output_dir + "/tb");
+    // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
+    metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
   }
   Log("=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
       "%s embedding gradients",
