@@ -4,7 +4,6 @@
 //   dtrun --standalone --nproc-per-node 2 train_recsys ratings.csv --epochs 10
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "examples/cli_checks.h"
@@ -21,8 +20,10 @@ int main(int argc, char** argv) {
   app.add_option("--lr", o.lr, "Adam's learning rate")->capture_default_str()->check(Reals(0, 10, /*open_low=*/true));
   app.add_option("--wd,--weight-decay", o.weight_decay)->capture_default_str()->check(Reals(0, 1));
   app.add_option("--dim", o.dim, "Embedding size")->capture_default_str()->check(Ints(1, 4096));
-  std::string hidden = "64,32";
-  app.add_option("--hidden", hidden, "MLP widths, comma-separated")->capture_default_str();
+  app.add_option("--hidden", o.hidden, "MLP widths, comma-separated")
+      ->delimiter(',')
+      ->check(Ints(1, 65536))
+      ->capture_default_str();
   app.add_option("--negatives", o.negatives, "Sampled unrated items per rating (interaction loss)")
       ->capture_default_str()->check(Ints(0, 1000));
   app.add_option("--interaction-weight", o.interaction_weight, "Weight of the interaction loss")
@@ -52,22 +53,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "train_recsys: error: %s; run train_recsys --help\n", e.what());
     return 2;
-  }
-  o.hidden.clear();
-  std::stringstream widths(hidden);
-  for (std::string w; std::getline(widths, w, ',');) {
-    long long n = 0;
-    size_t used = 0;
-    try {
-      n = std::stoll(w, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != w.size() || n < 1 || n > 65536) {
-      std::fprintf(stderr, "train_recsys: --hidden '%s': widths must be whole numbers 1..65536, e.g. 64,32\n", hidden.c_str());
-      return 2;
-    }
-    o.hidden.push_back(n);
   }
   if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
     std::fprintf(stderr, "train_recsys: --resume %s: no such checkpoint file; give a checkpoint-*.pt path, or leave "
