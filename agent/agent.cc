@@ -89,6 +89,14 @@ int Agent::Run() {
     return 1;
   }
   stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
+  if (absl::StatusOr<SnapshotStore> store =
+          SnapshotStore::Create(options_.nproc_per_node, options_.snapshot_bytes_per_worker);
+      store.ok()) {
+    snapshots_ = std::move(*store);
+  } else {
+    spdlog::warn("{}; training without in-memory snapshots (recovery falls back to disk checkpoints)",
+                 std::string(store.status().message()));
+  }
   OpenProgressChannels();
   StartStatusOutputs();
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
@@ -237,6 +245,7 @@ void Agent::ReapChildren() {
 
 void Agent::OnGroupExited() {
   group_->DrainAndCloseOutputs();
+  recovery_.OnStopped(options_.now());
   round_failures_ = group_->failures();
   counters_.worker_failures += static_cast<int64_t>(round_failures_.size());
   if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
@@ -330,7 +339,8 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   group_nodes_ = a.group_world_size;
   reported_ = false;
   barrier_deadline_.reset();
-  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted};
+  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}};
+  for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) io.snapshot_fds.push_back(snapshots_.fd(lr));
   absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a, io);
   if (!group.ok()) {
     spdlog::error("{}", std::string(group.status().message()));
@@ -339,6 +349,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     return Finish(1);
   }
   group_ = std::move(*group);
+  recovery_.OnStarted(options_.now(), options_.nproc_per_node);
   board_ = std::make_unique<progress::ProgressBoard>(options_.nproc_per_node);
   hang_declared_ = false;
   events_.Record("round_start", a.round, {{"world_size", a.world_size}, {"rank_offset", a.rank_offset},
@@ -355,6 +366,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
 }
 
 void Agent::StopGroup(int signo) {
+  if (interrupt_signal_ == 0) recovery_.OnFailure(options_.now(), board_ ? board_->best_step() : -1);
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);

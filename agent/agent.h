@@ -22,6 +22,8 @@
 #include "agent/agent_options.h"
 #include "agent/console.h"
 #include "agent/event_log.h"
+#include "agent/recovery_tracker.h"
+#include "agent/snapshot_store.h"
 #include "agent/stack_dumper.h"
 #include "agent/stdin_router.h"
 #include "agent/worker_group.h"
@@ -167,6 +169,11 @@ class Agent {
   status::ResourceSampler sampler_;
   std::unique_ptr<status::MetricsServer> metrics_;
   status::AgentCounters counters_;
+  // In-memory snapshots: the regions this node's workers write (held across restarts), and the
+  // recovery under way (failure -> every local rank stepping again).
+  SnapshotStore snapshots_;
+  RecoveryTracker recovery_;
+  void OnRecoveryReport(int local_rank, const progress::Report& report);
   bool status_write_warned_ = false;
 };
 

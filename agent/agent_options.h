@@ -70,6 +70,10 @@ struct AgentOptions {
   // This many attempts in a row without progress past the best step of the attempts before them
   // end the job instead of restarting it (0: never; only for jobs whose workers report steps).
   int max_attempts_without_progress = 3;
+  // In-memory snapshots (docs/DESIGN.md, "Snapshots"): the region each worker may fill (0: off),
+  // and --snapshot-every (0: the worker library's adaptive cadence).
+  uint64_t snapshot_bytes_per_worker = 0;
+  int snapshot_every = 0;
 
   // The live status (docs/DESIGN.md, "dtrun status"): rows are built this often.
   std::chrono::milliseconds status_interval{1000};

@@ -109,7 +109,31 @@ void Agent::OnProgressReports(int socket_rank) {
       return;
     }
     board_->Apply(lr, *report, now);
+    OnRecoveryReport(lr, *report);
   });
+}
+
+void Agent::OnRecoveryReport(int local_rank, const progress::Report& report) {
+  const Clock::time_point now = options_.now();
+  if (report.kind == progress::Report::Kind::kRestored) {
+    events_.Record("state_restored", group_round_,
+                   {{"local_rank", local_rank}, {"source", report.source}, {"step", report.step.value_or(-1)}});
+    recovery_.OnRestored(local_rank, report.source, report.step.value_or(-1), now);
+    return;
+  }
+  if (report.kind != progress::Report::Kind::kBeat || !report.step) return;
+  std::optional<Recovery> done = recovery_.OnStep(local_rank, *report.step, now);
+  if (!done) return;
+  events_.Record("recovered", group_round_,
+                 {{"source", done->source}, {"restored_step", done->restored_step},
+                  {"step_before", done->step_before}, {"lost_steps", done->lost_steps()},
+                  {"stopped_ms", done->stopped.count()}, {"started_ms", done->started.count()},
+                  {"restored_ms", done->restored.count()}, {"stepping_ms", done->stepping.count()}});
+  const char* from = done->source == "memory" ? "the in-memory snapshot" : done->source == "disk" ? "the disk checkpoint" : "the start";
+  spdlog::warn("recovered: every local rank stepping again {:.2f} s after the failure (workers stopped {:.2f} s, "
+               "started {:.2f} s, state restored {:.2f} s), from {} of step {}; {} step(s) of work lost",
+               done->stepping.count() / 1e3, done->stopped.count() / 1e3, done->started.count() / 1e3,
+               done->restored.count() / 1e3, from, std::max<int64_t>(done->restored_step, 0), done->lost_steps());
 }
 
 void Agent::OnTimerRequests() {

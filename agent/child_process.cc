@@ -38,6 +38,7 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   if (in_fd >= 0) ::dup2(in_fd, STDIN_FILENO);
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
+  for (int fd : req.inherit_fds) ::fcntl(fd, F_SETFD, 0);
   ::execve(req.executable.c_str(), argv, envp);
   int err = errno;
   ssize_t ignored = ::write(errpipe, &err, sizeof(err));

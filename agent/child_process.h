@@ -20,6 +20,7 @@ struct SpawnRequest {
   std::vector<std::string> env;    // "NAME=value" entries, the child's whole environment
   bool capture_output = true;      // false: the child inherits our stdout/stderr
   bool pipe_stdin = false;         // true: the child reads a pipe we write (stdin_fd); else ours
+  std::vector<int> inherit_fds;    // our close-on-exec fds the child keeps, under the same numbers
 };
 
 class ChildProcess {

@@ -42,6 +42,10 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
     if (!id.stacks_file.empty()) env[env::kStacksFile] = id.stacks_file;
   }
   if (!o.timer_file.empty()) env[env::kTimerFile] = o.timer_file;
+  if (id.snapshot_fd >= 0) {
+    env[env::kSnapshotFd] = std::to_string(id.snapshot_fd);
+    if (o.snapshot_every > 0) env[env::kSnapshotEvery] = std::to_string(o.snapshot_every);
+  }
   if (!o.python_dir.empty()) {
     // Appended: the user's own modules keep precedence over dtrun's.
     auto path = env.find(env::kPythonPath);

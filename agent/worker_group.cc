@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
       if (!st.ok()) return st;
     }
     id.log_dir = log_dir;
+    if (lr < static_cast<int>(io.snapshot_fds.size())) id.snapshot_fd = io.snapshot_fds[lr];
 
     SpawnRequest req;
     req.executable = o.executable;
@@ -95,6 +96,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     }
     req.env = BuildWorkerEnv(base_env, o, id);
     req.pipe_stdin = io.pipe_stdin;
+    if (id.snapshot_fd >= 0) req.inherit_fds.push_back(id.snapshot_fd);
     absl::StatusOr<std::unique_ptr<OutputRelay>> out =
         MakeRelay(o, paths, log_dir, lr, id.global_rank, kStdoutBit, io.consoles);
     if (!out.ok()) return out.status();

@@ -43,6 +43,7 @@ class WorkerGroup {
   struct Io {
     Consoles consoles;
     bool pipe_stdin = false;
+    std::vector<int> snapshot_fds;  // by local rank (empty: no in-memory snapshots)
   };
   // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(

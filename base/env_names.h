@@ -39,6 +39,11 @@ inline constexpr char kEnableFileTimer[] = "TORCHELASTIC_ENABLE_FILE_TIMER";
 inline constexpr char kTimerFile[] = "TORCHELASTIC_TIMER_FILE";
 inline constexpr char kPythonPath[] = "PYTHONPATH";
 
+// In-memory snapshots (docs/DESIGN.md, "Snapshots"): the fd of the region the agent holds for
+// this local rank, and --snapshot-every (0: adaptive).
+inline constexpr char kSnapshotFd[] = "DTRUN_SNAPSHOT_FD";
+inline constexpr char kSnapshotEvery[] = "DTRUN_SNAPSHOT_EVERY";
+
 // dtrun's own marker: every process of one launch carries it, so `dtrun kill` and the
 // launch guard find workers and their descendants without guessing by process name.
 inline constexpr char kLaunchId[] = "DTRUN_LAUNCH_ID";

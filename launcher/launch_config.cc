@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "base/env_names.h"
 #include "base/signal_names.h"
+#include "agent/snapshot_store.h"
 #include "launcher/slurm_env.h"
 #include "progress/report_protocol.h"
 
@@ -38,6 +39,8 @@ struct RawFlags {
   std::string event_log, section_timeouts;
   double heartbeat_timeout = 0, dstate_timeout = 300;
   int max_attempts_without_progress = 3;
+  std::string snapshot_memory = "auto";
+  int snapshot_every = 0;
   int metrics_port = -1;
   std::string metrics_host;
   bool no_progress_line = false;
@@ -97,6 +100,13 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   opt("max-attempts-without-progress", f.max_attempts_without_progress,
       "End the job when this many attempts in a row pass no step beyond the best before them (0: never)")
       ->capture_default_str();
+  opt("snapshot-memory", f.snapshot_memory,
+      "Memory each worker's in-memory snapshots may take, in MiB (two versions; auto: a quarter of the machine's "
+      "memory shared by the workers; 0: off)")
+      ->capture_default_str();
+  opt("snapshot-every", f.snapshot_every,
+      "Take an in-memory snapshot every N steps (0: as often as costs under 2% of the step time)")
+      ->capture_default_str();
   opt("metrics-port", f.metrics_port,
       "Serve Prometheus metrics (/metrics) and this node's status (/status) over HTTP on PORT (0: a free one)");
   opt("metrics-host", f.metrics_host, "Address the metrics endpoint listens on (default: every IPv4 address; :: for IPv6 too)");
@@ -139,6 +149,27 @@ absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
                             ": expected 0 (never) or a count of attempts"));
   }
   a.max_attempts_without_progress = f.max_attempts_without_progress;
+  return absl::OkStatus();
+}
+
+absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
+  if (f.snapshot_every < 0) {
+    return Bad(absl::StrCat("--snapshot-every ", f.snapshot_every, ": expected 0 (adaptive) or a count of steps"));
+  }
+  a.snapshot_every = f.snapshot_every;
+  if (f.snapshot_memory == "auto") {
+    a.snapshot_bytes_per_worker = DefaultSnapshotBytes(a.nproc_per_node);
+    return absl::OkStatus();
+  }
+  int64_t mib = 0;
+  constexpr int64_t kMaxMib = int64_t{1} << 30;  // 1 PiB
+  const uint64_t min_mib = (snapshot::kMinRegionBytes + (1 << 20) - 1) >> 20;
+  if (!absl::SimpleAtoi(f.snapshot_memory, &mib) || mib < 0 || mib > kMaxMib ||
+      (mib > 0 && static_cast<uint64_t>(mib) < min_mib)) {
+    return Bad(absl::StrCat("--snapshot-memory ", f.snapshot_memory, ": expected auto, 0 (off) or MiB from ",
+                            min_mib, " to ", kMaxMib));
+  }
+  a.snapshot_bytes_per_worker = static_cast<uint64_t>(mib) << 20;
   return absl::OkStatus();
 }
 
@@ -306,6 +337,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   if (!hang.ok()) return hang;
   absl::Status shown = FillStatusOptions(f, a);
   if (!shown.ok()) return shown;
+  if (absl::Status snap = FillSnapshotOptions(f, a); !snap.ok()) return snap;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;

@@ -54,6 +54,15 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
     case Report::Kind::kTotal:
       total_steps_ = report.total_steps;
       break;
+    case Report::Kind::kSnapshot:
+      r.snapshot_step = report.step.value_or(-1);
+      r.snapshot_bytes = report.bytes.value_or(0);
+      r.snapshot_micros = report.micros.value_or(0);
+      break;
+    case Report::Kind::kRestored:
+      r.restored_source = report.source;
+      r.restored_step = report.step.value_or(-1);
+      break;
   }
 }
 

@@ -44,6 +44,12 @@ struct RankProgress {
   std::vector<OpenSection> sections;  // outermost first; at most kMaxOpenSections
   std::string lang;
   int stack_signal = 0;
+  // In-memory snapshots: the newest one this worker completed, and what it resumed from.
+  int64_t snapshot_step = -1;
+  int64_t snapshot_bytes = 0;
+  int64_t snapshot_micros = 0;
+  std::string restored_source;  // memory | disk | none ("" until reported)
+  int64_t restored_step = -1;
   double steps_per_s = 0;    // over the last rate window
   double samples_per_s = 0;
   // The start of the current rate window.

@@ -55,6 +55,23 @@ void ProgressClient::TotalSteps(int64_t steps) const {
   Send(r);
 }
 
+void ProgressClient::Snapshot(int64_t step, int64_t bytes, int64_t micros) const {
+  Report r;
+  r.kind = Report::Kind::kSnapshot;
+  r.step = step;
+  r.bytes = bytes;
+  r.micros = micros;
+  Send(r);
+}
+
+void ProgressClient::Restored(const std::string& source, int64_t step) const {
+  Report r;
+  r.kind = Report::Kind::kRestored;
+  r.source = source;
+  if (step >= 0) r.step = step;
+  Send(r);
+}
+
 void ProgressClient::Begin(const std::string& section) const {
   Report r;
   r.kind = Report::Kind::kBegin;

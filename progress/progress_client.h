@@ -27,6 +27,9 @@ class ProgressClient {
   void Begin(const std::string& section) const;
   void End(const std::string& section) const;
   void TotalSteps(int64_t steps) const;
+  void Snapshot(int64_t step, int64_t bytes, int64_t micros) const;
+  // `source`: memory, disk or none; `step` < 0 is left out.
+  void Restored(const std::string& source, int64_t step) const;
 
  private:
   UniqueFd fd_;

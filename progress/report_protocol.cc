@@ -38,6 +38,8 @@ std::optional<Report::Kind> KindOf(absl::string_view word) {
   if (word == "begin") return Report::Kind::kBegin;
   if (word == "end") return Report::Kind::kEnd;
   if (word == "total") return Report::Kind::kTotal;
+  if (word == "snapshot") return Report::Kind::kSnapshot;
+  if (word == "restored") return Report::Kind::kRestored;
   return std::nullopt;
 }
 
@@ -49,6 +51,13 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
   if (key == "step") return count(r.step);
   if (key == "samples") return count(r.samples);
   if (key == "steps") return count(r.total_steps);
+  if (key == "bytes") return count(r.bytes);
+  if (key == "us") return count(r.micros);
+  if (key == "source") {
+    if (value != "memory" && value != "disk" && value != "none") return Bad("source: expected memory, disk or none");
+    r.source = std::string(value);
+    return absl::OkStatus();
+  }
   if (key == "name") {
     if (!IsValidSectionName(value)) return Bad("name: expected 1-64 of [A-Za-z0-9_.:-]");
     r.name = std::string(value);
@@ -92,7 +101,7 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   std::vector<absl::string_view> words = absl::StrSplit(datagram, ' ', absl::SkipEmpty());
   if (words.empty()) return Bad("empty");
   std::optional<Report::Kind> kind = KindOf(words[0]);
-  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end or total)");
+  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end, total, snapshot or restored)");
   Report r;
   r.kind = *kind;
   for (size_t i = 1; i < words.size(); ++i) {
@@ -105,6 +114,8 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
     return Bad("begin/end need name=");
   }
   if (r.kind == Report::Kind::kTotal && !r.total_steps) return Bad("total needs steps=");
+  if (r.kind == Report::Kind::kSnapshot && !r.step) return Bad("snapshot needs step=");
+  if (r.kind == Report::Kind::kRestored && r.source.empty()) return Bad("restored needs source=");
   return r;
 }
 
@@ -125,6 +136,12 @@ std::string FormatReport(const Report& r) {
       return absl::StrCat("end name=", r.name);
     case Report::Kind::kTotal:
       return absl::StrCat("total steps=", r.total_steps.value_or(0));
+    case Report::Kind::kSnapshot:
+      return absl::StrCat("snapshot step=", r.step.value_or(0), " bytes=", r.bytes.value_or(0), " us=",
+                          r.micros.value_or(0));
+    case Report::Kind::kRestored:
+      return absl::StrCat("restored source=", r.source.empty() ? "none" : r.source,
+                          r.step ? absl::StrCat(" step=", *r.step) : "");
   }
   return "";
 }

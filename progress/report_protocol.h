@@ -7,6 +7,8 @@
 //   begin name=checkpoint                 a named section starts (step, eval, checkpoint, ...)
 //   end name=checkpoint                   ... and ends
 //   total steps=90000                     how many steps the job will run (for rates and ETA)
+//   snapshot step=120 bytes=94371840 us=31000   an in-memory snapshot of step 120 is complete
+//   restored source=memory step=120       what this attempt resumed from (memory, disk or none)
 //
 // Unknown keys are ignored (newer clients talk to older agents); everything else that does not
 // fit is an error. The sender is identified by the kernel (SO_PASSCRED), never by the text.
@@ -25,11 +27,14 @@ inline constexpr size_t kMaxReportBytes = 512;
 inline constexpr size_t kMaxNameBytes = 64;
 
 struct Report {
-  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal };
+  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal, kSnapshot, kRestored };
   Kind kind = Kind::kBeat;
   std::optional<int64_t> step;     // beat
   std::optional<int64_t> samples;  // beat
   std::optional<int64_t> total_steps;
+  std::optional<int64_t> bytes;    // snapshot
+  std::optional<int64_t> micros;   // snapshot: what writing it cost
+  std::string source;              // restored: memory | disk | none
   std::string name;       // begin/end: [A-Za-z0-9_.:-]{1,64}
   std::string lang;       // hello: [a-z0-9]{1,16}
   int stack_signal = 0;   // hello: SIGUSR1, SIGUSR2 or a real-time signal that makes the worker write its stacks

@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS="build-essential cmake ninja-build pkg-config ccache git iproute2 procps
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libtorch-dev libgloo-dev libturbojpeg0-dev libstb-dev python3-torch python3-torchvision python3-tqdm python3-matplotlib openssl libssl-dev
+  libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-torch python3-torchvision python3-tqdm python3-matplotlib openssl libssl-dev
   clang libclang-rt-dev
   nftables elfutils gdb libmicrohttpd-dev slurm-wlm munge"
 missing=""

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/unique_fd.h"
+#include "worker/train_state.h"
 #include "worker/zip_check.h"
 
 namespace dtrun::worker {
@@ -132,6 +133,10 @@ absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module&
   std::vector<fs::path> all = Checkpoints(dir);
   for (size_t i = 0; i + keep < all.size(); ++i) fs::remove(all[i], ec);
   return absl::OkStatus();
+}
+
+absl::Status SaveCheckpoint(const std::string& dir, int keep, const TrainState& state) {
+  return SaveCheckpoint(dir, keep, *state.model, *state.optimizer, *state.progress, state.scaler);
 }
 
 namespace {

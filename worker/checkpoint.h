@@ -29,6 +29,9 @@ struct Progress {
 absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module& model,
                             torch::optim::Optimizer& optimizer, const Progress& progress,
                             const GradScaler* scaler = nullptr);
+struct TrainState;
+// The same for a trainer's declared state (train_state.h).
+absl::Status SaveCheckpoint(const std::string& dir, int keep, const TrainState& state);
 // At start, before any training: creates `dir`, removes temp files a crash left behind and proves
 // it writable (a probe written, synced and removed). PermissionDenied naming the dir otherwise.
 absl::Status PrepareCheckpointDir(const std::string& dir);

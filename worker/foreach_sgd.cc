@@ -1,28 +1,11 @@
 #include "worker/foreach_sgd.h"
 
-#include <sstream>
+#include "worker/torch_compat.h"
+
 #include <string>
-#include <type_traits>
 #include <vector>
 
 namespace dtrun::worker {
-namespace {
-
-// The optimizer's state key for `p`: LibTorch 1.x keys by the TensorImpl address printed as a
-// string, 2.x by the address itself.
-template <class Map>
-typename Map::key_type StateKey(const Map&, const torch::Tensor& p) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream s;
-    s << p.unsafeGetTensorImpl();
-    return s.str();
-  } else {
-    return static_cast<Key>(p.unsafeGetTensorImpl());
-  }
-}
-
-}  // namespace
 
 torch::Tensor ForeachSgd::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
@@ -46,7 +29,7 @@ torch::Tensor ForeachSgd::step(LossClosure closure) {
       // decay and accumulate. `bufs` shares storage with the state, in parameter order.
       std::vector<torch::Tensor> bufs(params.size()), old_bufs, old_d_p;
       for (size_t i = 0; i < params.size(); ++i) {
-        auto& slot = state_[StateKey(state_, params[i])];
+        auto& slot = state_[OptimizerStateKey(state_, params[i])];
         if (!slot) {
           auto state = std::make_unique<torch::optim::SGDParamState>();
           state->momentum_buffer(torch::clone(d_p[i]).detach());

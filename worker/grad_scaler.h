@@ -30,6 +30,11 @@ class GradScaler {
 
   double scale() const { return scale_; }
   int growth_tracker() const { return growth_tracker_; }
+  // Sets both (a restored snapshot).
+  void SetState(double scale, int growth_tracker) {
+    scale_ = scale;
+    growth_tracker_ = growth_tracker;
+  }
   void Save(torch::serialize::OutputArchive& archive) const;
   void Load(torch::serialize::InputArchive& archive);
 

@@ -1,5 +1,7 @@
 #include "worker/job_resume.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -51,11 +53,95 @@ bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::
   return true;
 }
 
+// Every rank's snapshot verdict agrees: true iff it holds on all of them.
+bool AllRanks(ProcessGroupHandle& pg, const torch::Device& device, bool mine) {
+  std::vector<torch::Tensor> t{torch::tensor({mine ? 1.0 : 0.0}, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU))};
+  c10d::AllreduceOptions min;
+  min.reduceOp = c10d::ReduceOp::MIN;
+  pg.backend->allreduce(t, min)->wait();
+  return t[0].cpu().item<double>() > 0;
+}
+
+// Restores the newest snapshot every rank holds. nullopt: none is common, or some rank could not
+// restore it (said on stderr by that rank); then every rank goes to the disk path.
+absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
+                                                         const torch::Device& device, const TrainState& state) {
+  const int64_t step = NewestCommonStep(pg, device, snapshots.UsableSteps());
+  if (step < 0) return std::nullopt;
+  Progress restored = *state.progress;
+  TrainState into = state;
+  into.progress = &restored;
+  absl::Status st = snapshots.Restore(step, into);
+  if (!st.ok()) std::fprintf(stderr, "warning: rank %d cannot restore its in-memory snapshot: %s\n", rank, std::string(st.message()).c_str());
+  const bool everyone = pg == nullptr ? st.ok() : AllRanks(*pg, device, st.ok());
+  if (!everyone) {
+    // All or nothing per rank: a rank that failed changed nothing, but one that succeeded did, and
+    // the disk path below only overwrites it when there is a checkpoint.
+    if (st.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", rank, " restored the in-memory snapshot of step ", step,
+          " but another rank could not; restart the job (its newest disk checkpoint is then used)"));
+    }
+    return std::nullopt;
+  }
+  snapshots.DiscardAllBut(step);
+  return restored;
+}
+
 }  // namespace
 
-absl::StatusOr<std::optional<Progress>> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
-                                                      const torch::Device& device, torch::nn::Module& model,
-                                                      torch::optim::Optimizer& optimizer, GradScaler* scaler) {
+int64_t NewestCommonStep(ProcessGroupHandle* pg, const torch::Device& device, const std::vector<int64_t>& steps) {
+  std::vector<int64_t> mine(steps.begin(), steps.begin() + std::min<size_t>(steps.size(), snapshot::kSlots));
+  mine.resize(snapshot::kSlots, -1);
+  if (pg == nullptr) return *std::max_element(mine.begin(), mine.end());
+  const torch::Device on = pg->nccl ? device : torch::Device(torch::kCPU);
+  std::vector<torch::Tensor> in{torch::tensor(mine, torch::kInt64).to(on)};
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < pg->backend->getSize(); ++r) out[0].push_back(torch::empty_like(in[0]));
+  pg->backend->allgather(out, in)->wait();
+  std::vector<std::vector<int64_t>> all;
+  for (const torch::Tensor& t : out[0]) {
+    torch::Tensor c = t.cpu();
+    all.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+  }
+  int64_t best = -1;
+  for (int64_t candidate : all[0]) {
+    if (candidate <= best) continue;
+    bool everywhere = std::all_of(all.begin(), all.end(), [&](const std::vector<int64_t>& held) {
+      return std::find(held.begin(), held.end(), candidate) != held.end();
+    });
+    if (everywhere) best = candidate;
+  }
+  return best;
+}
+
+absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
+                                      const torch::Device& device, const TrainState& state) {
+  torch::nn::Module& model = *state.model;
+  torch::optim::Optimizer& optimizer = *state.optimizer;
+  GradScaler* scaler = state.scaler;
+  if (request.snapshots != nullptr && request.path.empty()) {
+    absl::StatusOr<std::optional<Progress>> memory = ResumeFromMemory(*request.snapshots, pg, rank, device, state);
+    if (!memory.ok()) return memory.status();
+    if (memory->has_value()) {
+      const Progress& p = **memory;
+      const uint64_t h = ParameterDigest(model);
+      const std::vector<double> digest = {double(p.global_step), double(p.epoch), double(p.next_batch),
+                                          double(h >> 32), double(h & 0xFFFFFFFFu)};
+      if (pg != nullptr && !RanksAgree(*pg, device, digest)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the ranks' in-memory snapshots of step ", p.global_step,
+            " differ (rank ", rank, "'s parameters hash to ", h, "); refusing to train on mismatched state"));
+      }
+      if (rank == 0) {
+        std::fprintf(stderr, "resuming from the in-memory snapshot of step %lld (epoch %lld, batch %lld)\n",
+                     static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),
+                     static_cast<long long>(p.next_batch));
+      }
+      return Resumed{p, "memory"};
+    }
+    request.snapshots->DiscardAllBut(-1);  // the job goes back to disk: none of these is on its path
+  }
   std::optional<Progress> progress;
   std::string bytes;
   if (rank == 0) {
@@ -64,7 +150,8 @@ absl::StatusOr<std::optional<Progress>> ResumeJobWide(const ResumeRequest& reque
       bytes = std::move(c->bytes);
     }
   }
-  if (pg == nullptr) return progress;
+  const std::string source = progress ? "disk" : "none";
+  if (pg == nullptr) return Resumed{progress, source};
   bytes = BroadcastBytes(*pg, device, std::move(bytes));
   if (rank != 0 && !bytes.empty()) {
     absl::StatusOr<Progress> p = LoadCheckpointBytes(bytes, model, optimizer, scaler);
@@ -83,7 +170,7 @@ absl::StatusOr<std::optional<Progress>> ResumeJobWide(const ResumeRequest& reque
     std::fprintf(stderr, "resuming from rank 0's checkpoint (epoch %lld, batch %lld)\n",
                  static_cast<long long>(progress->epoch), static_cast<long long>(progress->next_batch));
   }
-  return progress;
+  return Resumed{progress, progress ? "disk" : "none"};
 }
 
 }  // namespace dtrun::worker

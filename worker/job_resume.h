@@ -1,4 +1,6 @@
-// Resume is a job-wide decision. Global rank 0 picks what to resume from: the newest checkpoint it
+// Resume is a job-wide decision. First choice: the newest in-memory snapshot step that every rank
+// holds (memory_snapshot.h); each rank restores its own copy, nothing crosses the network, and
+// the ranks then compare step, position and a digest of their parameters. Otherwise global rank 0 picks what to resume from: the newest checkpoint it
 // can read, or none. Every rank then loads exactly those bytes, sent through the process group:
 // model, optimizer, loss scaler and progress (epoch, position, step, best accuracy; the schedule
 // and the loader's randomness follow from them). So ranks on nodes with their own disks, or whose
@@ -11,18 +13,30 @@
 
 #include "absl/status/statusor.h"
 #include "worker/checkpoint.h"
+#include "worker/memory_snapshot.h"
 #include "worker/process_group.h"
+#include "worker/train_state.h"
 
 namespace dtrun::worker {
 
 struct ResumeRequest {
   std::string dir;   // OUTPUT/checkpoints (read on rank 0 only)
-  std::string path;  // --resume, or empty for the newest in `dir`
+  std::string path;  // --resume, or empty for the newest in `dir` (an explicit path skips snapshots)
+  MemorySnapshots* snapshots = nullptr;  // null: disk only
+};
+
+struct Resumed {
+  std::optional<Progress> progress;  // nullopt: a fresh start
+  std::string source = "none";       // memory | disk | none
 };
 
 // `pg` is null for a single process. FailedPrecondition if the ranks disagree after loading.
-absl::StatusOr<std::optional<Progress>> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
-                                                      const torch::Device& device, torch::nn::Module& model,
-                                                      torch::optim::Optimizer& optimizer, GradScaler* scaler);
+// `state.progress` is left alone; the result carries what was resumed.
+absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
+                                      const torch::Device& device, const TrainState& state);
+
+// The newest step in every rank's `steps` (each rank's usable snapshot steps), or -1.
+// Exposed for tests; a single process (`pg` null) takes its own newest.
+int64_t NewestCommonStep(ProcessGroupHandle* pg, const torch::Device& device, const std::vector<int64_t>& steps);
 
 }  // namespace dtrun::worker

@@ -39,6 +39,10 @@ using CollectiveBackend = c10d::ProcessGroup;
 
 #include <ATen/autocast_mode.h>
 
+#include <sstream>
+#include <string>
+#include <type_traits>
+
 namespace dtrun::worker {
 
 // Turns autocast on or off for CPU or CUDA with the given lower-precision dtype. LibTorch 2.4+
@@ -58,6 +62,20 @@ inline void SetAutocast(bool cuda, at::ScalarType dtype, bool enabled) {
   }
 #endif
   if (!enabled) at::autocast::clear_cache();
+}
+
+// The optimizer's state key for `p`: LibTorch 1.x keys by the TensorImpl address printed as a
+// string, 2.x by the address itself.
+template <class Map>
+typename Map::key_type OptimizerStateKey(const Map&, const at::Tensor& p) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;
+    s << p.unsafeGetTensorImpl();
+    return s.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
 }
 
 // Autocast for one scope (the forward pass and the loss).

@@ -17,6 +17,8 @@
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/job_resume.h"
+#include "worker/memory_snapshot.h"
+#include "worker/train_state.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/ddp.h"
@@ -138,6 +140,9 @@ class Training {
   bool BenchStep(int batch_images);
   std::optional<StagedBatch> NextTrainBatch();
   std::unique_ptr<Normalizer> norm_;
+  // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
+  std::unique_ptr<MemorySnapshots> snapshots_;
+  TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
 };
 
 std::optional<StagedBatch> Training::NextTrainBatch() {
@@ -309,17 +314,20 @@ bool Training::Setup() {
       return false;
     }
   }
+  if (!o_.evaluate && o_.timed_iters <= 0) snapshots_ = MemorySnapshots::FromEnvironment(env_);
   {
-    // Rank 0 decides what the job resumes from; every rank gets exactly that (worker/job_resume.h).
-    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume broadcast");
-    absl::StatusOr<std::optional<Progress>> resumed =
-        ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume}, pg_ ? &*pg_ : nullptr, env_.rank,
-                      device_, *model_, *optimizer_, scaler_.get());
+    // The job's newest common in-memory snapshot, else what rank 0 finds on disk; every rank gets
+    // exactly that (worker/job_resume.h).
+    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
+    absl::StatusOr<Resumed> resumed =
+        ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
+                      env_.rank, device_, State());
     if (!resumed.ok()) {
       std::fprintf(stderr, "train_imagenet: %s\n", std::string(resumed.status().message()).c_str());
       return false;
     }
-    if (*resumed) progress_ = **resumed;
+    if (resumed->progress) progress_ = *resumed->progress;
+    reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
   }
   if (pg_) {
     DdpOptions d;
@@ -350,12 +358,14 @@ bool Training::WritesCheckpoints() const {
 
 void Training::Save(int64_t epoch, int64_t next_batch) {
   last_save_ = Clock::now();
+  // Every disk checkpoint is also a snapshot, so the newest snapshot is never older than the
+  // newest checkpoint: a restart that finds one in memory needs no disk.
+  if (snapshots_) SnapshotAndReport(*snapshots_, State(), epoch, next_batch, reports_, env_.rank);
   if (!WritesCheckpoints()) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
   progress::ScopedSection checkpoint_section(reports_, "checkpoint");
-  absl::Status st =
-      SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_, scaler_.get());
+  absl::Status st = SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, State());
   if (!st.ok()) {
     // Training goes on: the newest good checkpoint is still there, and the next save may succeed.
     Log("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
@@ -415,10 +425,17 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     compute_s += Seconds(compute_start, Clock::now()) - data_wait;
     if (BenchStep(count)) return;
     if (o_.timed_iters > 0) continue;
-    // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
+    // A stop request (SIGTERM), the save timer and the snapshot cadence: every rank must agree,
+    // so they are all-reduced together.
     bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
-    std::vector<double> flags = AllReduceSum({StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
-    if (flags[0] > 0 || flags[1] > 0) Save(epoch, step);
+    bool want_snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
+    std::vector<double> flags =
+        AllReduceSum({StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0, want_snapshot ? 1.0 : 0.0});
+    if (flags[0] > 0 || flags[1] > 0) {
+      Save(epoch, step);
+    } else if (flags[2] > 0 && snapshots_) {
+      SnapshotAndReport(*snapshots_, State(), epoch, step, reports_, env_.rank);
+    }
     if (flags[0] > 0) {
       Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
           static_cast<long long>(epoch), static_cast<long long>(step));
@@ -506,8 +523,9 @@ int Training::Run() {
       break;
     }
   }
-  Log("=> done: best val top1 %.2f%%, %lld optimizer steps", progress_.best_acc1,
-      static_cast<long long>(progress_.global_step));
+  // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
+  Log("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
+      static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));
   return 0;
 }
 

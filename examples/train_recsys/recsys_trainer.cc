@@ -23,6 +23,8 @@
 #include "worker/ddp.h"
 #include "worker/dist_env.h"
 #include "worker/job_resume.h"
+#include "worker/memory_snapshot.h"
+#include "worker/train_state.h"
 #include "worker/metrics_log.h"
 #include "worker/process_group.h"
 #include "worker/stop_signal.h"
@@ -89,6 +91,8 @@ class RecsysTraining {
   std::unique_ptr<EmbeddingGradSync> table_sync_;
   worker::Progress progress_;
   progress::ProgressClient reports_;
+  std::unique_ptr<worker::MemorySnapshots> snapshots_;  // held by the dtrun agent; null elsewhere
+  worker::TrainState State() { return {model_.ptr().get(), optimizer_.get(), nullptr, &progress_}; }
   worker::MetricsLog metrics_;
   std::unique_ptr<worker::EventWriter> tb_;
   Clock::time_point last_save_ = Clock::now();
@@ -192,15 +196,17 @@ bool RecsysTraining::Setup() {
     }
   }
   if (o_.timed_iters <= 0) {  // a benchmark starts fresh
-    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume broadcast");
-    absl::StatusOr<std::optional<worker::Progress>> resumed = worker::ResumeJobWide(
-        worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume}, pg_ ? &*pg_ : nullptr, env_.rank,
-        torch::kCPU, *model_, *optimizer_, nullptr);
+    snapshots_ = worker::MemorySnapshots::FromEnvironment(env_);
+    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
+    absl::StatusOr<worker::Resumed> resumed = worker::ResumeJobWide(
+        worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
+        env_.rank, torch::kCPU, State());
     if (!resumed.ok()) {
       std::fprintf(stderr, "train_recsys: %s\n", std::string(resumed.status().message()).c_str());
       return false;
     }
-    if (*resumed) progress_ = **resumed;
+    if (resumed->progress) progress_ = *resumed->progress;
+    reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
   }
   if (pg_) {
     worker::DdpOptions d;
@@ -329,10 +335,17 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     compute_s += Seconds(compute_start, Clock::now());
     if (BenchStep()) return;
     if (o_.timed_iters > 0) continue;
-    // A stop request (SIGTERM) or the save timer: every rank must agree, so it is all-reduced.
+    // A stop request (SIGTERM), the save timer and the snapshot cadence: every rank must agree,
+    // so they are all-reduced together.
     const bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
-    std::vector<double> flags = AllReduceSum({worker::StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0});
-    if (flags[0] > 0 || flags[1] > 0) Save(epoch, step);
+    const bool want_snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
+    std::vector<double> flags = AllReduceSum(
+        {worker::StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0, want_snapshot ? 1.0 : 0.0});
+    if (flags[0] > 0 || flags[1] > 0) {
+      Save(epoch, step);
+    } else if (flags[2] > 0 && snapshots_) {
+      worker::SnapshotAndReport(*snapshots_, State(), epoch, step, reports_, env_.rank);
+    }
     if (flags[0] > 0) {
       Log("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
           static_cast<long long>(epoch), static_cast<long long>(step));
@@ -421,12 +434,13 @@ double RecsysTraining::Evaluate(int64_t epoch) {
 
 void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
   last_save_ = Clock::now();
+  // Every disk checkpoint is also a snapshot (the newest snapshot is never older than it).
+  if (snapshots_) worker::SnapshotAndReport(*snapshots_, State(), epoch, next_step, reports_, env_.rank);
   if (env_.rank != 0) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_step;
   progress::ScopedSection checkpoint_section(reports_, "checkpoint");
-  absl::Status st =
-      worker::SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, *model_, *optimizer_, progress_);
+  absl::Status st = worker::SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, State());
   if (!st.ok()) Log("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
 }
 

@@ -20,7 +20,16 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   Report total;
   total.kind = Report::Kind::kTotal;
   total.total_steps = 90000;
-  for (const Report& r : {beat, begin, hello, total}) {
+  Report snap;
+  snap.kind = Report::Kind::kSnapshot;
+  snap.step = 12;
+  snap.bytes = 94371840;
+  snap.micros = 31000;
+  Report restored;
+  restored.kind = Report::Kind::kRestored;
+  restored.source = "memory";
+  restored.step = 12;
+  for (const Report& r : {beat, begin, hello, total, snap, restored}) {
     absl::StatusOr<Report> back = ParseReport(FormatReport(r));
     ASSERT_TRUE(back.ok()) << FormatReport(r) << ": " << back.status();
     EXPECT_EQ(FormatReport(*back), FormatReport(r));
@@ -29,6 +38,16 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b->step, 7);
   EXPECT_EQ(*b->samples, 56);
+}
+
+TEST(ReportProtocolTest, SnapshotAndRestoredReportsAreChecked) {
+  EXPECT_FALSE(ParseReport("snapshot bytes=5").ok());            // no step
+  EXPECT_FALSE(ParseReport("restored step=5").ok());             // no source
+  EXPECT_FALSE(ParseReport("restored source=tape step=5").ok()); // not a source
+  EXPECT_FALSE(ParseReport("snapshot step=-1").ok());
+  absl::StatusOr<Report> r = ParseReport("restored source=none");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->step.has_value());
 }
 
 TEST(ReportProtocolTest, UnknownFieldsAreIgnoredForNewerClients) {

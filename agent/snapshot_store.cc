@@ -1,0 +1,40 @@
+#include "agent/snapshot_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtrun {
+
+absl::StatusOr<SnapshotStore> SnapshotStore::Create(int nproc_per_node, uint64_t bytes_per_worker) {
+  SnapshotStore store;
+  if (bytes_per_worker == 0) return store;
+  for (int lr = 0; lr < nproc_per_node; ++lr) {
+    absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-snapshot-", lr));
+    if (!fd.ok()) return fd.status();
+    store.regions_.push_back(std::move(*fd));
+  }
+  return store;
+}
+
+int SnapshotStore::fd(int local_rank) const {
+  if (local_rank < 0 || local_rank >= static_cast<int>(regions_.size())) return -1;
+  return regions_[local_rank].get();
+}
+
+std::vector<std::optional<snapshot::SlotHeader>> SnapshotStore::Newest() const {
+  std::vector<std::optional<snapshot::SlotHeader>> out;
+  for (const UniqueFd& fd : regions_) out.push_back(snapshot::Newest(snapshot::ReadHeaders(fd.get())));
+  return out;
+}
+
+uint64_t DefaultSnapshotBytes(int nproc_per_node) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const uint64_t memory = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  const uint64_t share = memory / 4 / static_cast<uint64_t>(std::max(1, nproc_per_node));
+  return std::max(snapshot::kMinRegionBytes, std::min<uint64_t>(share, uint64_t{64} << 30));
+}
+
+}  // namespace dtrun

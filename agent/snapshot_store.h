@@ -1,0 +1,38 @@
+// The agent's in-memory snapshot store (snapshot/snapshot_region.h): one region per local rank,
+// created when the agent starts and kept for its whole life while workers come and go, so a
+// worker's crash loses no snapshot; memfds vanish with their last descriptor, so nothing outlives
+// dtrun. The agent hands each worker its local rank's region and reads only headers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/unique_fd.h"
+#include "snapshot/snapshot_region.h"
+
+namespace dtrun {
+
+class SnapshotStore {
+ public:
+  SnapshotStore() = default;  // off: no regions
+  // `bytes_per_worker` 0: off. ResourceExhausted names what could not be made.
+  static absl::StatusOr<SnapshotStore> Create(int nproc_per_node, uint64_t bytes_per_worker);
+
+  bool enabled() const { return !regions_.empty(); }
+  // The fd a worker of `local_rank` inherits (-1 when off).
+  int fd(int local_rank) const;
+  // The newest complete snapshot each local rank's region holds (headers only).
+  std::vector<std::optional<snapshot::SlotHeader>> Newest() const;
+
+ private:
+  std::vector<UniqueFd> regions_;
+};
+
+// The default per-worker cap: a quarter of this machine's memory shared by its workers, at most
+// 64 GiB each. Regions take memory only as snapshots are written.
+uint64_t DefaultSnapshotBytes(int nproc_per_node);
+
+}  // namespace dtrun

@@ -1,0 +1,121 @@
+// Recovery from in-memory snapshots (docs/DESIGN.md, "Snapshots"): a worker killed mid-epoch
+// resumes from the snapshot its agent holds, at most one step back, and ends with parameters bit
+// for bit equal to an uninterrupted run's; a snapshot damaged in the agent's memory is refused
+// and the job falls back to the disk checkpoint. Deterministic CPU training (Gloo, fixed seeds).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+bool Built(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
+
+std::string TinyDataset() {
+  static const std::string dir = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+  return dir;
+}
+
+// 240 images / 2 ranks / 16 = 8 steps per epoch; 2 epochs = 16 steps.
+std::vector<std::string> Job(const std::string& dir, std::vector<std::string> dtrun_flags) {
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--event-log",
+                                   dir + "/events.jsonl"};
+  argv.insert(argv.end(), dtrun_flags.begin(), dtrun_flags.end());
+  for (const std::string& a : {BinDir() + "/train_imagenet", TinyDataset(), std::string("-b"), std::string("16"),
+                               std::string("--lr"), std::string("0.02"), std::string("--image-size"),
+                               std::string("64"), std::string("-j"), std::string("1"), std::string("--epochs"),
+                               std::string("2"), std::string("-p"), std::string("1"), std::string("--output-dir"),
+                               dir + "/run"}) {
+    argv.push_back(a);
+  }
+  return argv;
+}
+
+std::string Digest(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("16 optimizer steps, parameter digest ([0-9a-f]{16})"))) return "";
+  return m[1];
+}
+
+std::string UninterruptedDigest() {
+  static const std::string digest = [] {
+    auto [rc, out] = RunToEnd(Job(MakeTempDir(), {"--snapshot-memory", "0"}));
+    EXPECT_EQ(rc, 0) << out;
+    return Digest(out);
+  }();
+  return digest;
+}
+
+TEST(RecoveryTest, AKilledWorkerResumesFromItsAgentsSnapshotBitForBit) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string expected = UninterruptedDigest();
+  ASSERT_FALSE(expected.empty());
+  const std::string dir = MakeTempDir();
+  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
+  ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << job.all();
+  const pid_t victim = WorkerOf(job.pid(), 1);
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
+  EXPECT_NE(job.all().find("resuming from the in-memory snapshot of step"), std::string::npos) << job.all();
+  EXPECT_EQ(Digest(job.all()), expected) << job.all();
+  // The event log has the recovery: where the state came from and what was lost.
+  std::vector<nlohmann::json> recovered = EventsOfKind(dir + "/events.jsonl", "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << job.all();
+  EXPECT_EQ(recovered[0]["source"], "memory");
+  EXPECT_GE(recovered[0]["restored_step"].get<int64_t>(), 11);
+  EXPECT_LE(recovered[0]["lost_steps"].get<int64_t>(), 1) << recovered[0];
+  EXPECT_LE(recovered[0]["stopped_ms"].get<int64_t>(), recovered[0]["stepping_ms"].get<int64_t>());
+  std::vector<nlohmann::json> restored = EventsOfKind(dir + "/events.jsonl", "state_restored");
+  ASSERT_EQ(restored.size(), 4u);  // both ranks of both attempts
+  EXPECT_EQ(restored[0]["source"], "none");
+  EXPECT_EQ(restored[3]["source"], "memory");
+}
+
+// The agent's region of local rank 1, opened through /proc as any process of this user could.
+int OpenRegion(pid_t agent, int local_rank) {
+  const std::string name = "/memfd:dtrun-snapshot-" + std::to_string(local_rank) + " (deleted)";
+  for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(agent) + "/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(e.path(), ec).string() == name) return ::open(e.path().c_str(), O_RDWR);
+  }
+  return -1;
+}
+
+TEST(RecoveryTest, ASnapshotCorruptedInMemoryIsRefusedAndTheDiskCheckpointIsUsed) {
+  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string expected = UninterruptedDigest();
+  const std::string dir = MakeTempDir();
+  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
+  ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << job.all();
+  // Stop the rank whose memory is damaged first, so it cannot write a fresh snapshot over it.
+  const pid_t victim = WorkerOf(job.pid(), 1);
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGSTOP);
+  const int region = OpenRegion(job.pid(), 1);
+  ASSERT_GE(region, 0);
+  const off_t size = ::lseek(region, 0, SEEK_END);
+  for (off_t slot : {off_t{0}, size / 2 / 4096 * 4096}) {
+    const char garbage[8] = {'b', 'i', 't', 'r', 'o', 't', '!', '!'};
+    ASSERT_EQ(::pwrite(region, garbage, sizeof(garbage), slot + 4096 + 200), 8);
+  }
+  ::close(region);
+  ::kill(victim, SIGKILL);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
+  EXPECT_NE(job.all().find("fails its checksum: corrupted in memory"), std::string::npos) << job.all();
+  EXPECT_NE(job.all().find("resuming from " + dir + "/run/checkpoints/checkpoint-000001-000000000.pt"),
+            std::string::npos)
+      << job.all();
+  EXPECT_EQ(job.all().find("resuming from the in-memory snapshot"), std::string::npos) << job.all();
+  EXPECT_EQ(Digest(job.all()), expected) << job.all();
+}
+
+}  // namespace
+}  // namespace dtrun::testing

@@ -1,0 +1,234 @@
+#include "worker/memory_snapshot.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/env_names.h"
+#include "base/unix_time.h"
+#include "snapshot/payload_toc.h"
+
+namespace dtrun::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kChunk = 1 << 20;  // copied, then hashed while still in cache
+
+std::optional<int64_t> EnvInt(const char* name) {
+  const char* v = std::getenv(name);
+  int64_t n = 0;
+  if (v == nullptr || !absl::SimpleAtoi(v, &n)) return std::nullopt;
+  return n;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> s(sizes.size(), 1);
+  for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * std::max<int64_t>(sizes[i + 1], 1);
+  return s;
+}
+
+snapshot::TensorRecord RecordOf(const StateTensor& st) {
+  const torch::Tensor& t = st.tensor;
+  snapshot::TensorRecord r;
+  r.name = st.name;
+  r.dtype = static_cast<int32_t>(t.scalar_type());
+  r.item_bytes = static_cast<int32_t>(t.element_size());
+  r.sizes = t.sizes().vec();
+  // Dense tensors keep their layout (channels-last weights copy as one block); others are
+  // written contiguous.
+  r.strides = t.is_non_overlapping_and_dense() ? t.strides().vec() : ContiguousStrides(r.sizes);
+  r.nbytes = snapshot::SpanBytes(r.sizes, r.strides, r.item_bytes).value_or(0);
+  return r;
+}
+
+// The storage bytes of a dense CPU tensor, from its first element (strides are non-negative).
+bool IsPlainCpu(const torch::Tensor& t, const snapshot::TensorRecord& r) {
+  return t.device().is_cpu() && t.is_non_overlapping_and_dense() && t.strides().vec() == r.strides;
+}
+
+void CopyAndHash(const char* src, char* dst, uint64_t n, snapshot::PayloadHasher& hasher) {
+  for (uint64_t at = 0; at < n; at += kChunk) {
+    const uint64_t len = std::min(kChunk, n - at);
+    std::memcpy(dst + at, src + at, len);
+    hasher.Update(dst + at, len);
+  }
+}
+
+torch::Tensor ViewOf(char* base, const snapshot::TensorRecord& r) {
+  return torch::from_blob(base + r.offset, r.sizes, r.strides,
+                          torch::TensorOptions().dtype(static_cast<c10::ScalarType>(r.dtype)));
+}
+
+}  // namespace
+
+std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv& env) {
+  std::optional<int64_t> fd = EnvInt(env::kSnapshotFd);
+  if (!fd || *fd < 0) return nullptr;
+  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(static_cast<int>(*fd));
+  if (!region.ok()) {
+    std::fprintf(stderr, "warning: %s=%lld: %s; training without in-memory snapshots\n", env::kSnapshotFd,
+                 static_cast<long long>(*fd), std::string(region.status().message()).c_str());
+    return nullptr;
+  }
+  const char* run_id = std::getenv(env::kRunId);
+  const int forced = static_cast<int>(std::clamp<int64_t>(EnvInt(env::kSnapshotEvery).value_or(0), 0, 1 << 30));
+  return std::unique_ptr<MemorySnapshots>(
+      new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
+}
+
+bool MemorySnapshots::Mine(const snapshot::SlotHeader& h) const {
+  return h.job == job_ && h.rank == env_.rank && h.world_size == env_.world_size;
+}
+
+std::vector<int64_t> MemorySnapshots::UsableSteps() {
+  std::vector<int64_t> steps;
+  for (int s = 0; s < snapshot::kSlots; ++s) {
+    absl::StatusOr<snapshot::SlotHeader> h = region_.Header(s);
+    if (!h.ok()) {
+      if (!absl::IsNotFound(h.status())) {
+        std::fprintf(stderr, "warning: in-memory snapshot slot %d: %s; not used\n", s,
+                     std::string(h.status().message()).c_str());
+      }
+      continue;
+    }
+    if (!Mine(*h)) continue;  // another rank's or world size's (an elastic change)
+    if (absl::Status st = region_.Verify(s, *h); !st.ok()) {
+      std::fprintf(stderr, "warning: %s; not used\n", std::string(st.message()).c_str());
+      region_.Invalidate(s);
+      continue;
+    }
+    steps.push_back(h->step);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
+  int slot = -1;
+  snapshot::SlotHeader header;
+  for (int s = 0; s < snapshot::kSlots && slot < 0; ++s) {
+    absl::StatusOr<snapshot::SlotHeader> h = region_.Header(s);
+    if (h.ok() && Mine(*h) && h->step == step) {
+      slot = s;
+      header = *h;
+    }
+  }
+  if (slot < 0) return absl::NotFoundError(absl::StrCat("no in-memory snapshot of step ", step));
+  if (absl::Status st = region_.Verify(slot, header); !st.ok()) return st;
+  char* base = region_.Payload(slot);
+  absl::StatusOr<std::vector<snapshot::TensorRecord>> toc =
+      snapshot::DecodeToc(absl::string_view(base, header.payload_bytes));
+  if (!toc.ok()) return toc.status();
+  if (absl::Status st = MaterializeOptimizerState(*state.optimizer); !st.ok()) return st;
+  std::vector<StateTensor> tensors = StateTensors(state);
+  std::map<std::string, const snapshot::TensorRecord*> by_name;
+  for (const snapshot::TensorRecord& r : *toc) by_name[r.name] = &r;
+  if (by_name.size() != toc->size() || toc->size() != tensors.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("the snapshot holds ", toc->size(),
+                                                      " tensors, this trainer's state has ", tensors.size()));
+  }
+  for (const StateTensor& t : tensors) {
+    auto it = by_name.find(t.name);
+    if (it == by_name.end() || it->second->dtype != static_cast<int32_t>(t.tensor.scalar_type()) ||
+        it->second->sizes != t.tensor.sizes().vec()) {
+      return absl::FailedPreconditionError(absl::StrCat("the snapshot's ", t.name, " does not fit this trainer"));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (StateTensor& t : tensors) {
+    t.tensor.detach().copy_(ViewOf(base, *by_name[t.name]));
+    if (t.apply) t.apply();
+  }
+  return absl::OkStatus();
+}
+
+void MemorySnapshots::DiscardAllBut(int64_t keep) {
+  for (int s = 0; s < snapshot::kSlots; ++s) {
+    absl::StatusOr<snapshot::SlotHeader> h = region_.Header(s);
+    if (!h.ok() || !Mine(*h) || h->step != keep) region_.Invalidate(s);
+  }
+}
+
+bool MemorySnapshots::Due(double step_seconds) {
+  step_s_ = step_s_ == 0 ? step_seconds : 0.9 * step_s_ + 0.1 * step_seconds;
+  ++steps_since_;
+  if (forced_every_ > 0) {
+    every_ = forced_every_;
+  } else if (write_s_ > 0 && step_s_ > 0) {
+    every_ = static_cast<int>(std::clamp(std::ceil(write_s_ / (kCostBudget * step_s_)), 1.0, 10000.0));
+  }
+  return steps_since_ >= every_;
+}
+
+absl::Status MemorySnapshots::Write(const TrainState& state) {
+  const Clock::time_point start = Clock::now();
+  steps_since_ = 0;
+  std::vector<StateTensor> tensors = StateTensors(state);
+  std::vector<snapshot::TensorRecord> records;
+  records.reserve(tensors.size());
+  for (const StateTensor& t : tensors) records.push_back(RecordOf(t));
+  const uint64_t total = snapshot::LayOut(records);
+  std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
+  for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region_.Header(s));
+  const int slot = snapshot::SlotToWrite(headers, state.progress->global_step);
+  region_.Invalidate(slot);
+  if (absl::Status st = region_.Reserve(slot, total); !st.ok()) return st;
+
+  char* base = region_.Payload(slot);
+  snapshot::PayloadHasher hasher;
+  const std::string toc = snapshot::EncodeToc(records);
+  std::memcpy(base, toc.data(), toc.size());
+  uint64_t at = toc.size(), hashed = 0;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const snapshot::TensorRecord& r = records[i];
+    std::memset(base + at, 0, r.offset - at);  // alignment padding: hashed, so fixed
+    hasher.Update(base + hashed, r.offset - hashed);  // the table (first) or the padding
+    const torch::Tensor t = tensors[i].tensor.detach();
+    if (IsPlainCpu(t, r)) {
+      CopyAndHash(static_cast<const char*>(t.data_ptr()), base + r.offset, r.nbytes, hasher);
+    } else {
+      ViewOf(base, r).copy_(t);
+      hasher.Update(base + r.offset, r.nbytes);
+    }
+    at = hashed = r.offset + r.nbytes;
+  }
+  std::memset(base + at, 0, total - at);
+  hasher.Update(base + hashed, total - hashed);
+
+  snapshot::SlotHeader h;
+  h.job = job_;
+  h.rank = env_.rank;
+  h.world_size = env_.world_size;
+  h.step = state.progress->global_step;
+  h.attempt = env_.restart_count;
+  h.payload_bytes = total;
+  h.payload_hash = hasher.Digest();
+  h.unix_ms = UnixMillisNow();
+  region_.Commit(slot, h);
+  last_write_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+  write_s_ = write_s_ == 0 ? last_write_s_ : 0.8 * write_s_ + 0.2 * last_write_s_;
+  last_bytes_ = total;
+  return absl::OkStatus();
+}
+
+void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
+                       const progress::ProgressClient& reports, int rank) {
+  state.progress->epoch = epoch;
+  state.progress->next_batch = next_batch;
+  if (absl::Status st = snapshots.Write(state); !st.ok()) {
+    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
+                 static_cast<long long>(state.progress->global_step), std::string(st.message()).c_str());
+    return;
+  }
+  reports.Snapshot(state.progress->global_step, static_cast<int64_t>(snapshots.last_bytes()),
+                   static_cast<int64_t>(snapshots.last_write_seconds() * 1e6));
+}
+
+}  // namespace dtrun::worker

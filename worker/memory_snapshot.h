@@ -1,0 +1,76 @@
+// The worker's end of in-memory snapshots (snapshot/snapshot_region.h): writes a TrainState into
+// the region its agent holds for this local rank, decides how often, and restores from it.
+//
+// Cadence: every step whose cost allows it. The writer keeps the snapshot's cost under
+// kCostBudget of the step time by snapshotting every k-th step (k from measured costs), or every
+// DTRUN_SNAPSHOT_EVERY steps when dtrun --snapshot-every is given. Every rank of the job must
+// snapshot the same steps (a restore needs a step every rank holds), so the trainer all-reduces
+// Due() and snapshots when any rank asks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "progress/progress_client.h"
+#include "snapshot/snapshot_region.h"
+#include "worker/dist_env.h"
+#include "worker/train_state.h"
+
+namespace dtrun::worker {
+
+class MemorySnapshots {
+ public:
+  static constexpr double kCostBudget = 0.02;
+
+  // From DTRUN_SNAPSHOT_FD. nullptr when not under dtrun or snapshots are off; a variable that
+  // names no region is said once on stderr and also gives nullptr.
+  static std::unique_ptr<MemorySnapshots> FromEnvironment(const DistEnv& env);
+
+  // Steps of complete snapshots in this region written by this rank in a job of this world
+  // size, whose payload passes its checksum; newest first. Damaged ones are named on stderr.
+  std::vector<int64_t> UsableSteps();
+  // Restores the snapshot of `step` into `state`: all or nothing (the table is checked against
+  // the state before any byte is copied). DataLoss/FailedPrecondition name what does not fit.
+  absl::Status Restore(int64_t step, const TrainState& state);
+  // Empties every slot not holding `keep` (-1: all): a state the job went back past must never be
+  // chosen later, when the job reaches its step again on another path.
+  void DiscardAllBut(int64_t keep);
+
+  // Called after every optimizer step with its duration: whether this rank wants a snapshot now.
+  bool Due(double step_seconds);
+  // Writes the state (its progress names the step). Errors (memory cap, no memory) are returned
+  // and leave the other slot as it was.
+  absl::Status Write(const TrainState& state);
+
+  double last_write_seconds() const { return last_write_s_; }
+  uint64_t last_bytes() const { return last_bytes_; }
+  int every() const { return every_; }
+
+ private:
+  MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
+      : region_(std::move(region)), env_(env), job_(job), forced_every_(forced_every) {}
+  bool Mine(const snapshot::SlotHeader& h) const;
+
+  snapshot::MappedRegion region_;
+  DistEnv env_;
+  uint64_t job_;
+  int forced_every_;       // > 0: --snapshot-every
+  int every_ = 1;          // the current cadence
+  int64_t steps_since_ = 0;
+  double step_s_ = 0;      // moving average of the step time
+  double write_s_ = 0;     // moving average of a snapshot's cost
+  double last_write_s_ = 0;
+  uint64_t last_bytes_ = 0;
+};
+
+// What a trainer calls when the job agreed on a snapshot: sets the state's position to (epoch,
+// next_batch), writes it and reports it to the agent. A failure is said on stderr and training
+// goes on: the previous snapshot (or the disk checkpoint) stays the way back.
+void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
+                       const progress::ProgressClient& reports, int rank);
+
+}  // namespace dtrun::worker

@@ -1,0 +1,49 @@
+// What a trainer must keep to continue exactly where it stopped, declared once: the model, the
+// optimizer, the loss scaler and the progress. Disk checkpoints (checkpoint.h) and in-memory
+// snapshots (memory_snapshot.h) both take a TrainState, so a new trainer gets both by filling
+// one in.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/checkpoint.h"
+#include "worker/grad_scaler.h"
+
+namespace dtrun::worker {
+
+struct TrainState {
+  torch::nn::Module* model = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;  // SGD (ForeachSgd) or Adam for snapshots
+  GradScaler* scaler = nullptr;                  // optional
+  Progress* progress = nullptr;
+};
+
+// One tensor of the state, by a stable name. Restoring copies into `tensor` in place, then calls
+// `apply` (for values that live outside tensors: progress, the scaler, Adam's step counts).
+struct StateTensor {
+  std::string name;
+  torch::Tensor tensor;
+  std::function<void()> apply;
+};
+
+// The state as named tensors in a fixed order: progress, scaler, the CPU generator, parameters,
+// buffers, then the optimizer's per-parameter state. Parameters and buffers are the model's own
+// tensors; the rest are small copies whose `apply` writes them back.
+std::vector<StateTensor> StateTensors(const TrainState& state);
+
+// Creates the optimizer's per-parameter state (zeros) for every parameter that has none yet, so
+// that a restore has tensors to fill (LibTorch creates it lazily at the first step).
+// InvalidArgument for an optimizer other than SGD or Adam.
+absl::Status MaterializeOptimizerState(torch::optim::Optimizer& optimizer);
+
+// The optimizer's per-parameter tensors as StateTensors ("optim/<group>/<index>/<field>").
+std::vector<StateTensor> OptimizerStateTensors(torch::optim::Optimizer& optimizer);
+
+// A digest of the parameters' bytes: equal on every DDP replica after every step.
+uint64_t ParameterDigest(torch::nn::Module& model);
+
+}  // namespace dtrun::worker
