@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -185,6 +186,7 @@ MappedRegion& MappedRegion::operator=(MappedRegion&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     base_ = std::exchange(other.base_, nullptr);
     layout_ = other.layout_;
+    std::copy(std::begin(other.populated_), std::end(other.populated_), std::begin(populated_));
   }
   return *this;
 }
@@ -213,11 +215,19 @@ absl::Status MappedRegion::Reserve(int slot, uint64_t bytes) {
                                                      " MB; raise dtrun --snapshot-memory"));
   }
   if (bytes == 0) return absl::OkStatus();
+  if (bytes <= populated_[slot]) return absl::OkStatus();
   int rc = ::fallocate(fd_, 0, static_cast<off_t>(layout_.PayloadOffset(slot)), static_cast<off_t>(bytes));
   if (rc != 0 && errno != EOPNOTSUPP) {
     return absl::ResourceExhaustedError(absl::StrCat("no memory for a ", bytes / 1000000, " MB snapshot: ",
                                                      strerror(errno), "; lower dtrun --snapshot-memory or free memory"));
   }
+  // Page tables for the whole range in one call: faulting 4 KiB at a time made a fresh worker's
+  // first snapshots 3x slower. Kernels before 5.14 say EINVAL and fault as before.
+  const uint64_t length = (bytes + 4095) / 4096 * 4096;
+#ifdef MADV_POPULATE_WRITE
+  ::madvise(base_ + layout_.PayloadOffset(slot), length, MADV_POPULATE_WRITE);
+#endif
+  populated_[slot] = length;
   return absl::OkStatus();
 }
 

@@ -97,6 +97,7 @@ class MappedRegion {
   int fd_ = -1;
   char* base_ = nullptr;
   Layout layout_;
+  uint64_t populated_[kSlots] = {};  // bytes of each slot's payload mapped and backed
 };
 
 // Which slot a writer of `step` fills next: the one already holding `step` (a checkpoint right

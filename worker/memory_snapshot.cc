@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/env_names.h"
 #include "base/unix_time.h"
 #include "snapshot/payload_toc.h"
@@ -157,9 +158,13 @@ void MemorySnapshots::DiscardAllBut(int64_t keep) {
 
 bool MemorySnapshots::Due(double step_seconds) {
   step_s_ = step_s_ == 0 ? step_seconds : 0.9 * step_s_ + 0.1 * step_seconds;
+  steps_s_ += step_seconds;
+  ++steps_;
   ++steps_since_;
   if (forced_every_ > 0) {
     every_ = forced_every_;
+  } else if (taken_ < 2) {
+    every_ = 1;  // the first snapshot maps the slots; the second measures the cost
   } else if (write_s_ > 0 && step_s_ > 0) {
     every_ = static_cast<int>(std::clamp(std::ceil(write_s_ / (kCostBudget * step_s_)), 1.0, 10000.0));
   }
@@ -179,6 +184,8 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
   const int slot = snapshot::SlotToWrite(headers, state.progress->global_step);
   region_.Invalidate(slot);
   if (absl::Status st = region_.Reserve(slot, total); !st.ok()) return st;
+  // The other slot too, now, rather than inside a later step (a no-op once done).
+  if (absl::Status st = region_.Reserve(1 - slot, total); !st.ok()) return st;
 
   char* base = region_.Payload(slot);
   snapshot::PayloadHasher hasher;
@@ -213,9 +220,19 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
   h.unix_ms = UnixMillisNow();
   region_.Commit(slot, h);
   last_write_s_ = std::chrono::duration<double>(Clock::now() - start).count();
-  write_s_ = write_s_ == 0 ? last_write_s_ : 0.8 * write_s_ + 0.2 * last_write_s_;
+  // The first write maps both slots: its cost says nothing about the next ones.
+  if (taken_ > 0) write_s_ = write_s_ == 0 ? last_write_s_ : 0.8 * write_s_ + 0.2 * last_write_s_;
   last_bytes_ = total;
+  ++taken_;
+  taken_s_ += last_write_s_;
   return absl::OkStatus();
+}
+
+std::string MemorySnapshots::Summary() const {
+  const double each_ms = taken_ ? 1e3 * taken_s_ / taken_ : 0;
+  const double share = steps_s_ > 0 ? 100 * taken_s_ / steps_s_ : 0;
+  return absl::StrFormat("%d in-memory snapshots of %.1f MB, every %d step%s, %.1f ms each (%.1f%% of the step time)",
+                         taken_, last_bytes_ / 1e6, every_, every_ == 1 ? "" : "s", each_ms, share);
 }
 
 void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,

@@ -49,6 +49,8 @@ class MemorySnapshots {
   double last_write_seconds() const { return last_write_s_; }
   uint64_t last_bytes() const { return last_bytes_; }
   int every() const { return every_; }
+  // "12 in-memory snapshots of 94.4 MB, every 3 steps, 31.0 ms each (1.8% of the step time)".
+  std::string Summary() const;
 
  private:
   MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
@@ -65,6 +67,10 @@ class MemorySnapshots {
   double write_s_ = 0;     // moving average of a snapshot's cost
   double last_write_s_ = 0;
   uint64_t last_bytes_ = 0;
+  int64_t taken_ = 0;
+  double taken_s_ = 0;       // their total cost
+  double steps_s_ = 0;       // the total of the step times seen by Due
+  int64_t steps_ = 0;
 };
 
 // What a trainer calls when the job agreed on a snapshot: sets the state's position to (epoch,

@@ -523,6 +523,7 @@ int Training::Run() {
       break;
     }
   }
+  if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
   // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
   Log("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));

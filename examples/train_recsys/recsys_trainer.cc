@@ -455,6 +455,7 @@ int RecsysTraining::Run() {
     progress_.best_acc1 = std::max(progress_.best_acc1, Evaluate(epoch));
     Save(epoch + 1, 0);
   }
+  if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
   Log("=> done: best HR@10 %.2f%%, %lld optimizer steps", progress_.best_acc1,
       static_cast<long long>(progress_.global_step));
   return 0;
