@@ -24,12 +24,6 @@ int SnapshotStore::fd(int local_rank) const {
   return regions_[local_rank].get();
 }
 
-std::vector<std::optional<snapshot::SlotHeader>> SnapshotStore::Newest() const {
-  std::vector<std::optional<snapshot::SlotHeader>> out;
-  for (const UniqueFd& fd : regions_) out.push_back(snapshot::Newest(snapshot::ReadHeaders(fd.get())));
-  return out;
-}
-
 uint64_t DefaultSnapshotBytes(int nproc_per_node) {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   const uint64_t memory = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;

@@ -24,8 +24,6 @@ class SnapshotStore {
   bool enabled() const { return !regions_.empty(); }
   // The fd a worker of `local_rank` inherits (-1 when off).
   int fd(int local_rank) const;
-  // The newest complete snapshot each local rank's region holds (headers only).
-  std::vector<std::optional<snapshot::SlotHeader>> Newest() const;
 
  private:
   std::vector<UniqueFd> regions_;

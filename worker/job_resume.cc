@@ -53,15 +53,6 @@ bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::
   return true;
 }
 
-// Every rank's snapshot verdict agrees: true iff it holds on all of them.
-bool AllRanks(ProcessGroupHandle& pg, const torch::Device& device, bool mine) {
-  std::vector<torch::Tensor> t{torch::tensor({mine ? 1.0 : 0.0}, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU))};
-  c10d::AllreduceOptions min;
-  min.reduceOp = c10d::ReduceOp::MIN;
-  pg.backend->allreduce(t, min)->wait();
-  return t[0].cpu().item<double>() > 0;
-}
-
 // Restores the newest snapshot every rank holds. nullopt: none is common, or some rank could not
 // restore it (said on stderr by that rank); then every rank goes to the disk path.
 absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
@@ -73,7 +64,9 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
   into.progress = &restored;
   absl::Status st = snapshots.Restore(step, into);
   if (!st.ok()) std::fprintf(stderr, "warning: rank %d cannot restore its in-memory snapshot: %s\n", rank, std::string(st.message()).c_str());
-  const bool everyone = pg == nullptr ? st.ok() : AllRanks(*pg, device, st.ok());
+  // Every rank takes part in the comparison, whether or not it restored.
+  const bool agree = pg == nullptr || RanksAgree(*pg, device, {st.ok() ? 1.0 : 0.0});
+  const bool everyone = st.ok() && agree;
   if (!everyone) {
     // All or nothing per rank: a rank that failed changed nothing, but one that succeeded did, and
     // the disk path below only overwrites it when there is a checkpoint.

@@ -16,19 +16,12 @@
 namespace dtrun::testing {
 namespace {
 
-bool Built(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
-
-std::string TinyDataset() {
-  static const std::string dir = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
-  return dir;
-}
-
 // 240 images / 2 ranks / 16 = 8 steps per epoch; 2 epochs = 16 steps.
 std::vector<std::string> Job(const std::string& dir, std::vector<std::string> dtrun_flags) {
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--event-log",
                                    dir + "/events.jsonl"};
   argv.insert(argv.end(), dtrun_flags.begin(), dtrun_flags.end());
-  for (const std::string& a : {BinDir() + "/train_imagenet", TinyDataset(), std::string("-b"), std::string("16"),
+  for (const std::string& a : {BinDir() + "/train_imagenet", TinyImageDataset(), std::string("-b"), std::string("16"),
                                std::string("--lr"), std::string("0.02"), std::string("--image-size"),
                                std::string("64"), std::string("-j"), std::string("1"), std::string("--epochs"),
                                std::string("2"), std::string("-p"), std::string("1"), std::string("--output-dir"),
@@ -44,6 +37,15 @@ std::string Digest(const std::string& out) {
   return m[1];
 }
 
+// Starts the job with snapshots every step and returns once rank 0 logged step 11 (epoch 1,
+// batch 3), with the pid of rank 1's worker.
+pid_t StartAndReachStep11(Harness& job) {
+  EXPECT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << job.all();
+  const pid_t rank1 = WorkerOf(job.pid(), 1);
+  EXPECT_GT(rank1, 0);
+  return rank1;
+}
+
 std::string UninterruptedDigest() {
   static const std::string digest = [] {
     auto [rc, out] = RunToEnd(Job(MakeTempDir(), {"--snapshot-memory", "0"}));
@@ -54,13 +56,12 @@ std::string UninterruptedDigest() {
 }
 
 TEST(RecoveryTest, AKilledWorkerResumesFromItsAgentsSnapshotBitForBit) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string expected = UninterruptedDigest();
   ASSERT_FALSE(expected.empty());
   const std::string dir = MakeTempDir();
   Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
-  ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << job.all();
-  const pid_t victim = WorkerOf(job.pid(), 1);
+  const pid_t victim = StartAndReachStep11(job);
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGKILL);
   EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
@@ -90,13 +91,12 @@ int OpenRegion(pid_t agent, int local_rank) {
 }
 
 TEST(RecoveryTest, ASnapshotCorruptedInMemoryIsRefusedAndTheDiskCheckpointIsUsed) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string expected = UninterruptedDigest();
   const std::string dir = MakeTempDir();
-  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
-  ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << job.all();
   // Stop the rank whose memory is damaged first, so it cannot write a fresh snapshot over it.
-  const pid_t victim = WorkerOf(job.pid(), 1);
+  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
+  const pid_t victim = StartAndReachStep11(job);
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGSTOP);
   const int region = OpenRegion(job.pid(), 1);

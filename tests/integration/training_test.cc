@@ -14,15 +14,8 @@
 namespace dtrun::testing {
 namespace {
 
-bool Built(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
-
-std::string TinyDataset() {
-  static const std::string dir = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
-  return dir;
-}
-
 std::vector<std::string> Train(const std::string& out, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BinDir() + "/train_imagenet", TinyDataset(), "-b", "16", "--lr", "0.02",
+  std::vector<std::string> argv = {BinDir() + "/train_imagenet", TinyImageDataset(), "-b", "16", "--lr", "0.02",
                                    "--warmup-epochs", "1", "--lr-schedule", "cosine", "--image-size", "64", "-j",
                                    "1", "--output-dir", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -30,7 +23,7 @@ std::vector<std::string> Train(const std::string& out, std::vector<std::string> 
 }
 
 TEST(TrainingTest, TwoProcessesLearnFarAboveChance) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
   const std::string run = MakeTempDir() + "/run";
   for (auto& a : Train(run, {"--epochs", "6", "-p", "100"})) argv.push_back(a);
@@ -51,7 +44,7 @@ TEST(TrainingTest, TwoProcessesLearnFarAboveChance) {
 }
 
 TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedSteps) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1"};
   // 240 images / 2 ranks / 16 = 8 steps per epoch; 2 epochs = 16 steps. Checkpoint every step.
   for (auto& a : Train(MakeTempDir() + "/run", {"--epochs", "2", "-p", "1", "--save-every-minutes", "0"})) {
@@ -72,7 +65,7 @@ TEST(TrainingTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedStep
 // step and exit. The requeued run, same command, resumes there and ends with exactly the planned
 // optimizer steps.
 TEST(TrainingTest, APreemptionWarningCheckpointsAndTheRequeuedRunResumesExactly) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--signals-to-handle",
                                    "SIGTERM,SIGINT,SIGUSR1"};
   for (auto& a : Train(MakeTempDir() + "/run", {"--epochs", "2", "-p", "1", "--save-every-minutes", "1000"})) {
@@ -93,7 +86,7 @@ TEST(TrainingTest, APreemptionWarningCheckpointsAndTheRequeuedRunResumesExactly)
 // The trainer reports every step (heartbeats with the global step) and its sections: the agent's
 // event log has each worker's last step, and an absurd eval timeout catches the first eval.
 TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--event-log",
                                    dir + "/events.jsonl", "--heartbeat-timeout", "120"};
@@ -116,7 +109,7 @@ TEST(TrainingTest, TheTrainerReportsItsStepsAndSectionsToTheAgent) {
 }
 
 TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
-  if (!Built("ddp_equivalence_worker")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("ddp_equivalence_worker")) GTEST_SKIP() << "built without LibTorch";
   auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/ddp_equivalence_worker"});
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("DDP_EQUIVALENT rank=0"), std::string::npos) << out;
@@ -126,7 +119,7 @@ TEST(TrainingTest, DdpMatchesSingleProcessTrainingOnTheUnion) {
 }
 
 TEST(TrainingTest, ProgressiveResizingWithSyncBatchNormChangesSizeAndBatchByEpochAndWritesTensorBoard) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   std::string out_dir = MakeTempDir() + "/run";
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
   for (auto& a : Train(out_dir, {"--epochs", "3", "-p", "100", "--size-schedule", "0:48:16,2:64:8", "--sync-bn"})) {
@@ -147,7 +140,7 @@ TEST(TrainingTest, ProgressiveResizingWithSyncBatchNormChangesSizeAndBatchByEpoc
 }
 
 TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   auto [rc1, out1] = RunToEnd({BinDir() + "/train_imagenet", "--synthetic", "--arch", "resnet7"});
   EXPECT_EQ(rc1, 2);
   EXPECT_NE(out1.find("unknown --arch resnet7"), std::string::npos) << out1;
@@ -159,7 +152,7 @@ TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {
 // Values that crashed (SIGFPE), trained "successfully" on nothing, or failed deep inside
 // LibTorch: each is now exit 2 with the flag named, and nothing is written.
 TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {
-  if (!Built("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
       {{"-b", "0"}, "--batch-size"},          {{"-p", "0"}, "--print-freq"},
       {{"-b", "-1"}, "--batch-size"},         {{"--epochs", "-1"}, "--epochs"},

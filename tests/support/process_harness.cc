@@ -176,6 +176,13 @@ std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args) {
   return dir;
 }
 
+std::string TinyImageDataset() {
+  static const std::string dir = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+  return dir;
+}
+
+bool BinaryBuilt(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
+
 pid_t WorkerOf(pid_t launcher, int rank) {
   for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
     if (p.env.count("RANK") && p.env.at("RANK") == std::to_string(rank) && p.ppid == launcher) return p.pid;

@@ -67,5 +67,9 @@ pid_t WorkerOf(pid_t launcher, int rank);
 // A fresh demo JPEG dataset (`dtdata make-demo DIR ARGS...`, train/ and val/); the test fails if
 // it cannot be made.
 std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args);
+// The trainers' tests' dataset: 10 classes of 64 px JPEGs, 24 train and 8 val each (made once).
+std::string TinyImageDataset();
+// Whether build/bin has `name` (the LibTorch targets are absent in a build without it).
+bool BinaryBuilt(const std::string& name);
 
 }  // namespace dtrun::testing
