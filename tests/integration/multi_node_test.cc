@@ -107,12 +107,14 @@ std::string TrainingData() {
 // Only host 0's dir gets checkpoints. After a worker is killed, both ranks resume from rank 0's
 // checkpoint (sent through the process group) and the job ends with exactly the planned optimizer
 // steps. Before, rank 1 started from step 0, the collectives mismatched and the job hung until
-// the collective timeout.
+// the collective timeout. In-memory snapshots are off: they would be restored first, and this test
+// is about the disk path (RecoveryTest covers the snapshots).
 TEST_F(MultiNodeTest, ResumeIsTheSameOnHostsWithSeparateOutputDirs) {
   Cluster(2);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string data = TrainingData(), dir = MakeTempDir();
-  std::vector<std::unique_ptr<Harness>> nodes = TrainOnBothHosts(data, dir, 2, {"--max-restarts", "1"});
+  std::vector<std::unique_ptr<Harness>> nodes =
+      TrainOnBothHosts(data, dir, 2, {"--max-restarts", "1", "--snapshot-memory", "0"});
   ASSERT_TRUE(nodes[0]->WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << nodes[0]->all();
   pid_t victim = 0;
   for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
