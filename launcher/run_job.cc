@@ -60,7 +60,7 @@ std::string PythonModuleDir() {
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
   std::filesystem::path dir = exe.parent_path().parent_path() / "lib" / "dtrun" / "python";
-  return std::filesystem::exists(dir / "dtrun.py", ec) ? dir.string() : "";
+  return std::filesystem::exists(dir / "dtrun" / "__init__.py", ec) ? dir.string() : "";
 }
 
 // Progress reports, FileTimers and where workers' stacks go, in the launch's private dir.

@@ -1,0 +1,263 @@
+"""A Python worker's side of dtrun: progress reports, and training state kept in memory.
+
+    import dtrun
+
+    dtrun.total_steps(epochs * len(loader))        # optional: rates and an ETA
+    for step, batch in enumerate(loader):
+        with dtrun.section("step"):
+            train_step(batch)
+        dtrun.heartbeat(step, samples=(step + 1) * batch_size)
+    with dtrun.section("checkpoint"):
+        torch.save(state, path)
+
+With `--heartbeat-timeout` and `--section-timeout NAME=SECONDS`, dtrun declares a rank hung when
+its reports stop, collects every rank's stacks (this module lets faulthandler write them when the
+agent asks) and restarts the job. Outside dtrun every call does nothing. Reports never block:
+one the agent cannot take at once is dropped. The protocol is in dtrun's docs/DESIGN.md.
+
+Recovery from memory: a crashed rank's job resumes from the newest step every rank holds in its
+agent's memory instead of from the last file on disk.
+
+    dist.init_process_group(...)
+    restored = dtrun.restore(map_location=device)   # None: start fresh or load your checkpoint
+    if restored:
+        model.load_state_dict(restored.state["model"])
+        optimizer.load_state_dict(restored.state["optimizer"])
+        start = restored.step
+    for step in range(start, steps):
+        train_step()
+        dtrun.snapshot({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
+"""
+
+import contextlib
+import faulthandler
+import os
+import re
+import signal
+import socket
+import time
+
+__all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore"]
+
+_PATH = os.environ.get("DTRUN_PROGRESS_SOCKET", "")
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
+_sock = None
+_stacks_file = None  # kept open: faulthandler writes to its fd from a signal handler
+
+if _PATH:
+    try:
+        _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sock.setblocking(False)
+    except OSError:
+        _sock = None
+
+
+def enabled():
+    """True when running under dtrun (reports go somewhere)."""
+    return _sock is not None
+
+
+def _send(text):
+    if _sock is None:
+        return
+    try:
+        _sock.sendto(text.encode("ascii"), _PATH)
+    except OSError:
+        pass  # the agent is busy or gone: a report is never worth blocking training
+
+
+def _count(value, what):
+    value = int(value)
+    if value < 0:
+        raise ValueError("dtrun: %s must be >= 0, got %d" % (what, value))
+    return value
+
+
+def heartbeat(step=None, samples=None):
+    """Says the worker is alive; `step` and `samples` (totals so far) give rates and progress."""
+    if _sock is None:
+        return
+    fields = ["beat"]
+    if step is not None:
+        fields.append("step=%d" % _count(step, "step"))
+    if samples is not None:
+        fields.append("samples=%d" % _count(samples, "samples"))
+    _send(" ".join(fields))
+
+
+def _checked(name):
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError("dtrun: a section name is 1-64 of A-Z a-z 0-9 _ . : - (got %r)" % (name,))
+    return name
+
+
+def begin(name):
+    """A named section starts (see section())."""
+    name = _checked(name)
+    _send("begin name=" + name)
+
+
+def end(name):
+    """The innermost open section called `name` ends."""
+    name = _checked(name)
+    _send("end name=" + name)
+
+
+@contextlib.contextmanager
+def section(name):
+    """`with section("checkpoint"):` -- --section-timeout checkpoint=SECONDS bounds it."""
+    begin(name)
+    try:
+        yield
+    finally:
+        end(name)
+
+
+def total_steps(steps):
+    """How many steps the job will run, for rates and an ETA."""
+    _send("total steps=%d" % _count(steps, "steps"))
+
+
+_snap = None  # the dtrun._snapshots module, imported at the first snapshot or restore
+_region = None
+_cadence = None
+
+
+def _snapshot_region():
+    """The agent's region for this rank (None outside dtrun or with --snapshot-memory 0)."""
+    global _snap, _region, _cadence
+    if _snap is None:
+        import importlib
+        module = importlib.import_module("dtrun._snapshots")
+        _snap = module
+        _region = module.region_from_environment()
+        forced = os.environ.get("DTRUN_SNAPSHOT_EVERY", "0")
+        _cadence = module.Cadence(int(forced) if forced.isdigit() else 0)
+    return _region
+
+
+def _process_group():
+    """torch.distributed's default group when more than one rank must agree, else None."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("dtrun.snapshot/restore: call them after torch.distributed.init_process_group: "
+                           "the ranks agree on which steps they hold")
+    return dist
+
+
+def _agreed_max(value):
+    """The largest `value` over the ranks (a one-element all-reduce on the group's device)."""
+    dist = _process_group()
+    if dist is None:
+        return value
+    import torch
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def _newest_common(steps):
+    """The newest step every rank holds, or None."""
+    dist = _process_group()
+    if dist is None:
+        return max(steps, default=None)
+    held = [None] * dist.get_world_size()
+    dist.all_gather_object(held, sorted(steps))
+    common = set(held[0]).intersection(*held[1:])
+    return max(common, default=None)
+
+
+def _under_dtrun():
+    # Not whether this rank has a region: one rank without must still take the collectives the
+    # others take, or they would wait for it forever.
+    return "DTRUN_LAUNCH_ID" in os.environ
+
+
+def snapshot(state, step):
+    """Keeps `state` (anything torch.save takes, e.g. a dict of state_dicts) as of `step` in dtrun's memory.
+
+    Call it after every step with the steps done so far; it writes when its measured cost fits
+    2% of the step time (or every N-th step with dtrun --snapshot-every N) and returns whether
+    it did. Every rank must call it with the same steps. Outside dtrun it does nothing.
+    """
+    step = _count(step, "step")
+    if not _under_dtrun():
+        return False
+    region = _snapshot_region()
+    cadence = _cadence
+    if not cadence.due(step):
+        cadence.step_seconds(step, time.monotonic())
+        return False
+    took, wrote = 0.0, False
+    if region is not None:
+        start = time.monotonic()
+        try:
+            nbytes = region.write(state, step)
+            took, wrote = time.monotonic() - start, True
+            _send("snapshot step=%d bytes=%d us=%d" % (step, nbytes, int(took * 1e6)))
+        except _snap.SnapshotError as e:
+            _snap._warn("snapshot of step %d not taken: %s" % (step, e))
+    cadence.taken_at(step, took)
+    step_s = cadence.step_seconds(step, time.monotonic())
+    if cadence.forced_every == 0:
+        # Every rank is here at the same step, so they leave with the same interval. A rank that
+        # cannot write asks for the longest: no restore can use a step it lacks.
+        wanted = cadence.wanted_every(took, step_s) if wrote else _snap.MAX_EVERY
+        cadence.every = _agreed_max(wanted)
+    return wrote
+
+
+def restore(map_location=None, **load_kwargs):
+    """The newest state every rank holds in dtrun's memory, as Restored(state, step), or None.
+
+    Call it once at start, after init_process_group, on every rank. The ranks agree on the newest
+    step all of them hold with a good checksum, each reads its own copy (torch.load with
+    `map_location` and `load_kwargs`), and if any rank fails every rank gets None: load your disk
+    checkpoint then. Outside dtrun it returns None.
+    """
+    if not _under_dtrun():
+        return None
+    region = _snapshot_region()
+    held = region.usable() if region is not None else {}
+    step = _newest_common(list(held))  # the same on every rank
+    state, ok = None, step is not None
+    if ok:
+        try:
+            state = region.load(held[step], region.header(held[step]), map_location, load_kwargs)
+        except Exception as e:  # any failure to read our own copy means: every rank uses the disk
+            _snap._warn("in-memory snapshot of step %d unreadable: %s" % (step, e))
+            ok = False
+        ok = _agreed_max(0 if ok else 1) == 0
+    if region is not None:
+        region.discard_all_but(step if ok else -1)
+    if not ok:
+        return None
+    _cadence.restart_from(step)
+    _send("restored source=memory step=%d" % step)
+    return _snap.Restored(state, step)
+
+
+def _register_stacks():
+    """Lets the agent ask for this process's Python stacks (every thread) without stopping it."""
+    global _stacks_file
+    path = os.environ.get("DTRUN_STACKS_FILE", "")
+    rtmin = getattr(signal, "SIGRTMIN", None)
+    if not path or rtmin is None:
+        return 0
+    signum = rtmin + 6
+    if signal.getsignal(signum) != signal.SIG_DFL:
+        return 0  # somebody else's signal
+    try:
+        _stacks_file = open(path, "a")
+        faulthandler.register(signum, file=_stacks_file, all_threads=True, chain=False)
+    except (OSError, RuntimeError, ValueError):
+        return 0
+    return int(signum)
+
+
+if _sock is not None:
+    _signal = _register_stacks()
+    _send("hello lang=python" + (" stack_signal=%d" % _signal if _signal else ""))

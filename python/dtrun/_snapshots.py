@@ -1,0 +1,345 @@
+"""dtrun.snapshot() and dtrun.restore(): a Python script's training state in its agent's memory.
+
+The agent holds one memory region per local rank (docs/DESIGN.md, "Snapshots") and hands it to
+every worker of that rank in turn, so a snapshot outlives the worker that wrote it. This module
+writes the region in the format the C++ worker library uses (two slots, each a 4 KiB header then
+the payload; the header written last, its magic last of all; XXH3-64 checksums of payload and
+header), with a payload of its own: b"DTPYPKL1" and the state as torch.save writes it. Neither
+reader takes the other's payload.
+
+torch is imported only when a snapshot is taken or restored: `import dtrun` stays cheap.
+"""
+
+import collections
+import ctypes
+import fcntl
+import math
+import mmap
+import os
+import stat
+import struct
+import sys
+import time
+
+KIB4 = 4096
+SLOTS = 2
+_MAGIC = b"DTSNAP01"
+_VERSION = 1
+# magic, version, wire bytes, job, rank, world, step, attempt, payload bytes, payload hash,
+# unix ms, header hash: the C++ struct `Wire` in snapshot/snapshot_region.cc.
+_WIRE = struct.Struct("<8sIIQqqqqQQqQ")
+_HASHED = slice(8, _WIRE.size - 8)  # what the header hash covers: all but magic and itself
+_PAYLOAD_MAGIC = b"DTPYPKL1"
+COST_BUDGET = 0.02  # of the step time, as the C++ trainers
+MAX_EVERY = 10000  # the longest interval between snapshots, in steps
+
+Header = collections.namedtuple("Header", "job rank world_size step attempt payload_bytes payload_hash unix_ms")
+Restored = collections.namedtuple("Restored", "state step")
+
+
+class SnapshotError(Exception):
+    """A snapshot that could not be written or read; the message names the cause and the fix."""
+
+
+def _load_xxhash():
+    for name in ("libxxhash.so.0", "libxxhash.so"):
+        try:
+            lib = ctypes.CDLL(name)
+            lib.XXH3_64bits.restype = ctypes.c_uint64
+            lib.XXH3_64bits.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+_xxh = _load_xxhash()
+
+
+def _hash_at(address, n):
+    return _xxh.XXH3_64bits(ctypes.c_void_p(address), n)
+
+
+def _hash_bytes(data):
+    buf = ctypes.create_string_buffer(bytes(data), len(data))
+    return _hash_at(ctypes.addressof(buf), len(data))
+
+
+def job_hash(run_id):
+    return _hash_bytes(run_id.encode())
+
+
+def encode_header(h):
+    wire = bytearray(_WIRE.pack(_MAGIC, _VERSION, _WIRE.size, h.job, h.rank, h.world_size, h.step, h.attempt,
+                                h.payload_bytes, h.payload_hash, h.unix_ms, 0))
+    struct.pack_into("<Q", wire, _WIRE.size - 8, _hash_bytes(wire[_HASHED]))
+    return bytes(wire)
+
+
+def decode_header(raw, capacity):
+    """A slot's header, None for an empty slot; SnapshotError names what is wrong."""
+    if raw[:8] == bytes(8):
+        return None
+    fields = _WIRE.unpack(bytes(raw[:_WIRE.size]))
+    magic, version, wire_bytes = fields[:3]
+    if magic != _MAGIC:
+        raise SnapshotError("snapshot header has no magic")
+    if version != _VERSION or wire_bytes != _WIRE.size:
+        raise SnapshotError("snapshot header version %d is not %d" % (version, _VERSION))
+    if _hash_bytes(bytes(raw[_HASHED])) != fields[-1]:
+        raise SnapshotError("snapshot header checksum mismatch (torn or corrupt)")
+    h = Header(*fields[3:-1])
+    if h.payload_bytes > capacity:
+        raise SnapshotError("snapshot claims %d bytes; its slot holds %d" % (h.payload_bytes, capacity))
+    if h.step < 0 or h.rank < 0 or h.world_size <= 0 or h.rank >= h.world_size:
+        raise SnapshotError("snapshot header out of range (step %d, rank %d of %d)" % (h.step, h.rank, h.world_size))
+    return h
+
+
+class _SlotWriter:
+    """A write-only file for torch.save over one slot's payload, taking memory as it grows.
+
+    write() never raises: torch's zip writer writes again from its destructor after an
+    exception, and a second one there aborts the process. The first failure is kept in `error`
+    and everything after it dropped.
+    """
+
+    def __init__(self, region, slot):
+        self._region, self._slot = region, slot
+        self._view = region.payload(slot)
+        self.size = 0
+        self.error = None
+
+    def write(self, data):
+        n = len(data)
+        end = self.size + n
+        if self.error is None and end > len(self._view):
+            self.error = SnapshotError(_too_large(end, len(self._view)))
+        if self.error is None:
+            try:
+                self._region.reserve(self._slot, end)
+            except SnapshotError as e:
+                self.error = e
+        if self.error is None:
+            self._view[self.size:end] = data
+            self.size = end
+        return n
+
+    def flush(self):
+        pass
+
+
+def _too_large(nbytes, capacity):
+    return ("the training state is over %.1f MB, a snapshot slot holds %.1f MB; raise dtrun --snapshot-memory"
+            % (nbytes / 1e6, capacity / 1e6))
+
+
+def _tensor_bytes(obj, depth=0):
+    """The bytes of the tensors in a state (dicts, lists, tuples of tensors and plain values)."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if depth > 32:
+        return 0
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v, depth + 1) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v, depth + 1) for v in obj)
+    return 0
+
+
+class Region:
+    """The region behind DTRUN_SNAPSHOT_FD, mapped read-write."""
+
+    def __init__(self, fd, job, rank, world_size, attempt):
+        st = os.fstat(fd)
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        grow_shrink = fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
+        if not stat.S_ISREG(st.st_mode) or seals & grow_shrink != grow_shrink or st.st_size < SLOTS * 2 * KIB4:
+            raise SnapshotError("the snapshot fd is not a sealed snapshot region")
+        self._fd = fd
+        self._map = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._view = memoryview(self._map)
+        self._base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
+        self.slot_bytes = st.st_size // SLOTS // KIB4 * KIB4
+        self.capacity = self.slot_bytes - KIB4
+        self._reserved = [0] * SLOTS
+        self.job, self.rank, self.world_size, self.attempt = job, rank, world_size, attempt
+
+    def _header_at(self, slot):
+        return slot * self.slot_bytes
+
+    def _payload_at(self, slot):
+        return slot * self.slot_bytes + KIB4
+
+    def payload(self, slot):
+        start = self._payload_at(slot)
+        return self._view[start:start + self.capacity]
+
+    def header(self, slot):
+        start = self._header_at(slot)
+        return decode_header(self._view[start:start + _WIRE.size], self.capacity)
+
+    def mine(self, h):
+        return h is not None and h.job == self.job and h.rank == self.rank and h.world_size == self.world_size
+
+    def reserve(self, slot, nbytes):
+        """Takes memory for the payload's first `nbytes` now: a full memory is an error here, not a SIGBUS."""
+        if nbytes <= self._reserved[slot]:
+            return
+        grow = min(self.capacity, max(nbytes, 2 * self._reserved[slot], 1 << 26))
+        try:
+            os.posix_fallocate(self._fd, self._payload_at(slot), grow)
+        except OSError as e:
+            raise SnapshotError("no memory for a %d MB snapshot (%s); lower dtrun --snapshot-memory or free memory"
+                                % (grow // 1000000, e.strerror))
+        self._reserved[slot] = grow
+
+    def invalidate(self, slot):
+        start = self._header_at(slot)
+        self._view[start:start + 8] = bytes(8)
+
+    def commit(self, slot, h):
+        raw = encode_header(h)
+        start = self._header_at(slot)
+        # All but the magic, then the magic: a reader sees an empty slot or a whole one (x86 and
+        # arm64 keep these stores in order as far as another process's loads can tell, and a
+        # crashed writer leaves the slot empty).
+        self._view[start + 8:start + _WIRE.size] = raw[8:]
+        self._view[start:start + 8] = raw[:8]
+
+    def verify(self, slot, h):
+        if _hash_at(self._base + self._payload_at(slot), h.payload_bytes) != h.payload_hash:
+            raise SnapshotError("snapshot of step %d (slot %d) fails its checksum: corrupted in memory" % (h.step, slot))
+
+    def slot_to_write(self, step):
+        """The slot holding `step`, else an empty or damaged one, else the older one."""
+        headers = []
+        for s in range(SLOTS):
+            try:
+                headers.append(self.header(s))
+            except SnapshotError:
+                headers.append(None)
+        for s, h in enumerate(headers):
+            if h is not None and h.step == step:
+                return s
+        for s, h in enumerate(headers):
+            if h is None:
+                return s
+        return min(range(SLOTS), key=lambda s: headers[s].step)
+
+    def usable(self):
+        """{step: slot} of this rank's complete snapshots that pass their checksum; damage is said on stderr."""
+        found = {}
+        for s in range(SLOTS):
+            try:
+                h = self.header(s)
+                if not self.mine(h):
+                    continue  # empty, or another job's, rank's or world size's
+                self.verify(s, h)
+                found[h.step] = s
+            except SnapshotError as e:
+                _warn("in-memory snapshot slot %d: %s; not used" % (s, e))
+                self.invalidate(s)
+        return found
+
+    def discard_all_but(self, keep):
+        """Empties every slot not holding `keep`: a path the job went back past is never taken later."""
+        for s in range(SLOTS):
+            try:
+                h = self.header(s)
+            except SnapshotError:
+                h = None
+            if not self.mine(h) or h.step != keep:
+                self.invalidate(s)
+
+    def write(self, state, step):
+        """torch.save(state) into the slot for `step`; returns the payload's size."""
+        import torch
+        if _tensor_bytes(state) > self.capacity:  # refused before a byte is serialised
+            raise SnapshotError(_too_large(_tensor_bytes(state), self.capacity))
+        slot = self.slot_to_write(step)
+        self.invalidate(slot)
+        writer = _SlotWriter(self, slot)
+        writer.write(_PAYLOAD_MAGIC)
+        torch.save(state, writer)
+        if writer.error is not None:
+            raise writer.error
+        payload_hash = _hash_at(self._base + self._payload_at(slot), writer.size)
+        self.commit(slot, Header(self.job, self.rank, self.world_size, step, self.attempt, writer.size, payload_hash,
+                                 int(time.time() * 1000)))
+        return writer.size
+
+    def load(self, slot, h, map_location, load_kwargs):
+        import io
+        import torch
+        payload = self.payload(slot)[:h.payload_bytes]
+        if bytes(payload[:8]) != _PAYLOAD_MAGIC:
+            raise SnapshotError("the snapshot of step %d was not written by dtrun.snapshot()" % h.step)
+        return torch.load(io.BytesIO(payload[8:]), map_location=map_location, **load_kwargs)
+
+
+class Cadence:
+    """Which steps to snapshot: every step whose cost fits COST_BUDGET of the step time.
+
+    Every rank must hold the same steps, so the decision depends only on the step number and on
+    an interval the ranks agree on (the largest any rank needs) after each snapshot. With
+    dtrun --snapshot-every N: every N-th step, with no agreement needed.
+    """
+
+    def __init__(self, forced_every):
+        self.forced_every = forced_every
+        self.every = 1
+        self.last_step = None
+        self.taken = 0
+        self.taken_s = 0.0
+        self.last_call = None  # (monotonic time, step) of the previous call
+
+    def due(self, step):
+        if self.forced_every > 0:
+            return step % self.forced_every == 0 and step != self.last_step
+        if self.last_step is None or self.taken < 2:
+            return step != self.last_step  # the first maps memory; the second measures the cost
+        return step - self.last_step >= self.every
+
+    def step_seconds(self, step, now):
+        """The wall time per step since the previous call (None on the first)."""
+        prev, self.last_call = self.last_call, (now, step)
+        if prev is None or step <= prev[1]:
+            return None
+        return (now - prev[0]) / (step - prev[1])
+
+    def wanted_every(self, write_s, step_s):
+        if step_s is None or step_s <= 0:
+            return 1
+        return int(min(MAX_EVERY, max(1, math.ceil(write_s / (COST_BUDGET * step_s)))))
+
+    def taken_at(self, step, write_s):
+        self.last_step = step
+        self.taken += 1
+        self.taken_s += write_s
+
+    def restart_from(self, step):
+        self.last_step = step
+        self.last_call = None
+
+
+def _warn(text):
+    sys.stderr.write("dtrun: warning: %s\n" % text)
+    sys.stderr.flush()
+
+
+def region_from_environment():
+    """The agent's region for this rank, or None (not under dtrun, snapshots off, or unusable: said once)."""
+    fd = os.environ.get("DTRUN_SNAPSHOT_FD", "")
+    if not fd:
+        return None
+    if _xxh is None:
+        _warn("libxxhash.so.0 not found (Debian: libxxhash0); training without in-memory snapshots")
+        return None
+    try:
+        return Region(int(fd), job_hash(os.environ.get("TORCHELASTIC_RUN_ID", "")), int(os.environ.get("RANK", "0")),
+                      int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+    except (ValueError, OSError, SnapshotError) as e:
+        _warn("DTRUN_SNAPSHOT_FD=%s: %s; training without in-memory snapshots" % (fd, e))
+        return None

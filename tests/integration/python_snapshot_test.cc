@@ -1,0 +1,147 @@
+// dtrun.snapshot() and dtrun.restore() (python/dtrun/_snapshots.py): a Python DDP script keeps its
+// state in its agent's memory and a killed rank's job resumes from it, ending with parameters
+// equal to an uninterrupted run's (Gloo on CPU, deterministic batches); without snapshots the
+// script starts fresh; a state over the cap is named and training goes on. The Python writer and
+// the C++ reader agree on the slot header byte for byte.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "snapshot/snapshot_region.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+constexpr int kSteps = 40;
+constexpr int kCrashAt = 23;
+
+std::pair<int, std::string> RunScript(const std::string& py, std::vector<std::string> flags,
+                                      std::vector<std::string> script_args) {
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back(Worker("snapshot_resume.py"));
+  argv.push_back(std::to_string(kSteps));
+  argv.insert(argv.end(), script_args.begin(), script_args.end());
+  return RunToEnd(argv, {{"PYTHON_EXEC", py}});
+}
+
+// Both ranks' parameter digests, which DDP keeps equal; "" unless both were printed and agree.
+std::string Digest(const std::string& out) {
+  std::smatch m0, m1;
+  if (!std::regex_search(out, m0, std::regex(R"(\[default0\]:DIGEST rank=0 ([0-9a-f]{16}))")) ||
+      !std::regex_search(out, m1, std::regex(R"(\[default1\]:DIGEST rank=1 ([0-9a-f]{16}))")) || m0[1] != m1[1]) {
+    return "";
+  }
+  return m0[1];
+}
+
+int RestoredStep(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex(R"(\[default1\]:RESTORED step=(\d+))")) ? std::stoi(m[1]) : -1;
+}
+
+class PythonSnapshotTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::optional<std::string> py = TorchPython();
+    if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+    py_ = *py;
+  }
+  const std::string& Uninterrupted() {
+    static const std::string digest = [this] {
+      auto [rc, out] = RunScript(py_, {}, {});
+      EXPECT_EQ(rc, 0) << out;
+      EXPECT_NE(out.find("[default1]:FRESH"), std::string::npos) << out;
+      return Digest(out);
+    }();
+    return digest;
+  }
+  std::string py_;
+};
+
+TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheSameParameters) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string events = MakeTempDir() + "/events.jsonl";
+  // Every 5th step: the crash after step 23 goes back to step 20 exactly.
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
+                             {"--crash-at", std::to_string(kCrashAt)});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(RestoredStep(out), 20) << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=20"), std::string::npos) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << out;
+  EXPECT_EQ(recovered[0]["source"], "memory");
+  EXPECT_EQ(recovered[0]["restored_step"], 20);
+  EXPECT_NE(out.find("from the in-memory snapshot of step 20"), std::string::npos) << out;
+}
+
+TEST_F(PythonSnapshotTest, TheDefaultCadenceAlsoResumesFromMemory) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1"}, {"--crash-at", std::to_string(kCrashAt)});
+  ASSERT_EQ(rc, 0) << out;
+  // The first two steps are always kept; after that the measured cost sets how often.
+  EXPECT_GE(RestoredStep(out), 1) << out;
+  EXPECT_LE(RestoredStep(out), kCrashAt) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+}
+
+TEST_F(PythonSnapshotTest, WithSnapshotsOffTheScriptStartsAfreshAndEndsTheSame) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-memory", "0"},
+                             {"--crash-at", std::to_string(kCrashAt)});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(RestoredStep(out), -1) << out;
+  EXPECT_NE(out.find("round 1: worker rank 1"), std::string::npos) << out;  // it did crash
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+}
+
+TEST_F(PythonSnapshotTest, AStateOverTheCapIsNamedWithTheFixAndTrainingGoesOn) {
+  // Two 1.1 MB tensors (weights and momentum) against half a MiB per slot.
+  auto [rc, out] = RunScript(py_, {"--snapshot-memory", "1"}, {"--hidden", "8192"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("snapshot of step 1 not taken: the training state is over"), std::string::npos) << out;
+  EXPECT_NE(out.find("raise dtrun --snapshot-memory"), std::string::npos) << out;
+  EXPECT_FALSE(Digest(out).empty()) << out;
+}
+
+// The Python writer's header and the C++ reader's, in both directions; a flipped byte is refused.
+TEST_F(PythonSnapshotTest, SlotHeadersAreTheSameBytesInPythonAndCpp) {
+  const snapshot::SlotHeader h{snapshot::JobHash("job-7"), 3, 8, 120, 2, 5000, 0x1234abcd5678ef00ull, 1700000000123};
+  const std::string dir = MakeTempDir();
+  std::ofstream(dir + "/cpp.bin", std::ios::binary) << snapshot::EncodeHeader(h);
+  const std::string script = dir + "/headers.py";
+  std::ofstream(script)
+      << "import sys\n"
+         "from dtrun import _snapshots as s\n"
+         "cpp = open(sys.argv[1] + '/cpp.bin', 'rb').read()\n"
+         "h = s.decode_header(cpp, 1 << 20)\n"
+         "print('DECODED', h.job == s.job_hash('job-7'), h.rank, h.world_size, h.step, h.attempt,\n"
+         "      h.payload_bytes, hex(h.payload_hash), h.unix_ms)\n"
+         "open(sys.argv[1] + '/py.bin', 'wb').write(s.encode_header(h))\n"
+         "bad = bytearray(cpp); bad[50] ^= 1\n"
+         "try:\n"
+         "    s.decode_header(bytes(bad), 1 << 20)\n"
+         "except s.SnapshotError as e:\n"
+         "    print('REFUSED', e)\n";
+  auto [rc, out] = RunToEnd({py_, script, dir}, {{"PYTHONPATH", BinDir() + "/../lib/dtrun/python"}});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("DECODED True 3 8 120 2 5000 0x1234abcd5678ef00 1700000000123"), std::string::npos) << out;
+  EXPECT_NE(out.find("REFUSED snapshot header checksum mismatch"), std::string::npos) << out;
+  std::ifstream in(dir + "/py.bin", std::ios::binary);
+  const std::string py_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<snapshot::SlotHeader> back = snapshot::DecodeHeader(py_bytes, 1 << 20);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->job, h.job);
+  EXPECT_EQ(back->step, 120);
+  EXPECT_EQ(back->payload_hash, h.payload_hash);
+  EXPECT_EQ(py_bytes, snapshot::EncodeHeader(h).substr(0, py_bytes.size()));
+}
+
+}  // namespace
+}  // namespace dtrun::testing

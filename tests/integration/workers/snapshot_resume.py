@@ -1,0 +1,71 @@
+"""A DDP script that keeps its state with dtrun.snapshot() and resumes with dtrun.restore().
+
+    snapshot_resume.py STEPS [--crash-at N] [--hidden H]
+
+Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
+that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
+of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call. Prints
+RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end.
+"""
+
+import argparse
+import hashlib
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import dtrun
+
+
+def batch(step, rank, world):
+    g = torch.Generator().manual_seed(step * world + rank)
+    x = torch.randn(16, 32, generator=g)
+    return x, (x.sum(dim=1, keepdim=True) > 0).float()
+
+
+def digest(model):
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("steps", type=int)
+    parser.add_argument("--crash-at", type=int, default=-1)
+    parser.add_argument("--hidden", type=int, default=64)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    start = 0
+    restored = dtrun.restore()
+    if restored:
+        model.module.load_state_dict(restored.state["model"])
+        optimizer.load_state_dict(restored.state["optimizer"])
+        start = restored.step
+        print("RESTORED step=%d" % start, flush=True)
+    else:
+        print("FRESH", flush=True)
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    for step in range(start, args.steps):
+        x, y = batch(step, rank, world)
+        optimizer.zero_grad()
+        torch.nn.functional.binary_cross_entropy_with_logits(model(x), y).backward()
+        optimizer.step()
+        dtrun.heartbeat(step + 1)
+        dtrun.snapshot({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
+        if attempt == 0 and rank == 1 and step + 1 == args.crash_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    print("DIGEST rank=%d %s" % (rank, digest(model.module)), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
