@@ -87,6 +87,11 @@ status::NodeStatus Agent::BuildNodeStatus(Clock::time_point now) {
         r.section_age_s = SecondsBetween(p.sections.back().since, now);
       }
     }
+    // From the region itself, not the reports: a snapshot outlives the worker that wrote it.
+    if (std::optional<snapshot::SlotHeader> s = snapshots_.Newest(w.local_rank)) {
+      r.snapshot_step = s->step;
+      r.snapshot_bytes = static_cast<int64_t>(s->payload_bytes);
+    }
     if (auto it = used.find(w.process.pid()); it != used.end()) {
       r.cpu_percent = it->second.cpu_percent;
       r.rss_bytes = it->second.rss_bytes;

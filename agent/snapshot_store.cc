@@ -24,6 +24,12 @@ int SnapshotStore::fd(int local_rank) const {
   return regions_[local_rank].get();
 }
 
+std::optional<snapshot::SlotHeader> SnapshotStore::Newest(int local_rank) const {
+  const int region = fd(local_rank);
+  if (region < 0) return std::nullopt;
+  return snapshot::Newest(snapshot::ReadHeaders(region));
+}
+
 uint64_t DefaultSnapshotBytes(int nproc_per_node) {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   const uint64_t memory = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;

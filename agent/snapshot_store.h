@@ -24,6 +24,8 @@ class SnapshotStore {
   bool enabled() const { return !regions_.empty(); }
   // The fd a worker of `local_rank` inherits (-1 when off).
   int fd(int local_rank) const;
+  // The newest complete snapshot in `local_rank`'s region (its header only), if any.
+  std::optional<snapshot::SlotHeader> Newest(int local_rank) const;
 
  private:
   std::vector<UniqueFd> regions_;

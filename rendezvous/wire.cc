@@ -117,6 +117,8 @@ void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
     w->set_rss_bytes(r.rss_bytes);
     w->set_gpu_util_percent(r.gpu_util_percent);
     w->set_gpu_mem_bytes(r.gpu_mem_bytes);
+    w->set_snapshot_step(r.snapshot_step);
+    w->set_snapshot_bytes(r.snapshot_bytes);
   }
 }
 
@@ -145,6 +147,9 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
     r.rss_bytes = w.rss_bytes();
     r.gpu_util_percent = w.gpu_util_percent();
     r.gpu_mem_bytes = w.gpu_mem_bytes();
+    // proto3 has no "absent": 0 bytes is no snapshot.
+    r.snapshot_step = w.snapshot_bytes() > 0 ? w.snapshot_step() : -1;
+    r.snapshot_bytes = w.snapshot_bytes() > 0 ? w.snapshot_bytes() : -1;
     out.ranks.push_back(std::move(r));
   }
   return out;

@@ -25,7 +25,8 @@ absl::Status CheckRank(const RankStatus& r, size_t i) {
     const char* name;
     int64_t value, min;
   } counts[] = {{"global_rank", r.global_rank, -1}, {"local_rank", r.local_rank, 0}, {"pid", r.pid, 0},
-                {"step", r.step, -1},               {"rss_bytes", r.rss_bytes, -1}, {"gpu_mem_bytes", r.gpu_mem_bytes, -1}};
+                {"step", r.step, -1},               {"rss_bytes", r.rss_bytes, -1}, {"gpu_mem_bytes", r.gpu_mem_bytes, -1},
+                {"snapshot_step", r.snapshot_step, -1}, {"snapshot_bytes", r.snapshot_bytes, -1}};
   for (const auto& c : counts) {
     if (c.value < c.min) return bad(c.name);
   }

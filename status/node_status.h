@@ -28,6 +28,8 @@ struct RankStatus {
   int64_t rss_bytes = -1;
   double gpu_util_percent = -1;  // of the GPU it runs on (NVML)
   int64_t gpu_mem_bytes = -1;    // what it holds on that GPU (NVML)
+  int64_t snapshot_step = -1;    // its newest in-memory snapshot (docs/DESIGN.md, "Snapshots")
+  int64_t snapshot_bytes = -1;   // and that snapshot's size
 };
 
 struct NodeStatus {

@@ -80,6 +80,8 @@ std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, 
   PerRank(w, node, "dtrun_worker_rss_bytes", "Resident memory of the worker process.", [](const RankStatus& r) { return static_cast<double>(r.rss_bytes); });
   PerRank(w, node, "dtrun_worker_gpu_utilization_percent", "Utilisation of the GPU the worker uses (NVML).", [](const RankStatus& r) { return r.gpu_util_percent; });
   PerRank(w, node, "dtrun_worker_gpu_memory_bytes", "GPU memory the worker holds (NVML).", [](const RankStatus& r) { return static_cast<double>(r.gpu_mem_bytes); });
+  PerRank(w, node, "dtrun_snapshot_step", "The step of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_step); });
+  PerRank(w, node, "dtrun_snapshot_bytes", "The size of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_bytes); });
   return w.Take();
 }
 

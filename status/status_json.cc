@@ -26,7 +26,9 @@ json RankToJson(const RankStatus& r) {
           {"cpu_percent", Known(r.cpu_percent)},
           {"rss_bytes", Known(r.rss_bytes)},
           {"gpu_util_percent", Known(r.gpu_util_percent)},
-          {"gpu_mem_bytes", Known(r.gpu_mem_bytes)}};
+          {"gpu_mem_bytes", Known(r.gpu_mem_bytes)},
+          {"snapshot_step", Known(r.snapshot_step)},
+          {"snapshot_bytes", Known(r.snapshot_bytes)}};
 }
 
 json NodeToJson(const NodeStatus& n) {
@@ -71,6 +73,8 @@ absl::StatusOr<RankStatus> RankFromJson(const json& j) {
   DTRUN_READ(j, "rss_bytes", r.rss_bytes);
   DTRUN_READ(j, "gpu_util_percent", r.gpu_util_percent);
   DTRUN_READ(j, "gpu_mem_bytes", r.gpu_mem_bytes);
+  DTRUN_READ(j, "snapshot_step", r.snapshot_step);
+  DTRUN_READ(j, "snapshot_bytes", r.snapshot_bytes);
   return r;
 }
 

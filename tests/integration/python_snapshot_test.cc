@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "snapshot/snapshot_region.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_probe.h"
 
 namespace dtrun::testing {
 namespace {
@@ -108,6 +109,32 @@ TEST_F(PythonSnapshotTest, AStateOverTheCapIsNamedWithTheFixAndTrainingGoesOn) {
   EXPECT_NE(out.find("snapshot of step 1 not taken: the training state is over"), std::string::npos) << out;
   EXPECT_NE(out.find("raise dtrun --snapshot-memory"), std::string::npos) << out;
   EXPECT_FALSE(Digest(out).empty()) << out;
+}
+
+// `dtrun status` shows each rank's newest snapshot, read from the agent's region.
+TEST_F(PythonSnapshotTest, StatusShowsEachRanksNewestSnapshotStepAndSize) {
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--snapshot-every", "5",
+               Worker("snapshot_resume.py"), std::to_string(kSteps), "--hold"},
+              env);
+  ASSERT_TRUE(job.WaitForOutput("[default0]:HOLDING")) << job.all();
+  ASSERT_TRUE(job.WaitForOutput("[default1]:HOLDING")) << job.all();
+  auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
+  auto newest = [](const nlohmann::json& job, const char* field) {
+    std::vector<int64_t> v;
+    for (const nlohmann::json& r : job["nodes"][0]["ranks"]) v.push_back(r[field].is_null() ? -1 : r[field].get<int64_t>());
+    return v;
+  };
+  // The status is rebuilt about once a second: wait for the one after the last snapshot.
+  const nlohmann::json status = AwaitStatus(ask, [&](const nlohmann::json& job) {
+    return newest(job, "snapshot_step") == std::vector<int64_t>{kSteps, kSteps};
+  });
+  EXPECT_EQ(newest(status, "snapshot_step"), (std::vector<int64_t>{kSteps, kSteps})) << status.dump();
+  for (int64_t bytes : newest(status, "snapshot_bytes")) EXPECT_GT(bytes, 1000) << status.dump();
+  auto [rc2, table] = RunToEnd({DtrunBinary(), "status"}, env);
+  EXPECT_NE(table.find("SNAP_SIZE"), std::string::npos) << table;
+  ::kill(job.pid(), SIGTERM);
+  EXPECT_TRUE(job.Wait(std::chrono::seconds(30)).has_value());
 }
 
 // The Python writer's header and the C++ reader's, in both directions; a flipped byte is refused.

@@ -65,6 +65,7 @@ TEST(NodeStatusTest, AcceptsWhatAnAgentBuildsAndRefusesEachBrokenField) {
   EXPECT_FALSE(broken([](RankStatus& r) { r.cpu_percent = std::numeric_limits<double>::infinity(); }).ok());
   EXPECT_FALSE(broken([](RankStatus& r) { r.heartbeat_age_s = -5; }).ok());
   EXPECT_FALSE(broken([](RankStatus& r) { r.step = -7; }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.snapshot_bytes = -2; }).ok());
   absl::Status named = broken([](RankStatus& r) { r.pid = -3; });
   EXPECT_NE(named.message().find("'pid'"), std::string::npos) << named;
 }
@@ -92,7 +93,11 @@ TEST(NodeStatusTest, AgesMoveOnToTheTimeOfReading) {
 TEST(StatusJsonTest, RoundTripsAndWritesUnknownsAsNull) {
   JobStatus job = TwoNodes();
   job.nodes[1].ranks[0].gpu_mem_bytes = 5 << 20;
+  job.nodes[1].ranks[1].snapshot_step = 11;
+  job.nodes[1].ranks[1].snapshot_bytes = 94 << 20;
   nlohmann::json j = ToJson(job);
+  EXPECT_EQ(j["nodes"][1]["ranks"][1]["snapshot_step"], 11);
+  EXPECT_TRUE(j["nodes"][1]["ranks"][0]["snapshot_step"].is_null());
   EXPECT_EQ(j["schema"], "dtrun.status/v1");
   EXPECT_TRUE(j["nodes"][0]["ranks"][0]["gpu_util_percent"].is_null());
   EXPECT_EQ(j["nodes"][1]["ranks"][0]["gpu_mem_bytes"], 5 << 20);
@@ -121,6 +126,8 @@ TEST(StatusJsonTest, RefusesDocumentsThatAreNotStatusOrBreakTheBounds) {
 
 TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   JobStatus job = TwoNodes();
+  job.nodes[0].ranks[1].snapshot_step = 12;
+  job.nodes[0].ranks[1].snapshot_bytes = 94 << 20;
   NodeStatus quiet;  // joined, nothing pushed yet
   quiet.host = "quiet";
   quiet.nproc = 2;
@@ -130,6 +137,9 @@ TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   EXPECT_NE(table.find("host1                2     0     1002 running         11     2.50       80.0 step"), std::string::npos)
       << table;
   EXPECT_NE(table.find("3.0 MiB"), std::string::npos);
+  EXPECT_NE(table.find("SNAP  SNAP_SIZE\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("      12   94.0 MiB\n"), std::string::npos) << table;  // a rank with a snapshot
+  EXPECT_NE(table.find("       -          -\n"), std::string::npos) << table;   // one without
   EXPECT_NE(table.find("quiet"), std::string::npos);
   EXPECT_NE(table.find("no report from this node yet"), std::string::npos);
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1);
@@ -149,7 +159,10 @@ TEST(PrometheusTest, EveryFamilyIsTypedAndLabelValuesAreEscaped) {
   NodeStatus node = TwoNodes().nodes[0];
   node.host = "a\"b\\c";
   node.ranks[1].gpu_util_percent = 55;
+  node.ranks[1].snapshot_step = 12;
   const std::string text = RenderPrometheus("run\n1", node, AgentCounters{3, 1, 2});
+  EXPECT_NE(text.find("dtrun_snapshot_step{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"1\",local_rank=\"1\"} 12\n"),
+            std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE dtrun_restarts_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("dtrun_rounds_total{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\"} 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("dtrun_step{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"1\",local_rank=\"1\"} 12\n"),

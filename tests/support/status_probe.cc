@@ -24,23 +24,33 @@ std::map<int, int64_t> StepsByRank(const nlohmann::json& job) {
   return steps;
 }
 
-nlohmann::json AwaitStepsPast(const std::function<std::vector<nlohmann::json>()>& ask,
-                              const std::map<int, int64_t>& after, size_t ranks, std::chrono::milliseconds timeout) {
+nlohmann::json AwaitStatus(const std::function<std::vector<nlohmann::json>()>& ask,
+                           const std::function<bool(const nlohmann::json&)>& done, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   nlohmann::json last;
   while (std::chrono::steady_clock::now() < deadline) {
     std::vector<nlohmann::json> jobs = ask();
     if (jobs.size() != 1) continue;
     last = jobs[0];
-    std::map<int, int64_t> now = StepsByRank(last);
-    bool past = now.size() == ranks;
-    for (const auto& [rank, step] : now) {
-      auto before = after.find(rank);
-      past = past && step >= 0 && (before == after.end() || step > before->second);
-    }
-    if (past) break;
+    if (done(last)) break;
   }
   return last;
+}
+
+nlohmann::json AwaitStepsPast(const std::function<std::vector<nlohmann::json>()>& ask,
+                              const std::map<int, int64_t>& after, size_t ranks, std::chrono::milliseconds timeout) {
+  return AwaitStatus(
+      ask,
+      [&](const nlohmann::json& job) {
+        std::map<int, int64_t> now = StepsByRank(job);
+        bool past = now.size() == ranks;
+        for (const auto& [rank, step] : now) {
+          auto before = after.find(rank);
+          past = past && step >= 0 && (before == after.end() || step > before->second);
+        }
+        return past;
+      },
+      timeout);
 }
 
 }  // namespace dtrun::testing

@@ -1,11 +1,12 @@
 """A DDP script that keeps its state with dtrun.snapshot() and resumes with dtrun.restore().
 
-    snapshot_resume.py STEPS [--crash-at N] [--hidden H]
+    snapshot_resume.py STEPS [--crash-at N] [--hidden H] [--hold]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
 of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call. Prints
-RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end.
+RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end;
+with --hold it then prints HOLDING and waits for a signal (for `dtrun status` to look at it).
 """
 
 import argparse
@@ -38,6 +39,7 @@ def main():
     parser.add_argument("steps", type=int)
     parser.add_argument("--crash-at", type=int, default=-1)
     parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--hold", action="store_true")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -64,6 +66,9 @@ def main():
         if attempt == 0 and rank == 1 and step + 1 == args.crash_at:
             os.kill(os.getpid(), signal.SIGKILL)
     print("DIGEST rank=%d %s" % (rank, digest(model.module)), flush=True)
+    if args.hold:
+        print("HOLDING", flush=True)
+        signal.pause()
     dist.destroy_process_group()
 
 
