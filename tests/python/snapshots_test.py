@@ -1,0 +1,123 @@
+"""Unit tests of dtrun._snapshots without an agent: the cadence, the slot headers, a region made
+here (a sealed memfd, as the agent makes it), writes that do not fit, and damaged slots.
+
+    PYTHONPATH=build/lib/dtrun/python python3 tests/python/snapshots_test.py
+"""
+import fcntl
+import os
+import unittest
+
+from dtrun import _snapshots as s
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def make_region(nbytes, rank=0, world=2):
+    fd = os.memfd_create("test-region", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, nbytes)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK)
+    return fd, s.Region(fd, s.job_hash("job"), rank, world, 0)
+
+
+class CadenceTest(unittest.TestCase):
+    def test_the_first_two_steps_then_the_agreed_interval(self):
+        c = s.Cadence(0)
+        self.assertTrue(c.due(1))
+        c.taken_at(1, 0.01)
+        self.assertFalse(c.due(1))  # the same step twice is kept once
+        self.assertTrue(c.due(2))
+        c.taken_at(2, 0.01)
+        c.every = c.wanted_every(0.01, 0.1)  # 10 ms against 2% of 100 ms: every 5th step
+        self.assertEqual(c.every, 5)
+        self.assertEqual([step for step in range(3, 13) if c.due(step)], [7, 8, 9, 10, 11, 12])
+
+    def test_a_forced_interval_is_every_nth_step_number(self):
+        c = s.Cadence(4)
+        self.assertEqual([step for step in range(1, 13) if c.due(step)], [4, 8, 12])
+
+    def test_the_wanted_interval_is_bounded(self):
+        c = s.Cadence(0)
+        self.assertEqual(c.wanted_every(0.0, 0.1), 1)
+        self.assertEqual(c.wanted_every(1.0, None), 1)
+        self.assertEqual(c.wanted_every(1e9, 1e-9), s.MAX_EVERY)
+
+    def test_step_time_is_wall_time_per_step_between_calls(self):
+        c = s.Cadence(0)
+        self.assertIsNone(c.step_seconds(10, 100.0))
+        self.assertAlmostEqual(c.step_seconds(14, 102.0), 0.5)
+        self.assertIsNone(c.step_seconds(14, 103.0))  # no step taken
+
+
+class HeaderTest(unittest.TestCase):
+    def test_round_trip_and_every_flipped_byte_is_refused(self):
+        h = s.Header(s.job_hash("j"), 1, 4, 77, 0, 100, 12345, 1700000000000)
+        raw = s.encode_header(h)
+        self.assertEqual(s.decode_header(raw, 1000), h)
+        for i in range(len(raw)):
+            bad = bytearray(raw)
+            bad[i] ^= 0x40
+            if bytes(bad[:8]) == bytes(8):
+                continue
+            with self.assertRaises(s.SnapshotError, msg="byte %d" % i):
+                s.decode_header(bytes(bad), 1000)
+
+    def test_empty_slot_and_a_size_beyond_the_slot(self):
+        self.assertIsNone(s.decode_header(bytes(88), 1000))
+        raw = s.encode_header(s.Header(1, 0, 1, 5, 0, 5000, 1, 1))
+        with self.assertRaisesRegex(s.SnapshotError, "its slot holds 1000"):
+            s.decode_header(raw, 1000)
+
+
+class RegionTest(unittest.TestCase):
+    def test_a_file_that_is_not_a_sealed_region_is_refused(self):
+        fd = os.memfd_create("unsealed")
+        os.ftruncate(fd, 1 << 20)
+        with self.assertRaisesRegex(s.SnapshotError, "not a sealed snapshot region"):
+            s.Region(fd, 0, 0, 1, 0)
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_write_restore_and_a_corrupted_payload(self):
+        fd, region = make_region(1 << 20)
+        state = {"w": torch.arange(1000, dtype=torch.float32), "step": 3}
+        region.write(state, 3)
+        state["w"] += 1
+        region.write(state, 4)
+        held = region.usable()
+        self.assertEqual(sorted(held), [3, 4])
+        back = region.load(held[4], region.header(held[4]), None, {})
+        self.assertTrue(torch.equal(back["w"], state["w"]))
+        # A byte changed in memory: the checksum finds it, the slot is emptied, the other stays.
+        region.payload(held[4])[200] ^= 1
+        self.assertEqual(list(region.usable()), [3])
+        self.assertIsNone(region.header(held[4]))
+        # Another rank's or world size's slots are not this rank's.
+        other = s.Region(fd, s.job_hash("job"), 1, 2, 0)
+        self.assertEqual(other.usable(), {})
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_a_state_over_the_slot_is_refused_and_the_slots_stay(self):
+        _, region = make_region(64 * 1024)
+        region.write({"w": torch.zeros(10)}, 1)
+        with self.assertRaisesRegex(s.SnapshotError, "raise dtrun --snapshot-memory"):
+            region.write({"w": torch.zeros(100000)}, 2)
+        # An object that is no tensor but pickles large: the streaming writer stops it, never raising mid-save.
+        with self.assertRaisesRegex(s.SnapshotError, "raise dtrun --snapshot-memory"):
+            region.write({"blob": b"x" * 100000}, 3)
+        self.assertEqual(list(region.usable()), [1])
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_discard_all_but_keeps_only_the_restored_step(self):
+        _, region = make_region(1 << 20)
+        region.write({"a": torch.ones(3)}, 5)
+        region.write({"a": torch.ones(3)}, 6)
+        region.discard_all_but(5)
+        self.assertEqual(list(region.usable()), [5])
+        region.discard_all_but(-1)
+        self.assertEqual(region.usable(), {})
+
+
+if __name__ == "__main__":
+    unittest.main()
