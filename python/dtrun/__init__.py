@@ -153,7 +153,10 @@ def _agreed_max(value):
     if dist is None:
         return value
     import torch
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+    # A group with Gloo in it ("gloo", or PyTorch 2's default "cpu:gloo,cuda:nccl") takes CPU
+    # tensors; an NCCL-only group needs them on this rank's device.
+    gloo = "gloo" in str(dist.get_backend())
+    device = "cpu" if gloo or not torch.cuda.is_available() else torch.device("cuda", torch.cuda.current_device())
     t = torch.tensor([value], dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
