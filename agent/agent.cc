@@ -306,6 +306,7 @@ void Agent::Step() {
   if (over) rounds_->Leave();  // lets the service host know this node has seen the end
   switch (view_->phase) {
     case rdzv::JobPhase::kSucceeded:
+      if (std::string line = FormatRecoveries(recovery_.completed()); !line.empty()) spdlog::info("{}", line);
       return Finish(0);
     case rdzv::JobPhase::kKilled:
       spdlog::warn("the job was killed: {}", view_->reason);
@@ -317,7 +318,11 @@ void Agent::Step() {
       }
       std::vector<WorkerFailure> failures = view_->failures;
       if (view_->round == group_round_) AddUnreported(round_failures_, failures);
-      consoles_.err->WriteBlock(FormatFailureSummary(options_.program_name, failures));
+      std::string summary = FormatFailureSummary(options_.program_name, failures);
+      if (std::string line = FormatRecoveries(recovery_.completed()); !line.empty()) {
+        absl::StrAppend(&summary, line, "\n");
+      }
+      consoles_.err->WriteBlock(summary);
       return Finish(view_->exit_code);
     }
     case rdzv::JobPhase::kRunning:

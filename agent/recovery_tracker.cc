@@ -1,6 +1,10 @@
 #include "agent/recovery_tracker.h"
 
 #include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace dtrun {
 namespace {
@@ -54,7 +58,29 @@ std::optional<Recovery> RecoveryTracker::OnStep(int local_rank, int64_t step, Cl
   r_.stepping = Since(*failed_at_, at);
   if (r_.restored.count() == 0) r_.restored = r_.stepping;
   failed_at_.reset();
+  completed_.push_back(r_);
   return r_;
+}
+
+std::string FormatRecoveries(const std::vector<Recovery>& done) {
+  if (done.empty()) return "";
+  std::map<std::string, int> sources;
+  int64_t lost = 0;
+  std::vector<double> seconds;
+  for (const Recovery& r : done) {
+    ++sources[r.source];
+    lost += r.lost_steps();
+    seconds.push_back(static_cast<double>(r.stepping.count()) / 1000);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const size_t n = seconds.size();
+  const double median = n % 2 ? seconds[n / 2] : (seconds[n / 2 - 1] + seconds[n / 2]) / 2;
+  std::string from;
+  for (const auto& [source, count] : sources) absl::StrAppend(&from, from.empty() ? "" : ", ", source, " ", count);
+  return absl::StrFormat(
+      "recoveries on this node: %d (%s); %d step(s) of work lost in all; every local rank stepping again "
+      "%.2f s after a failure (median), %.2f s at most",
+      n, from, lost, median, seconds.back());
 }
 
 }  // namespace dtrun

@@ -32,6 +32,8 @@ class RecoveryTracker {
   // A heartbeat. Returns the recovery once every local rank stepped past what it restored.
   std::optional<Recovery> OnStep(int local_rank, int64_t step, Clock::time_point at);
   bool active() const { return failed_at_.has_value(); }
+  // Every recovery completed so far, oldest first.
+  const std::vector<Recovery>& completed() const { return completed_; }
 
  private:
   std::optional<Clock::time_point> failed_at_;
@@ -39,6 +41,12 @@ class RecoveryTracker {
   std::vector<int64_t> restored_;  // by local rank: the step restored (-2: not reported)
   std::vector<bool> stepped_;
   bool started_ = false;
+  std::vector<Recovery> completed_;
 };
+
+// The line that ends a job's summary when it recovered at least once ("" when it never did):
+// "recoveries on this node: 2 (memory 1, disk 1); 3 step(s) of work lost in all; every local rank
+// stepping again 3.35 s after a failure (median), 3.84 s at most".
+std::string FormatRecoveries(const std::vector<Recovery>& done);
 
 }  // namespace dtrun
