@@ -27,7 +27,9 @@ class MultiNodeTest : public ::testing::Test {
     cluster_ = std::make_unique<NetnsCluster>(hosts);
     ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
   }
-  // dtrun on host `i` with static membership (node rank = i unless `rank` says otherwise).
+  // dtrun on host `i` with static membership (node rank = i unless `rank` says otherwise). A
+  // node's lease is 2 s (0.5 s keep-alives, 4 missed): 0.6 s declared live nodes lost when the
+  // machine was loaded (an ASan build beside the plain suite).
   std::unique_ptr<Harness> Node(int i, std::vector<std::string> launch, std::vector<std::string> program,
                                 std::map<std::string, std::string> env = {}, int nnodes = 2, int rank = -1,
                                 const std::string& token = "tok") {
@@ -36,7 +38,7 @@ class MultiNodeTest : public ::testing::Test {
                                      std::to_string(rank < 0 ? i : rank), "--master-addr", cluster_->address(0),
                                      "--master-port", "29511", "--rdzv-id", "mn", "--local-addr",
                                      cluster_->address(i), "--rdzv-token", token, "--rdzv-conf",
-                                     "keep_alive_interval=0.2,keep_alive_max_attempt=3,join_timeout=20"};
+                                     "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=20"};
     argv.insert(argv.end(), base.begin(), base.end());
     argv.insert(argv.end(), launch.begin(), launch.end());
     argv.insert(argv.end(), program.begin(), program.end());

@@ -71,7 +71,9 @@ TEST(RecoveryTest, AKilledWorkerResumesFromItsAgentsSnapshotBitForBit) {
   std::vector<nlohmann::json> recovered = EventsOfKind(dir + "/events.jsonl", "recovered");
   ASSERT_EQ(recovered.size(), 1u) << job.all();
   EXPECT_EQ(recovered[0]["source"], "memory");
-  EXPECT_GE(recovered[0]["restored_step"].get<int64_t>(), 11);
+  // Rank 0 finishing step 11 means rank 1 joined step 11's all-reduce, so its snapshot of step 10
+  // was complete; that of step 11 may not be yet when the kill lands.
+  EXPECT_GE(recovered[0]["restored_step"].get<int64_t>(), 10);
   EXPECT_LE(recovered[0]["lost_steps"].get<int64_t>(), 1) << recovered[0];
   EXPECT_LE(recovered[0]["stopped_ms"].get<int64_t>(), recovered[0]["stepping_ms"].get<int64_t>());
   std::vector<nlohmann::json> restored = EventsOfKind(dir + "/events.jsonl", "state_restored");
