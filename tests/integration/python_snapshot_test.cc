@@ -80,6 +80,8 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
   EXPECT_EQ(recovered[0]["source"], "memory");
   EXPECT_EQ(recovered[0]["restored_step"], 20);
   EXPECT_NE(out.find("from the in-memory snapshot of step 20"), std::string::npos) << out;
+  EXPECT_NE(out.find("recoveries on this node: 1 (memory 1); "), std::string::npos)
+      << out;  // the job's last line adds them up
 }
 
 TEST_F(PythonSnapshotTest, TheDefaultCadenceAlsoResumesFromMemory) {
