@@ -128,11 +128,10 @@ def _snapshot_region():
     global _snap, _region, _cadence
     if _snap is None:
         import importlib
-        module = importlib.import_module("dtrun._snapshots")
-        _snap = module
-        _region = module.region_from_environment()
+        _snap = importlib.import_module("dtrun._snapshots")
+        _region = _snap.region_from_environment()
         forced = os.environ.get("DTRUN_SNAPSHOT_EVERY", "0")
-        _cadence = module.Cadence(int(forced) if forced.isdigit() else 0)
+        _cadence = _snap.Cadence(int(forced) if forced.isdigit() else 0)
     return _region
 
 

@@ -292,8 +292,9 @@ class Region:
     def write(self, state, step):
         """torch.save(state) into the slot for `step`; returns the payload's size."""
         import torch
-        if _tensor_bytes(state) > self.capacity:  # refused before a byte is serialised
-            raise SnapshotError(_too_large(_tensor_bytes(state), self.capacity))
+        tensor_bytes = _tensor_bytes(state)
+        if tensor_bytes > self.capacity:  # refused before a byte is serialised
+            raise SnapshotError(_too_large(tensor_bytes, self.capacity))
         slot = self.slot_to_write(step)
         self.invalidate(slot)
         writer = _SlotWriter(self, slot)
