@@ -69,6 +69,18 @@ Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std
 
 Agent::~Agent() = default;
 
+bool Agent::StartBuddyReplication() {
+  if (!replication_ || !snapshots_.enabled()) return false;
+  replicator_ = std::make_unique<Replicator>(std::move(*replication_), snapshots_, snapshot::JobHash(options_.run_id));
+  replication_.reset();
+  if (!Watch(replicator_->event_fd())) {
+    spdlog::warn("cannot watch the buddy-copy fetch ({}); training without buddy copies", strerror(errno));
+    replicator_.reset();
+    return false;
+  }
+  return true;
+}
+
 bool Agent::Watch(int fd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -90,9 +102,10 @@ int Agent::Run() {
   }
   stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
   if (absl::StatusOr<SnapshotStore> store =
-          SnapshotStore::Create(options_.nproc_per_node, options_.snapshot_bytes_per_worker);
+          SnapshotStore::Create(options_.nproc_per_node, options_.snapshot_bytes_per_worker, replication_.has_value());
       store.ok()) {
     snapshots_ = std::move(*store);
+    StartBuddyReplication();
   } else {
     spdlog::warn("{}; training without in-memory snapshots (recovery falls back to disk checkpoints)",
                  std::string(store.status().message()));
@@ -150,6 +163,8 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
       }
     } else if (fd == rounds_->event_fd()) {
       OnRoundEvent();
+    } else if (replicator_ && fd == replicator_->event_fd()) {
+      replicator_->Drain();  // a fetch ended: Step starts the round
     } else if (int lr = ProgressSocketRank(fd); lr >= 0) {
       OnProgressReports(lr);
     } else if (timer_pipe_ && fd == timer_pipe_->fd()) {
@@ -326,7 +341,16 @@ void Agent::Step() {
       return Finish(view_->exit_code);
     }
     case rdzv::JobPhase::kRunning:
-      if (view_->assignment && view_->assignment->round != group_round_) return StartRound(*view_->assignment);
+      if (view_->assignment && view_->assignment->round != group_round_) {
+        if (replicator_ && !replicator_->ReadyFor(*view_->assignment)) return;  // fetching buddy copies
+        if (replicator_) {
+          for (const std::string& note : replicator_->TakeFetchNotes()) {
+            spdlog::info("{}", note);
+            events_.Record("buddy_fetch", view_->assignment->round, {{"note", note}});
+          }
+        }
+        return StartRound(*view_->assignment);
+      }
       break;
     case rdzv::JobPhase::kForming:
       break;
@@ -344,8 +368,11 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   group_nodes_ = a.group_world_size;
   reported_ = false;
   barrier_deadline_.reset();
-  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}};
-  for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) io.snapshot_fds.push_back(snapshots_.fd(lr));
+  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}};
+  for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) {
+    io.snapshot_fds.push_back(snapshots_.fd(lr));
+    if (snapshots_.replica_fd(lr) >= 0) io.replica_fds.push_back(snapshots_.replica_fd(lr));
+  }
   absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a, io);
   if (!group.ok()) {
     spdlog::error("{}", std::string(group.status().message()));

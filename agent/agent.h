@@ -23,6 +23,7 @@
 #include "agent/console.h"
 #include "agent/event_log.h"
 #include "agent/recovery_tracker.h"
+#include "agent/replicator.h"
 #include "agent/snapshot_store.h"
 #include "agent/stack_dumper.h"
 #include "agent/stdin_router.h"
@@ -53,6 +54,9 @@ class Agent {
   // (128 + signal if it was killed) on failure, 128 + signal if dtrun was interrupted, 1 if this
   // node could not take part (the reason is logged).
   int Run();
+  // Multi-node jobs with snapshots: copy them to the buddy node and fetch what this node lacks
+  // (agent/replicator.h). Called before Run.
+  void SetReplication(BuddyReplication replication) { replication_ = std::move(replication); }
 
  private:
   void HandleEvents(const ::epoll_event* events, int n);
@@ -173,6 +177,9 @@ class Agent {
   // recovery under way (failure -> every local rank stepping again).
   SnapshotStore snapshots_;
   RecoveryTracker recovery_;
+  std::optional<BuddyReplication> replication_;  // until Run makes the replicator
+  std::unique_ptr<Replicator> replicator_;       // buddy copies (null: single node, or off)
+  bool StartBuddyReplication();                  // false: the job goes on without buddy copies
   void OnRecoveryReport(int local_rank, const progress::Report& report);
   bool status_write_warned_ = false;
 };

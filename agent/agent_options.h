@@ -74,6 +74,8 @@ struct AgentOptions {
   // and --snapshot-every (0: the worker library's adaptive cadence).
   uint64_t snapshot_bytes_per_worker = 0;
   int snapshot_every = 0;
+  // Multi-node: copy snapshots crossing a multiple of this many steps to the buddy node (0: off).
+  int snapshot_buddy_every = 10;
 
   // The live status (docs/DESIGN.md, "dtrun status"): rows are built this often.
   std::chrono::milliseconds status_interval{1000};

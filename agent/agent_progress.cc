@@ -109,6 +109,7 @@ void Agent::OnProgressReports(int socket_rank) {
       return;
     }
     board_->Apply(lr, *report, now);
+    if (replicator_ && report->kind == progress::Report::Kind::kSnapshot) replicator_->OnSnapshot();
     OnRecoveryReport(lr, *report);
   });
 }
@@ -129,7 +130,10 @@ void Agent::OnRecoveryReport(int local_rank, const progress::Report& report) {
                   {"step_before", done->step_before}, {"lost_steps", done->lost_steps()},
                   {"stopped_ms", done->stopped.count()}, {"started_ms", done->started.count()},
                   {"restored_ms", done->restored.count()}, {"stepping_ms", done->stepping.count()}});
-  const char* from = done->source == "memory" ? "the in-memory snapshot" : done->source == "disk" ? "the disk checkpoint" : "the start";
+  const char* from = done->source == "memory" ? "the in-memory snapshot"
+                     : done->source == "buddy" ? "the buddy node's copy of the in-memory snapshot"
+                     : done->source == "disk"  ? "the disk checkpoint"
+                                               : "the start";
   spdlog::warn("recovered: every local rank stepping again {:.2f} s after the failure (workers stopped {:.2f} s, "
                "started {:.2f} s, state restored {:.2f} s), from {} of step {}; {} step(s) of work lost",
                done->stepping.count() / 1e3, done->stopped.count() / 1e3, done->started.count() / 1e3,

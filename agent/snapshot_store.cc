@@ -8,15 +8,24 @@
 
 namespace dtrun {
 
-absl::StatusOr<SnapshotStore> SnapshotStore::Create(int nproc_per_node, uint64_t bytes_per_worker) {
+absl::StatusOr<SnapshotStore> SnapshotStore::Create(int nproc_per_node, uint64_t bytes_per_worker, bool with_replicas) {
   SnapshotStore store;
   if (bytes_per_worker == 0) return store;
   for (int lr = 0; lr < nproc_per_node; ++lr) {
     absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-snapshot-", lr));
     if (!fd.ok()) return fd.status();
     store.regions_.push_back(std::move(*fd));
+    if (!with_replicas) continue;
+    fd = snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-replica-", lr));
+    if (!fd.ok()) return fd.status();
+    store.replicas_.push_back(std::move(*fd));
   }
   return store;
+}
+
+int SnapshotStore::replica_fd(int local_rank) const {
+  if (local_rank < 0 || local_rank >= static_cast<int>(replicas_.size())) return -1;
+  return replicas_[local_rank].get();
 }
 
 int SnapshotStore::fd(int local_rank) const {

@@ -45,6 +45,7 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
   if (id.snapshot_fd >= 0) {
     env[env::kSnapshotFd] = std::to_string(id.snapshot_fd);
     if (o.snapshot_every > 0) env[env::kSnapshotEvery] = std::to_string(o.snapshot_every);
+    if (id.replica_fd >= 0) env[env::kSnapshotReplicaFd] = std::to_string(id.replica_fd);
   }
   if (!o.python_dir.empty()) {
     // Appended: the user's own modules keep precedence over dtrun's.

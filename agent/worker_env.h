@@ -22,6 +22,7 @@ struct WorkerIdentity {
   std::string stacks_file;  // DTRUN_STACKS_FILE: where the worker writes its stacks when asked
   std::string log_dir;      // this worker's dir of the attempt under --log-dir; empty without one
   int snapshot_fd = -1;     // DTRUN_SNAPSHOT_FD: the agent's snapshot region for this local rank
+  int replica_fd = -1;      // DTRUN_SNAPSHOT_REPLICA_FD: its region of buddy copies (-1: none)
 };
 
 // Returns "NAME=value" entries. `base` is the agent's environment (inherited by workers);

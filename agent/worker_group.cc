@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     }
     id.log_dir = log_dir;
     if (lr < static_cast<int>(io.snapshot_fds.size())) id.snapshot_fd = io.snapshot_fds[lr];
+    if (lr < static_cast<int>(io.replica_fds.size())) id.replica_fd = io.replica_fds[lr];
 
     SpawnRequest req;
     req.executable = o.executable;
@@ -97,6 +98,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     req.env = BuildWorkerEnv(base_env, o, id);
     req.pipe_stdin = io.pipe_stdin;
     if (id.snapshot_fd >= 0) req.inherit_fds.push_back(id.snapshot_fd);
+    if (id.replica_fd >= 0) req.inherit_fds.push_back(id.replica_fd);
     absl::StatusOr<std::unique_ptr<OutputRelay>> out =
         MakeRelay(o, paths, log_dir, lr, id.global_rank, kStdoutBit, io.consoles);
     if (!out.ok()) return out.status();

@@ -44,6 +44,7 @@ class WorkerGroup {
     Consoles consoles;
     bool pipe_stdin = false;
     std::vector<int> snapshot_fds;  // by local rank (empty: no in-memory snapshots)
+    std::vector<int> replica_fds;   // by local rank (empty: no buddy copies)
   };
   // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(

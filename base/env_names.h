@@ -43,6 +43,9 @@ inline constexpr char kPythonPath[] = "PYTHONPATH";
 // this local rank, and --snapshot-every (0: adaptive).
 inline constexpr char kSnapshotFd[] = "DTRUN_SNAPSHOT_FD";
 inline constexpr char kSnapshotEvery[] = "DTRUN_SNAPSHOT_EVERY";
+// The second region of a multi-node job: this rank's snapshots that also live on the buddy node,
+// or were fetched from it (agent/replicator.h).
+inline constexpr char kSnapshotReplicaFd[] = "DTRUN_SNAPSHOT_REPLICA_FD";
 
 // dtrun's own marker: every process of one launch carries it, so `dtrun kill` and the
 // launch guard find workers and their descendants without guessing by process name.

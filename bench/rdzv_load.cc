@@ -137,7 +137,7 @@ class Agent {
   };
 
   void JoinAndWatch() {
-    dtrun::rdzv::NodeInfo node{host_, kWorkersPerNode, "127.0.0.1", 1, -1};
+    dtrun::rdzv::NodeInfo node{host_, kWorkersPerNode, "127.0.0.1", 1, -1, "", 0};
     auto join = client_->Join(node, Clock::now() + std::chrono::seconds(120));
     if (!join.ok()) {
       failed_ = true;

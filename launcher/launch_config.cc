@@ -41,6 +41,7 @@ struct RawFlags {
   int max_attempts_without_progress = 3;
   std::string snapshot_memory = "auto";
   int snapshot_every = 0;
+  int snapshot_buddy_every = 10;
   int metrics_port = -1;
   std::string metrics_host;
   bool no_progress_line = false;
@@ -107,6 +108,10 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   opt("snapshot-every", f.snapshot_every,
       "Take an in-memory snapshot every N steps (0: as often as costs under 2% of the step time)")
       ->capture_default_str();
+  opt("snapshot-buddy-every", f.snapshot_buddy_every,
+      "Multi-node: copy a snapshot to the buddy node (the next node rank) about every N steps, so a lost node's "
+      "ranks restore from memory elsewhere (0: no buddy copies)")
+      ->capture_default_str();
   opt("metrics-port", f.metrics_port,
       "Serve Prometheus metrics (/metrics) and this node's status (/status) over HTTP on PORT (0: a free one)");
   opt("metrics-host", f.metrics_host, "Address the metrics endpoint listens on (default: every IPv4 address; :: for IPv6 too)");
@@ -157,6 +162,10 @@ absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
     return Bad(absl::StrCat("--snapshot-every ", f.snapshot_every, ": expected 0 (adaptive) or a count of steps"));
   }
   a.snapshot_every = f.snapshot_every;
+  if (f.snapshot_buddy_every < 0) {
+    return Bad(absl::StrCat("--snapshot-buddy-every ", f.snapshot_buddy_every, ": expected 0 (off) or a count of steps"));
+  }
+  a.snapshot_buddy_every = f.snapshot_buddy_every;
   if (f.snapshot_memory == "auto") {
     a.snapshot_bytes_per_worker = DefaultSnapshotBytes(a.nproc_per_node);
     return absl::OkStatus();

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,7 @@
 #include "launcher/host_probe.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
+#include "snapshot/snapshot_region.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
@@ -126,6 +128,36 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
   return absl::OkStatus();
 }
 
+// Buddy copies of in-memory snapshots (agent/replicator.h): this node keeps copies for the node
+// before it, served on a port of its own with the job's token. Not with TLS yet: the agents' own
+// certificates are not checked between agents, so the copies would travel outside it.
+std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
+                                                 const rdzv::ClientOptions& job) {
+  const AgentOptions& a = config.agent;
+  if (a.snapshot_bytes_per_worker == 0 || a.snapshot_buddy_every == 0) return std::nullopt;
+  if (config.tls.enabled()) {
+    spdlog::info("no buddy copies of snapshots with --rdzv-tls-*: a lost node's ranks restore from disk");
+    return std::nullopt;
+  }
+  BuddyReplication r;
+  // Copies for up to twice this node's ranks (a buddy may have more workers), two each.
+  r.keeper = std::make_shared<replica::ReplicaKeeper>(snapshot::JobHash(a.run_id), a.snapshot_bytes_per_worker / 2,
+                                                      std::max(2 * a.nproc_per_node, 8));
+  absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server = grpc.start_replica_server(a.local_addr, 0, job, r.keeper);
+  if (!server.ok()) {
+    spdlog::warn("{}; training without buddy copies (a lost node's ranks restore from disk)",
+                 std::string(server.status().message()));
+    return std::nullopt;
+  }
+  r.server = std::move(*server);
+  const uint64_t cap = a.snapshot_bytes_per_worker / 2;
+  r.connect = [&grpc, job, cap, hash = snapshot::JobHash(a.run_id)](const std::string& host, int port) {
+    return grpc.connect_buddy(host, port, job, hash, cap);
+  };
+  r.every = a.snapshot_buddy_every;
+  return r;
+}
+
 // Starts this node's store and round source (the rendezvous service, hosted here if this node
 // hosts it), then runs the agent.
 int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
@@ -163,7 +195,12 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
   copts.token = config.rdzv.token;
   copts.tls = config.tls;
   rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store->port(),
-                      config.rdzv.static_ranks ? a.node_rank : -1};
+                      config.rdzv.static_ranks ? a.node_rank : -1, "", 0};
+  std::optional<BuddyReplication> replication = ServeBuddyCopies(config, **grpc, copts);
+  if (replication) {
+    node.replica_addr = a.local_addr;
+    node.replica_port = replication->server->port();
+  }
   absl::StatusOr<std::unique_ptr<rdzv::RoundSource>> rounds = (*grpc)->start_round_source(
       copts, node, std::chrono::steady_clock::now() + config.rdzv.join_timeout);
   if (!rounds.ok()) {
@@ -172,7 +209,9 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
   }
   AgentOptions with_endpoint = a;
   with_endpoint.rdzv_endpoint = copts.endpoint;
-  int rc = Agent(std::move(with_endpoint), paths, env, std::move(*rounds), stdio).Run();
+  Agent agent(std::move(with_endpoint), paths, env, std::move(*rounds), stdio);
+  if (replication) agent.SetReplication(std::move(*replication));
+  int rc = agent.Run();
   // Let the other nodes learn the outcome before the service (and the port it shares with the
   // store) goes; not after an interrupt, when they are told by the service's absence.
   if (server && rc < 128) server->AwaitNodesLeft(std::chrono::seconds(10));

@@ -54,7 +54,9 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
   if (key == "bytes") return count(r.bytes);
   if (key == "us") return count(r.micros);
   if (key == "source") {
-    if (value != "memory" && value != "disk" && value != "none") return Bad("source: expected memory, disk or none");
+    if (value != "memory" && value != "buddy" && value != "disk" && value != "none") {
+      return Bad("source: expected memory, buddy, disk or none");
+    }
     r.source = std::string(value);
     return absl::OkStatus();
   }

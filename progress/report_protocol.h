@@ -8,7 +8,7 @@
 //   end name=checkpoint                   ... and ends
 //   total steps=90000                     how many steps the job will run (for rates and ETA)
 //   snapshot step=120 bytes=94371840 us=31000   an in-memory snapshot of step 120 is complete
-//   restored source=memory step=120       what this attempt resumed from (memory, disk or none)
+//   restored source=memory step=120       what this attempt resumed from (memory, buddy, disk or none)
 //
 // Unknown keys are ignored (newer clients talk to older agents); everything else that does not
 // fit is an error. The sender is identified by the kernel (SO_PASSCRED), never by the text.
@@ -34,7 +34,7 @@ struct Report {
   std::optional<int64_t> total_steps;
   std::optional<int64_t> bytes;    // snapshot
   std::optional<int64_t> micros;   // snapshot: what writing it cost
-  std::string source;              // restored: memory | disk | none
+  std::string source;              // restored: memory | buddy (a copy fetched from the buddy node) | disk | none
   std::string name;       // begin/end: [A-Za-z0-9_.:-]{1,64}
   std::string lang;       // hello: [a-z0-9]{1,16}
   int stack_signal = 0;   // hello: SIGUSR1, SIGUSR2 or a real-time signal that makes the worker write its stacks

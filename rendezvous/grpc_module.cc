@@ -3,6 +3,7 @@
 
 #include "rendezvous/rendezvous_client.h"
 #include "rendezvous/tls_check.h"
+#include "replica/replica_grpc.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -27,7 +28,7 @@ absl::StatusOr<JobSummary> JobStatus(const ClientOptions& options) {
 }
 
 constexpr GrpcModuleApi kApi = {&RendezvousServer::Start, &StartRoundSource, &KillJob, &JobStatus,
-                                 &CheckTlsCredentials};
+                                 &CheckTlsCredentials, &replica::StartReplicaServer, &replica::ConnectBuddy};
 
 }  // namespace
 }  // namespace dtrun::rdzv

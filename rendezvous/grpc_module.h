@@ -11,6 +11,7 @@
 #include "rendezvous/rendezvous_options.h"
 #include "rendezvous/rendezvous_server.h"
 #include "rendezvous/round_source.h"
+#include "replica/replica_transport.h"
 
 namespace dtrun::rdzv {
 
@@ -26,6 +27,11 @@ struct GrpcModuleApi {
   absl::StatusOr<JobSummary> (*job_status)(const ClientOptions& options);
   // TLS material checked as a handshake will use it (rendezvous/tls_check.h).
   absl::Status (*check_tls)(const TlsCredentials& tls);
+  // Buddy copies of snapshots (replica/replica_grpc.h).
+  absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> (*start_replica_server)(
+      const std::string& host, int port, const ClientOptions& job, std::shared_ptr<replica::ReplicaKeeper> keeper);
+  std::unique_ptr<replica::BuddyChannel> (*connect_buddy)(const std::string& host, int port, const ClientOptions& job,
+                                                          uint64_t job_hash, uint64_t max_payload_bytes);
 };
 
 // Loads the module next to the executable (../lib/ or the same folder) or from

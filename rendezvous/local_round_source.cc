@@ -20,7 +20,7 @@ LocalRoundSource::LocalRoundSource(int max_restarts, int nproc, const std::strin
                                    int store_port)
     : state_(LocalOptions(max_restarts), std::chrono::steady_clock::now()),
       event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-  node_id_ = state_.Join(NodeInfo{"local", nproc, store_addr, store_port, 0}, std::chrono::steady_clock::now()).value();
+  node_id_ = state_.Join(NodeInfo{"local", nproc, store_addr, store_port, 0, "", 0}, std::chrono::steady_clock::now()).value();
   Post();
 }
 

@@ -120,6 +120,8 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_store_addr(node.store_addr);
   req.set_store_port(node.store_port);
   req.set_node_rank(node.requested_rank);
+  req.set_replica_addr(node.replica_addr);
+  req.set_replica_port(node.replica_port);
   std::string last_reason;
   for (;;) {
     v1::JoinResponse resp;

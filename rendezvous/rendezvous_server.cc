@@ -23,13 +23,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 
-// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
-bool SameSecret(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() != b.size();
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
-
 class Service;
 
 // A parked Watch: answered by Service::Notify when the version moves, or cancelled.
@@ -218,20 +211,7 @@ class Service final : public v1::Rendezvous::CallbackService {
   }
 
   absl::Status CheckCredentials(const v1::Credentials& auth) const {
-    if (auth.protocol_version() != kProtocolVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rendezvous protocol version ", auth.protocol_version(), " is not supported (this service speaks ",
-          kProtocolVersion, "); run the same dtrun version on every node"));
-    }
-    if (auth.run_id() != options_.run_id) {
-      return absl::PermissionDeniedError(absl::StrCat("run id '", auth.run_id(), "' does not match this job's '",
-                                                      options_.run_id, "'; use the same --rdzv-id on every node"));
-    }
-    if (!SameSecret(auth.token(), options_.token)) {
-      return absl::UnauthenticatedError(
-          "wrong rendezvous token; give every node the job's token (--rdzv-token, DTRUN_RDZV_TOKEN or --rdzv-token-file)");
-    }
-    return absl::OkStatus();
+    return CheckJobCredentials(auth, options_.run_id, options_.token);
   }
 
   // Collects the parked watchers whose node's view moved; they are answered outside the lock.

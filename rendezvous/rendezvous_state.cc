@@ -1,6 +1,7 @@
 #include "rendezvous/rendezvous_state.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -261,10 +262,32 @@ void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
   if (now >= *min_reached_at_ + options_.last_call_timeout) FormRound(FirstJoined(n));
 }
 
+// `chosen` reordered so that a node that was at group rank i in the last round stays there; the
+// others fill the remaining places in their given (join) order.
+static std::vector<std::string> KeepGroupRanks(const std::vector<std::string>& last, std::vector<std::string> chosen) {
+  std::set<std::string> in_chosen(chosen.begin(), chosen.end());
+  std::vector<std::string> order(chosen.size());
+  std::set<std::string> placed;
+  for (size_t i = 0; i < order.size() && i < last.size(); ++i) {
+    if (in_chosen.count(last[i])) {
+      order[i] = last[i];
+      placed.insert(last[i]);
+    }
+  }
+  size_t next = 0;
+  for (std::string& id : chosen) {
+    if (placed.count(id)) continue;
+    while (!order[next].empty()) ++next;
+    order[next] = std::move(id);
+  }
+  return order;
+}
+
 void RendezvousState::FormRound(std::vector<std::string> members) {
   ++round_;
   ClearRound(NodeRole::kSpare);  // the members are made members below
-  members_ = std::move(members);
+  members_ = options_.static_ranks ? std::move(members) : KeepGroupRanks(last_members_, std::move(members));
+  last_members_ = members_;
   min_reached_at_.reset();
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
@@ -278,7 +301,12 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
     Node& node = nodes_.at(members_[i]);
     node.role = NodeRole::kMember;
     node.assignment = Assignment{round_, static_cast<int>(i), static_cast<int>(members_.size()),
-                                 offset, world, master.store_addr, master.store_port};
+                                 offset, world, master.store_addr, master.store_port, "", 0};
+    if (members_.size() > 1) {
+      const NodeInfo& buddy = nodes_.at(members_[(i + 1) % members_.size()]).info;
+      node.assignment->buddy_addr = buddy.replica_addr;
+      node.assignment->buddy_port = buddy.replica_port;
+    }
     offset += node.info.nproc;
   }
   phase_ = JobPhase::kRunning;

@@ -37,6 +37,8 @@ struct NodeInfo {
   std::string store_addr;   // where this node's agent serves the workers' TCPStore
   int store_port = 0;
   int requested_rank = -1;  // static mode: --node-rank; elastic: -1
+  std::string replica_addr; // where this node's agent keeps buddy copies of snapshots ("": none)
+  int replica_port = 0;
 };
 
 struct Assignment {
@@ -47,6 +49,9 @@ struct Assignment {
   int world_size = 1;
   std::string master_addr;  // the workers' store: the agent of group rank 0
   int master_port = 0;
+  // The node of the next group rank, as its agent takes buddy copies ("": none, or one node).
+  std::string buddy_addr;
+  int buddy_port = 0;
 };
 
 struct FailureInfo {
@@ -209,6 +214,9 @@ class RendezvousState {
   int64_t round_ = -1;
   int restarts_used_ = 0;
   std::vector<std::string> members_;  // current round, by group rank
+  // The last round's members by group rank: an elastic round keeps each returning node's group
+  // rank, so its ranks (and their snapshots) stay where they were and a newcomer takes the gap.
+  std::vector<std::string> last_members_;
   size_t succeeded_ = 0;               // members that reported success this round
   TimePoint forming_since_;
   std::optional<TimePoint> min_reached_at_;  // elastic last call

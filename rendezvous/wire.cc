@@ -2,7 +2,35 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace dtrun::rdzv {
+
+namespace {
+// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+}  // namespace
+
+absl::Status CheckJobCredentials(const v1::Credentials& auth, const std::string& run_id, const std::string& token) {
+  if (auth.protocol_version() != kProtocolVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rendezvous protocol version ", auth.protocol_version(), " is not supported (this service speaks ",
+        kProtocolVersion, "); run the same dtrun version on every node"));
+  }
+  if (auth.run_id() != run_id) {
+    return absl::PermissionDeniedError(absl::StrCat("run id '", auth.run_id(), "' does not match this job's '", run_id,
+                                                    "'; use the same --rdzv-id on every node"));
+  }
+  if (!SameSecret(auth.token(), token)) {
+    return absl::UnauthenticatedError(
+        "wrong rendezvous token; give every node the job's token (--rdzv-token, DTRUN_RDZV_TOKEN or --rdzv-token-file)");
+  }
+  return absl::OkStatus();
+}
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -30,7 +58,8 @@ void ToWire(const FailureInfo& in, v1::Failure* out) {
 }
 
 NodeInfo FromWire(const v1::JoinRequest& in) {
-  return NodeInfo{in.host(), in.nproc(), in.store_addr(), in.store_port(), in.node_rank()};
+  return NodeInfo{in.host(), in.nproc(), in.store_addr(), in.store_port(), in.node_rank(),
+                  in.replica_addr(), in.replica_port()};
 }
 
 std::vector<FailureInfo> FailuresFromWire(const v1::OutcomeRequest& in) {
@@ -71,6 +100,8 @@ void ToWire(const NodeView& in, v1::WatchResponse* out) {
     a->set_world_size(in.assignment->world_size);
     a->set_master_addr(in.assignment->master_addr);
     a->set_master_port(in.assignment->master_port);
+    a->set_buddy_addr(in.assignment->buddy_addr);
+    a->set_buddy_port(in.assignment->buddy_port);
   }
   out->set_reason(in.reason);
   for (const FailureInfo& f : in.failures) ToWire(f, out->add_failures());
@@ -87,7 +118,8 @@ NodeView FromWire(const v1::WatchResponse& in) {
   if (in.has_assignment()) {
     const v1::Assignment& a = in.assignment();
     v.assignment = Assignment{a.round(), a.group_rank(), a.group_world_size(), a.rank_offset(),
-                              a.world_size(), a.master_addr(), a.master_port()};
+                              a.world_size(), a.master_addr(), a.master_port(),
+                              a.buddy_addr(), a.buddy_port()};
   }
   v.reason = in.reason();
   for (const v1::Failure& f : in.failures()) v.failures.push_back(FromWire(f));
@@ -174,7 +206,7 @@ JobSummary FromWire(const v1::StatusResponse& in) {
   s.round = in.round();
   s.restarts_used = in.restarts_used();
   for (const v1::NodeStatus& n : in.nodes()) {
-    s.nodes.emplace_back(n.node_id(), NodeInfo{n.host(), n.nproc(), "", 0, -1});
+    s.nodes.emplace_back(n.node_id(), NodeInfo{n.host(), n.nproc(), "", 0, -1, "", 0});
     status::NodeStatus p = n.has_progress() ? FromWire(n.progress()) : status::NodeStatus{};
     p.node_id = n.node_id();
     p.host = n.host();

@@ -14,6 +14,9 @@ namespace dtrun::rdzv {
 
 inline constexpr uint32_t kProtocolVersion = 1;
 
+// The job's credentials as every service of the job checks them (the token in constant time).
+absl::Status CheckJobCredentials(const v1::Credentials& auth, const std::string& run_id, const std::string& token);
+
 grpc::Status ToGrpc(const absl::Status& status);
 absl::Status FromGrpc(const grpc::Status& status);
 

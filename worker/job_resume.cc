@@ -84,8 +84,8 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
 }  // namespace
 
 int64_t NewestCommonStep(ProcessGroupHandle* pg, const torch::Device& device, const std::vector<int64_t>& steps) {
-  std::vector<int64_t> mine(steps.begin(), steps.begin() + std::min<size_t>(steps.size(), snapshot::kSlots));
-  mine.resize(snapshot::kSlots, -1);
+  std::vector<int64_t> mine(steps.begin(), steps.begin() + std::min<size_t>(steps.size(), MemorySnapshots::kMaxSteps));
+  mine.resize(MemorySnapshots::kMaxSteps, -1);
   if (pg == nullptr) return *std::max_element(mine.begin(), mine.end());
   const torch::Device on = pg->nccl ? device : torch::Device(torch::kCPU);
   std::vector<torch::Tensor> in{torch::tensor(mine, torch::kInt64).to(on)};
@@ -131,7 +131,7 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
                      static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),
                      static_cast<long long>(p.next_batch));
       }
-      return Resumed{p, "memory"};
+      return Resumed{p, request.snapshots->restored_from_buddy() ? "buddy" : "memory"};
     }
     request.snapshots->DiscardAllBut(-1);  // the job goes back to disk: none of these is on its path
   }

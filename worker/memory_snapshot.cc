@@ -79,8 +79,24 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
   }
   const char* run_id = std::getenv(env::kRunId);
   const int forced = static_cast<int>(std::clamp<int64_t>(EnvInt(env::kSnapshotEvery).value_or(0), 0, 1 << 30));
-  return std::unique_ptr<MemorySnapshots>(
+  std::unique_ptr<MemorySnapshots> snapshots(
       new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
+  if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
+    absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica));
+    if (r.ok()) {
+      snapshots->replica_.emplace(std::move(*r));
+    } else {
+      std::fprintf(stderr, "warning: %s=%lld: %s; restoring without buddy copies\n", env::kSnapshotReplicaFd,
+                   static_cast<long long>(*replica), std::string(r.status().message()).c_str());
+    }
+  }
+  return snapshots;
+}
+
+std::vector<snapshot::MappedRegion*> MemorySnapshots::Sources() {
+  std::vector<snapshot::MappedRegion*> sources{&region_};
+  if (replica_) sources.push_back(&*replica_);
+  return sources;
 }
 
 bool MemorySnapshots::Mine(const snapshot::SlotHeader& h) const {
@@ -89,8 +105,9 @@ bool MemorySnapshots::Mine(const snapshot::SlotHeader& h) const {
 
 std::vector<int64_t> MemorySnapshots::UsableSteps() {
   std::vector<int64_t> steps;
+  for (snapshot::MappedRegion* region : Sources()) {
   for (int s = 0; s < snapshot::kSlots; ++s) {
-    absl::StatusOr<snapshot::SlotHeader> h = region_.Header(s);
+    absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
     if (!h.ok()) {
       if (!absl::IsNotFound(h.status())) {
         std::fprintf(stderr, "warning: in-memory snapshot slot %d: %s; not used\n", s,
@@ -99,12 +116,13 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
       continue;
     }
     if (!Mine(*h)) continue;  // another rank's or world size's (an elastic change)
-    if (absl::Status st = region_.Verify(s, *h); !st.ok()) {
+    if (absl::Status st = region->Verify(s, *h); !st.ok()) {
       std::fprintf(stderr, "warning: %s; not used\n", std::string(st.message()).c_str());
-      region_.Invalidate(s);
+      region->Invalidate(s);
       continue;
     }
-    steps.push_back(h->step);
+    if (std::find(steps.begin(), steps.end(), h->step) == steps.end()) steps.push_back(h->step);
+  }
   }
   std::sort(steps.rbegin(), steps.rend());
   return steps;
@@ -113,16 +131,23 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
 absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
   int slot = -1;
   snapshot::SlotHeader header;
-  for (int s = 0; s < snapshot::kSlots && slot < 0; ++s) {
-    absl::StatusOr<snapshot::SlotHeader> h = region_.Header(s);
-    if (h.ok() && Mine(*h) && h->step == step) {
-      slot = s;
-      header = *h;
+  snapshot::MappedRegion* from = nullptr;
+  bool own = false;  // the worker's own region holds some snapshot of this rank
+  for (snapshot::MappedRegion* region : Sources()) {
+    for (int s = 0; s < snapshot::kSlots; ++s) {
+      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
+      if (h.ok() && Mine(*h) && region == &region_) own = true;
+      if (h.ok() && Mine(*h) && h->step == step && slot < 0) {
+        slot = s;
+        header = *h;
+        from = region;
+      }
     }
   }
   if (slot < 0) return absl::NotFoundError(absl::StrCat("no in-memory snapshot of step ", step));
-  if (absl::Status st = region_.Verify(slot, header); !st.ok()) return st;
-  char* base = region_.Payload(slot);
+  if (absl::Status st = from->Verify(slot, header); !st.ok()) return st;
+  restored_from_buddy_ = from != &region_ && !own;
+  char* base = from->Payload(slot);
   absl::StatusOr<std::vector<snapshot::TensorRecord>> toc =
       snapshot::DecodeToc(absl::string_view(base, header.payload_bytes));
   if (!toc.ok()) return toc.status();
@@ -150,9 +175,11 @@ absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
 }
 
 void MemorySnapshots::DiscardAllBut(int64_t keep) {
-  for (int s = 0; s < snapshot::kSlots; ++s) {
-    absl::StatusOr<snapshot::SlotHeader> h = region_.Header(s);
-    if (!h.ok() || !Mine(*h) || h->step != keep) region_.Invalidate(s);
+  for (snapshot::MappedRegion* region : Sources()) {
+    for (int s = 0; s < snapshot::kSlots; ++s) {
+      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
+      if (!h.ok() || !Mine(*h) || h->step != keep) region->Invalidate(s);
+    }
   }
 }
 

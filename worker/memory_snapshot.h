@@ -30,12 +30,17 @@ class MemorySnapshots {
   // names no region is said once on stderr and also gives nullptr.
   static std::unique_ptr<MemorySnapshots> FromEnvironment(const DistEnv& env);
 
-  // Steps of complete snapshots in this region written by this rank in a job of this world
-  // size, whose payload passes its checksum; newest first. Damaged ones are named on stderr.
+  // At most this many usable steps: two in the worker's region, two in its replica region.
+  static constexpr int kMaxSteps = 2 * snapshot::kSlots;
+  // Steps of complete snapshots in this rank's regions (its own, and the replica region of a
+  // multi-node job: DTRUN_SNAPSHOT_REPLICA_FD) written by this rank in a job of this world size,
+  // whose payload passes its checksum; newest first, each once. Damaged ones are named on stderr.
   std::vector<int64_t> UsableSteps();
   // Restores the snapshot of `step` into `state`: all or nothing (the table is checked against
   // the state before any byte is copied). DataLoss/FailedPrecondition name what does not fit.
   absl::Status Restore(int64_t step, const TrainState& state);
+  // Whether the last Restore read a copy fetched from the buddy node (this node held none).
+  bool restored_from_buddy() const { return restored_from_buddy_; }
   // Empties every slot not holding `keep` (-1: all): a state the job went back past must never be
   // chosen later, when the job reaches its step again on another path.
   void DiscardAllBut(int64_t keep);
@@ -56,8 +61,11 @@ class MemorySnapshots {
   MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
       : region_(std::move(region)), env_(env), job_(job), forced_every_(forced_every) {}
   bool Mine(const snapshot::SlotHeader& h) const;
+  std::vector<snapshot::MappedRegion*> Sources();  // the worker's region, then the replica region
 
   snapshot::MappedRegion region_;
+  std::optional<snapshot::MappedRegion> replica_;
+  bool restored_from_buddy_ = false;
   DistEnv env_;
   uint64_t job_;
   int forced_every_;       // > 0: --snapshot-every

@@ -120,16 +120,18 @@ def total_steps(steps):
 
 _snap = None  # the dtrun._snapshots module, imported at the first snapshot or restore
 _region = None
+_replica = None  # the region of buddy copies (multi-node jobs)
 _cadence = None
 
 
 def _snapshot_region():
     """The agent's region for this rank (None outside dtrun or with --snapshot-memory 0)."""
-    global _snap, _region, _cadence
+    global _snap, _region, _replica, _cadence
     if _snap is None:
         import importlib
         _snap = importlib.import_module("dtrun._snapshots")
         _region = _snap.region_from_environment()
+        _replica = _snap.region_from_environment("DTRUN_SNAPSHOT_REPLICA_FD")
         forced = os.environ.get("DTRUN_SNAPSHOT_EVERY", "0")
         _cadence = _snap.Cadence(int(forced) if forced.isdigit() else 0)
     return _region
@@ -223,22 +225,31 @@ def restore(map_location=None, **load_kwargs):
     if not _under_dtrun():
         return None
     region = _snapshot_region()
-    held = region.usable() if region is not None else {}
+    regions = [r for r in (region, _replica) if r is not None]
+    held = {}  # step -> (region, slot); the worker's own region first
+    own = False  # the worker's own region holds some snapshot of this rank
+    for r in reversed(regions):
+        usable = r.usable()
+        own = own or (r is region and bool(usable))
+        held.update({s: (r, slot) for s, slot in usable.items()})
     step = _newest_common(list(held))  # the same on every rank
     state, ok = None, step is not None
     if ok:
+        where, slot = held[step]
         try:
-            state = region.load(held[step], region.header(held[step]), map_location, load_kwargs)
+            state = where.load(slot, where.header(slot), map_location, load_kwargs)
         except Exception as e:  # any failure to read our own copy means: every rank uses the disk
             _snap._warn("in-memory snapshot of step %d unreadable: %s" % (step, e))
             ok = False
         ok = _agreed_max(0 if ok else 1) == 0
-    if region is not None:
-        region.discard_all_but(step if ok else -1)
+    for r in regions:
+        r.discard_all_but(step if ok else -1)
     if not ok:
         return None
     _cadence.restart_from(step)
-    _send("restored source=memory step=%d" % step)
+    # A copy fetched from the buddy: this node held none of this rank's own.
+    from_buddy = held[step][0] is _replica and not own
+    _send("restored source=%s step=%d" % ("buddy" if from_buddy else "memory", step))
     return _snap.Restored(state, step)
 
 

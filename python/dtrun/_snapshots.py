@@ -365,9 +365,12 @@ def _warn(text):
     sys.stderr.flush()
 
 
-def region_from_environment():
-    """The agent's region for this rank, or None (not under dtrun, snapshots off, or unusable: said once)."""
-    fd = os.environ.get("DTRUN_SNAPSHOT_FD", "")
+def region_from_environment(variable="DTRUN_SNAPSHOT_FD"):
+    """The agent's region for this rank, or None (not under dtrun, snapshots off, or unusable: said once).
+
+    DTRUN_SNAPSHOT_REPLICA_FD names the second region of a multi-node job: this rank's snapshots
+    that also live on the buddy node, or were fetched from it; restore() reads both."""
+    fd = os.environ.get(variable, "")
     if not fd:
         return None
     if _xxh is None:
@@ -377,5 +380,5 @@ def region_from_environment():
         return Region(int(fd), job_hash(os.environ.get("TORCHELASTIC_RUN_ID", "")), int(os.environ.get("RANK", "0")),
                       int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     except (ValueError, OSError, SnapshotError) as e:
-        _warn("DTRUN_SNAPSHOT_FD=%s: %s; training without in-memory snapshots" % (fd, e))
+        _warn("%s=%s: %s; training without in-memory snapshots" % (variable, fd, e))
         return None

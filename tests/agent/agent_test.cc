@@ -49,7 +49,7 @@ class ScriptedRounds : public rdzv::RoundSource {
     v.phase = rdzv::JobPhase::kRunning;
     v.round = round;
     v.role = rdzv::NodeRole::kMember;
-    v.assignment = rdzv::Assignment{round, 0, 1, 0, nproc_, "127.0.0.1", 1};
+    v.assignment = rdzv::Assignment{round, 0, 1, 0, nproc_, "127.0.0.1", 1, "", 0};
     Post(v);
   }
   void Over(rdzv::JobPhase phase, std::vector<rdzv::FailureInfo> failures = {}) {

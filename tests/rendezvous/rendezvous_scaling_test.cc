@@ -48,7 +48,7 @@ Cost PerCall(const RendezvousState& s, int calls, Fn fn) {
 // Host names long enough that every node id is a heap string at both sizes (short ones fit in
 // std::string's inline buffer at 1,000 nodes and not at 8,000, which would count as growth).
 NodeInfo Node(int i, int rank) {
-  return NodeInfo{"gpu-node-" + std::to_string(i), 8, "10.0.0." + std::to_string(i % 250), 29500, rank};
+  return NodeInfo{"gpu-node-" + std::to_string(i), 8, "10.0.0." + std::to_string(i % 250), 29500, rank, "", 0};
 }
 
 std::vector<FailureInfo> OneFailure() {

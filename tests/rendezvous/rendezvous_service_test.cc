@@ -31,7 +31,7 @@ class RendezvousServiceTest : public ::testing::Test {
     o.token = token;
     return std::move(RendezvousClient::Create(o).value());
   }
-  static NodeInfo Node(int rank) { return NodeInfo{"h" + std::to_string(rank), 1, "127.0.0.1", 1, rank}; }
+  static NodeInfo Node(int rank) { return NodeInfo{"h" + std::to_string(rank), 1, "127.0.0.1", 1, rank, "", 0}; }
 
   RendezvousOptions options_;
   std::unique_ptr<RendezvousServer> server_;

@@ -28,7 +28,7 @@ class RendezvousStateTest : public ::testing::Test {
     return o;
   }
   static NodeInfo Node(const std::string& host, int rank = -1, int nproc = 2) {
-    return NodeInfo{host, nproc, host + "-addr", 1000 + std::max(rank, 0), rank};
+    return NodeInfo{host, nproc, host + "-addr", 1000 + std::max(rank, 0), rank, "", 0};
   }
   std::string MustJoin(RendezvousState& s, const NodeInfo& n) {
     auto id = s.Join(n, now_);
@@ -249,6 +249,45 @@ TEST_F(RendezvousStateTest, ElasticSpareWaitsAndIsPromotedWhenAMemberIsLost) {
   ASSERT_TRUE(v.assignment.has_value());
   EXPECT_EQ(v.assignment->group_rank, 1);
   EXPECT_EQ(s.View(a)->assignment->group_rank, 0);
+}
+
+// A spare takes the lost node's group rank and the survivors keep theirs: their ranks, and the
+// in-memory snapshots that belong to those ranks, stay where they are.
+TEST_F(RendezvousStateTest, ElasticSpareTakesTheLostNodesGroupRankAndTheOthersKeepTheirs) {
+  RendezvousState s(Elastic(3, 3), now_);
+  std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b")), c = MustJoin(s, Node("c"));
+  std::string spare = MustJoin(s, Node("spare"));
+  ASSERT_EQ(s.View(b)->assignment->group_rank, 1);
+  ASSERT_TRUE(s.Leave(a, now_).ok());  // group rank 0 lost: in join order b would take it
+  EXPECT_EQ(s.View(b)->assignment->group_rank, 1);
+  EXPECT_EQ(s.View(c)->assignment->group_rank, 2);
+  EXPECT_EQ(s.View(spare)->assignment->group_rank, 0);
+  EXPECT_EQ(s.View(spare)->assignment->rank_offset, 0);
+  EXPECT_EQ(s.View(b)->assignment->master_addr, "spare-addr");  // the store follows group rank 0
+}
+
+// Each member's buddy is the node of the next group rank (the last one's is the first), as that
+// node says it takes copies; a node alone has none.
+TEST_F(RendezvousStateTest, EachMembersBuddyIsTheNextGroupRanksReplicaEndpoint) {
+  RendezvousState s(Static(3), now_);
+  std::vector<std::string> ids;
+  for (int r = 0; r < 3; ++r) {
+    NodeInfo n = Node("h" + std::to_string(r), r);
+    n.replica_addr = "10.0.0." + std::to_string(r);
+    n.replica_port = 7000 + r;
+    ids.push_back(MustJoin(s, n));
+  }
+  for (int r = 0; r < 3; ++r) {
+    const Assignment a = *s.View(ids[r])->assignment;
+    EXPECT_EQ(a.buddy_addr, "10.0.0." + std::to_string((r + 1) % 3));
+    EXPECT_EQ(a.buddy_port, 7000 + (r + 1) % 3);
+  }
+  RendezvousState alone(Static(1), now_);
+  NodeInfo n = Node("solo", 0);
+  n.replica_addr = "10.0.0.9";
+  n.replica_port = 7009;
+  std::string id = MustJoin(alone, n);
+  EXPECT_EQ(alone.View(id)->assignment->buddy_addr, "");
 }
 
 TEST_F(RendezvousStateTest, ElasticContinuesWithFewerNodesWhileAtLeastMin) {

@@ -72,7 +72,7 @@ TEST(GrpcRoundSourceTest, AFailureReportReturnsAtOnceAndIsRetriedUntilTheService
   auto client = RendezvousClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
   std::unique_ptr<GrpcRoundSource> source = GrpcRoundSource::Start(
-      std::move(*client), NodeInfo{"h0", 1, "127.0.0.1", 1, -1}, std::chrono::steady_clock::now() + seconds(20));
+      std::move(*client), NodeInfo{"h0", 1, "127.0.0.1", 1, -1, "", 0}, std::chrono::steady_clock::now() + seconds(20));
   {
     absl::MutexLock lock(&service.mu);
     ASSERT_TRUE(service.mu.AwaitWithTimeout(absl::Condition(&service.joined), absl::Seconds(20)));

@@ -1,0 +1,306 @@
+#include "agent/replicator.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "replica/replica_schedule.h"
+#include "snapshot/snapshot_region.h"
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Megabytes(uint64_t bytes) { return absl::StrCat(bytes / 100000 / 10.0, " MB"); }
+
+// The complete snapshots of `rank` in a job of `world_size` in the region behind `fd`, newest first.
+std::vector<snapshot::SlotHeader> SnapshotsOf(int fd, uint64_t job, int64_t rank, int64_t world_size) {
+  std::vector<snapshot::SlotHeader> out;
+  if (fd < 0) return out;
+  for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(fd)) {
+    if (h.ok() && h->job == job && h->rank == rank && h->world_size == world_size) out.push_back(*h);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  return out;
+}
+
+// Copies `payload` into a slot of `region` chosen as a writer would choose it, and completes it
+// only if the copy matches `header`'s checksum.
+absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& header, const char* payload) {
+  std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
+  for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region.Header(s));
+  const int slot = snapshot::SlotToWrite(headers, header.step);
+  region.Invalidate(slot);
+  if (header.payload_bytes > region.layout().PayloadCapacity()) {
+    return absl::ResourceExhaustedError(absl::StrCat("a snapshot of ", Megabytes(header.payload_bytes),
+                                                     " does not fit this node's --snapshot-memory"));
+  }
+  if (absl::Status st = region.Reserve(slot, header.payload_bytes); !st.ok()) return st;
+  std::memcpy(region.Payload(slot), payload, header.payload_bytes);
+  if (absl::Status st = region.Verify(slot, header); !st.ok()) {
+    region.Invalidate(slot);
+    return st;
+  }
+  region.Commit(slot, header);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store, uint64_t job)
+    : r_(std::move(replication)), store_(store), job_(job),
+      event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  pinned_.assign(store_.nproc(), -1);
+  pushed_.assign(store_.nproc(), -1);
+  pushing_.assign(store_.nproc(), -1);
+  pinner_ = std::thread([this] { PinLoop(); });
+  pusher_ = std::thread([this] { PushLoop(); });
+}
+
+Replicator::~Replicator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (channel_) channel_->Cancel();
+  }
+  pinner_.join();
+  pusher_.join();
+  if (fetcher_.joinable()) fetcher_.join();
+}
+
+void Replicator::Drain() {
+  uint64_t n;
+  while (::read(event_fd_.get(), &n, sizeof(n)) == sizeof(n)) {
+  }
+}
+
+void Replicator::OnSnapshot() {
+  absl::MutexLock lock(&mu_);
+  dirty_ = true;
+}
+
+std::vector<std::string> Replicator::TakeFetchNotes() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(fetch_notes_, {});
+}
+
+std::string Replicator::buddy() const {
+  absl::MutexLock lock(&mu_);
+  return round_.buddy_host.empty() ? "" : absl::StrCat(round_.buddy_host, ":", round_.buddy_port);
+}
+
+int64_t Replicator::pinned_step(int local_rank) const {
+  absl::MutexLock lock(&mu_);
+  return local_rank >= 0 && local_rank < static_cast<int>(pinned_.size()) ? pinned_[local_rank] : -1;
+}
+
+bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const {
+  return !SnapshotsOf(store_.fd(local_rank), job_, rank, world_size).empty() ||
+         !SnapshotsOf(store_.replica_fd(local_rank), job_, rank, world_size).empty();
+}
+
+std::shared_ptr<replica::BuddyChannel> Replicator::ChannelFor(const Round& round) {
+  if (round.buddy_host.empty()) return nullptr;
+  const std::string endpoint = absl::StrCat(round.buddy_host, ":", round.buddy_port);
+  if (!channel_ || channel_endpoint_ != endpoint) {
+    channel_ = r_.connect(round.buddy_host, round.buddy_port);
+    channel_endpoint_ = endpoint;
+  }
+  return channel_;
+}
+
+bool Replicator::ReadyFor(const rdzv::Assignment& a) {
+  absl::MutexLock lock(&mu_);
+  if (a.round == fetched_round_) return true;
+  if (fetching_) return false;  // an earlier round's fetch: it ends within its timeout
+  round_ = Round{a.round, a.rank_offset, a.world_size, a.buddy_addr, a.buddy_port};
+  // A new round may have gone back past what was pinned: pins start over from its snapshots.
+  pinned_.assign(store_.nproc(), -1);
+  pushed_.assign(store_.nproc(), -1);
+  std::shared_ptr<replica::BuddyChannel> channel = ChannelFor(round_);
+  dirty_ = true;
+  std::vector<int> missing;
+  for (int lr = 0; lr < store_.nproc(); ++lr) {
+    if (!HoldsSnapshot(lr, a.rank_offset + lr, a.world_size)) missing.push_back(lr);
+  }
+  if (missing.empty() || !channel) {
+    fetched_round_ = a.round;
+    return true;
+  }
+  fetching_ = true;
+  if (fetcher_.joinable()) fetcher_.join();  // finished: fetching_ was false
+  fetcher_ = std::thread([this, round = round_, missing, channel] { Fetch(round, missing, channel); });
+  return false;
+}
+
+void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel) {
+  std::vector<std::string> notes;
+  const std::string from = absl::StrCat(round.buddy_host, ":", round.buddy_port);
+  for (int lr : local_ranks) {
+    const int64_t rank = round.rank_offset + lr;
+    absl::StatusOr<std::vector<replica::Copy>> copies = channel->Fetch(rank, round.world_size, r_.fetch_timeout);
+    if (!copies.ok()) {
+      notes.push_back(absl::StrCat("rank ", rank, ": no buddy copy (", copies.status().message(), ")"));
+      continue;
+    }
+    if (copies->empty()) {
+      notes.push_back(absl::StrCat("rank ", rank, ": the buddy ", from, " holds no copy of it"));
+      continue;
+    }
+    absl::MutexLock regions(&regions_mu_);
+    absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store_.replica_fd(lr));
+    if (!region.ok()) {
+      notes.push_back(absl::StrCat("rank ", rank, ": ", region.status().message()));
+      continue;
+    }
+    std::vector<std::string> steps;
+    uint64_t bytes = 0;
+    for (auto it = copies->rbegin(); it != copies->rend(); ++it) {  // oldest first: the newest stays
+      if (absl::Status st = Place(*region, it->header, it->payload.data()); !st.ok()) {
+        notes.push_back(absl::StrCat("rank ", rank, ": the buddy's copy of step ", it->header.step, ": ", st.message()));
+        continue;
+      }
+      steps.push_back(absl::StrCat(it->header.step));
+      bytes += it->payload.size();
+    }
+    if (!steps.empty()) {
+      std::reverse(steps.begin(), steps.end());
+      notes.push_back(absl::StrCat("rank ", rank, ": fetched the buddy copies of step ", absl::StrJoin(steps, ", "), " (",
+                                   Megabytes(bytes), ") from ", from));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  fetching_ = false;
+  fetched_round_ = std::max(fetched_round_, round.round);
+  fetch_notes_ = std::move(notes);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(event_fd_.get(), &one, sizeof(one));
+}
+
+bool Replicator::Pace(double seconds) {
+  const double pause = seconds * (1.0 / std::clamp(r_.duty, 0.001, 1.0) - 1.0);
+  absl::MutexLock lock(&mu_);
+  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(pause));
+  return !stopping_;
+}
+
+void Replicator::PinLoop() {
+  for (;;) {
+    Round round;
+    {
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || dirty_; };
+      mu_.Await(absl::Condition(&woken));
+      if (stopping_) return;
+      dirty_ = false;
+      round = round_;
+    }
+    if (round.round < 0 || round.buddy_host.empty()) continue;
+    bool pinned = false;
+    for (int lr = 0; lr < store_.nproc(); ++lr) pinned |= Pin(lr, round);
+    if (pinned) {
+      absl::MutexLock lock(&mu_);
+      push_due_ = true;
+    }
+  }
+}
+
+void Replicator::PushLoop() {
+  for (;;) {
+    Round round;
+    std::shared_ptr<replica::BuddyChannel> channel;
+    {
+      absl::MutexLock lock(&mu_);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || push_due_; };
+      mu_.Await(absl::Condition(&woken));
+      if (stopping_) return;
+      push_due_ = false;
+      round = round_;
+      channel = channel_;
+    }
+    if (round.round < 0 || !channel) continue;
+    for (int lr = 0; lr < store_.nproc(); ++lr) Push(lr, round, channel.get());
+  }
+}
+
+bool Replicator::Pin(int local_rank, const Round& round) {
+  const int64_t rank = round.rank_offset + local_rank;
+  std::vector<snapshot::SlotHeader> mine = SnapshotsOf(store_.fd(local_rank), job_, rank, round.world_size);
+  if (mine.empty() || mine[0].attempt != round.round) return false;  // nothing new since the round began
+  const snapshot::SlotHeader newest = mine[0];
+  if (!replica::CrossesBoundary(newest.step, mine.size() > 1 ? mine[1].step : -1, r_.every)) return false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (newest.step <= pinned_[local_rank] || stopping_) return false;
+  }
+  absl::StatusOr<snapshot::MappedRegion> source = snapshot::MappedRegion::Map(store_.fd(local_rank));
+  absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
+  if (!source.ok() || !pinned.ok()) return false;
+  int from = -1;
+  for (int s = 0; s < snapshot::kSlots; ++s) {
+    absl::StatusOr<snapshot::SlotHeader> h = source->Header(s);
+    if (h.ok() && h->step == newest.step && h->payload_hash == newest.payload_hash) from = s;
+  }
+  if (from < 0) return false;  // rewritten meanwhile: the next report brings the newer one
+  absl::MutexLock regions(&regions_mu_);
+  std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
+  for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(pinned->Header(s));
+  {
+    absl::MutexLock lock(&mu_);
+    // The push lags by two boundaries: keep the copy in flight, skip this one.
+    if (snapshot::SlotToWrite(headers, newest.step) == pushing_[local_rank]) return false;
+    pinned_[local_rank] = newest.step;
+  }
+  if (absl::Status st = Place(*pinned, newest, source->Payload(from)); !st.ok()) {
+    spdlog::debug("rank {}: snapshot of step {} not pinned for the buddy: {}", rank, newest.step, std::string(st.message()));
+    return false;
+  }
+  return true;
+}
+
+void Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel* channel) {
+  const int64_t rank = round.rank_offset + local_rank;
+  absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
+  if (!pinned.ok()) return;
+  int slot = -1;
+  snapshot::SlotHeader header;
+  {
+    absl::MutexLock regions(&regions_mu_);
+    for (int s = 0; s < snapshot::kSlots; ++s) {
+      absl::StatusOr<snapshot::SlotHeader> h = pinned->Header(s);
+      if (h.ok() && h->job == job_ && h->rank == rank && h->world_size == round.world_size &&
+          (slot < 0 || h->step > header.step)) {
+        slot = s;
+        header = *h;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (slot < 0 || header.step <= pushed_[local_rank] || stopping_) return;
+    pushed_[local_rank] = header.step;
+    pushing_[local_rank] = slot;
+  }
+  absl::StatusOr<int64_t> kept = channel->Push(header, absl::string_view(pinned->Payload(slot), header.payload_bytes),
+                                               [this](double s) { return Pace(s); });
+  bool first = false;
+  {
+    absl::MutexLock lock(&mu_);
+    pushing_[local_rank] = -1;
+    first = kept.ok() && !confirmed_.count(rank);
+    if (kept.ok()) confirmed_.insert(rank);
+  }
+  if (first) spdlog::info("rank {}: the buddy {}:{} holds a copy of its snapshot of step {} ({})", rank,
+                          round.buddy_host, round.buddy_port, header.step, Megabytes(header.payload_bytes));
+  if (!kept.ok() && !absl::IsCancelled(kept.status())) {
+    spdlog::warn("rank {}: the copy of step {} did not reach the buddy: {}; the buddy keeps its older copy", rank,
+                 header.step, std::string(kept.status().message()));
+  }
+}
+
+}  // namespace dtrun

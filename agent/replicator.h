@@ -1,0 +1,108 @@
+// Buddy copies (docs/DESIGN.md, "Buddy copies"): the agent's component that copies this node's
+// snapshots to its buddy (the node of the next group rank) and, at a round start, fetches the
+// copies of ranks this node took over without holding their snapshots.
+//
+// Which snapshots travel: those whose step crosses a multiple of `every` since the rank's previous
+// snapshot. The ranks of a job snapshot the same steps, so every node pins the same steps in its
+// replica region (the newest two: the worker's own region keeps changing) as soon as they exist,
+// and pushes the newest pinned one to the buddy in chunks, paced to a duty cycle so that
+// replication lags rather than slows training. While a push keeps up (it ends before the next
+// boundary but one), the buddy's newest copy is one that every surviving node still has pinned,
+// so a restore finds a step every rank holds; otherwise the job falls back to disk, and says so.
+// The event loop never waits on the network: pinning, pushing and fetching run on threads of
+// their own, and a fetch's end is an event on event_fd().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "agent/snapshot_store.h"
+#include "base/unique_fd.h"
+#include "rendezvous/rendezvous_state.h"
+#include "replica/replica_keeper.h"
+#include "replica/replica_transport.h"
+
+namespace dtrun {
+
+struct BuddyReplication {
+  std::shared_ptr<replica::ReplicaKeeper> keeper;  // copies kept for other nodes
+  std::unique_ptr<replica::ReplicaServer> server;  // serving `keeper`
+  // Opens a channel to a buddy's replica endpoint.
+  std::function<std::unique_ptr<replica::BuddyChannel>(const std::string& host, int port)> connect;
+  int every = 10;        // copy the snapshots that cross a multiple of this many steps
+  double duty = 0.03;    // the share of wall time the sender may spend sending
+  std::chrono::milliseconds fetch_timeout{30000};
+};
+
+class Replicator {
+ public:
+  Replicator(BuddyReplication replication, const SnapshotStore& store, uint64_t job);
+  ~Replicator();
+
+  // Readable when a fetch has finished (Drain clears it).
+  int event_fd() const { return event_fd_.get(); }
+  void Drain();
+  // Whether the workers of `a` may start now. Starts fetching (once per round) the buddy's copies
+  // of the ranks for which this node holds no snapshot, and says false until that fetch is done.
+  bool ReadyFor(const rdzv::Assignment& a);
+  // A worker reported a snapshot: the sender looks at the regions again.
+  void OnSnapshot();
+  // What the last fetch did, one line per rank (for the console and the event log); taken once.
+  std::vector<std::string> TakeFetchNotes();
+  // "10.0.0.3:7001" or "" (none).
+  std::string buddy() const;
+  // The newest step this node pinned (and copied) for `local_rank` (-1: none).
+  int64_t pinned_step(int local_rank) const;
+
+ private:
+  struct Round {
+    int64_t round = -1;
+    int rank_offset = 0;
+    int world_size = 0;
+    std::string buddy_host;
+    int buddy_port = 0;
+  };
+  void PinLoop();
+  void PushLoop();
+  // Copies the rank's newest snapshot into its replica region if it crosses a boundary. True if
+  // it did.
+  bool Pin(int local_rank, const Round& round);
+  void Push(int local_rank, const Round& round, replica::BuddyChannel* channel);
+  void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
+  bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
+  std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round);
+  bool Pace(double seconds);  // sleeps to keep the duty cycle; false when stopping
+
+  BuddyReplication r_;
+  const SnapshotStore& store_;
+  const uint64_t job_;
+  UniqueFd event_fd_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;       // a worker wrote a snapshot
+  bool push_due_ ABSL_GUARDED_BY(mu_) = false;    // a pin is newer than what the buddy has
+  Round round_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<replica::BuddyChannel> channel_ ABSL_GUARDED_BY(mu_);
+  std::string channel_endpoint_ ABSL_GUARDED_BY(mu_);
+  int64_t fetched_round_ ABSL_GUARDED_BY(mu_) = -1;  // fetch done (or not needed) for this round
+  bool fetching_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> fetch_notes_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> pinned_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest pinned step
+  std::vector<int64_t> pushed_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest step pushed (or tried)
+  std::vector<int> pushing_ ABSL_GUARDED_BY(mu_);     // by local rank: the replica slot being pushed (-1)
+  std::set<int64_t> confirmed_ ABSL_GUARDED_BY(mu_);  // ranks whose first copy reached the buddy (said once)
+  absl::Mutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
+  std::thread pinner_;
+  std::thread pusher_;
+  std::thread fetcher_;
+};
+
+}  // namespace dtrun

@@ -1,0 +1,252 @@
+#include "replica/replica_grpc.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rendezvous/grpc_log.h"
+#include "rendezvous/wire.h"
+
+namespace dtrun::replica {
+namespace {
+
+using Clock = std::chrono::system_clock;  // gRPC's deadlines take the system clock
+namespace v1 = rdzv::v1;
+
+void ToWire(const snapshot::SlotHeader& h, v1::ReplicaHeader* out) {
+  out->set_job(h.job);
+  out->set_rank(h.rank);
+  out->set_world_size(h.world_size);
+  out->set_step(h.step);
+  out->set_attempt(h.attempt);
+  out->set_payload_bytes(h.payload_bytes);
+  out->set_payload_hash(h.payload_hash);
+  out->set_unix_ms(h.unix_ms);
+}
+
+snapshot::SlotHeader FromWire(const v1::ReplicaHeader& h) {
+  return snapshot::SlotHeader{h.job(), h.rank(), h.world_size(), h.step(), h.attempt(),
+                              h.payload_bytes(), h.payload_hash(), h.unix_ms()};
+}
+
+std::string Endpoint(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+// Writes `copy` as chunks: the header with the first.
+bool WriteCopy(const Copy& copy, grpc::ServerWriter<v1::ReplicaChunk>* writer) {
+  size_t offset = 0;
+  do {
+    v1::ReplicaChunk chunk;
+    if (offset == 0) ToWire(copy.header, chunk.mutable_header());
+    const size_t n = std::min(kChunkBytes, copy.payload.size() - offset);
+    chunk.set_data(copy.payload.data() + offset, n);
+    offset += n;
+    if (!writer->Write(chunk)) return false;
+  } while (offset < copy.payload.size());
+  return true;
+}
+
+class Service final : public v1::Replica::Service {
+ public:
+  Service(rdzv::ClientOptions job, std::shared_ptr<ReplicaKeeper> keeper) : job_(std::move(job)), keeper_(std::move(keeper)) {}
+
+  grpc::Status Push(grpc::ServerContext*, grpc::ServerReader<v1::ReplicaChunk>* reader,
+                    v1::PushResponse* response) override {
+    v1::ReplicaChunk chunk;
+    if (!reader->Read(&chunk)) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an empty snapshot copy");
+    if (absl::Status st = rdzv::CheckJobCredentials(chunk.auth(), job_.run_id, job_.token); !st.ok()) {
+      return rdzv::ToGrpc(st);
+    }
+    if (!chunk.has_header()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a snapshot copy without its header");
+    CopyAssembler copy(keeper_->job(), keeper_->max_payload_bytes());
+    if (absl::Status st = copy.Begin(FromWire(chunk.header())); !st.ok()) return rdzv::ToGrpc(st);
+    do {
+      if (absl::Status st = copy.Add(chunk.data()); !st.ok()) return rdzv::ToGrpc(st);
+    } while (reader->Read(&chunk));
+    absl::StatusOr<Copy> done = copy.Finish();
+    if (!done.ok()) return rdzv::ToGrpc(done.status());
+    response->set_kept_step(keeper_->Keep(std::move(*done)));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Fetch(grpc::ServerContext*, const v1::FetchRequest* request,
+                     grpc::ServerWriter<v1::ReplicaChunk>* writer) override {
+    if (absl::Status st = rdzv::CheckJobCredentials(request->auth(), job_.run_id, job_.token); !st.ok()) {
+      return rdzv::ToGrpc(st);
+    }
+    for (const CopyPtr& copy : keeper_->Copies(request->rank(), request->world_size())) {
+      if (!WriteCopy(*copy, writer)) return grpc::Status(grpc::StatusCode::CANCELLED, "the fetching node went away");
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const rdzv::ClientOptions job_;
+  std::shared_ptr<ReplicaKeeper> keeper_;
+};
+
+class Server final : public ReplicaServer {
+ public:
+  Server(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server, int port)
+      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  ~Server() override { server_->Shutdown(Clock::now() + std::chrono::seconds(1)); }
+  int port() const override { return port_; }
+
+ private:
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_;
+};
+
+class Channel final : public BuddyChannel {
+ public:
+  Channel(const std::string& endpoint, const rdzv::ClientOptions& job, uint64_t job_hash, uint64_t max_payload_bytes)
+      : endpoint_(endpoint), job_hash_(job_hash), max_payload_bytes_(max_payload_bytes) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(2 * kChunkBytes + 4096);
+    stub_ = v1::Replica::NewStub(grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args));
+    auth_.set_run_id(job.run_id);
+    auth_.set_token(job.token);
+    auth_.set_protocol_version(rdzv::kProtocolVersion);
+  }
+
+  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, absl::string_view payload,
+                               const std::function<bool(double)>& pace) override {
+    grpc::ClientContext ctx;
+    // Paced sending takes long by design; a buddy that stops reading must still end it.
+    ctx.set_deadline(Clock::now() + std::chrono::seconds(60 + payload.size() / (1 << 20)));
+    if (!Begin(&ctx)) return Cancelled();
+    v1::PushResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::ReplicaChunk>> writer = stub_->Push(&ctx, &response);
+    size_t offset = 0;
+    bool sent = true;
+    do {
+      v1::ReplicaChunk chunk;
+      if (offset == 0) {
+        *chunk.mutable_auth() = auth_;
+        ToWire(header, chunk.mutable_header());
+      }
+      const size_t n = std::min(kChunkBytes, payload.size() - offset);
+      chunk.set_data(payload.data() + offset, n);
+      offset += n;
+      const Clock::time_point start = Clock::now();
+      sent = writer->Write(chunk);
+      if (sent && !pace(std::chrono::duration<double>(Clock::now() - start).count())) {
+        ctx.TryCancel();
+        sent = false;
+      }
+    } while (sent && offset < payload.size());
+    if (sent) writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    End(&ctx);
+    if (!st.ok()) return Named(rdzv::FromGrpc(st));
+    return response.kept_step();
+  }
+
+  absl::StatusOr<std::vector<Copy>> Fetch(int64_t rank, int64_t world_size, std::chrono::milliseconds timeout) override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Clock::now() + timeout);
+    if (!Begin(&ctx)) return Cancelled();
+    v1::FetchRequest request;
+    *request.mutable_auth() = auth_;
+    request.set_rank(rank);
+    request.set_world_size(world_size);
+    std::unique_ptr<grpc::ClientReader<v1::ReplicaChunk>> reader = stub_->Fetch(&ctx, request);
+    std::vector<Copy> copies;
+    CopyAssembler copy(job_hash_, max_payload_bytes_);
+    absl::Status bad;
+    auto finish = [&] {
+      absl::StatusOr<Copy> done = copy.Finish();
+      if (!done.ok()) return done.status();
+      if (done->header.rank != rank || done->header.world_size != world_size) {
+        return absl::DataLossError(absl::StrCat("the buddy sent a copy of rank ", done->header.rank, " for rank ", rank));
+      }
+      copies.push_back(std::move(*done));
+      return absl::OkStatus();
+    };
+    v1::ReplicaChunk chunk;
+    while (bad.ok() && reader->Read(&chunk)) {
+      if (chunk.has_header()) {
+        if (copy.started()) bad = finish();
+        if (bad.ok() && copies.size() >= ReplicaKeeper::kCopiesPerRank) bad = absl::OutOfRangeError("the buddy sent more copies than it keeps");
+        if (bad.ok()) bad = copy.Begin(FromWire(chunk.header()));
+      }
+      if (bad.ok()) bad = copy.Add(chunk.data());
+    }
+    if (!bad.ok()) ctx.TryCancel();
+    grpc::Status st = reader->Finish();
+    End(&ctx);
+    if (!bad.ok()) return Named(bad);
+    if (!st.ok()) return Named(rdzv::FromGrpc(st));
+    if (copy.started()) {
+      if (absl::Status last = finish(); !last.ok()) return Named(last);
+    }
+    return copies;
+  }
+
+  void Cancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (in_flight_) in_flight_->TryCancel();
+  }
+
+ private:
+  bool Begin(grpc::ClientContext* ctx) {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) return false;
+    in_flight_ = ctx;
+    return true;
+  }
+  void End(grpc::ClientContext*) {
+    absl::MutexLock lock(&mu_);
+    in_flight_ = nullptr;
+  }
+  absl::Status Cancelled() const { return absl::CancelledError("shutting down"); }
+  absl::Status Named(const absl::Status& st) const {
+    return absl::Status(st.code(), absl::StrCat("buddy ", endpoint_, ": ", st.message()));
+  }
+
+  const std::string endpoint_;
+  const uint64_t job_hash_;
+  const uint64_t max_payload_bytes_;
+  std::unique_ptr<v1::Replica::Stub> stub_;
+  v1::Credentials auth_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* in_flight_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReplicaServer>> StartReplicaServer(const std::string& host, int port,
+                                                                 const rdzv::ClientOptions& job,
+                                                                 std::shared_ptr<ReplicaKeeper> keeper) {
+  rdzv::RouteGrpcLogs();
+  auto service = std::make_unique<Service>(job, std::move(keeper));
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(2 * kChunkBytes + 4096);
+  int selected = 0;
+  const std::string addr = Endpoint(host, port);
+  builder.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || selected == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve buddy copies on ", addr, " (address in use or not on this host)"));
+  }
+  return std::unique_ptr<ReplicaServer>(new Server(std::move(service), std::move(server), selected));
+}
+
+std::unique_ptr<BuddyChannel> ConnectBuddy(const std::string& host, int port, const rdzv::ClientOptions& job,
+                                           uint64_t job_hash, uint64_t max_payload_bytes) {
+  rdzv::RouteGrpcLogs();
+  return std::make_unique<Channel>(Endpoint(host, port), job, job_hash, max_payload_bytes);
+}
+
+}  // namespace dtrun::replica

@@ -1,0 +1,80 @@
+// Buddy copies over real gRPC on loopback: a pushed copy is kept and fetched back whole; the
+// wrong token, a corrupted copy and a dead buddy are refused with a message.
+#include "replica/replica_grpc.h"
+
+#include "gtest/gtest.h"
+
+namespace dtrun::replica {
+namespace {
+
+constexpr uint64_t kJob = 7;
+
+snapshot::SlotHeader HeaderOf(int64_t rank, int64_t step, const std::string& payload) {
+  return snapshot::SlotHeader{kJob, rank, 2, step, 0, payload.size(),
+                              snapshot::PayloadHash(payload.data(), payload.size()), 0};
+}
+
+class ReplicaGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_.run_id = "job";
+    job_.token = "secret";
+    keeper_ = std::make_shared<ReplicaKeeper>(kJob, 64 << 20, 4);
+    absl::StatusOr<std::unique_ptr<ReplicaServer>> s = StartReplicaServer("127.0.0.1", 0, job_, keeper_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+  }
+  std::unique_ptr<BuddyChannel> Connect(const std::string& token = "secret") {
+    rdzv::ClientOptions job = job_;
+    job.token = token;
+    return ConnectBuddy("127.0.0.1", server_->port(), job, kJob, 64 << 20);
+  }
+  static bool NoPause(double) { return true; }
+  rdzv::ClientOptions job_;
+  std::shared_ptr<ReplicaKeeper> keeper_;
+  std::unique_ptr<ReplicaServer> server_;
+};
+
+TEST_F(ReplicaGrpcTest, APushedCopyIsKeptAndFetchedBackWhole) {
+  std::string payload(3 * kChunkBytes + 123, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 31);
+  std::unique_ptr<BuddyChannel> buddy = Connect();
+  int chunks = 0;
+  absl::StatusOr<int64_t> kept = buddy->Push(HeaderOf(1, 12, payload), payload, [&](double) { return ++chunks > 0; });
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, 12);
+  EXPECT_EQ(chunks, 4);
+  ASSERT_TRUE(buddy->Push(HeaderOf(1, 14, "newer"), "newer", NoPause).ok());
+  absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(1, 2, std::chrono::seconds(10));
+  ASSERT_TRUE(copies.ok()) << copies.status();
+  ASSERT_EQ(copies->size(), 2u);
+  EXPECT_EQ((*copies)[0].header.step, 14);
+  EXPECT_EQ((*copies)[1].header.step, 12);
+  EXPECT_EQ((*copies)[1].payload, payload);
+  absl::StatusOr<std::vector<Copy>> none = buddy->Fetch(0, 2, std::chrono::seconds(10));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(ReplicaGrpcTest, RefusesTheWrongTokenAndACorruptedCopy) {
+  absl::StatusOr<int64_t> wrong = Connect("guess")->Push(HeaderOf(0, 1, "x"), "x", NoPause);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated) << wrong.status();
+  EXPECT_EQ(Connect("guess")->Fetch(0, 2, std::chrono::seconds(10)).status().code(), absl::StatusCode::kUnauthenticated);
+  snapshot::SlotHeader h = HeaderOf(0, 1, "payload");
+  absl::StatusOr<int64_t> corrupt = Connect()->Push(h, "pAyload", NoPause);
+  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss) << corrupt.status();
+  EXPECT_NE(corrupt.status().message().find("checksum"), std::string::npos) << corrupt.status();
+  EXPECT_TRUE(keeper_->Copies(0, 2).empty());
+}
+
+TEST_F(ReplicaGrpcTest, ABuddyThatIsGoneIsAnErrorWithinTheTimeout) {
+  const int port = server_->port();
+  server_.reset();
+  std::unique_ptr<BuddyChannel> buddy = ConnectBuddy("127.0.0.1", port, job_, kJob, 64 << 20);
+  absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(0, 2, std::chrono::seconds(2));
+  EXPECT_FALSE(copies.ok());
+  EXPECT_NE(copies.status().message().find("buddy 127.0.0.1"), std::string::npos) << copies.status();
+}
+
+}  // namespace
+}  // namespace dtrun::replica
