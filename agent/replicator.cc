@@ -1,6 +1,8 @@
 #include "agent/replicator.h"
 
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,7 +131,8 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
   for (int lr = 0; lr < store_.nproc(); ++lr) {
     if (!HoldsSnapshot(lr, a.rank_offset + lr, a.world_size)) missing.push_back(lr);
   }
-  if (missing.empty() || !channel) {
+  // Round 0 is a fresh start everywhere: no node holds anything to fetch.
+  if (missing.empty() || !channel || a.round == 0) {
     fetched_round_ = a.round;
     return true;
   }
@@ -202,7 +205,7 @@ void Replicator::PinLoop() {
       dirty_ = false;
       round = round_;
     }
-    if (round.round < 0 || round.buddy_host.empty()) continue;
+      if (round.round < 0 || round.buddy_host.empty()) continue;
     bool pinned = false;
     for (int lr = 0; lr < store_.nproc(); ++lr) pinned |= Pin(lr, round);
     if (pinned) {
@@ -213,6 +216,9 @@ void Replicator::PinLoop() {
 }
 
 void Replicator::PushLoop() {
+  // The lowest priority: on a machine whose cores the training fills, copies wait (replication
+  // lags) instead of taking CPU from the workers.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
   for (;;) {
     Round round;
     std::shared_ptr<replica::BuddyChannel> channel;
@@ -259,7 +265,7 @@ bool Replicator::Pin(int local_rank, const Round& round) {
     pinned_[local_rank] = newest.step;
   }
   if (absl::Status st = Place(*pinned, newest, source->Payload(from)); !st.ok()) {
-    spdlog::debug("rank {}: snapshot of step {} not pinned for the buddy: {}", rank, newest.step, std::string(st.message()));
+      spdlog::debug("rank {}: snapshot of step {} not pinned for the buddy: {}", rank, newest.step, std::string(st.message()));
     return false;
   }
   return true;

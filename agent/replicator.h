@@ -37,7 +37,8 @@ struct BuddyReplication {
   // Opens a channel to a buddy's replica endpoint.
   std::function<std::unique_ptr<replica::BuddyChannel>(const std::string& host, int port)> connect;
   int every = 10;        // copy the snapshots that cross a multiple of this many steps
-  double duty = 0.03;    // the share of wall time the sender may spend sending
+  // The share of wall time the sender may spend sending (it also runs at the lowest priority).
+  double duty = 0.25;
   std::chrono::milliseconds fetch_timeout{30000};
 };
 

@@ -425,5 +425,42 @@ TEST_F(MultiNodeTest, ElasticSpareIsPromotedWhenAMemberDies) {
   EXPECT_TRUE(spare->Wait().has_value());
 }
 
+// A whole node is lost (its dtrun SIGKILLed, its workers with it) in an elastic job with a spare
+// and no shared storage: the spare takes the lost node's ranks and restores them from the copy of
+// their in-memory snapshot that the lost node had pushed to its buddy, and every rank resumes at
+// that step.
+TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
+  Cluster(3);
+  if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string data = TrainingData(), dir = MakeTempDir();
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        cluster_->address(0) + ":29514", "--rdzv-id", "buddy", "--local-addr", cluster_->address(i),
+        "--rdzv-token", "tok", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60",
+        "--max-restarts", "2", "--snapshot-every", "1",
+        // Only the first snapshot travels: the step every rank then restores is known.
+        "--snapshot-buddy-every", "100000",
+        BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1",
+        "--epochs", "6", "-p", "1", "--save-every-minutes", "1000", "--output-dir", dir + "/host" + std::to_string(i)};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv, std::map<std::string, std::string>{});
+  };
+  auto a = elastic(0);
+  auto b = elastic(1);
+  ASSERT_TRUE(b->WaitForOutput("holds a copy of its snapshot of step", seconds(180)))
+      << "host 1:\n" << b->all() << "\nhost 0:\n" << a->all();
+  auto spare = elastic(2);
+  ASSERT_TRUE(spare->WaitForOutput("spare", seconds(60))) << spare->all();
+  ::kill(b->pid(), SIGKILL);
+  EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
+  EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
+  EXPECT_NE(spare->all().find("fetched the buddy copies of step"), std::string::npos) << spare->all();
+  const std::string both = a->all() + spare->all();
+  EXPECT_NE(both.find("resuming from the in-memory snapshot of step"), std::string::npos) << both;
+  EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
+}
+
 }  // namespace
 }  // namespace dtrun::testing

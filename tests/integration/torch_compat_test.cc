@@ -68,7 +68,7 @@ TEST(TorchCompatTest, WorkerEnvironmentMatchesTorchrun) {
                                   // progress reports: the worker's socket, its stacks file, the dtrun module
                                   "DTRUN_PROGRESS_SOCKET", "DTRUN_STACKS_FILE", "PYTHONPATH",
                                   // the agent's in-memory snapshot region for this local rank
-                                  "DTRUN_SNAPSHOT_FD", "DTRUN_SNAPSHOT_EVERY"};
+                                  "DTRUN_SNAPSHOT_FD", "DTRUN_SNAPSHOT_EVERY", "DTRUN_SNAPSHOT_REPLICA_FD"};
   for (int r = 0; r < 2; ++r) {
     auto ours = nlohmann::json::parse(std::ifstream(a + "/" + std::to_string(r) + ".json"));
     auto theirs = nlohmann::json::parse(std::ifstream(b + "/" + std::to_string(r) + ".json"));
