@@ -21,14 +21,21 @@ using Clock = std::chrono::steady_clock;
 
 std::string Megabytes(uint64_t bytes) { return absl::StrCat(bytes / 100000 / 10.0, " MB"); }
 
+struct HeldSnapshot {
+  int slot;
+  snapshot::SlotHeader header;
+};
+
 // The complete snapshots of `rank` in a job of `world_size` in the region behind `fd`, newest first.
-std::vector<snapshot::SlotHeader> SnapshotsOf(int fd, uint64_t job, int64_t rank, int64_t world_size) {
-  std::vector<snapshot::SlotHeader> out;
+std::vector<HeldSnapshot> SnapshotsOf(int fd, uint64_t job, int64_t rank, int64_t world_size) {
+  std::vector<HeldSnapshot> out;
   if (fd < 0) return out;
-  for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(fd)) {
-    if (h.ok() && h->job == job && h->rank == rank && h->world_size == world_size) out.push_back(*h);
+  std::vector<absl::StatusOr<snapshot::SlotHeader>> headers = snapshot::ReadHeaders(fd);
+  for (int s = 0; s < static_cast<int>(headers.size()); ++s) {
+    const absl::StatusOr<snapshot::SlotHeader>& h = headers[s];
+    if (h.ok() && h->job == job && h->rank == rank && h->world_size == world_size) out.push_back({s, *h});
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.header.step > b.header.step; });
   return out;
 }
 
@@ -90,16 +97,6 @@ void Replicator::OnSnapshot() {
 std::vector<std::string> Replicator::TakeFetchNotes() {
   absl::MutexLock lock(&mu_);
   return std::exchange(fetch_notes_, {});
-}
-
-std::string Replicator::buddy() const {
-  absl::MutexLock lock(&mu_);
-  return round_.buddy_host.empty() ? "" : absl::StrCat(round_.buddy_host, ":", round_.buddy_port);
-}
-
-int64_t Replicator::pinned_step(int local_rank) const {
-  absl::MutexLock lock(&mu_);
-  return local_rank >= 0 && local_rank < static_cast<int>(pinned_.size()) ? pinned_[local_rank] : -1;
 }
 
 bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const {
@@ -194,18 +191,19 @@ bool Replicator::Pace(double seconds) {
   return !stopping_;
 }
 
+std::optional<std::pair<Replicator::Round, std::shared_ptr<replica::BuddyChannel>>> Replicator::AwaitWork(bool* due) {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this, due]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || *due; };
+  mu_.Await(absl::Condition(&woken));
+  if (stopping_) return std::nullopt;
+  *due = false;
+  return std::make_pair(round_, channel_);
+}
+
 void Replicator::PinLoop() {
-  for (;;) {
-    Round round;
-    {
-      absl::MutexLock lock(&mu_);
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || dirty_; };
-      mu_.Await(absl::Condition(&woken));
-      if (stopping_) return;
-      dirty_ = false;
-      round = round_;
-    }
-      if (round.round < 0 || round.buddy_host.empty()) continue;
+  while (auto work = AwaitWork(&dirty_)) {
+    const Round& round = work->first;
+    if (round.round < 0 || round.buddy_host.empty()) continue;
     bool pinned = false;
     for (int lr = 0; lr < store_.nproc(); ++lr) pinned |= Pin(lr, round);
     if (pinned) {
@@ -219,18 +217,8 @@ void Replicator::PushLoop() {
   // The lowest priority: on a machine whose cores the training fills, copies wait (replication
   // lags) instead of taking CPU from the workers.
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
-  for (;;) {
-    Round round;
-    std::shared_ptr<replica::BuddyChannel> channel;
-    {
-      absl::MutexLock lock(&mu_);
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || push_due_; };
-      mu_.Await(absl::Condition(&woken));
-      if (stopping_) return;
-      push_due_ = false;
-      round = round_;
-      channel = channel_;
-    }
+  while (auto work = AwaitWork(&push_due_)) {
+    const auto& [round, channel] = *work;
     if (round.round < 0 || !channel) continue;
     for (int lr = 0; lr < store_.nproc(); ++lr) Push(lr, round, channel.get());
   }
@@ -238,10 +226,10 @@ void Replicator::PushLoop() {
 
 bool Replicator::Pin(int local_rank, const Round& round) {
   const int64_t rank = round.rank_offset + local_rank;
-  std::vector<snapshot::SlotHeader> mine = SnapshotsOf(store_.fd(local_rank), job_, rank, round.world_size);
-  if (mine.empty() || mine[0].attempt != round.round) return false;  // nothing new since the round began
-  const snapshot::SlotHeader newest = mine[0];
-  if (!replica::CrossesBoundary(newest.step, mine.size() > 1 ? mine[1].step : -1, r_.every)) return false;
+  std::vector<HeldSnapshot> mine = SnapshotsOf(store_.fd(local_rank), job_, rank, round.world_size);
+  if (mine.empty() || mine[0].header.attempt != round.round) return false;  // nothing new since the round began
+  const snapshot::SlotHeader newest = mine[0].header;
+  if (!replica::CrossesBoundary(newest.step, mine.size() > 1 ? mine[1].header.step : -1, r_.every)) return false;
   {
     absl::MutexLock lock(&mu_);
     if (newest.step <= pinned_[local_rank] || stopping_) return false;
@@ -249,12 +237,6 @@ bool Replicator::Pin(int local_rank, const Round& round) {
   absl::StatusOr<snapshot::MappedRegion> source = snapshot::MappedRegion::Map(store_.fd(local_rank));
   absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
   if (!source.ok() || !pinned.ok()) return false;
-  int from = -1;
-  for (int s = 0; s < snapshot::kSlots; ++s) {
-    absl::StatusOr<snapshot::SlotHeader> h = source->Header(s);
-    if (h.ok() && h->step == newest.step && h->payload_hash == newest.payload_hash) from = s;
-  }
-  if (from < 0) return false;  // rewritten meanwhile: the next report brings the newer one
   absl::MutexLock regions(&regions_mu_);
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(pinned->Header(s));
@@ -264,7 +246,8 @@ bool Replicator::Pin(int local_rank, const Round& round) {
     if (snapshot::SlotToWrite(headers, newest.step) == pushing_[local_rank]) return false;
     pinned_[local_rank] = newest.step;
   }
-  if (absl::Status st = Place(*pinned, newest, source->Payload(from)); !st.ok()) {
+  // A slot the worker rewrote meanwhile fails Place's checksum: the next report brings the newer one.
+  if (absl::Status st = Place(*pinned, newest, source->Payload(mine[0].slot)); !st.ok()) {
       spdlog::debug("rank {}: snapshot of step {} not pinned for the buddy: {}", rank, newest.step, std::string(st.message()));
     return false;
   }
@@ -279,16 +262,12 @@ void Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
   snapshot::SlotHeader header;
   {
     absl::MutexLock regions(&regions_mu_);
-    for (int s = 0; s < snapshot::kSlots; ++s) {
-      absl::StatusOr<snapshot::SlotHeader> h = pinned->Header(s);
-      if (h.ok() && h->job == job_ && h->rank == rank && h->world_size == round.world_size &&
-          (slot < 0 || h->step > header.step)) {
-        slot = s;
-        header = *h;
-      }
-    }
+    std::vector<HeldSnapshot> held = SnapshotsOf(store_.replica_fd(local_rank), job_, rank, round.world_size);
+    if (held.empty()) return;
+    slot = held[0].slot;
+    header = held[0].header;
     absl::MutexLock lock(&mu_);
-    if (slot < 0 || header.step <= pushed_[local_rank] || stopping_) return;
+    if (header.step <= pushed_[local_rank] || stopping_) return;
     pushed_[local_rank] = header.step;
     pushing_[local_rank] = slot;
   }

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <set>
 #include <string>
 #include <thread>
@@ -57,10 +59,6 @@ class Replicator {
   void OnSnapshot();
   // What the last fetch did, one line per rank (for the console and the event log); taken once.
   std::vector<std::string> TakeFetchNotes();
-  // "10.0.0.3:7001" or "" (none).
-  std::string buddy() const;
-  // The newest step this node pinned (and copied) for `local_rank` (-1: none).
-  int64_t pinned_step(int local_rank) const;
 
  private:
   struct Round {
@@ -70,6 +68,8 @@ class Replicator {
     std::string buddy_host;
     int buddy_port = 0;
   };
+  // Waits until `*due` is set (and clears it) or stopping (nullopt); the round and channel then.
+  std::optional<std::pair<Round, std::shared_ptr<replica::BuddyChannel>>> AwaitWork(bool* due);
   void PinLoop();
   void PushLoop();
   // Copies the rank's newest snapshot into its replica region if it crosses a boundary. True if

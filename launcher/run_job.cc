@@ -140,9 +140,10 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
     return std::nullopt;
   }
   BuddyReplication r;
+  const uint64_t job_hash = snapshot::JobHash(a.run_id);
+  const uint64_t cap = a.snapshot_bytes_per_worker / 2;  // one slot of a worker's region
   // Copies for up to twice this node's ranks (a buddy may have more workers), two each.
-  r.keeper = std::make_shared<replica::ReplicaKeeper>(snapshot::JobHash(a.run_id), a.snapshot_bytes_per_worker / 2,
-                                                      std::max(2 * a.nproc_per_node, 8));
+  r.keeper = std::make_shared<replica::ReplicaKeeper>(job_hash, cap, std::max(2 * a.nproc_per_node, 8));
   absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server = grpc.start_replica_server(a.local_addr, 0, job, r.keeper);
   if (!server.ok()) {
     spdlog::warn("{}; training without buddy copies (a lost node's ranks restore from disk)",
@@ -150,9 +151,8 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
     return std::nullopt;
   }
   r.server = std::move(*server);
-  const uint64_t cap = a.snapshot_bytes_per_worker / 2;
-  r.connect = [&grpc, job, cap, hash = snapshot::JobHash(a.run_id)](const std::string& host, int port) {
-    return grpc.connect_buddy(host, port, job, hash, cap);
+  r.connect = [&grpc, job, cap, job_hash](const std::string& host, int port) {
+    return grpc.connect_buddy(host, port, job, job_hash, cap);
   };
   r.every = a.snapshot_buddy_every;
   return r;
