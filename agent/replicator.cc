@@ -68,6 +68,7 @@ Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store,
   pinned_.assign(store_.nproc(), -1);
   pushed_.assign(store_.nproc(), -1);
   pushing_.assign(store_.nproc(), -1);
+  failed_step_.assign(store_.nproc(), -1);
   pinner_ = std::thread([this] { PinLoop(); });
   pusher_ = std::thread([this] { PushLoop(); });
 }
@@ -184,6 +185,8 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
 }
 
 bool Replicator::Pace(double seconds) {
+  // Wall time, so the duty cycle also bounds the share of the network (which the workers'
+  // collectives use) and not only of the CPU.
   const double pause = seconds * (1.0 / std::clamp(r_.duty, 0.001, 1.0) - 1.0);
   absl::MutexLock lock(&mu_);
   auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
@@ -214,14 +217,27 @@ void Replicator::PinLoop() {
 }
 
 void Replicator::PushLoop() {
-  // The lowest priority: on a machine whose cores the training fills, copies wait (replication
-  // lags) instead of taking CPU from the workers.
-  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19);
+  // A low priority: on a machine whose cores the training fills, copies take a small share
+  // (replication lags) instead of an equal one. Not the lowest: at nice 19 a copy can starve for
+  // the whole run, and a node lost then has nothing on its buddy.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+  absl::Duration backoff = r_.first_retry;
   while (auto work = AwaitWork(&push_due_)) {
     const auto& [round, channel] = *work;
     if (round.round < 0 || !channel) continue;
-    for (int lr = 0; lr < store_.nproc(); ++lr) Push(lr, round, channel.get());
+    bool failed = false;
+    for (int lr = 0; lr < store_.nproc(); ++lr) failed |= !Push(lr, round, channel.get());
+    backoff = failed ? RetryLater(backoff) : r_.first_retry;
   }
+}
+
+absl::Duration Replicator::RetryLater(absl::Duration backoff) {
+  absl::MutexLock lock(&mu_);
+  // A newer pin ends the wait early: it is what should travel now.
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || push_due_; };
+  mu_.AwaitWithTimeout(absl::Condition(&woken), backoff);
+  push_due_ = true;
+  return std::min(backoff * 2, kLastRetry);
 }
 
 bool Replicator::Pin(int local_rank, const Round& round) {
@@ -254,23 +270,24 @@ bool Replicator::Pin(int local_rank, const Round& round) {
   return true;
 }
 
-void Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel* channel) {
+bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel* channel) {
   const int64_t rank = round.rank_offset + local_rank;
   absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
-  if (!pinned.ok()) return;
+  if (!pinned.ok()) return true;
   int slot = -1;
   snapshot::SlotHeader header;
   {
     absl::MutexLock regions(&regions_mu_);
     std::vector<HeldSnapshot> held = SnapshotsOf(store_.replica_fd(local_rank), job_, rank, round.world_size);
-    if (held.empty()) return;
+    if (held.empty()) return true;
     slot = held[0].slot;
     header = held[0].header;
     absl::MutexLock lock(&mu_);
-    if (header.step <= pushed_[local_rank] || stopping_) return;
+    if (header.step <= pushed_[local_rank] || stopping_) return true;
     pushed_[local_rank] = header.step;
     pushing_[local_rank] = slot;
   }
+  const Clock::time_point start = Clock::now();
   absl::StatusOr<int64_t> kept = channel->Push(header, absl::string_view(pinned->Payload(slot), header.payload_bytes),
                                                [this](double s) { return Pace(s); });
   bool first = false;
@@ -279,13 +296,22 @@ void Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
     pushing_[local_rank] = -1;
     first = kept.ok() && !confirmed_.count(rank);
     if (kept.ok()) confirmed_.insert(rank);
+    // Not there: the same copy goes again (after a pause) unless a newer one is pinned first.
+    if (!kept.ok() && pushed_[local_rank] == header.step) pushed_[local_rank] = header.step - 1;
   }
-  if (first) spdlog::info("rank {}: the buddy {}:{} holds a copy of its snapshot of step {} ({})", rank,
-                          round.buddy_host, round.buddy_port, header.step, Megabytes(header.payload_bytes));
+  if (first) {
+    spdlog::info("rank {}: the buddy {}:{} holds a copy of its snapshot of step {} ({}, sent in {:.1f} s)", rank,
+                 round.buddy_host, round.buddy_port, header.step, Megabytes(header.payload_bytes),
+                 std::chrono::duration<double>(Clock::now() - start).count());
+  }
   if (!kept.ok() && !absl::IsCancelled(kept.status())) {
-    spdlog::warn("rank {}: the copy of step {} did not reach the buddy: {}; the buddy keeps its older copy", rank,
-                 header.step, std::string(kept.status().message()));
+    // Said once per copy, not once per retry.
+    const auto level = std::exchange(failed_step_[local_rank], header.step) == header.step ? spdlog::level::debug
+                                                                                           : spdlog::level::warn;
+    spdlog::log(level, "rank {}: the copy of step {} did not reach the buddy: {}; the buddy keeps its older copy",
+                rank, header.step, std::string(kept.status().message()));
   }
+  return kept.ok() || absl::IsCancelled(kept.status());
 }
 
 }  // namespace dtrun

@@ -6,9 +6,10 @@
 // snapshot. The ranks of a job snapshot the same steps, so every node pins the same steps in its
 // replica region (the newest two: the worker's own region keeps changing) as soon as they exist,
 // and pushes the newest pinned one to the buddy in chunks, paced to a duty cycle so that
-// replication lags rather than slows training. While a push keeps up (it ends before the next
-// boundary but one), the buddy's newest copy is one that every surviving node still has pinned,
-// so a restore finds a step every rank holds; otherwise the job falls back to disk, and says so.
+// replication lags rather than slows training; a push that fails goes again after a backoff.
+// While a push keeps up (it ends before the next boundary but one), the buddy's newest copy is
+// one that every surviving node still has pinned, so a restore finds a step every rank holds;
+// otherwise the job falls back to disk, and says so.
 // The event loop never waits on the network: pinning, pushing and fetching run on threads of
 // their own, and a fetch's end is an event on event_fd().
 #pragma once
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "agent/snapshot_store.h"
 #include "base/unique_fd.h"
 #include "rendezvous/rendezvous_state.h"
@@ -39,9 +41,11 @@ struct BuddyReplication {
   // Opens a channel to a buddy's replica endpoint.
   std::function<std::unique_ptr<replica::BuddyChannel>(const std::string& host, int port)> connect;
   int every = 10;        // copy the snapshots that cross a multiple of this many steps
-  // The share of wall time the sender may spend sending (it also runs at the lowest priority).
+  // The share of wall time the sender may spend sending (it also runs at a low priority).
   double duty = 0.25;
   std::chrono::milliseconds fetch_timeout{30000};
+  // A push that failed goes again after this, doubling up to 30 s.
+  absl::Duration first_retry = absl::Seconds(1);
 };
 
 class Replicator {
@@ -75,11 +79,17 @@ class Replicator {
   // Copies the rank's newest snapshot into its replica region if it crosses a boundary. True if
   // it did.
   bool Pin(int local_rank, const Round& round);
-  void Push(int local_rank, const Round& round, replica::BuddyChannel* channel);
+  // Sends the rank's newest pinned copy if the buddy lacks it. False if it did not get there.
+  bool Push(int local_rank, const Round& round, replica::BuddyChannel* channel);
+  // After a failed push: waits `backoff` (less if a newer pin comes), marks a push due, and
+  // returns the next backoff.
+  absl::Duration RetryLater(absl::Duration backoff);
   void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
   std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round);
   bool Pace(double seconds);  // sleeps to keep the duty cycle; false when stopping
+
+  static constexpr absl::Duration kLastRetry = absl::Seconds(30);
 
   BuddyReplication r_;
   const SnapshotStore& store_;
@@ -101,6 +111,7 @@ class Replicator {
   std::vector<int> pushing_ ABSL_GUARDED_BY(mu_);     // by local rank: the replica slot being pushed (-1)
   std::set<int64_t> confirmed_ ABSL_GUARDED_BY(mu_);  // ranks whose first copy reached the buddy (said once)
   absl::Mutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
+  std::vector<int64_t> failed_step_;  // the sender thread's own: by local rank, the last step that failed
   std::thread pinner_;
   std::thread pusher_;
   std::thread fetcher_;

@@ -1,0 +1,133 @@
+// The agent's buddy copies without sockets: a fake buddy stands for the Replica service. The
+// first snapshot of a round and those that cross a multiple of `every` travel, and a copy that
+// does not get there goes again until it does.
+#include "agent/replicator.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "snapshot/snapshot_region.h"
+
+namespace dtrun {
+namespace {
+
+const uint64_t kJob = snapshot::JobHash("job");
+
+// What the buddy saw, shared between the test and the channel the replicator owns.
+struct BuddyLog {
+  absl::Mutex mu;
+  int failures_left ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int64_t> attempts ABSL_GUARDED_BY(mu);  // steps, in the order they were sent
+  std::vector<std::string> kept ABSL_GUARDED_BY(mu);
+
+  bool AwaitKept(size_t n) {
+    absl::MutexLock lock(&mu);
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return kept.size() >= n; };
+    return mu.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(60));
+  }
+};
+
+class FakeBuddy : public replica::BuddyChannel {
+ public:
+  explicit FakeBuddy(std::shared_ptr<BuddyLog> log) : log_(std::move(log)) {}
+  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, absl::string_view payload,
+                               const std::function<bool(double)>& pace) override {
+    if (!pace(0.001)) return absl::CancelledError("stopping");
+    absl::MutexLock lock(&log_->mu);
+    log_->attempts.push_back(header.step);
+    if (log_->failures_left > 0) {
+      --log_->failures_left;
+      return absl::UnavailableError("the buddy 10.0.0.2:1 is unreachable");
+    }
+    log_->kept.emplace_back(payload);
+    return header.step;
+  }
+  absl::StatusOr<std::vector<replica::Copy>> Fetch(int64_t, int64_t, std::chrono::milliseconds) override {
+    return std::vector<replica::Copy>{};
+  }
+  void Cancel() override {}
+
+ private:
+  std::shared_ptr<BuddyLog> log_;
+};
+
+// Writes a snapshot of rank 0 (of 2) at `step` into the worker's region, as a worker would.
+void WriteSnapshot(int fd, int64_t step, const std::string& payload) {
+  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(fd);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const int slot = snapshot::SlotToWrite(snapshot::ReadHeaders(fd), step);
+  region->Invalidate(slot);
+  ASSERT_TRUE(region->Reserve(slot, payload.size()).ok());
+  std::memcpy(region->Payload(slot), payload.data(), payload.size());
+  snapshot::SlotHeader h;
+  h.job = kJob;
+  h.rank = 0;
+  h.world_size = 2;
+  h.step = step;
+  h.attempt = 0;
+  h.payload_bytes = payload.size();
+  h.payload_hash = snapshot::PayloadHash(payload.data(), payload.size());
+  region->Commit(slot, h);
+}
+
+class ReplicatorTest : public ::testing::Test {
+ protected:
+  void Start(int failures) {
+    {
+      absl::MutexLock lock(&log_->mu);
+      log_->failures_left = failures;
+    }
+    absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::make_unique<SnapshotStore>(std::move(*store));
+    BuddyReplication r;
+    r.connect = [log = log_](const std::string&, int) { return std::make_unique<FakeBuddy>(log); };
+    r.every = 10;
+    r.duty = 1.0;
+    r.first_retry = absl::Milliseconds(10);
+    replicator_ = std::make_unique<Replicator>(std::move(r), *store_, kJob);
+    rdzv::Assignment a;
+    a.round = 0;
+    a.world_size = 2;
+    a.group_world_size = 2;
+    a.buddy_addr = "10.0.0.2";
+    a.buddy_port = 1;
+    ASSERT_TRUE(replicator_->ReadyFor(a)) << "round 0 fetches nothing";
+  }
+  void Snapshot(int64_t step, const std::string& payload) {
+    WriteSnapshot(store_->fd(0), step, payload);
+    replicator_->OnSnapshot();
+  }
+  std::vector<int64_t> Attempts() {
+    absl::MutexLock lock(&log_->mu);
+    return log_->attempts;
+  }
+
+  std::shared_ptr<BuddyLog> log_ = std::make_shared<BuddyLog>();
+  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<Replicator> replicator_;
+};
+
+TEST_F(ReplicatorTest, TheFirstSnapshotAndThoseCrossingABoundaryTravel) {
+  Start(/*failures=*/0);
+  Snapshot(1, "step one");
+  ASSERT_TRUE(log_->AwaitKept(1));
+  Snapshot(5, "step five");   // crosses no multiple of 10
+  Snapshot(12, "step twelve");  // crosses 10
+  ASSERT_TRUE(log_->AwaitKept(2));
+  EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 12}));
+  absl::MutexLock lock(&log_->mu);
+  EXPECT_EQ(log_->kept, (std::vector<std::string>{"step one", "step twelve"}));
+}
+
+TEST_F(ReplicatorTest, ACopyThatDidNotArriveGoesAgainUntilItDoes) {
+  Start(/*failures=*/2);
+  Snapshot(1, "step one");
+  ASSERT_TRUE(log_->AwaitKept(1)) << "attempts: " << Attempts().size();
+  EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 1, 1}));
+  absl::MutexLock lock(&log_->mu);
+  EXPECT_EQ(log_->kept, (std::vector<std::string>{"step one"}));
+}
+
+}  // namespace
+}  // namespace dtrun
