@@ -63,6 +63,8 @@ status::NodeStatus Agent::BuildNodeStatus(Clock::time_point now) {
   node.time_unix_ms = UnixMillisNow();
   if (!group_) return node;
   if (board_) node.total_steps = board_->total_steps();
+  const Replicator::BuddyView buddy = replicator_ ? replicator_->View() : Replicator::BuddyView{};
+  node.buddy = buddy.endpoint;
   std::vector<pid_t> pids;
   for (const WorkerGroup::Worker& w : group_->workers()) {
     if (w.process.running()) pids.push_back(w.process.pid());
@@ -92,6 +94,7 @@ status::NodeStatus Agent::BuildNodeStatus(Clock::time_point now) {
       r.snapshot_step = s->step;
       r.snapshot_bytes = static_cast<int64_t>(s->payload_bytes);
     }
+    if (w.local_rank < static_cast<int>(buddy.kept_steps.size())) r.buddy_step = buddy.kept_steps[w.local_rank];
     if (auto it = used.find(w.process.pid()); it != used.end()) {
       r.cpu_percent = it->second.cpu_percent;
       r.rss_bytes = it->second.rss_bytes;

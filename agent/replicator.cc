@@ -68,6 +68,7 @@ Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store,
   pinned_.assign(store_.nproc(), -1);
   pushed_.assign(store_.nproc(), -1);
   pushing_.assign(store_.nproc(), -1);
+  kept_.assign(store_.nproc(), -1);
   failed_step_.assign(store_.nproc(), -1);
   pinner_ = std::thread([this] { PinLoop(); });
   pusher_ = std::thread([this] { PushLoop(); });
@@ -100,6 +101,14 @@ std::vector<std::string> Replicator::TakeFetchNotes() {
   return std::exchange(fetch_notes_, {});
 }
 
+Replicator::BuddyView Replicator::View() const {
+  absl::MutexLock lock(&mu_);
+  BuddyView view;
+  if (!round_.buddy_host.empty()) view.endpoint = absl::StrCat(round_.buddy_host, ":", round_.buddy_port);
+  view.kept_steps = kept_;
+  return view;
+}
+
 bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const {
   return !SnapshotsOf(store_.fd(local_rank), job_, rank, world_size).empty() ||
          !SnapshotsOf(store_.replica_fd(local_rank), job_, rank, world_size).empty();
@@ -123,6 +132,7 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
   // A new round may have gone back past what was pinned: pins start over from its snapshots.
   pinned_.assign(store_.nproc(), -1);
   pushed_.assign(store_.nproc(), -1);
+  kept_.assign(store_.nproc(), -1);
   std::shared_ptr<replica::BuddyChannel> channel = ChannelFor(round_);
   dirty_ = true;
   std::vector<int> missing;
@@ -295,7 +305,10 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
     absl::MutexLock lock(&mu_);
     pushing_[local_rank] = -1;
     first = kept.ok() && !confirmed_.count(rank);
-    if (kept.ok()) confirmed_.insert(rank);
+    if (kept.ok()) {
+      confirmed_.insert(rank);
+      kept_[local_rank] = *kept;
+    }
     // Not there: the same copy goes again (after a pause) unless a newer one is pinned first.
     if (!kept.ok() && pushed_[local_rank] == header.step) pushed_[local_rank] = header.step - 1;
   }

@@ -63,6 +63,13 @@ class Replicator {
   void OnSnapshot();
   // What the last fetch did, one line per rank (for the console and the event log); taken once.
   std::vector<std::string> TakeFetchNotes();
+  // For `dtrun status`: the buddy of this round ("host:port"; "" for none) and, by local rank,
+  // the newest step it confirmed holding (-1: none yet).
+  struct BuddyView {
+    std::string endpoint;
+    std::vector<int64_t> kept_steps;
+  };
+  BuddyView View() const;
 
  private:
   struct Round {
@@ -109,6 +116,7 @@ class Replicator {
   std::vector<int64_t> pinned_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest pinned step
   std::vector<int64_t> pushed_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest step pushed (or tried)
   std::vector<int> pushing_ ABSL_GUARDED_BY(mu_);     // by local rank: the replica slot being pushed (-1)
+  std::vector<int64_t> kept_ ABSL_GUARDED_BY(mu_);    // by local rank: the newest step the buddy confirmed
   std::set<int64_t> confirmed_ ABSL_GUARDED_BY(mu_);  // ranks whose first copy reached the buddy (said once)
   absl::Mutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
   std::vector<int64_t> failed_step_;  // the sender thread's own: by local rank, the last step that failed

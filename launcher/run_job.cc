@@ -135,10 +135,6 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
                                                  const rdzv::ClientOptions& job) {
   const AgentOptions& a = config.agent;
   if (a.snapshot_bytes_per_worker == 0 || a.snapshot_buddy_every == 0) return std::nullopt;
-  if (config.tls.enabled()) {
-    spdlog::info("no buddy copies of snapshots with --rdzv-tls-*: a lost node's ranks restore from disk");
-    return std::nullopt;
-  }
   BuddyReplication r;
   const uint64_t job_hash = snapshot::JobHash(a.run_id);
   const uint64_t cap = a.snapshot_bytes_per_worker / 2;  // one slot of a worker's region

@@ -133,6 +133,7 @@ void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
   out->set_restarts(in.restarts);
   out->set_time_unix_ms(in.time_unix_ms);
   if (in.total_steps) out->set_total_steps(*in.total_steps);
+  out->set_buddy(in.buddy);
   for (const status::RankStatus& r : in.ranks) {
     v1::RankProgress* w = out->add_ranks();
     w->set_global_rank(r.global_rank);
@@ -151,6 +152,7 @@ void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
     w->set_gpu_mem_bytes(r.gpu_mem_bytes);
     w->set_snapshot_step(r.snapshot_step);
     w->set_snapshot_bytes(r.snapshot_bytes);
+    if (r.buddy_step >= 0) w->set_buddy_step(r.buddy_step);
   }
 }
 
@@ -160,6 +162,7 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
   out.restarts = in.restarts();
   out.time_unix_ms = in.time_unix_ms();
   if (in.has_total_steps()) out.total_steps = in.total_steps();
+  out.buddy = in.buddy();
   const int rows = std::min<int>(in.ranks_size(), static_cast<int>(status::kMaxRanksPerNode) + 1);
   out.ranks.reserve(static_cast<size_t>(rows));
   for (int i = 0; i < rows; ++i) {
@@ -182,6 +185,7 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
     // proto3 has no "absent": 0 bytes is no snapshot.
     r.snapshot_step = w.snapshot_bytes() > 0 ? w.snapshot_step() : -1;
     r.snapshot_bytes = w.snapshot_bytes() > 0 ? w.snapshot_bytes() : -1;
+    r.buddy_step = w.has_buddy_step() ? w.buddy_step() : -1;
     out.ranks.push_back(std::move(r));
   }
   return out;

@@ -1,6 +1,9 @@
 #include "replica/replica_grpc.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <chrono>
 
@@ -34,6 +37,36 @@ snapshot::SlotHeader FromWire(const v1::ReplicaHeader& h) {
 
 std::string Endpoint(const std::string& host, int port) {
   return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+// Mutual TLS between buddies with the job's CA (--rdzv-tls-*): each side must present a
+// certificate that chains to it. The peer's host name is not checked: a node's certificate need
+// not name the address it serves copies on (only the rendezvous host's must name the endpoint),
+// and whom the CA signed is a member of the job, which is what the token also says.
+std::shared_ptr<grpc::experimental::StaticDataCertificateProvider> CertificatesOf(const rdzv::TlsCredentials& tls) {
+  return std::make_shared<grpc::experimental::StaticDataCertificateProvider>(
+      tls.ca_pem, std::vector<grpc::experimental::IdentityKeyCertPair>{{tls.key_pem, tls.cert_pem}});
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const rdzv::TlsCredentials& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::experimental::TlsServerCredentialsOptions options(CertificatesOf(tls));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const rdzv::TlsCredentials& tls) {
+  if (!tls.enabled()) return grpc::InsecureChannelCredentials();
+  grpc::experimental::TlsChannelCredentialsOptions options;
+  options.set_certificate_provider(CertificatesOf(tls));
+  options.watch_root_certs();
+  options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(true);  // the chain, against the job's CA
+  options.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  options.set_check_call_host(false);
+  return grpc::experimental::TlsCredentials(options);
 }
 
 // Writes `copy` as chunks: the header with the first.
@@ -110,7 +143,7 @@ class Channel final : public BuddyChannel {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(2 * kChunkBytes + 4096);
-    stub_ = v1::Replica::NewStub(grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args));
+    stub_ = v1::Replica::NewStub(grpc::CreateCustomChannel(endpoint, ChannelCredentialsFor(job.tls), args));
     auth_.set_run_id(job.run_id);
     auth_.set_token(job.token);
     auth_.set_protocol_version(rdzv::kProtocolVersion);
@@ -234,7 +267,7 @@ absl::StatusOr<std::unique_ptr<ReplicaServer>> StartReplicaServer(const std::str
   builder.SetMaxReceiveMessageSize(2 * kChunkBytes + 4096);
   int selected = 0;
   const std::string addr = Endpoint(host, port);
-  builder.AddListeningPort(addr, grpc::InsecureServerCredentials(), &selected);
+  builder.AddListeningPort(addr, ServerCredentialsFor(job.tls), &selected);
   builder.RegisterService(service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || selected == 0) {

@@ -26,7 +26,8 @@ absl::Status CheckRank(const RankStatus& r, size_t i) {
     int64_t value, min;
   } counts[] = {{"global_rank", r.global_rank, -1}, {"local_rank", r.local_rank, 0}, {"pid", r.pid, 0},
                 {"step", r.step, -1},               {"rss_bytes", r.rss_bytes, -1}, {"gpu_mem_bytes", r.gpu_mem_bytes, -1},
-                {"snapshot_step", r.snapshot_step, -1}, {"snapshot_bytes", r.snapshot_bytes, -1}};
+                {"snapshot_step", r.snapshot_step, -1}, {"snapshot_bytes", r.snapshot_bytes, -1},
+                {"buddy_step", r.buddy_step, -1}};
   for (const auto& c : counts) {
     if (c.value < c.min) return bad(c.name);
   }
@@ -48,6 +49,7 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
         absl::StrCat("status has ", node.ranks.size(), " rows for a node of ", max_ranks, " worker(s)"));
   }
   if (!Printable(node.host)) return absl::InvalidArgumentError("status: field 'host' is out of range");
+  if (!Printable(node.buddy)) return absl::InvalidArgumentError("status: field 'buddy' is out of range");
   if (node.round < -1 || node.restarts < 0 || node.time_unix_ms < 0 || (node.total_steps && *node.total_steps < 0)) {
     return absl::InvalidArgumentError("status: round, restarts, time or total steps out of range");
   }

@@ -30,6 +30,7 @@ struct RankStatus {
   int64_t gpu_mem_bytes = -1;    // what it holds on that GPU (NVML)
   int64_t snapshot_step = -1;    // its newest in-memory snapshot (docs/DESIGN.md, "Snapshots")
   int64_t snapshot_bytes = -1;   // and that snapshot's size
+  int64_t buddy_step = -1;       // the newest step of it that the node's buddy holds a copy of
 };
 
 struct NodeStatus {
@@ -40,6 +41,7 @@ struct NodeStatus {
   int restarts = 0;               // restarts the job has used
   int64_t time_unix_ms = 0;       // when the agent built this
   std::optional<int64_t> total_steps;  // when the job announced it
+  std::string buddy;              // the agent holding copies of its snapshots, "host:port" ("": none)
   std::vector<RankStatus> ranks;  // by local rank
 };
 

@@ -82,6 +82,7 @@ std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, 
   PerRank(w, node, "dtrun_worker_gpu_memory_bytes", "GPU memory the worker holds (NVML).", [](const RankStatus& r) { return static_cast<double>(r.gpu_mem_bytes); });
   PerRank(w, node, "dtrun_snapshot_step", "The step of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_step); });
   PerRank(w, node, "dtrun_snapshot_bytes", "The size of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_bytes); });
+  PerRank(w, node, "dtrun_buddy_snapshot_step", "The newest step of the rank whose snapshot its node's buddy holds a copy of.", [](const RankStatus& r) { return static_cast<double>(r.buddy_step); });
   return w.Take();
 }
 

@@ -28,7 +28,8 @@ json RankToJson(const RankStatus& r) {
           {"gpu_util_percent", Known(r.gpu_util_percent)},
           {"gpu_mem_bytes", Known(r.gpu_mem_bytes)},
           {"snapshot_step", Known(r.snapshot_step)},
-          {"snapshot_bytes", Known(r.snapshot_bytes)}};
+          {"snapshot_bytes", Known(r.snapshot_bytes)},
+          {"buddy_step", Known(r.buddy_step)}};
 }
 
 json NodeToJson(const NodeStatus& n) {
@@ -36,7 +37,8 @@ json NodeToJson(const NodeStatus& n) {
   for (const RankStatus& r : n.ranks) ranks.push_back(RankToJson(r));
   return {{"node_id", n.node_id}, {"host", n.host},     {"nproc", n.nproc},
           {"round", Known(n.round)}, {"restarts", n.restarts}, {"time_unix_ms", n.time_unix_ms},
-          {"total_steps", n.total_steps ? json(*n.total_steps) : json(nullptr)}, {"ranks", ranks}};
+          {"total_steps", n.total_steps ? json(*n.total_steps) : json(nullptr)},
+          {"buddy", n.buddy.empty() ? json(nullptr) : json(n.buddy)}, {"ranks", ranks}};
 }
 
 // Reads one field of an object: absent or null keeps the default; a value of another type is an
@@ -75,6 +77,7 @@ absl::StatusOr<RankStatus> RankFromJson(const json& j) {
   DTRUN_READ(j, "gpu_mem_bytes", r.gpu_mem_bytes);
   DTRUN_READ(j, "snapshot_step", r.snapshot_step);
   DTRUN_READ(j, "snapshot_bytes", r.snapshot_bytes);
+  DTRUN_READ(j, "buddy_step", r.buddy_step);
   return r;
 }
 
@@ -87,6 +90,7 @@ absl::StatusOr<NodeStatus> NodeFromJson(const json& j, size_t max_ranks) {
   DTRUN_READ(j, "round", n.round);
   DTRUN_READ(j, "restarts", n.restarts);
   DTRUN_READ(j, "time_unix_ms", n.time_unix_ms);
+  DTRUN_READ(j, "buddy", n.buddy);
   int64_t total = -1;
   DTRUN_READ(j, "total_steps", total);
   if (total >= 0) n.total_steps = total;

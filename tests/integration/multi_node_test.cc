@@ -12,6 +12,7 @@
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_probe.h"
+#include "tests/support/tls_files.h"
 
 namespace dtrun::testing {
 namespace {
@@ -428,16 +429,23 @@ TEST_F(MultiNodeTest, ElasticSpareIsPromotedWhenAMemberDies) {
 // A whole node is lost (its dtrun SIGKILLed, its workers with it) in an elastic job with a spare
 // and no shared storage: the spare takes the lost node's ranks and restores them from the copy of
 // their in-memory snapshot that the lost node had pushed to its buddy, and every rank resumes at
-// that step.
+// that step. The job runs with TLS and one certificate for every node that names only the
+// rendezvous host: buddies verify each other by the job's CA, not by address. `dtrun status`
+// shows each node's buddy and the step it holds.
 TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
   Cluster(3);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
   const std::string data = TrainingData(), dir = MakeTempDir();
+  const std::vector<std::string> tls = MakeTlsFiles(dir, "job", "IP:" + cluster_->address(0)).Flags();
+  if (tls.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
+  const std::string endpoint = cluster_->address(0) + ":29514";
   auto elastic = [&](int i) {
     std::vector<std::string> argv = cluster_->Exec(i);
+    argv.push_back(DtrunBinary());
+    argv.insert(argv.end(), tls.begin(), tls.end());
     std::vector<std::string> rest = {
-        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-        cluster_->address(0) + ":29514", "--rdzv-id", "buddy", "--local-addr", cluster_->address(i),
+        "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        endpoint, "--rdzv-id", "buddy", "--local-addr", cluster_->address(i),
         "--rdzv-token", "tok", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60",
         "--max-restarts", "2", "--snapshot-every", "1",
         // Only the first snapshot travels: the step every rank then restores is known.
@@ -451,6 +459,25 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
   auto b = elastic(1);
   ASSERT_TRUE(b->WaitForOutput("holds a copy of its snapshot of step", seconds(180)))
       << "host 1:\n" << b->all() << "\nhost 0:\n" << a->all();
+  auto ask = [&] {
+    std::vector<std::string> argv = cluster_->Exec(2);
+    argv.insert(argv.end(), {DtrunBinary(), "status", "--json", "--endpoint", endpoint, "--run-id", "buddy",
+                             "--rdzv-token", "tok"});
+    argv.insert(argv.end(), tls.begin(), tls.end());
+    return ParseJsonLines(RunToEnd(argv).second);
+  };
+  // Both nodes name their buddy; the copy that host 1 said its buddy holds is shown.
+  const nlohmann::json status = AwaitStatus(ask, [](const nlohmann::json& job) {
+    int with_buddy = 0, copies = 0;
+    for (const nlohmann::json& node : job.value("nodes", nlohmann::json::array())) {
+      with_buddy += node.value("buddy", nlohmann::json()).is_string();
+      for (const nlohmann::json& r : node.value("ranks", nlohmann::json::array())) {
+        copies += r.value("buddy_step", nlohmann::json()).is_number() && r["buddy_step"] >= 1;
+      }
+    }
+    return with_buddy == 2 && copies >= 1;
+  });
+  EXPECT_EQ(status["nodes"].size(), 2u) << status.dump();
   auto spare = elastic(2);
   ASSERT_TRUE(spare->WaitForOutput("spare", seconds(60))) << spare->all();
   ::kill(b->pid(), SIGKILL);

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/tls_files.h"
 
 namespace dtrun::testing {
 namespace {
@@ -42,22 +43,10 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0) << server.all();  // job over, nodes gone
 }
 
-// A CA and a node certificate for 127.0.0.1 signed by it (files `<name>-ca.pem`, `<name>.pem`,
-// `<name>.key` in `dir`), and the TLS flags that use them; empty if openssl is missing or failed.
+// The TLS flags of a CA of its own and a certificate for 127.0.0.1 signed by it (files
+// `<name>-ca.pem`, `<name>.pem`, `<name>.key` in `dir`); empty if openssl is missing or failed.
 std::vector<std::string> MakeTlsFlags(const std::string& dir = MakeTempDir(), const std::string& name = "node") {
-  auto openssl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), "openssl");
-    return RunToEnd(args).first == 0;
-  };
-  const std::string ca = dir + "/" + name + "-ca", node = dir + "/" + name;
-  bool ok = openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca + ".key", "-out", ca + ".pem",
-                     "-days", "1", "-subj", "/CN=dtrun-test-ca-" + name}) &&
-            openssl({"req", "-newkey", "rsa:2048", "-nodes", "-keyout", node + ".key", "-out", node + ".csr",
-                     "-subj", "/CN=" + name, "-addext", "subjectAltName=IP:127.0.0.1"}) &&
-            openssl({"x509", "-req", "-in", node + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
-                     "-CAcreateserial", "-out", node + ".pem", "-days", "1", "-copy_extensions", "copy"});
-  if (!ok) return {};
-  return {"--rdzv-tls-cert", node + ".pem", "--rdzv-tls-key", node + ".key", "--rdzv-tls-ca", ca + ".pem"};
+  return MakeTlsFiles(dir, name).Flags();
 }
 
 TEST(RdzvServerTest, TlsAgentsJoinAndPlaintextAgentsCannot) {

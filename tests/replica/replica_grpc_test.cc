@@ -1,8 +1,12 @@
 // Buddy copies over real gRPC on loopback: a pushed copy is kept and fetched back whole; the
-// wrong token, a corrupted copy and a dead buddy are refused with a message.
+// wrong token, a corrupted copy and a dead buddy are refused with a message; with the job's TLS
+// files, buddies whose certificates chain to the job's CA talk whatever address the certificates
+// name, and others do not.
 #include "replica/replica_grpc.h"
 
 #include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+#include "tests/support/tls_files.h"
 
 namespace dtrun::replica {
 namespace {
@@ -19,14 +23,19 @@ class ReplicaGrpcTest : public ::testing::Test {
   void SetUp() override {
     job_.run_id = "job";
     job_.token = "secret";
+    Serve(job_);
+  }
+  void Serve(const rdzv::ClientOptions& job) {
+    server_.reset();
     keeper_ = std::make_shared<ReplicaKeeper>(kJob, 64 << 20, 4);
-    absl::StatusOr<std::unique_ptr<ReplicaServer>> s = StartReplicaServer("127.0.0.1", 0, job_, keeper_);
+    absl::StatusOr<std::unique_ptr<ReplicaServer>> s = StartReplicaServer("127.0.0.1", 0, job, keeper_);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
   }
-  std::unique_ptr<BuddyChannel> Connect(const std::string& token = "secret") {
+  std::unique_ptr<BuddyChannel> Connect(const std::string& token = "secret", const rdzv::TlsCredentials& tls = {}) {
     rdzv::ClientOptions job = job_;
     job.token = token;
+    job.tls = tls;
     return ConnectBuddy("127.0.0.1", server_->port(), job, kJob, 64 << 20);
   }
   static bool NoPause(double) { return true; }
@@ -74,6 +83,31 @@ TEST_F(ReplicaGrpcTest, ABuddyThatIsGoneIsAnErrorWithinTheTimeout) {
   absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(0, 2, std::chrono::seconds(2));
   EXPECT_FALSE(copies.ok());
   EXPECT_NE(copies.status().message().find("buddy 127.0.0.1"), std::string::npos) << copies.status();
+}
+
+TEST_F(ReplicaGrpcTest, WithTlsOnlyBuddiesOfTheJobsCaTalkWhateverAddressTheirCertificatesName) {
+  const std::string dir = testing::MakeTempDir();
+  // One certificate for every node, naming another address (as a job certificate may name only
+  // the rendezvous host): buddies check the chain, not the name.
+  const testing::TlsFiles job_files = testing::MakeTlsFiles(dir, "job", "IP:10.9.9.9");
+  const testing::TlsFiles stranger = testing::MakeTlsFiles(dir, "stranger");
+  if (!job_files.ok() || !stranger.ok()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
+  rdzv::ClientOptions tls_job = job_;
+  tls_job.tls = job_files.Credentials();
+  Serve(tls_job);
+  std::unique_ptr<BuddyChannel> buddy = Connect("secret", tls_job.tls);
+  absl::StatusOr<int64_t> kept = buddy->Push(HeaderOf(1, 3, "over tls"), "over tls", NoPause);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(1, 2, std::chrono::seconds(10));
+  ASSERT_TRUE(copies.ok()) << copies.status();
+  ASSERT_EQ(copies->size(), 1u);
+  EXPECT_EQ((*copies)[0].payload, "over tls");
+
+  // A certificate from another CA, and no certificate at all, get nothing and leave nothing.
+  EXPECT_FALSE(Connect("secret", stranger.Credentials())->Fetch(1, 2, std::chrono::seconds(10)).ok());
+  EXPECT_FALSE(Connect("secret", stranger.Credentials())->Push(HeaderOf(0, 1, "x"), "x", NoPause).ok());
+  EXPECT_FALSE(Connect("secret")->Push(HeaderOf(0, 2, "x"), "x", NoPause).ok());
+  EXPECT_TRUE(keeper_->Copies(0, 2).empty());
 }
 
 }  // namespace

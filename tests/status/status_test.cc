@@ -66,6 +66,10 @@ TEST(NodeStatusTest, AcceptsWhatAnAgentBuildsAndRefusesEachBrokenField) {
   EXPECT_FALSE(broken([](RankStatus& r) { r.heartbeat_age_s = -5; }).ok());
   EXPECT_FALSE(broken([](RankStatus& r) { r.step = -7; }).ok());
   EXPECT_FALSE(broken([](RankStatus& r) { r.snapshot_bytes = -2; }).ok());
+  EXPECT_FALSE(broken([](RankStatus& r) { r.buddy_step = -2; }).ok());
+  NodeStatus bad_buddy = node;
+  bad_buddy.buddy = "10.0.0.1:1\x1b[2J";
+  EXPECT_FALSE(CheckNodeStatus(bad_buddy, 2).ok());
   absl::Status named = broken([](RankStatus& r) { r.pid = -3; });
   EXPECT_NE(named.message().find("'pid'"), std::string::npos) << named;
 }
@@ -95,8 +99,13 @@ TEST(StatusJsonTest, RoundTripsAndWritesUnknownsAsNull) {
   job.nodes[1].ranks[0].gpu_mem_bytes = 5 << 20;
   job.nodes[1].ranks[1].snapshot_step = 11;
   job.nodes[1].ranks[1].snapshot_bytes = 94 << 20;
+  job.nodes[1].ranks[1].buddy_step = 10;
+  job.nodes[1].buddy = "10.0.0.1:40001";
   nlohmann::json j = ToJson(job);
   EXPECT_EQ(j["nodes"][1]["ranks"][1]["snapshot_step"], 11);
+  EXPECT_EQ(j["nodes"][1]["ranks"][1]["buddy_step"], 10);
+  EXPECT_EQ(j["nodes"][1]["buddy"], "10.0.0.1:40001");
+  EXPECT_TRUE(j["nodes"][0]["buddy"].is_null());
   EXPECT_TRUE(j["nodes"][1]["ranks"][0]["snapshot_step"].is_null());
   EXPECT_EQ(j["schema"], "dtrun.status/v1");
   EXPECT_TRUE(j["nodes"][0]["ranks"][0]["gpu_util_percent"].is_null());
@@ -128,6 +137,8 @@ TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   JobStatus job = TwoNodes();
   job.nodes[0].ranks[1].snapshot_step = 12;
   job.nodes[0].ranks[1].snapshot_bytes = 94 << 20;
+  job.nodes[0].ranks[1].buddy_step = 10;
+  job.nodes[0].buddy = "10.0.0.2:40001";
   NodeStatus quiet;  // joined, nothing pushed yet
   quiet.host = "quiet";
   quiet.nproc = 2;
@@ -137,9 +148,10 @@ TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   EXPECT_NE(table.find("host1                2     0     1002 running         11     2.50       80.0 step"), std::string::npos)
       << table;
   EXPECT_NE(table.find("3.0 MiB"), std::string::npos);
-  EXPECT_NE(table.find("SNAP  SNAP_SIZE\n"), std::string::npos) << table;
-  EXPECT_NE(table.find("      12   94.0 MiB\n"), std::string::npos) << table;  // a rank with a snapshot
-  EXPECT_NE(table.find("       -          -\n"), std::string::npos) << table;   // one without
+  EXPECT_NE(table.find("SNAP  SNAP_SIZE BUDDY                 BUDDY_SNAP\n"), std::string::npos) << table;
+  // A rank with a snapshot and a copy of it on its buddy; one with neither.
+  EXPECT_NE(table.find("      12   94.0 MiB 10.0.0.2:40001                10\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("       -          - -                              -\n"), std::string::npos) << table;
   EXPECT_NE(table.find("quiet"), std::string::npos);
   EXPECT_NE(table.find("no report from this node yet"), std::string::npos);
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1);
