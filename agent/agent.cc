@@ -180,7 +180,7 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
     }
   }
   if (stopping_ && !killed_ && group_ && options_.now() >= kill_deadline_) {
-    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", options_.shutdown_timeout.count());
+    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", stop_grace_.count());
     group_->SignalAll(SIGKILL);
     killed_ = true;
   }
@@ -226,6 +226,11 @@ void Agent::OnRoundEvent() {
   }
   if (view->role == rdzv::NodeRole::kSpare && (!view_ || view_->role != rdzv::NodeRole::kSpare)) {
     spdlog::info("round {} is full; this node waits as a spare", view->round);
+  }
+  // A spare promoted into a round takes over a lost node's ranks: that is a recovery too, followed
+  // from the promotion to its ranks stepping (with where their state came from).
+  if (view_ && view_->role == rdzv::NodeRole::kSpare && view->role != rdzv::NodeRole::kSpare && !recovery_.active()) {
+    recovery_.OnFailure(options_.now(), -1);
   }
   view_ = **latest;
 }
@@ -397,12 +402,26 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   stdin_->SetWorkers(std::move(stdins));
 }
 
+bool Agent::EveryRankSnapshotted() const {
+  if (!snapshots_.enabled()) return false;
+  for (int lr = 0; lr < options_.nproc_per_node; ++lr) {
+    if (!snapshots_.Newest(lr)) return false;
+  }
+  return true;
+}
+
 void Agent::StopGroup(int signo) {
   if (interrupt_signal_ == 0) recovery_.OnFailure(options_.now(), board_ ? board_->best_step() : -1);
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);
-  kill_deadline_ = options_.now() + options_.shutdown_timeout;
+  // After a failure, workers whose state is in an in-memory snapshot have nothing left to save, and
+  // are usually blocked in a collective with a rank that is gone (a lost node, a hung worker):
+  // the whole --shutdown-timeout would be spent waiting there. An interrupt (Ctrl-C, a
+  // scheduler's notice) always gets the whole timeout.
+  stop_grace_ = options_.shutdown_timeout;
+  if (interrupt_signal_ == 0 && EveryRankSnapshotted()) stop_grace_ = std::min(stop_grace_, kSnapshottedStopGrace);
+  kill_deadline_ = options_.now() + stop_grace_;
 }
 
 void Agent::WatchOutputs() {

@@ -287,7 +287,16 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
     }
     paths.log_root = *root;
   } else if (WantsLogFiles(a)) {
-    paths.log_root = absl::StrCat("/tmp/dtrun_", a.run_id, "_", RandomHex(6));
+    // Made now, private and fresh (never one that another user placed in /tmp): the event log
+    // opens in it before any worker writes there.
+    for (int tries = 0; tries < 8 && paths.log_root.empty(); ++tries) {
+      std::string root = absl::StrCat("/tmp/dtrun_", a.run_id, "_", RandomHex(6));
+      if (::mkdir(root.c_str(), 0700) == 0) paths.log_root = root;
+    }
+    if (paths.log_root.empty()) {
+      spdlog::error("cannot create a log directory in /tmp: {}; give one with --log-dir", strerror(errno));
+      return 2;
+    }
     spdlog::info("{} without --log-dir: logs go to {}", a.hang.enabled() ? "hang detection" : "--redirects/--tee",
                  paths.log_root);
   }

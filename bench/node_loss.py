@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""Recovery from the loss of a node, on a network-namespace cluster (needs root).
+
+NODES hosts x 2 workers of train_recsys (NCF on generated ratings) under dtrun, elastic
+(--nnodes N:N) with one spare host, in-memory snapshots and buddy copies, no shared storage (each
+host writes its own --output-dir). After every host is stepping and the victim's first buddy copy
+has arrived, one fault is injected on a host other than the rendezvous host:
+  kill    SIGKILL of every process of the host (its dtrun and its workers): the node is gone;
+  cut     its link goes down (the agent lives on, cut off);
+  freeze  SIGSTOP of one of its workers (caught by --heartbeat-timeout; the node stays).
+Measured per trial, from the nodes' event logs (`recovered` records, wall clock; the namespaces
+share one clock): fault -> every rank stepping again (the last node's first step), where each
+node's state came from (memory, buddy, disk, none), and lost steps (the step rank 0 had printed
+at the fault minus the step restored).
+
+  sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze]
+"""
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PORT = 29600
+KEEP_ALIVE = "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=120"
+
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+
+
+class Cluster:
+    """Hosts h0..hN-1 on one bridge (198.19.x.10+i), as tests/support/netns_cluster.cc builds them."""
+
+    def __init__(self, hosts):
+        self.prefix = f"nl{os.getpid() % 100000}"
+        subnet = f"198.19.{os.getpid() % 250 + 1}."
+        self.namespaces = [self.prefix + "sw"]
+        ip("netns", "add", self.prefix + "sw")
+        ip("-n", self.prefix + "sw", "link", "add", "br0", "type", "bridge")
+        ip("-n", self.prefix + "sw", "link", "set", "br0", "up")
+        self.addrs = []
+        for i in range(hosts):
+            ns, a, b = self.ns(i), f"{self.prefix}a{i}", f"{self.prefix}b{i}"
+            ip("netns", "add", ns)
+            self.namespaces.append(ns)
+            ip("link", "add", a, "type", "veth", "peer", "name", b)
+            ip("link", "set", a, "netns", ns, "name", "eth0")
+            ip("link", "set", b, "netns", self.prefix + "sw")
+            ip("-n", self.prefix + "sw", "link", "set", b, "master", "br0", "up")
+            self.addrs.append(subnet + str(10 + i))
+            ip("-n", ns, "addr", "add", self.addrs[-1] + "/24", "dev", "eth0")
+            ip("-n", ns, "link", "set", "eth0", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+
+    def ns(self, i):
+        return f"{self.prefix}h{i}"
+
+    def kill_all(self, i):
+        pids = ip("netns", "pids", self.ns(i), check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+    def link(self, i, up):
+        ip("-n", self.ns(i), "link", "set", "eth0", "up" if up else "down")
+
+    def close(self):
+        for i in range(len(self.addrs)):
+            self.kill_all(i)
+        for ns in self.namespaces:
+            ip("netns", "del", ns, check=False)
+
+
+class Node:
+    """One host's dtrun, its merged output read on a thread, each line with its arrival time."""
+
+    def __init__(self, cluster, i, argv, env):
+        self.proc = subprocess.Popen(["ip", "netns", "exec", cluster.ns(i)] + argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+        self.lines = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append((time.time(), line))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines.append((time.time(), None))
+            self.cond.notify_all()
+
+    def wait_until(self, found, timeout):
+        """The first non-None `found(line)` over all lines, or None at `timeout` / at the end."""
+        deadline = time.time() + timeout
+        seen = 0
+        with self.cond:
+            while True:
+                for _, line in self.lines[seen:]:
+                    if line is None:
+                        return None
+                    value = found(line)
+                    if value is not None:
+                        return value
+                seen = len(self.lines)
+                left = deadline - time.time()
+                if left <= 0:
+                    return None
+                self.cond.wait(left)
+
+    def wait_for(self, pattern, timeout):
+        """The first match of `pattern` (a compiled regex), or None at `timeout` / at the end."""
+        return self.wait_until(pattern.search, timeout)
+
+    def text(self):
+        with self.cond:
+            return "".join(l for _, l in self.lines if l)
+
+
+STEP = re.compile(r"\[default0\]:Epoch: \[(\d+)\]\[(\d+)/(\d+)\]")
+
+
+def global_step(m):
+    return int(m.group(1)) * int(m.group(3)) + int(m.group(2))
+
+
+def workers_of(cluster, i):
+    """The worker pids of host i: the processes there whose environment has RANK set."""
+    out = []
+    for pid in ip("netns", "pids", cluster.ns(i), check=False).stdout.split():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if any(e.startswith(b"RANK=") for e in f.read().split(b"\0")):
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def one_trial(args, cluster, ratings, fault, trial, rng):
+    n = args.nodes
+    with tempfile.TemporaryDirectory() as tmp:
+        endpoint = f"{cluster.addrs[0]}:{PORT}"
+
+        def start(i):
+            argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", f"{n}:{n}", "--nproc-per-node", "2",
+                    "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"nl{trial}",
+                    "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
+                    "--max-restarts", "3", "--event-log", f"{tmp}/events{i}.jsonl", "--heartbeat-timeout",
+                    str(args.heartbeat_timeout), "--snapshot-buddy-every", str(args.buddy_every),
+                    os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100", "-b", "256",
+                    "-p", "1", "--save-every-minutes", "1000", "--no-tensorboard", "--output-dir", f"{tmp}/out{i}"]
+            return Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1"))
+
+        nodes = [start(i) for i in range(n)]
+        try:
+            # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
+            deadline = time.time() + 240
+            printer = None
+            while printer is None and time.time() < deadline:
+                printer = next((node for node in nodes if node.wait_for(STEP, 0.5)), None)
+            if printer is None:
+                raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
+            victim = rng.randrange(1, n)
+            if not nodes[victim].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
+                raise SystemExit(f"host {victim} never placed a buddy copy:\n" + nodes[victim].text()[-3000:])
+            spare = start(n)
+            if not spare.wait_for(re.compile(r"spare"), 120):
+                raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
+            # A random point between two buddy copies, counted from the step rank 0 printed last.
+            def step_of(line):
+                m = STEP.search(line)
+                return global_step(m) if m else None
+            with printer.cond:
+                now = max(step_of(l) or 0 for _, l in printer.lines if l)
+            target = now + rng.randint(1, 2 * args.buddy_every)
+            reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
+            if reached is None:
+                raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
+            fault_ms = time.time() * 1000
+            if fault == "kill":
+                cluster.kill_all(victim)
+            elif fault == "cut":
+                cluster.link(victim, False)
+            else:
+                os.kill(workers_of(cluster, victim)[0], signal.SIGSTOP)
+            # Every node that runs the next round logs `recovered` once its ranks step again.
+            runners = [i for i in range(n) if i != victim or fault == "freeze"] + ([n] if fault != "freeze" else [])
+            logs = {i: f"{tmp}/events{i}.jsonl" for i in runners}
+            deadline = time.time() + 180
+            records = {}
+            while time.time() < deadline and len(records) < len(runners):
+                for i, path in logs.items():
+                    if i in records or not os.path.exists(path):
+                        continue
+                    for line in open(path):
+                        if '"recovered"' in line:
+                            records[i] = json.loads(line)
+                            break
+                time.sleep(0.2)
+            if len(records) < len(runners):
+                missing = [i for i in runners if i not in records]
+                host = missing[0]
+                text = spare.text() if host == n else nodes[host].text()
+                raise SystemExit(f"{fault}: host {host} recorded no recovery:\n{text[-4000:]}")
+            last_ms = max(r["ts_ms"] for r in records.values())
+            restored = min(max(r.get("restored_step", 0), 0) for r in records.values())
+            return {"fault_to_stepping_s": (last_ms - fault_ms) / 1000,
+                    "lost_steps": reached - restored,
+                    "sources": sorted({r.get("source", "?") for r in records.values()})}
+        finally:
+            if fault == "cut":
+                cluster.link(victim, True)
+            for i in range(n + 1):
+                cluster.kill_all(i)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build_dir")
+    ap.add_argument("--nodes", type=int, default=4)
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--faults", default="kill,cut,freeze")
+    ap.add_argument("--buddy-every", type=int, default=10)
+    ap.add_argument("--heartbeat-timeout", type=float, default=5)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("node_loss.py needs root (network namespaces)")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers + 1 spare, train_recsys; "
+          f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every {args.buddy_every} steps")
+    rng = random.Random(args.seed)
+    cluster = Cluster(args.nodes + 1)
+    try:
+        with tempfile.TemporaryDirectory() as data:
+            ratings = os.path.join(data, "ratings.csv")
+            subprocess.run([os.path.join(args.build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000",
+                            "--items", "3000"], check=True, capture_output=True)
+            trial = 0
+            for fault in args.faults.split(","):
+                rows = []
+                for _ in range(args.trials):
+                    trial += 1
+                    rows.append(one_trial(args, cluster, ratings, fault, trial, rng))
+                    print(f"  {fault} #{len(rows)}: {rows[-1]}", file=sys.stderr, flush=True)
+                t = [r["fault_to_stepping_s"] for r in rows]
+                lost = [r["lost_steps"] for r in rows]
+                print(f"{fault}: fault -> every rank stepping median {statistics.median(t):.2f} s, max {max(t):.2f} s; "
+                      f"lost steps median {statistics.median(lost)}, max {max(lost)}; sources "
+                      f"{sorted(set(s for r in rows for s in r['sources']))}", flush=True)
+    finally:
+        cluster.close()
+
+
+if __name__ == "__main__":
+    main()
