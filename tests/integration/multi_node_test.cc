@@ -484,6 +484,9 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
   EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
   EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
   EXPECT_NE(spare->all().find("fetched the buddy copies of step"), std::string::npos) << spare->all();
+  // The spare's takeover is a recovery of its own, with where the state came from.
+  EXPECT_NE(spare->all().find("from the buddy node's copy of the in-memory snapshot of step"), std::string::npos)
+      << spare->all();
   const std::string both = a->all() + spare->all();
   EXPECT_NE(both.find("resuming from the in-memory snapshot of step"), std::string::npos) << both;
   EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
