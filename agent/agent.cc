@@ -180,7 +180,7 @@ void Agent::HandleEvents(const epoll_event* events, int n) {
     }
   }
   if (stopping_ && !killed_ && group_ && options_.now() >= kill_deadline_) {
-    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", stop_grace_.count());
+    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", StopGrace().count());
     group_->SignalAll(SIGKILL);
     killed_ = true;
   }
@@ -402,12 +402,16 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   stdin_->SetWorkers(std::move(stdins));
 }
 
-bool Agent::EveryRankSnapshotted() const {
-  if (!snapshots_.enabled()) return false;
+std::chrono::milliseconds Agent::StopGrace() const {
+  // After a failure, workers whose state is in an in-memory snapshot have nothing left to save, and
+  // are usually blocked in a collective with a rank that is gone (a lost node, a hung worker):
+  // the whole --shutdown-timeout would be spent waiting there. An interrupt (Ctrl-C, a
+  // scheduler's notice) always gets the whole timeout.
+  if (interrupt_signal_ != 0 || !snapshots_.enabled()) return options_.shutdown_timeout;
   for (int lr = 0; lr < options_.nproc_per_node; ++lr) {
-    if (!snapshots_.Newest(lr)) return false;
+    if (!snapshots_.Newest(lr)) return options_.shutdown_timeout;
   }
-  return true;
+  return std::min(options_.shutdown_timeout, kSnapshottedStopGrace);
 }
 
 void Agent::StopGroup(int signo) {
@@ -415,13 +419,7 @@ void Agent::StopGroup(int signo) {
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);
-  // After a failure, workers whose state is in an in-memory snapshot have nothing left to save, and
-  // are usually blocked in a collective with a rank that is gone (a lost node, a hung worker):
-  // the whole --shutdown-timeout would be spent waiting there. An interrupt (Ctrl-C, a
-  // scheduler's notice) always gets the whole timeout.
-  stop_grace_ = options_.shutdown_timeout;
-  if (interrupt_signal_ == 0 && EveryRankSnapshotted()) stop_grace_ = std::min(stop_grace_, kSnapshottedStopGrace);
-  kill_deadline_ = options_.now() + stop_grace_;
+  kill_deadline_ = options_.now() + StopGrace();
 }
 
 void Agent::WatchOutputs() {

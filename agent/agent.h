@@ -67,7 +67,8 @@ class Agent {
   void Step();  // decides what to do next from the current facts
   void StartRound(const rdzv::Assignment& assignment);
   void StopGroup(int signo);
-  bool EveryRankSnapshotted() const;  // each local rank has a complete in-memory snapshot
+  // Between the stop signal and SIGKILL: --shutdown-timeout, or less after a failure (StopGroup).
+  std::chrono::milliseconds StopGrace() const;
   bool Watch(int fd);  // adds `fd` to the loop's epoll set (readable)
   void WatchOutputs();
   void OnOutput(int fd);
@@ -135,7 +136,6 @@ class Agent {
   bool stopping_ = false;                // a stop signal was sent to group_
   bool killed_ = false;                  // SIGKILL was sent to group_
   std::chrono::steady_clock::time_point kill_deadline_;
-  std::chrono::milliseconds stop_grace_{0};  // between the stop signal and SIGKILL, this stop
   // The grace after a failure when every local rank's state is in an in-memory snapshot.
   static constexpr std::chrono::milliseconds kSnapshottedStopGrace{2000};
   std::optional<std::chrono::steady_clock::time_point> barrier_deadline_;
