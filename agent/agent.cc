@@ -242,6 +242,7 @@ void Agent::ReapChildren() {
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     // Other PIDs are stack tools or adopted descendants: reaped, nothing more.
     if (dumper_.OnExit(pid)) continue;
+    if (warm_.OnExit(pid, status)) continue;
     if (group_ && group_->OnExit(pid, status)) {
       ours = true;
       RecordExit(pid, status);
@@ -281,6 +282,7 @@ void Agent::OnGroupExited() {
   KillStrays();
   if (!reported_ && !stopping_ && group_->all_succeeded()) {
     reported_ = true;
+    warm_.Clear();  // this node's part is done: nothing will restart
     events_.Record("success", group_round_, nlohmann::json::object());
     rounds_->ReportSuccess(group_round_);
     if (rounds_->exit_barrier_timeout().count() > 0) {
@@ -373,7 +375,8 @@ void Agent::StartRound(const rdzv::Assignment& a) {
   group_nodes_ = a.group_world_size;
   reported_ = false;
   barrier_deadline_.reset();
-  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}};
+  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}, nullptr};
+  if (options_.warm_workers) io.warm = &warm_;
   for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) {
     io.snapshot_fds.push_back(snapshots_.fd(lr));
     if (snapshots_.replica_fd(lr) >= 0) io.replica_fds.push_back(snapshots_.replica_fd(lr));
@@ -394,7 +397,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
                                           {"master", absl::StrCat(a.master_addr, ":", a.master_port)}});
   for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
     events_.Record("worker_start", a.round, {{"rank", w.global_rank}, {"local_rank", w.local_rank},
-                                             {"worker_pid", w.process.pid()}});
+                                             {"worker_pid", w.process.pid()}, {"warm", w.warm}});
   }
   WatchOutputs();
   std::map<int, UniqueFd> stdins;
@@ -509,10 +512,12 @@ void Agent::KillStrays() {
   for (int round = 0; round < 3; ++round) {
     std::vector<ProcessEntry> strays = FindProcessesWithEnv(env::kLaunchId, options_.launch_id);
     for (ProcessEntry& child : ChildrenOf(self)) {
-      bool known = child.pid == options_.guard_pid ||
+      bool known = child.pid == options_.guard_pid || warm_.Holds(child.pid) ||
                    std::any_of(strays.begin(), strays.end(), [&](const ProcessEntry& s) { return s.pid == child.pid; });
       if (!known) strays.push_back(child);
     }
+    strays.erase(std::remove_if(strays.begin(), strays.end(), [this](const ProcessEntry& p) { return warm_.Holds(p.pid); }),
+                 strays.end());
     if (strays.empty()) break;
     if (round == 0) {
       events_.Record("strays_killed", group_round_, {{"count", strays.size()}});

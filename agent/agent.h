@@ -109,6 +109,7 @@ class Agent {
   std::string WorkerState(const WorkerGroup::Worker& w) const;
   std::string ProgressLine(const status::NodeStatus& node) const;
   void Finish(int code) {
+    warm_.Clear();
     RecordEnd(code);
     exit_code_ = code;
   }
@@ -183,6 +184,8 @@ class Agent {
   RecoveryTracker recovery_;
   std::optional<BuddyReplication> replication_;  // until Run makes the replicator
   std::unique_ptr<Replicator> replicator_;       // buddy copies (null: single node, or off)
+  WarmPool warm_;                                // the next attempt's workers, parked
+  void FillWarmPool();                           // once every local rank of the round stepped
   bool StartBuddyReplication();                  // false: the job goes on without buddy copies
   void OnRecoveryReport(int local_rank, const progress::Report& report);
   bool status_write_warned_ = false;

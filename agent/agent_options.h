@@ -76,6 +76,8 @@ struct AgentOptions {
   int snapshot_every = 0;
   // Multi-node: copy snapshots crossing a multiple of this many steps to the buddy node (0: off).
   int snapshot_buddy_every = 10;
+  // Warm workers (agent/warm_pool.h): park the next attempt's workers when the program allows it.
+  bool warm_workers = true;
 
   // The live status (docs/DESIGN.md, "dtrun status"): rows are built this often.
   std::chrono::milliseconds status_interval{1000};

@@ -111,7 +111,20 @@ void Agent::OnProgressReports(int socket_rank) {
     board_->Apply(lr, *report, now);
     if (replicator_ && report->kind == progress::Report::Kind::kSnapshot) replicator_->OnSnapshot();
     OnRecoveryReport(lr, *report);
+    if (report->kind == progress::Report::Kind::kBeat) FillWarmPool();
   });
+}
+
+void Agent::FillWarmPool() {
+  // Started once the round trains, not while it starts: on a busy node the parked workers' own
+  // start would otherwise delay the restart they are meant to speed up.
+  // Without restarts a failure ends the job: nothing would ever release them.
+  if (!options_.warm_workers || options_.max_restarts == 0 || warm_.off() || !group_ || stopping_ || !board_) return;
+  if (warm_.size() == group_->requests().size()) return;
+  for (const progress::RankProgress& r : board_->ranks()) {
+    if (!r.warm || r.step < 0) return;
+  }
+  warm_.Fill(group_->requests());
 }
 
 void Agent::OnRecoveryReport(int local_rank, const progress::Report& report) {

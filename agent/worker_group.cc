@@ -105,11 +105,13 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     absl::StatusOr<std::unique_ptr<OutputRelay>> err =
         MakeRelay(o, paths, log_dir, lr, id.global_rank, kStderrBit, io.consoles);
     if (!err.ok()) return err.status();
-    absl::StatusOr<ChildProcess> proc = ChildProcess::Spawn(req);
+    std::optional<ChildProcess> parked = io.warm ? io.warm->Release(lr, req) : std::nullopt;
+    absl::StatusOr<ChildProcess> proc = parked ? std::move(*parked) : ChildProcess::Spawn(req);
     if (!proc.ok()) return proc.status();
     group->error_files_[lr] = id.error_file;
     group->workers_.push_back(
-        Worker{lr, id.global_rank, std::move(*proc), std::move(*out), std::move(*err), error_dir});
+        Worker{lr, id.global_rank, std::move(*proc), std::move(*out), std::move(*err), error_dir, parked.has_value()});
+    group->requests_.push_back(std::move(req));
   }
   return group;
 }

@@ -17,6 +17,7 @@
 #include "agent/console.h"
 #include "agent/failure_report.h"
 #include "agent/output_relay.h"
+#include "agent/warm_pool.h"
 #include "rendezvous/rendezvous_state.h"
 
 namespace dtrun {
@@ -36,6 +37,7 @@ class WorkerGroup {
     std::unique_ptr<OutputRelay> out;
     std::unique_ptr<OutputRelay> err;
     std::string dir;  // the attempt's files for this worker: error.json, stacks.txt
+    bool warm = false;  // released from the warm pool rather than spawned
   };
 
   // Where the round's workers write and read. `pipe_stdin`: each worker reads a pipe (its write
@@ -45,6 +47,7 @@ class WorkerGroup {
     bool pipe_stdin = false;
     std::vector<int> snapshot_fds;  // by local rank (empty: no in-memory snapshots)
     std::vector<int> replica_fds;   // by local rank (empty: no buddy copies)
+    WarmPool* warm = nullptr;       // parked workers to release before spawning (null: none)
   };
   // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
@@ -63,12 +66,16 @@ class WorkerGroup {
   // Reads whatever the pipes hold and closes them; called once all workers have exited.
   void DrainAndCloseOutputs();
 
+  // What each worker was spawned as, by local rank: the warm pool starts their successors from it.
+  const std::vector<SpawnRequest>& requests() const { return requests_; }
+
   std::vector<Worker>& workers() { return workers_; }
   const std::vector<Worker>& workers() const { return workers_; }
 
  private:
   WorkerGroup() = default;
   std::vector<Worker> workers_;
+  std::vector<SpawnRequest> requests_;
   std::vector<WorkerFailure> failures_;
   std::map<int, std::string> error_files_;  // local rank → path
   bool StoppedByUs(int wait_status) const;

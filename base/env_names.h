@@ -47,6 +47,13 @@ inline constexpr char kSnapshotEvery[] = "DTRUN_SNAPSHOT_EVERY";
 // or were fetched from it (agent/replicator.h).
 inline constexpr char kSnapshotReplicaFd[] = "DTRUN_SNAPSHOT_REPLICA_FD";
 
+// Warm workers (docs/DESIGN.md, "Warm workers"): set only in a worker started ahead of its round;
+// the read end of the pipe on which the agent releases it (base/park_message.h).
+inline constexpr char kParkFd[] = "DTRUN_PARK_FD";
+// What kParkFd reads as in /proc/PID/environ once the worker was released (the rest of that block
+// is the environment it was parked with; its round's is in its memory).
+inline constexpr char kWarmFd[] = "DTRUN_WARM_FD";
+
 // dtrun's own marker: every process of one launch carries it, so `dtrun kill` and the
 // launch guard find workers and their descendants without guessing by process name.
 inline constexpr char kLaunchId[] = "DTRUN_LAUNCH_ID";

@@ -63,13 +63,19 @@ class Cluster:
     def ns(self, i):
         return f"{self.prefix}h{i}"
 
-    def kill_all(self, i):
-        pids = ip("netns", "pids", self.ns(i), check=False).stdout.split()
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
+    def kill_all(self, i, wait=False):
+        """SIGKILL to every process of host i; with `wait`, until none is left (the next trial binds its ports)."""
+        deadline = time.time() + 10
+        while True:
+            pids = ip("netns", "pids", self.ns(i), check=False).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            if not wait or not pids or time.time() > deadline:
+                return
+            time.sleep(0.05)
 
     def link(self, i, up):
         ip("-n", self.ns(i), "link", "set", "eth0", "up" if up else "down")
@@ -135,12 +141,14 @@ def global_step(m):
 
 
 def workers_of(cluster, i):
-    """The worker pids of host i: the processes there whose environment has RANK set."""
+    """The worker pids of host i: the processes there whose environment has RANK set, parked ones aside."""
     out = []
     for pid in ip("netns", "pids", cluster.ns(i), check=False).stdout.split():
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                if any(e.startswith(b"RANK=") for e in f.read().split(b"\0")):
+                env = f.read().split(b"\0")
+                # Not a warm worker still parked (worker/warm_start.h): it belongs to no round yet.
+                if any(e.startswith(b"RANK=") for e in env) and not any(e.startswith(b"DTRUN_PARK_FD=") for e in env):
                     out.append(int(pid))
         except OSError:
             pass
@@ -158,6 +166,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
                     "--max-restarts", "3", "--event-log", f"{tmp}/events{i}.jsonl", "--heartbeat-timeout",
                     str(args.heartbeat_timeout), "--snapshot-buddy-every", str(args.buddy_every),
+                    "--warm-workers", args.warm_workers,
                     os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100", "-b", "256",
                     "-p", "1", "--save-every-minutes", "1000", "--no-tensorboard", "--output-dir", f"{tmp}/out{i}"]
             return Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1"))
@@ -213,16 +222,28 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 host = missing[0]
                 text = spare.text() if host == n else nodes[host].text()
                 raise SystemExit(f"{fault}: host {host} recorded no recovery:\n{text[-4000:]}")
+            if args.keep_logs and any(r.get("source") == "none" for r in records.values()):
+                # What every host said, for a trial that restored nothing.
+                os.makedirs(args.keep_logs, exist_ok=True)
+                for i, node in enumerate(nodes + [spare]):
+                    with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
+                        f.write(node.text())
             last_ms = max(r["ts_ms"] for r in records.values())
             restored = min(max(r.get("restored_step", 0), 0) for r in records.values())
-            return {"fault_to_stepping_s": (last_ms - fault_ms) / 1000,
+            # Workers of the recovery round that were released warm rather than spawned.
+            warm = 0
+            for path in logs.values():
+                starts = [json.loads(l) for l in open(path) if '"worker_start"' in l]
+                last = max((r["round"] for r in starts), default=-1)
+                warm += sum(1 for r in starts if r["round"] == last and r.get("warm"))
+            return {"fault_to_stepping_s": (last_ms - fault_ms) / 1000, "warm_workers": warm,
                     "lost_steps": reached - restored,
                     "sources": sorted({r.get("source", "?") for r in records.values()})}
         finally:
             if fault == "cut":
                 cluster.link(victim, True)
             for i in range(n + 1):
-                cluster.kill_all(i)
+                cluster.kill_all(i, wait=True)
 
 
 def main():
@@ -234,12 +255,15 @@ def main():
     ap.add_argument("--buddy-every", type=int, default=10)
     ap.add_argument("--heartbeat-timeout", type=float, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warm-workers", default="on", help="dtrun's --warm-workers (on: the default)")
+    ap.add_argument("--keep-logs", help="write every host's output here for trials that restored nothing")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("node_loss.py needs root (network namespaces)")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers + 1 spare, train_recsys; "
-          f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every {args.buddy_every} steps")
+          f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every {args.buddy_every} steps; "
+          f"--warm-workers {args.warm_workers}")
     rng = random.Random(args.seed)
     cluster = Cluster(args.nodes + 1)
     try:
@@ -258,7 +282,8 @@ def main():
                 lost = [r["lost_steps"] for r in rows]
                 print(f"{fault}: fault -> every rank stepping median {statistics.median(t):.2f} s, max {max(t):.2f} s; "
                       f"lost steps median {statistics.median(lost)}, max {max(lost)}; sources "
-                      f"{sorted(set(s for r in rows for s in r['sources']))}", flush=True)
+                      f"{sorted(set(s for r in rows for s in r['sources']))}; workers released warm per recovery "
+                      f"median {statistics.median([r['warm_workers'] for r in rows])}", flush=True)
     finally:
         cluster.close()
 

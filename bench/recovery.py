@@ -22,22 +22,15 @@ import tempfile
 import time
 
 
-def worker_of(launcher, rank):
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if ppid != launcher:
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            if f"RANK={rank}".encode() in env:
-                return int(pid)
-        except (OSError, IndexError, ValueError):
-            continue
-    return 0
+def worker_of(events, rank):
+    """The pid of `rank`'s running worker: the newest worker_start record for it in the event log
+    (a warm worker's /proc environment is the one it was parked with, not its round's)."""
+    pid = 0
+    for line in open(events):
+        r = json.loads(line)
+        if r.get("event") == "worker_start" and r.get("rank") == rank:
+            pid = r["worker_pid"]
+    return pid
 
 
 def trainer(build, out, extra):
@@ -60,7 +53,7 @@ def one_crash(build, flags, kill_at, save_minutes):
             m = step_re.search(line)
             if m and killed_ms is None and int(m.group(1)) >= kill_at:
                 reached = int(m.group(1))
-                victim = worker_of(p.pid, 1)
+                victim = worker_of(events, 1)
                 killed_ms = time.time() * 1000
                 os.kill(victim, signal.SIGKILL)
             if killed_ms is not None and "recovered:" in line:
@@ -74,7 +67,12 @@ def one_crash(build, flags, kill_at, save_minutes):
         r = rec[0]
         return {"kill_to_stepping_s": (r["ts_ms"] - killed_ms) / 1000, "source": r["source"],
                 "lost_steps": reached - max(r["restored_step"], 0), "restored_ms": r["restored_ms"],
-                "started_ms": r["started_ms"]}
+                "started_ms": r["started_ms"], "warm": warm_starts(events)}
+
+
+def warm_starts(events):
+    """How many workers of the rounds after the first were released warm."""
+    return sum(1 for l in open(events) if '"worker_start"' in l and '"warm":true' in l.replace(" ", ""))
 
 
 def cost(build, flags):
@@ -97,8 +95,11 @@ def main():
     print(f"CPU: {cpu}, {os.cpu_count()} cores")
     print("snapshot cost, uninterrupted 128 steps:", cost(args.build_dir, []))
     rng = random.Random(1)
-    for name, flags in [("in-memory snapshots (default)", []), ("disk only (--snapshot-memory 0)",
-                                                                 ["--snapshot-memory", "0"])]:
+    modes = [("in-memory snapshots, warm workers (default)", []),
+             ("in-memory snapshots, cold start (--warm-workers off)", ["--warm-workers", "off"]),
+             ("disk only, cold start (--snapshot-memory 0 --warm-workers off)",
+              ["--snapshot-memory", "0", "--warm-workers", "off"])]
+    for name, flags in modes:
         rows = [one_crash(args.build_dir, flags, rng.randint(20, 60), args.save_every_minutes)
                 for _ in range(args.trials)]
         t = [r["kill_to_stepping_s"] for r in rows]
@@ -106,7 +107,8 @@ def main():
         print(f"{name}: kill -> every rank stepping median {statistics.median(t):.2f} s, max {max(t):.2f} s; "
               f"lost steps median {statistics.median(lost)}, max {max(lost)}; sources "
               f"{sorted(set(r['source'] for r in rows))}; workers started {statistics.median([r['started_ms'] for r in rows]):.0f} ms, "
-              f"state restored {statistics.median([r['restored_ms'] for r in rows]):.0f} ms after the failure")
+              f"state restored {statistics.median([r['restored_ms'] for r in rows]):.0f} ms after the failure; "
+              f"warm workers per restart {statistics.median([r['warm'] for r in rows])}")
         sys.stdout.flush()
 
 

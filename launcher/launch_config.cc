@@ -42,6 +42,7 @@ struct RawFlags {
   std::string snapshot_memory = "auto";
   int snapshot_every = 0;
   int snapshot_buddy_every = 10;
+  std::string warm_workers = "on";
   int metrics_port = -1;
   std::string metrics_host;
   bool no_progress_line = false;
@@ -112,6 +113,10 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
       "Multi-node: copy a snapshot to the buddy node (the next node rank) about every N steps, so a lost node's "
       "ranks restore from memory elsewhere (0: no buddy copies)")
       ->capture_default_str();
+  opt("warm-workers", f.warm_workers,
+      "on: keep the next attempt's workers started and parked, so a restart releases them instead of starting "
+      "programs cold (only for programs that say they can be parked, as the worker library's); off: never")
+      ->capture_default_str();
   opt("metrics-port", f.metrics_port,
       "Serve Prometheus metrics (/metrics) and this node's status (/status) over HTTP on PORT (0: a free one)");
   opt("metrics-host", f.metrics_host, "Address the metrics endpoint listens on (default: every IPv4 address; :: for IPv6 too)");
@@ -166,6 +171,10 @@ absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
     return Bad(absl::StrCat("--snapshot-buddy-every ", f.snapshot_buddy_every, ": expected 0 (off) or a count of steps"));
   }
   a.snapshot_buddy_every = f.snapshot_buddy_every;
+  if (f.warm_workers != "on" && f.warm_workers != "off") {
+    return Bad(absl::StrCat("--warm-workers ", f.warm_workers.substr(0, 32), ": expected on or off"));
+  }
+  a.warm_workers = f.warm_workers == "on";
   if (f.snapshot_memory == "auto") {
     a.snapshot_bytes_per_worker = DefaultSnapshotBytes(a.nproc_per_node);
     return absl::OkStatus();

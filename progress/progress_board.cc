@@ -35,6 +35,7 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
     case Report::Kind::kHello:
       r.lang = report.lang;
       r.stack_signal = report.stack_signal;
+      r.warm = report.warm;
       break;
     case Report::Kind::kBeat:
       if (report.step) r.step = *report.step;

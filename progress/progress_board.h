@@ -44,6 +44,7 @@ struct RankProgress {
   std::vector<OpenSection> sections;  // outermost first; at most kMaxOpenSections
   std::string lang;
   int stack_signal = 0;
+  bool warm = false;       // its program may be started parked (worker/warm_start.h)
   // In-memory snapshots: the newest one this worker completed, and what it resumed from.
   int64_t snapshot_step = -1;
   int64_t snapshot_bytes = 0;

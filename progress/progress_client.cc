@@ -31,12 +31,13 @@ void ProgressClient::Send(const Report& report) const {
                                         reinterpret_cast<const sockaddr*>(&addr_), sizeof(addr_));
 }
 
-void ProgressClient::Hello(const std::string& lang) const {
+void ProgressClient::Hello(const std::string& lang, bool warm) const {
   if (!fd_.valid()) return;
   ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(::getppid()), 0, 0, 0);
   Report r;
   r.kind = Report::Kind::kHello;
   r.lang = lang;
+  r.warm = warm;
   Send(r);
 }
 

@@ -22,7 +22,8 @@ class ProgressClient {
   void Send(const Report& report) const;
   // Announces the worker (`lang`: cpp, ...). Where Yama restricts ptrace, also lets the agent (the
   // parent) and its stack tool read this process's stacks when it is declared hung.
-  void Hello(const std::string& lang) const;
+  // `warm`: the program calls worker::AwaitRound, so the agent may start its successors parked.
+  void Hello(const std::string& lang, bool warm = false) const;
   void Beat(int64_t step, int64_t samples) const;
   void Begin(const std::string& section) const;
   void End(const std::string& section) const;

@@ -70,6 +70,11 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
     r.lang = std::string(value);
     return absl::OkStatus();
   }
+  if (key == "warm") {
+    if (value != "0" && value != "1") return Bad("warm: expected 0 or 1");
+    r.warm = value == "1";
+    return absl::OkStatus();
+  }
   if (key == "stack_signal") {
     std::optional<int64_t> sig = Count(value);
     // Only signals whose default use is the application's: a worker cannot talk the agent into
@@ -125,7 +130,8 @@ std::string FormatReport(const Report& r) {
   switch (r.kind) {
     case Report::Kind::kHello:
       return absl::StrCat("hello lang=", r.lang.empty() ? "cpp" : r.lang,
-                          r.stack_signal ? absl::StrCat(" stack_signal=", r.stack_signal) : "");
+                          r.stack_signal ? absl::StrCat(" stack_signal=", r.stack_signal) : "",
+                          r.warm ? " warm=1" : "");
     case Report::Kind::kBeat: {
       std::string s = "beat";
       if (r.step) absl::StrAppend(&s, " step=", *r.step);

@@ -3,6 +3,7 @@
 // kMaxReportBytes of printable ASCII, a kind and then key=value fields, separated by spaces:
 //
 //   hello lang=python stack_signal=40     a worker announces itself (and how to get its stacks)
+//   hello lang=cpp warm=1                 ... and that dtrun may start its successors parked
 //   beat step=120 samples=15360           a heartbeat: the step reached, samples so far
 //   begin name=checkpoint                 a named section starts (step, eval, checkpoint, ...)
 //   end name=checkpoint                   ... and ends
@@ -37,6 +38,7 @@ struct Report {
   std::string source;              // restored: memory | buddy (a copy fetched from the buddy node) | disk | none
   std::string name;       // begin/end: [A-Za-z0-9_.:-]{1,64}
   std::string lang;       // hello: [a-z0-9]{1,16}
+  bool warm = false;      // hello: the program may be started parked (worker/warm_start.h)
   int stack_signal = 0;   // hello: SIGUSR1, SIGUSR2 or a real-time signal that makes the worker write its stacks
 };
 

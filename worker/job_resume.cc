@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace dtrun::worker {
 namespace {
@@ -57,8 +58,16 @@ bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::
 // restore it (said on stderr by that rank); then every rank goes to the disk path.
 absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
                                                          const torch::Device& device, const TrainState& state) {
-  const int64_t step = NewestCommonStep(pg, device, snapshots.UsableSteps());
-  if (step < 0) return std::nullopt;
+  const std::vector<int64_t> held = snapshots.UsableSteps();
+  const int64_t step = NewestCommonStep(pg, device, held);
+  if (step < 0) {
+    // Said by every rank that holds something: which rank lacks what is the diagnosis.
+    if (!held.empty()) {
+      std::fprintf(stderr, "rank %d: no in-memory snapshot step is held by every rank (this rank holds step %s); "
+                   "resuming from disk\n", rank, absl::StrJoin(held, ", ").c_str());
+    }
+    return std::nullopt;
+  }
   Progress restored = *state.progress;
   TrainState into = state;
   into.progress = &restored;

@@ -31,6 +31,7 @@
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
+#include "worker/warm_start.h"
 #include "worker/torch_compat.h"
 
 namespace dtrun::worker {
@@ -508,7 +509,7 @@ int Training::Run() {
     Validate(progress_.epoch);
     return 0;
   }
-  reports_.Hello("cpp");
+  reports_.Hello("cpp", ParksBeforeRounds());
   if (train_loader_) reports_.TotalSteps(o_.epochs * static_cast<int64_t>(train_loader_->batches_per_epoch()));
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     ApplySizeSchedule(epoch);
@@ -533,6 +534,11 @@ int Training::Run() {
 }  // namespace
 
 int RunTraining(const TrainOptions& options) {
+  // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
+  if (absl::Status st = AwaitRound(); !st.ok()) {
+    std::fprintf(stderr, "train_imagenet: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
   try {
     return Training(options).Run();
   } catch (const std::exception& e) {

@@ -29,6 +29,7 @@
 #include "worker/process_group.h"
 #include "worker/stop_signal.h"
 #include "worker/tensorboard.h"
+#include "worker/warm_start.h"
 
 namespace dtrun::recsys {
 namespace {
@@ -447,7 +448,7 @@ void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
 int RecsysTraining::Run() {
   if (!Setup()) return 2;
   worker::InstallStopSignalHandlers();
-  reports_.Hello("cpp");
+  reports_.Hello("cpp", worker::ParksBeforeRounds());
   reports_.TotalSteps(o_.epochs * steps_per_epoch_);
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
@@ -464,6 +465,11 @@ int RecsysTraining::Run() {
 }  // namespace
 
 int RunRecsysTraining(const RecsysOptions& options) {
+  // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
+  if (absl::Status st = worker::AwaitRound(); !st.ok()) {
+    std::fprintf(stderr, "train_recsys: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
   try {
     return RecsysTraining(options).Run();
   } catch (const std::exception& e) {

@@ -80,6 +80,13 @@ TEST(RecoveryTest, AKilledWorkerResumesFromItsAgentsSnapshotBitForBit) {
   ASSERT_EQ(restored.size(), 4u);  // both ranks of both attempts
   EXPECT_EQ(restored[0]["source"], "none");
   EXPECT_EQ(restored[3]["source"], "memory");
+  // The second attempt's workers were parked ahead and released (warm workers): the bit-exact
+  // resume above is theirs.
+  std::vector<nlohmann::json> starts = EventsOfKind(dir + "/events.jsonl", "worker_start");
+  ASSERT_EQ(starts.size(), 4u);
+  EXPECT_FALSE(starts[0]["warm"].get<bool>());
+  EXPECT_TRUE(starts[2]["warm"].get<bool>()) << starts[2];
+  EXPECT_TRUE(starts[3]["warm"].get<bool>()) << starts[3];
 }
 
 // The agent's region of local rank 1, opened through /proc as any process of this user could.

@@ -184,8 +184,10 @@ std::string TinyImageDataset() {
 bool BinaryBuilt(const std::string& name) { return std::filesystem::exists(BinDir() + "/" + name); }
 
 pid_t WorkerOf(pid_t launcher, int rank) {
-  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
-    if (p.env.count("RANK") && p.env.at("RANK") == std::to_string(rank) && p.ppid == launcher) return p.pid;
+  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK", "DTRUN_PARK_FD"})) {
+    if (!p.env.count("RANK") || p.env.at("RANK") != std::to_string(rank) || p.ppid != launcher) continue;
+    if (p.env.count("DTRUN_PARK_FD")) continue;  // a warm worker still parked (worker/warm_start.h)
+    return p.pid;
   }
   return 0;
 }

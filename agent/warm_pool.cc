@@ -1,0 +1,101 @@
+#include "agent/warm_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/env_names.h"
+#include "base/park_message.h"
+#include "base/signal_names.h"
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+namespace {
+
+bool SameCommand(const SpawnRequest& a, const SpawnRequest& b) {
+  return a.executable == b.executable && a.argv == b.argv && a.inherit_fds == b.inherit_fds &&
+         a.capture_output == b.capture_output && a.pipe_stdin == b.pipe_stdin;
+}
+
+// Writes the whole message or nothing useful: the pipe is fresh and the message far below its
+// capacity, so a short write means the worker is gone or the environment is huge.
+bool WriteRelease(int fd, const std::string& message) {
+  size_t done = 0;
+  while (done < message.size()) {
+    ssize_t n = ::write(fd, message.data() + done, message.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+void WarmPool::Fill(const std::vector<SpawnRequest>& requests) {
+  const size_t before = parked_.size();
+  for (int lr = 0; lr < static_cast<int>(requests.size()) && !off_; ++lr) {
+    if (parked_.count(lr)) continue;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return TurnOff(absl::StrCat("cannot make a park pipe: ", strerror(errno)));
+    UniqueFd read_end(fds[0]), write_end(fds[1]);
+    SpawnRequest parked = requests[lr];
+    parked.env.push_back(absl::StrCat(env::kParkFd, "=", read_end.get()));
+    parked.inherit_fds.push_back(read_end.get());
+    absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(parked);
+    if (!process.ok()) return TurnOff(std::string(process.status().message()));
+    // The writer must never block the agent's loop.
+    ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
+    parked_.emplace(lr, Parked{requests[lr], std::move(*process), std::move(write_end)});
+  }
+  if (parked_.size() > before) {
+    // Said once a run; later fills are routine.
+    spdlog::log(std::exchange(said_, true) ? spdlog::level::debug : spdlog::level::info,
+                "{} worker(s) of the next attempt started and parked: a restart releases them warm "
+                "(--warm-workers off to keep none)", parked_.size() - before);
+  }
+}
+
+std::optional<ChildProcess> WarmPool::Release(int local_rank, const SpawnRequest& request) {
+  auto it = parked_.find(local_rank);
+  if (it == parked_.end()) return std::nullopt;
+  Parked p = std::move(it->second);
+  parked_.erase(it);
+  if (!SameCommand(p.request, request) || !p.process.running() ||
+      !WriteRelease(p.release.get(), EncodeRelease(request.env))) {
+    return std::nullopt;  // `p` ends with this scope: its group is killed and reaped
+  }
+  return std::move(p.process);
+}
+
+bool WarmPool::OnExit(pid_t pid, int wait_status) {
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if (it->second.process.pid() != pid) continue;
+    it->second.process.MarkExited(wait_status);
+    const std::string how = WIFSIGNALED(wait_status) ? absl::StrCat("killed by ", SignalName(WTERMSIG(wait_status)))
+                                                     : absl::StrCat("exit code ", WEXITSTATUS(wait_status));
+    const int local_rank = it->first;
+    parked_.erase(it);
+    TurnOff(absl::StrCat("a parked worker (local rank ", local_rank, ") ended before a round needed it (", how, ")"));
+    return true;
+  }
+  return false;
+}
+
+bool WarmPool::Holds(pid_t pid) const {
+  for (const auto& [lr, p] : parked_) {
+    if (p.process.pid() == pid) return true;
+  }
+  return false;
+}
+
+void WarmPool::TurnOff(const std::string& why) {
+  if (off_) return;
+  off_ = true;
+  parked_.clear();
+  spdlog::warn("{}; restarts start their workers cold from now on", why);
+}
+
+}  // namespace dtrun

@@ -1,0 +1,53 @@
+// Warm workers (docs/DESIGN.md, "Warm workers"): the next attempt's workers, started while the
+// current round trains and parked in worker::AwaitRound until a restart releases them with the
+// new round's environment. A restart then skips exec, the dynamic loader and the program's start
+// (LibTorch's alone is ~0.35 s of CPU per process). Only for programs whose workers said `warm`
+// in their hello; a parked worker that dies turns the pool off for the run (it would die again).
+// Parked workers are children of the agent in process groups of their own, with the parent-death
+// signal: they end with the agent like any worker. Not thread-safe: the agent's loop owns it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/child_process.h"
+#include "base/unique_fd.h"
+
+namespace dtrun {
+
+class WarmPool {
+ public:
+  // Starts a parked worker for each local rank in `requests` (by local rank: the current round's
+  // own spawn requests) that has none. A start that fails is said once and turns the pool off.
+  void Fill(const std::vector<SpawnRequest>& requests);
+  // The parked worker of `local_rank`, released into the round whose spawn request is `request`;
+  // nullopt when none is parked, it was started for another command, or it is gone (the caller
+  // then spawns as usual).
+  std::optional<ChildProcess> Release(int local_rank, const SpawnRequest& request);
+  // A reaped exit. True if `pid` was a parked worker: it is dropped, said once, and the pool
+  // turns off.
+  bool OnExit(pid_t pid, int wait_status);
+  bool Holds(pid_t pid) const;
+  bool off() const { return off_; }
+  size_t size() const { return parked_.size(); }
+  // Ends every parked worker (SIGKILL to its group, reaped).
+  void Clear() { parked_.clear(); }
+
+ private:
+  struct Parked {
+    SpawnRequest request;  // what it was started as (its env aside)
+    ChildProcess process;
+    UniqueFd release;      // the park pipe's write end
+  };
+  void TurnOff(const std::string& why);
+
+  std::map<int, Parked> parked_;
+  bool off_ = false;
+  bool said_ = false;
+};
+
+}  // namespace dtrun
