@@ -280,7 +280,8 @@ void Agent::OnGroupExited() {
   dstate_since_.clear();
   timers_.Clear();
   KillStrays();
-  if (!reported_ && !stopping_ && group_->all_succeeded()) {
+  const bool reported_success = !reported_ && !stopping_ && group_->all_succeeded();
+  if (reported_success) {
     reported_ = true;
     warm_.Clear();  // this node's part is done: nothing will restart
     events_.Record("success", group_round_, nlohmann::json::object());
@@ -289,6 +290,10 @@ void Agent::OnGroupExited() {
       barrier_deadline_ = options_.now() + rounds_->exit_barrier_timeout();
     }
   }
+  // A round that ended before it trained (a restart into a round that never formed, as when a node
+  // is lost just after a worker failed) used up the parked workers: park new ones while the next
+  // round forms.
+  if (program_parks_ && !reported_success && interrupt_signal_ == 0 && !warm_.off()) warm_.Fill(group_->requests());
   group_.reset();
   paused_outputs_.clear();  // their pipes are closed
   stdin_->SetWorkers({});

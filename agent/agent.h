@@ -185,6 +185,7 @@ class Agent {
   std::optional<BuddyReplication> replication_;  // until Run makes the replicator
   std::unique_ptr<Replicator> replicator_;       // buddy copies (null: single node, or off)
   WarmPool warm_;                                // the next attempt's workers, parked
+  bool program_parks_ = false;                   // its workers said `warm` and stepped in some round
   void FillWarmPool();                           // once every local rank of the round stepped
   bool StartBuddyReplication();                  // false: the job goes on without buddy copies
   void OnRecoveryReport(int local_rank, const progress::Report& report);

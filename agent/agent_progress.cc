@@ -109,7 +109,12 @@ void Agent::OnProgressReports(int socket_rank) {
       return;
     }
     board_->Apply(lr, *report, now);
-    if (replicator_ && report->kind == progress::Report::Kind::kSnapshot) replicator_->OnSnapshot();
+    if (replicator_ && report->kind == progress::Report::Kind::kSnapshot && report->step) {
+      replicator_->OnSnapshot(lr, *report->step);
+    }
+    if (replicator_ && report->kind == progress::Report::Kind::kRestored) {
+      replicator_->OnRestored(lr, report->step.value_or(-1));
+    }
     OnRecoveryReport(lr, *report);
     if (report->kind == progress::Report::Kind::kBeat) FillWarmPool();
   });
@@ -124,6 +129,7 @@ void Agent::FillWarmPool() {
   for (const progress::RankProgress& r : board_->ranks()) {
     if (!r.warm || r.step < 0) return;
   }
+  program_parks_ = true;
   warm_.Fill(group_->requests());
 }
 

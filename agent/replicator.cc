@@ -66,6 +66,8 @@ Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store,
     : r_(std::move(replication)), store_(store), job_(job),
       event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   pinned_.assign(store_.nproc(), -1);
+  reported_.assign(store_.nproc(), -1);
+  to_pin_.assign(store_.nproc(), -1);
   pushed_.assign(store_.nproc(), -1);
   pushing_.assign(store_.nproc(), -1);
   kept_.assign(store_.nproc(), -1);
@@ -91,9 +93,20 @@ void Replicator::Drain() {
   }
 }
 
-void Replicator::OnSnapshot() {
+void Replicator::OnRestored(int local_rank, int64_t step) {
   absl::MutexLock lock(&mu_);
-  dirty_ = true;
+  if (local_rank < 0 || local_rank >= store_.nproc()) return;
+  reported_[local_rank] = std::max<int64_t>(step, -1);
+}
+
+void Replicator::OnSnapshot(int local_rank, int64_t step) {
+  absl::MutexLock lock(&mu_);
+  if (local_rank < 0 || local_rank >= store_.nproc()) return;
+  if (replica::CrossesBoundary(step, reported_[local_rank], r_.every)) {
+    to_pin_[local_rank] = step;  // a newer crossing replaces one not yet pinned
+    dirty_ = true;
+  }
+  reported_[local_rank] = std::max(reported_[local_rank], step);
 }
 
 std::vector<std::string> Replicator::TakeFetchNotes() {
@@ -131,10 +144,11 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
   round_ = Round{a.round, a.rank_offset, a.world_size, a.buddy_addr, a.buddy_port};
   // A new round may have gone back past what was pinned: pins start over from its snapshots.
   pinned_.assign(store_.nproc(), -1);
+  reported_.assign(store_.nproc(), -1);
+  to_pin_.assign(store_.nproc(), -1);
   pushed_.assign(store_.nproc(), -1);
   kept_.assign(store_.nproc(), -1);
   std::shared_ptr<replica::BuddyChannel> channel = ChannelFor(round_);
-  dirty_ = true;
   std::vector<int> missing;
   for (int lr = 0; lr < store_.nproc(); ++lr) {
     if (!HoldsSnapshot(lr, a.rank_offset + lr, a.world_size)) missing.push_back(lr);
@@ -252,14 +266,24 @@ absl::Duration Replicator::RetryLater(absl::Duration backoff) {
 
 bool Replicator::Pin(int local_rank, const Round& round) {
   const int64_t rank = round.rank_offset + local_rank;
-  std::vector<HeldSnapshot> mine = SnapshotsOf(store_.fd(local_rank), job_, rank, round.world_size);
-  if (mine.empty() || mine[0].header.attempt != round.round) return false;  // nothing new since the round began
-  const snapshot::SlotHeader newest = mine[0].header;
-  if (!replica::CrossesBoundary(newest.step, mine.size() > 1 ? mine[1].header.step : -1, r_.every)) return false;
+  int64_t step = -1;
   {
     absl::MutexLock lock(&mu_);
-    if (newest.step <= pinned_[local_rank] || stopping_) return false;
+    step = std::exchange(to_pin_[local_rank], -1);
+    if (step < 0 || step <= pinned_[local_rank] || stopping_) return false;
   }
+  std::vector<HeldSnapshot> mine = SnapshotsOf(store_.fd(local_rank), job_, rank, round.world_size);
+  auto it = std::find_if(mine.begin(), mine.end(), [&](const HeldSnapshot& h) {
+    return h.header.step == step && h.header.attempt == round.round;
+  });
+  if (it == mine.end()) {
+    // Overwritten before it was copied (two snapshots within one pin). Skipping keeps this node's
+    // pins on steps every other node also pins.
+    spdlog::debug("rank {}: snapshot of step {} was overwritten before it was pinned for the buddy", rank, step);
+    return false;
+  }
+  const HeldSnapshot held = *it;
+  const snapshot::SlotHeader newest = held.header;
   absl::StatusOr<snapshot::MappedRegion> source = snapshot::MappedRegion::Map(store_.fd(local_rank));
   absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
   if (!source.ok() || !pinned.ok()) return false;
@@ -273,7 +297,7 @@ bool Replicator::Pin(int local_rank, const Round& round) {
     pinned_[local_rank] = newest.step;
   }
   // A slot the worker rewrote meanwhile fails Place's checksum: the next report brings the newer one.
-  if (absl::Status st = Place(*pinned, newest, source->Payload(mine[0].slot)); !st.ok()) {
+  if (absl::Status st = Place(*pinned, newest, source->Payload(held.slot)); !st.ok()) {
       spdlog::debug("rank {}: snapshot of step {} not pinned for the buddy: {}", rank, newest.step, std::string(st.message()));
     return false;
   }

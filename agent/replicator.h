@@ -3,9 +3,12 @@
 // copies of ranks this node took over without holding their snapshots.
 //
 // Which snapshots travel: those whose step crosses a multiple of `every` since the rank's previous
-// snapshot. The ranks of a job snapshot the same steps, so every node pins the same steps in its
-// replica region (the newest two: the worker's own region keeps changing) as soon as they exist,
-// and pushes the newest pinned one to the buddy in chunks, paced to a duty cycle so that
+// snapshot, as the worker reported them (its `restored` and `snapshot` reports, in order). The ranks
+// of a job snapshot the same steps, so every node pins exactly the same steps in its replica region
+// (the newest two: the worker's own region keeps changing), or none where the worker overwrote the
+// step before it was copied: never another step, which no other rank would hold. The decision is
+// not taken from the region itself, which a reader may find mid-write with one slot empty. Each node
+// pushes the newest pinned copy to the buddy in chunks, paced to a duty cycle so that
 // replication lags rather than slows training; a push that fails goes again after a backoff.
 // While a push keeps up (it ends before the next boundary but one), the buddy's newest copy is
 // one that every surviving node still has pinned, so a restore finds a step every rank holds;
@@ -59,8 +62,10 @@ class Replicator {
   // Whether the workers of `a` may start now. Starts fetching (once per round) the buddy's copies
   // of the ranks for which this node holds no snapshot, and says false until that fetch is done.
   bool ReadyFor(const rdzv::Assignment& a);
-  // A worker reported a snapshot: the sender looks at the regions again.
-  void OnSnapshot();
+  // A worker's reports, in the order it sent them: what it restored (-1: nothing) and each
+  // snapshot it completed. A snapshot crossing a boundary is pinned.
+  void OnRestored(int local_rank, int64_t step);
+  void OnSnapshot(int local_rank, int64_t step);
   // What the last fetch did, one line per rank (for the console and the event log); taken once.
   std::vector<std::string> TakeFetchNotes();
   // For `dtrun status`: the buddy of this round ("host:port"; "" for none) and, by local rank,
@@ -83,8 +88,8 @@ class Replicator {
   std::optional<std::pair<Round, std::shared_ptr<replica::BuddyChannel>>> AwaitWork(bool* due);
   void PinLoop();
   void PushLoop();
-  // Copies the rank's newest snapshot into its replica region if it crosses a boundary. True if
-  // it did.
+  // Copies the snapshot the rank's reports marked for pinning into its replica region, if the
+  // worker's region still holds it. True if it did.
   bool Pin(int local_rank, const Round& round);
   // Sends the rank's newest pinned copy if the buddy lacks it. False if it did not get there.
   bool Push(int local_rank, const Round& round, replica::BuddyChannel* channel);
@@ -114,6 +119,8 @@ class Replicator {
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> fetch_notes_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> pinned_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest pinned step
+  std::vector<int64_t> reported_ ABSL_GUARDED_BY(mu_);  // by local rank: the last step reported this round
+  std::vector<int64_t> to_pin_ ABSL_GUARDED_BY(mu_);    // by local rank: a crossing step not yet pinned (-1)
   std::vector<int64_t> pushed_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest step pushed (or tried)
   std::vector<int> pushing_ ABSL_GUARDED_BY(mu_);     // by local rank: the replica slot being pushed (-1)
   std::vector<int64_t> kept_ ABSL_GUARDED_BY(mu_);    // by local rank: the newest step the buddy confirmed

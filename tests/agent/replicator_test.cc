@@ -96,7 +96,7 @@ class ReplicatorTest : public ::testing::Test {
   }
   void Snapshot(int64_t step, const std::string& payload) {
     WriteSnapshot(store_->fd(0), step, payload);
-    replicator_->OnSnapshot();
+    replicator_->OnSnapshot(0, step);
   }
   std::vector<int64_t> Attempts() {
     absl::MutexLock lock(&log_->mu);
@@ -118,6 +118,22 @@ TEST_F(ReplicatorTest, TheFirstSnapshotAndThoseCrossingABoundaryTravel) {
   EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 12}));
   absl::MutexLock lock(&log_->mu);
   EXPECT_EQ(log_->kept, (std::vector<std::string>{"step one", "step twelve"}));
+}
+
+// The pinned steps come from the worker's reports, not from a look at its region: a boundary
+// snapshot overwritten before the pinner copied it is skipped, never replaced by a later step
+// (which the other nodes, which pinned the boundary step, would not hold).
+TEST_F(ReplicatorTest, ABoundarySnapshotOverwrittenBeforeItWasPinnedIsSkippedNotReplaced) {
+  Start(/*failures=*/0);
+  Snapshot(1, "step one");
+  ASSERT_TRUE(log_->AwaitKept(1));
+  replicator_->OnSnapshot(0, 10);  // reported, but the region already holds 11 and 12 instead
+  WriteSnapshot(store_->fd(0), 11, "step eleven");
+  replicator_->OnSnapshot(0, 11);
+  Snapshot(12, "step twelve");
+  Snapshot(20, "step twenty");  // crosses 20: pinned and sent
+  ASSERT_TRUE(log_->AwaitKept(2));
+  EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 20}));
 }
 
 TEST_F(ReplicatorTest, ACopyThatDidNotArriveGoesAgainUntilItDoes) {
