@@ -328,6 +328,7 @@ void Agent::Step() {
     return Finish(1);
   }
   if (!view_) return;
+  ParkForPromotion();
   const bool over = view_->phase == rdzv::JobPhase::kSucceeded || view_->phase == rdzv::JobPhase::kFailed ||
                     view_->phase == rdzv::JobPhase::kKilled;
   if (over) rounds_->Leave();  // lets the service host know this node has seen the end
@@ -374,19 +375,35 @@ void Agent::Step() {
   }
 }
 
-void Agent::StartRound(const rdzv::Assignment& a) {
-  ++counters_.rounds;
-  group_round_ = a.round;
-  group_nodes_ = a.group_world_size;
-  reported_ = false;
-  barrier_deadline_.reset();
+WorkerGroup::Io Agent::RoundIo() {
   WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}, nullptr};
   if (options_.warm_workers) io.warm = &warm_;
   for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) {
     io.snapshot_fds.push_back(snapshots_.fd(lr));
     if (snapshots_.replica_fd(lr) >= 0) io.replica_fds.push_back(snapshots_.replica_fd(lr));
   }
-  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a, io);
+  return io;
+}
+
+void Agent::ParkForPromotion() {
+  // A spare has run nothing: it learns from the rendezvous that the job's program parks, and
+  // parks its workers with a placeholder layout (the release brings the real one).
+  if (group_ || !view_ || view_->role != rdzv::NodeRole::kSpare || !view_->program_parks) return;
+  if (!options_.warm_workers || warm_.off() || warm_.size() > 0) return;
+  rdzv::Assignment placeholder;
+  placeholder.round = view_->round;
+  placeholder.world_size = options_.nproc_per_node;
+  placeholder.group_world_size = 1;
+  warm_.Fill(WorkerGroup::SpawnRequests(options_, base_env_, paths_, placeholder, RoundIo()));
+}
+
+void Agent::StartRound(const rdzv::Assignment& a) {
+  ++counters_.rounds;
+  group_round_ = a.round;
+  group_nodes_ = a.group_world_size;
+  reported_ = false;
+  barrier_deadline_.reset();
+  absl::StatusOr<std::unique_ptr<WorkerGroup>> group = WorkerGroup::Start(options_, base_env_, paths_, a, RoundIo());
   if (!group.ok()) {
     spdlog::error("{}", std::string(group.status().message()));
     KillStrays();

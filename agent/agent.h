@@ -66,6 +66,8 @@ class Agent {
   void OnGroupExited();
   void Step();  // decides what to do next from the current facts
   void StartRound(const rdzv::Assignment& assignment);
+  WorkerGroup::Io RoundIo();  // where this node's workers write and read, and the warm pool
+  void ParkForPromotion();    // a spare parks workers for the round it may be promoted into
   void StopGroup(int signo);
   // Between the stop signal and SIGKILL: --shutdown-timeout, or less after a failure (StopGroup).
   std::chrono::milliseconds StopGrace() const;

@@ -95,6 +95,7 @@ status::NodeStatus Agent::BuildNodeStatus(Clock::time_point now) {
       r.snapshot_bytes = static_cast<int64_t>(s->payload_bytes);
     }
     if (w.local_rank < static_cast<int>(buddy.kept_steps.size())) r.buddy_step = buddy.kept_steps[w.local_rank];
+    if (board_ && w.local_rank < static_cast<int>(board_->ranks().size())) r.warm = board_->ranks()[w.local_rank].warm;
     if (auto it = used.find(w.process.pid()); it != used.end()) {
       r.cpu_percent = it->second.cpu_percent;
       r.rss_bytes = it->second.rss_bytes;

@@ -56,54 +56,74 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
   return std::make_unique<OutputRelay>(std::move(prefix), console, std::move(file));
 }
 
+// The identity of local rank `lr` in the round `layout` describes.
+WorkerIdentity IdentityOf(const AttemptPaths& paths, const rdzv::Assignment& layout, const WorkerGroup::Io& io,
+                          int lr) {
+  WorkerIdentity id;
+  id.local_rank = lr;
+  id.global_rank = layout.rank_offset + lr;
+  id.world_size = layout.world_size;
+  id.restart_count = static_cast<int>(layout.round);
+  id.group_rank = layout.group_rank;
+  id.group_world_size = layout.group_world_size;
+  id.master_addr = layout.master_addr;
+  id.master_port = layout.master_port;
+  const std::string error_dir = absl::StrCat(paths.error_root, "/attempt_", layout.round, "/", lr);
+  id.error_file = error_dir + "/error.json";
+  id.stacks_file = error_dir + "/stacks.txt";
+  id.log_dir = paths.log_root.empty() ? "" : absl::StrCat(paths.log_root, "/attempt_", layout.round, "/", lr);
+  if (lr < static_cast<int>(io.snapshot_fds.size())) id.snapshot_fd = io.snapshot_fds[lr];
+  if (lr < static_cast<int>(io.replica_fds.size())) id.replica_fd = io.replica_fds[lr];
+  return id;
+}
+
+SpawnRequest RequestFor(const AgentOptions& o, const std::map<std::string, std::string>& base_env,
+                        const WorkerIdentity& id, bool pipe_stdin) {
+  SpawnRequest req;
+  req.executable = o.executable;
+  req.argv = o.argv;
+  if (o.local_rank_arg) {
+    size_t at = std::min(o.script_args_at, req.argv.size());
+    req.argv.insert(req.argv.begin() + static_cast<long>(at), absl::StrCat(*o.local_rank_arg, "=", id.local_rank));
+  }
+  req.env = BuildWorkerEnv(base_env, o, id);
+  req.pipe_stdin = pipe_stdin;
+  if (id.snapshot_fd >= 0) req.inherit_fds.push_back(id.snapshot_fd);
+  if (id.replica_fd >= 0) req.inherit_fds.push_back(id.replica_fd);
+  return req;
+}
+
 }  // namespace
+
+std::vector<SpawnRequest> WorkerGroup::SpawnRequests(const AgentOptions& o,
+                                                     const std::map<std::string, std::string>& base_env,
+                                                     const AttemptPaths& paths, const rdzv::Assignment& layout,
+                                                     const Io& io) {
+  std::vector<SpawnRequest> out;
+  for (int lr = 0; lr < o.nproc_per_node; ++lr) {
+    out.push_back(RequestFor(o, base_env, IdentityOf(paths, layout, io, lr), io.pipe_stdin));
+  }
+  return out;
+}
 
 absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     const AgentOptions& o, const std::map<std::string, std::string>& base_env,
     const AttemptPaths& paths, const rdzv::Assignment& layout, const Io& io) {
   std::unique_ptr<WorkerGroup> group(new WorkerGroup());
-  const int64_t attempt = layout.round;
   group->workers_.reserve(o.nproc_per_node);
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
-    WorkerIdentity id;
-    id.local_rank = lr;
-    id.global_rank = layout.rank_offset + lr;
-    id.world_size = layout.world_size;
-    id.restart_count = static_cast<int>(attempt);
-    id.group_rank = layout.group_rank;
-    id.group_world_size = layout.group_world_size;
-    id.master_addr = layout.master_addr;
-    id.master_port = layout.master_port;
-    std::string error_dir = absl::StrCat(paths.error_root, "/attempt_", attempt, "/", lr);
-    absl::Status st = MakeDirs(error_dir);
-    if (!st.ok()) return st;
-    id.error_file = error_dir + "/error.json";
-    id.stacks_file = error_dir + "/stacks.txt";
-    std::string log_dir = paths.log_root.empty() ? "" : absl::StrCat(paths.log_root, "/attempt_", attempt, "/", lr);
-    if (!log_dir.empty()) {
-      st = MakeDirs(log_dir);
-      if (!st.ok()) return st;
+    const WorkerIdentity id = IdentityOf(paths, layout, io, lr);
+    const std::string error_dir = std::filesystem::path(id.error_file).parent_path();
+    if (absl::Status st = MakeDirs(error_dir); !st.ok()) return st;
+    if (!id.log_dir.empty()) {
+      if (absl::Status st = MakeDirs(id.log_dir); !st.ok()) return st;
     }
-    id.log_dir = log_dir;
-    if (lr < static_cast<int>(io.snapshot_fds.size())) id.snapshot_fd = io.snapshot_fds[lr];
-    if (lr < static_cast<int>(io.replica_fds.size())) id.replica_fd = io.replica_fds[lr];
-
-    SpawnRequest req;
-    req.executable = o.executable;
-    req.argv = o.argv;
-    if (o.local_rank_arg) {
-      size_t at = std::min(o.script_args_at, req.argv.size());
-      req.argv.insert(req.argv.begin() + static_cast<long>(at), absl::StrCat(*o.local_rank_arg, "=", lr));
-    }
-    req.env = BuildWorkerEnv(base_env, o, id);
-    req.pipe_stdin = io.pipe_stdin;
-    if (id.snapshot_fd >= 0) req.inherit_fds.push_back(id.snapshot_fd);
-    if (id.replica_fd >= 0) req.inherit_fds.push_back(id.replica_fd);
+    SpawnRequest req = RequestFor(o, base_env, id, io.pipe_stdin);
     absl::StatusOr<std::unique_ptr<OutputRelay>> out =
-        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStdoutBit, io.consoles);
+        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStdoutBit, io.consoles);
     if (!out.ok()) return out.status();
     absl::StatusOr<std::unique_ptr<OutputRelay>> err =
-        MakeRelay(o, paths, log_dir, lr, id.global_rank, kStderrBit, io.consoles);
+        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStderrBit, io.consoles);
     if (!err.ok()) return err.status();
     std::optional<ChildProcess> parked = io.warm ? io.warm->Release(lr, req) : std::nullopt;
     absl::StatusOr<ChildProcess> proc = parked ? std::move(*parked) : ChildProcess::Spawn(req);

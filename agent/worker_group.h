@@ -49,6 +49,12 @@ class WorkerGroup {
     std::vector<int> replica_fds;   // by local rank (empty: no buddy copies)
     WarmPool* warm = nullptr;       // parked workers to release before spawning (null: none)
   };
+  // What each worker of the round `layout` describes would be spawned as, by local rank (no
+  // directory is made): a spare parks workers from these before it has a round of its own.
+  static std::vector<SpawnRequest> SpawnRequests(const AgentOptions& options,
+                                                 const std::map<std::string, std::string>& base_env,
+                                                 const AttemptPaths& paths, const rdzv::Assignment& layout,
+                                                 const Io& io);
   // Spawns every worker of the round. On error, workers already started are killed.
   static absl::StatusOr<std::unique_ptr<WorkerGroup>> Start(
       const AgentOptions& options, const std::map<std::string, std::string>& base_env,

@@ -236,7 +236,13 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 starts = [json.loads(l) for l in open(path) if '"worker_start"' in l]
                 last = max((r["round"] for r in starts), default=-1)
                 warm += sum(1 for r in starts if r["round"] == last and r.get("warm"))
+            # The phases of the node that came back last, from the fault: noticed, workers stopped,
+            # started, state restored, stepping.
+            last = max(records.values(), key=lambda r: r["ts_ms"])
+            noticed = last["ts_ms"] - last["stepping_ms"] - fault_ms
+            phases = [round((noticed + last.get(k, 0)) / 1000, 2) for k in ("stopped_ms", "started_ms", "restored_ms", "stepping_ms")]
             return {"fault_to_stepping_s": (last_ms - fault_ms) / 1000, "warm_workers": warm,
+                    "last_node_phases_s": [round(noticed / 1000, 2)] + phases,
                     "lost_steps": reached - restored,
                     "sources": sorted({r.get("source", "?") for r in records.values()})}
         finally:

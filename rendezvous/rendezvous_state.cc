@@ -103,7 +103,12 @@ absl::Status RendezvousState::SetProgress(const std::string& node_id, status::No
   progress.node_id = node_id;
   progress.host = info.host;
   progress.nproc = info.nproc;
+  const bool parks = std::any_of(progress.ranks.begin(), progress.ranks.end(), [](const status::RankStatus& r) { return r.warm; });
   it->second.progress = std::move(progress);
+  if (parks && !program_parks_) {
+    program_parks_ = true;
+    TouchAll();  // every node's view changes: waiting spares learn it now
+  }
   return absl::OkStatus();
 }
 
@@ -122,6 +127,7 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
   v.failures = failures_;
   v.exit_code = exit_code_;
   v.stacks_round = stacks_round_;
+  v.program_parks = program_parks_;
   return v;
 }
 

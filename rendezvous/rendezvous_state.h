@@ -92,6 +92,9 @@ struct NodeView {
   // A round that ended because a worker hung: nodes still running it get their workers' stacks
   // before stopping them (-1: none).
   int64_t stacks_round = -1;
+  // Some node's workers said their program may be started parked (worker/warm_start.h): a spare,
+  // which has run nothing yet, parks its workers too.
+  bool program_parks = false;
 };
 
 struct JobSummary {
@@ -210,6 +213,7 @@ class RendezvousState {
   uint64_t next_seq_ = 0;
   uint64_t version_ = 1;
   uint64_t all_version_ = 0;  // version_ when every node's view last changed
+  bool program_parks_ = false;  // sticky: see NodeView::program_parks
   JobPhase phase_ = JobPhase::kForming;
   int64_t round_ = -1;
   int restarts_used_ = 0;

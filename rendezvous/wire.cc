@@ -107,6 +107,7 @@ void ToWire(const NodeView& in, v1::WatchResponse* out) {
   for (const FailureInfo& f : in.failures) ToWire(f, out->add_failures());
   out->set_exit_code(in.exit_code);
   if (in.stacks_round >= 0) out->set_stacks_round(in.stacks_round);
+  out->set_program_parks(in.program_parks);
 }
 
 NodeView FromWire(const v1::WatchResponse& in) {
@@ -125,6 +126,7 @@ NodeView FromWire(const v1::WatchResponse& in) {
   for (const v1::Failure& f : in.failures()) v.failures.push_back(FromWire(f));
   v.exit_code = in.exit_code();
   v.stacks_round = in.has_stacks_round() ? in.stacks_round() : -1;
+  v.program_parks = in.program_parks();
   return v;
 }
 
@@ -153,6 +155,7 @@ void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
     w->set_snapshot_step(r.snapshot_step);
     w->set_snapshot_bytes(r.snapshot_bytes);
     if (r.buddy_step >= 0) w->set_buddy_step(r.buddy_step);
+    w->set_warm(r.warm);
   }
 }
 
@@ -186,6 +189,7 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
     r.snapshot_step = w.snapshot_bytes() > 0 ? w.snapshot_step() : -1;
     r.snapshot_bytes = w.snapshot_bytes() > 0 ? w.snapshot_bytes() : -1;
     r.buddy_step = w.has_buddy_step() ? w.buddy_step() : -1;
+    r.warm = w.warm();
     out.ranks.push_back(std::move(r));
   }
   return out;

@@ -31,6 +31,7 @@ struct RankStatus {
   int64_t snapshot_step = -1;    // its newest in-memory snapshot (docs/DESIGN.md, "Snapshots")
   int64_t snapshot_bytes = -1;   // and that snapshot's size
   int64_t buddy_step = -1;       // the newest step of it that the node's buddy holds a copy of
+  bool warm = false;             // its program may be started parked (docs/DESIGN.md, "Warm workers")
 };
 
 struct NodeStatus {

@@ -251,6 +251,27 @@ TEST_F(RendezvousStateTest, ElasticSpareWaitsAndIsPromotedWhenAMemberIsLost) {
   EXPECT_EQ(s.View(a)->assignment->group_rank, 0);
 }
 
+// Warm workers: once some node's workers say their program can be parked, every node's view says
+// so (a new version, so a waiting spare hears it at once), and it stays said.
+TEST_F(RendezvousStateTest, ASpareLearnsThatTheProgramParksFromAnotherNodesStatus) {
+  RendezvousState s(Elastic(2, 2), now_);
+  std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
+  std::string c = MustJoin(s, Node("c"));
+  EXPECT_FALSE(s.View(c)->program_parks);
+  status::NodeStatus pushed;
+  pushed.ranks.resize(2);
+  ASSERT_TRUE(s.SetProgress(a, pushed).ok());
+  EXPECT_FALSE(s.View(c)->program_parks);
+  const uint64_t before = s.View(c)->version;
+  pushed.ranks[1].warm = true;
+  ASSERT_TRUE(s.SetProgress(b, pushed).ok());
+  EXPECT_TRUE(s.View(c)->program_parks);
+  EXPECT_GT(s.View(c)->version, before);
+  pushed.ranks[1].warm = false;
+  ASSERT_TRUE(s.SetProgress(b, pushed).ok());
+  EXPECT_TRUE(s.View(c)->program_parks);
+}
+
 // A spare takes the lost node's group rank and the survivors keep theirs: their ranks, and the
 // in-memory snapshots that belong to those ranks, stay where they are.
 TEST_F(RendezvousStateTest, ElasticSpareTakesTheLostNodesGroupRankAndTheOthersKeepTheirs) {
