@@ -119,10 +119,7 @@ TEST_F(MultiNodeTest, ResumeIsTheSameOnHostsWithSeparateOutputDirs) {
   std::vector<std::unique_ptr<Harness>> nodes =
       TrainOnBothHosts(data, dir, 2, {"--max-restarts", "1", "--snapshot-memory", "0"});
   ASSERT_TRUE(nodes[0]->WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << nodes[0]->all();
-  pid_t victim = 0;
-  for (const ProcessEntry& p : FindProcessesWithEnv("DTRUN_LAUNCH_ID", std::nullopt, {"RANK"})) {
-    if (p.env.count("RANK") && p.env.at("RANK") == "1" && p.ppid == nodes[1]->pid()) victim = p.pid;
-  }
+  const pid_t victim = WorkerOf(nodes[1]->pid(), 1);  // the running worker, not a parked one
   ASSERT_GT(victim, 0);
   ::kill(victim, SIGKILL);
   EXPECT_EQ(nodes[0]->Wait(std::chrono::seconds(240)), 0) << nodes[0]->all();
@@ -424,6 +421,40 @@ TEST_F(MultiNodeTest, ElasticSpareIsPromotedWhenAMemberDies) {
   ::kill(spare->pid(), SIGTERM);
   EXPECT_TRUE(a->Wait().has_value());
   EXPECT_TRUE(spare->Wait().has_value());
+}
+
+// Warm workers on a spare: the members' workers say their program parks, the rendezvous tells
+// every node, the waiting spare parks a worker, and when a member is lost the spare's worker is
+// released into the new round (with that round's environment) instead of being spawned.
+TEST_F(MultiNodeTest, ASparesParkedWorkerIsReleasedWhenItIsPromoted) {
+  Cluster(3);
+  const std::string dir = MakeTempDir();
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        cluster_->address(0) + ":29515", "--rdzv-id", "warm", "--local-addr", cluster_->address(i), "--rdzv-conf",
+        "keep_alive_interval=0.2,keep_alive_max_attempt=3", "--max-restarts", "1", "--event-log",
+        dir + "/events" + std::to_string(i) + ".jsonl", BinDir() + "/warm_probe"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  };
+  auto a = elastic(0);
+  auto b = elastic(1);
+  ASSERT_TRUE(a->WaitForOutput("restart=0")) << a->all();
+  ASSERT_TRUE(b->WaitForOutput("restart=0")) << b->all();
+  auto spare = elastic(2);
+  ASSERT_TRUE(spare->WaitForOutput("started and parked", std::chrono::seconds(30))) << spare->all();
+  ::kill(b->pid(), SIGKILL);
+  EXPECT_EQ(spare->Wait(std::chrono::seconds(30)), 0) << spare->all();
+  EXPECT_EQ(a->Wait(std::chrono::seconds(30)), 0) << a->all();
+  std::vector<nlohmann::json> starts = EventsOfKind(dir + "/events2.jsonl", "worker_start");
+  ASSERT_EQ(starts.size(), 1u) << spare->all();
+  EXPECT_TRUE(starts[0]["warm"].get<bool>()) << starts[0];
+  EXPECT_NE(spare->out().find("probe rank=" + std::to_string(starts[0]["rank"].get<int>()) + " restart=1 pid=" +
+                              std::to_string(starts[0]["worker_pid"].get<int64_t>()) + " park_fd=unset"),
+            std::string::npos)
+      << spare->all();
 }
 
 // A whole node is lost (its dtrun SIGKILLed, its workers with it) in an elastic job with a spare
