@@ -222,12 +222,13 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 host = missing[0]
                 text = spare.text() if host == n else nodes[host].text()
                 raise SystemExit(f"{fault}: host {host} recorded no recovery:\n{text[-4000:]}")
-            if args.keep_logs and any(r.get("source") == "none" for r in records.values()):
-                # What every host said, for a trial that restored nothing.
+            if args.keep_logs and (args.keep_all or any(r.get("source") == "none" for r in records.values())):
+                # What every host said, each line with its arrival time in seconds from the fault.
                 os.makedirs(args.keep_logs, exist_ok=True)
                 for i, node in enumerate(nodes + [spare]):
                     with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
-                        f.write(node.text())
+                        with node.cond:
+                            f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
             last_ms = max(r["ts_ms"] for r in records.values())
             restored = min(max(r.get("restored_step", 0), 0) for r in records.values())
             # Workers of the recovery round that were released warm rather than spawned.
@@ -263,6 +264,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warm-workers", default="on", help="dtrun's --warm-workers (on: the default)")
     ap.add_argument("--keep-logs", help="write every host's output here for trials that restored nothing")
+    ap.add_argument("--keep-all", action="store_true", help="with --keep-logs: for every trial")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("node_loss.py needs root (network namespaces)")
