@@ -229,6 +229,12 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
                         with node.cond:
                             f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
+                    if os.path.exists(f"{tmp}/events{i}.jsonl"):
+                        with open(f"{tmp}/events{i}.jsonl") as src, open(f"{args.keep_logs}/{fault}{trial}_events{i}.jsonl", "w") as dst:
+                            for line in src:
+                                r = json.loads(line)
+                                r["t_from_fault_s"] = round(r["ts_ms"] / 1000 - fault_ms / 1000, 3)
+                                dst.write(json.dumps(r) + "\n")
             last_ms = max(r["ts_ms"] for r in records.values())
             restored = min(max(r.get("restored_step", 0), 0) for r in records.values())
             # Workers of the recovery round that were released warm rather than spawned.
