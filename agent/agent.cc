@@ -291,9 +291,12 @@ void Agent::OnGroupExited() {
     }
   }
   // A round that ended before it trained (a restart into a round that never formed, as when a node
-  // is lost just after a worker failed) used up the parked workers: park new ones while the next
-  // round forms.
-  if (program_parks_ && !reported_success && interrupt_signal_ == 0 && !warm_.off()) warm_.Fill(group_->requests());
+  // is lost just after a worker failed) may have used up the parked workers: if none is left, park
+  // new ones while the next round forms. If some are left, they serve the next round, and new ones
+  // would only take its CPU while it starts (their refill waits until it trains).
+  if (program_parks_ && !reported_success && interrupt_signal_ == 0 && !warm_.off() && warm_.size() == 0) {
+    warm_.Fill(group_->requests(), WarmDepth());
+  }
   group_.reset();
   paused_outputs_.clear();  // their pipes are closed
   stdin_->SetWorkers({});
@@ -394,7 +397,7 @@ void Agent::ParkForPromotion() {
   placeholder.round = view_->round;
   placeholder.world_size = options_.nproc_per_node;
   placeholder.group_world_size = 1;
-  warm_.Fill(WorkerGroup::SpawnRequests(options_, base_env_, paths_, placeholder, RoundIo()));
+  warm_.Fill(WorkerGroup::SpawnRequests(options_, base_env_, paths_, placeholder, RoundIo()), /*depth=*/2);
 }
 
 void Agent::StartRound(const rdzv::Assignment& a) {

@@ -189,6 +189,8 @@ class Agent {
   WarmPool warm_;                                // the next attempt's workers, parked
   bool program_parks_ = false;                   // its workers said `warm` and stepped in some round
   void FillWarmPool();                           // once every local rank of the round stepped
+  // Parked workers per local rank: 2 on several nodes (see WarmPool::Fill), else 1.
+  int WarmDepth() const { return group_nodes_ > 1 ? 2 : 1; }
   bool StartBuddyReplication();                  // false: the job goes on without buddy copies
   void OnRecoveryReport(int local_rank, const progress::Report& report);
   bool status_write_warned_ = false;

@@ -125,12 +125,12 @@ void Agent::FillWarmPool() {
   // start would otherwise delay the restart they are meant to speed up.
   // Without restarts a failure ends the job: nothing would ever release them.
   if (!options_.warm_workers || options_.max_restarts == 0 || warm_.off() || !group_ || stopping_ || !board_) return;
-  if (warm_.size() == group_->requests().size()) return;
+  if (warm_.size() >= group_->requests().size() * WarmDepth()) return;
   for (const progress::RankProgress& r : board_->ranks()) {
     if (!r.warm || r.step < 0) return;
   }
   program_parks_ = true;
-  warm_.Fill(group_->requests());
+  warm_.Fill(group_->requests(), WarmDepth());
 }
 
 void Agent::OnRecoveryReport(int local_rank, const progress::Report& report) {

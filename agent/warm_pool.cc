@@ -34,35 +34,38 @@ bool WriteRelease(int fd, const std::string& message) {
 
 }  // namespace
 
-void WarmPool::Fill(const std::vector<SpawnRequest>& requests) {
-  const size_t before = parked_.size();
+void WarmPool::Fill(const std::vector<SpawnRequest>& requests, int depth) {
+  const size_t before = size_;
   for (int lr = 0; lr < static_cast<int>(requests.size()) && !off_; ++lr) {
-    if (parked_.count(lr)) continue;
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return TurnOff(absl::StrCat("cannot make a park pipe: ", strerror(errno)));
-    UniqueFd read_end(fds[0]), write_end(fds[1]);
-    SpawnRequest parked = requests[lr];
-    parked.env.push_back(absl::StrCat(env::kParkFd, "=", read_end.get()));
-    parked.inherit_fds.push_back(read_end.get());
-    absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(parked);
-    if (!process.ok()) return TurnOff(std::string(process.status().message()));
-    // The writer must never block the agent's loop.
-    ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
-    parked_.emplace(lr, Parked{requests[lr], std::move(*process), std::move(write_end)});
+    while (static_cast<int>(parked_[lr].size()) < depth && !off_) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC) != 0) return TurnOff(absl::StrCat("cannot make a park pipe: ", strerror(errno)));
+      UniqueFd read_end(fds[0]), write_end(fds[1]);
+      SpawnRequest parked = requests[lr];
+      parked.env.push_back(absl::StrCat(env::kParkFd, "=", read_end.get()));
+      parked.inherit_fds.push_back(read_end.get());
+      absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(parked);
+      if (!process.ok()) return TurnOff(std::string(process.status().message()));
+      // The writer must never block the agent's loop.
+      ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
+      parked_[lr].push_back(Parked{requests[lr], std::move(*process), std::move(write_end)});
+      ++size_;
+    }
   }
-  if (parked_.size() > before) {
+  if (size_ > before) {
     // Said once a run; later fills are routine.
     spdlog::log(std::exchange(said_, true) ? spdlog::level::debug : spdlog::level::info,
                 "{} worker(s) of the next attempt started and parked: a restart releases them warm "
-                "(--warm-workers off to keep none)", parked_.size() - before);
+                "(--warm-workers off to keep none)", size_ - before);
   }
 }
 
 std::optional<ChildProcess> WarmPool::Release(int local_rank, const SpawnRequest& request) {
   auto it = parked_.find(local_rank);
-  if (it == parked_.end()) return std::nullopt;
-  Parked p = std::move(it->second);
-  parked_.erase(it);
+  if (it == parked_.end() || it->second.empty()) return std::nullopt;
+  Parked p = std::move(it->second.front());
+  it->second.pop_front();
+  --size_;
   if (!SameCommand(p.request, request) || !p.process.running() ||
       !WriteRelease(p.release.get(), EncodeRelease(request.env))) {
     return std::nullopt;  // `p` ends with this scope: its group is killed and reaped
@@ -71,22 +74,28 @@ std::optional<ChildProcess> WarmPool::Release(int local_rank, const SpawnRequest
 }
 
 bool WarmPool::OnExit(pid_t pid, int wait_status) {
-  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
-    if (it->second.process.pid() != pid) continue;
-    it->second.process.MarkExited(wait_status);
-    const std::string how = WIFSIGNALED(wait_status) ? absl::StrCat("killed by ", SignalName(WTERMSIG(wait_status)))
-                                                     : absl::StrCat("exit code ", WEXITSTATUS(wait_status));
-    const int local_rank = it->first;
-    parked_.erase(it);
-    TurnOff(absl::StrCat("a parked worker (local rank ", local_rank, ") ended before a round needed it (", how, ")"));
-    return true;
+  for (auto& [local_rank, queue] : parked_) {
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if (it->process.pid() != pid) continue;
+      it->process.MarkExited(wait_status);
+      const std::string how = WIFSIGNALED(wait_status)
+                                  ? absl::StrCat("killed by ", SignalName(WTERMSIG(wait_status)))
+                                  : absl::StrCat("exit code ", WEXITSTATUS(wait_status));
+      const int lr = local_rank;
+      queue.erase(it);
+      --size_;
+      TurnOff(absl::StrCat("a parked worker (local rank ", lr, ") ended before a round needed it (", how, ")"));
+      return true;
+    }
   }
   return false;
 }
 
 bool WarmPool::Holds(pid_t pid) const {
-  for (const auto& [lr, p] : parked_) {
-    if (p.process.pid() == pid) return true;
+  for (const auto& [lr, queue] : parked_) {
+    for (const Parked& p : queue) {
+      if (p.process.pid() == pid) return true;
+    }
   }
   return false;
 }
@@ -94,7 +103,7 @@ bool WarmPool::Holds(pid_t pid) const {
 void WarmPool::TurnOff(const std::string& why) {
   if (off_) return;
   off_ = true;
-  parked_.clear();
+  Clear();
   spdlog::warn("{}; restarts start their workers cold from now on", why);
 }
 

@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,21 +22,27 @@ namespace dtrun {
 
 class WarmPool {
  public:
-  // Starts a parked worker for each local rank in `requests` (by local rank: the current round's
-  // own spawn requests) that has none. A start that fails is said once and turns the pool off.
-  void Fill(const std::vector<SpawnRequest>& requests);
-  // The parked worker of `local_rank`, released into the round whose spawn request is `request`;
-  // nullopt when none is parked, it was started for another command, or it is gone (the caller
-  // then spawns as usual).
+  // Starts parked workers until each local rank in `requests` (by local rank: the current round's
+  // own spawn requests) has `depth` of them. Depth 2 on several nodes: a node lost there usually
+  // shows first as a worker's broken connection, and the restart that follows is a round that
+  // never forms; it takes one generation and the round after it the other, already loaded. A
+  // start that fails is said once and turns the pool off.
+  void Fill(const std::vector<SpawnRequest>& requests, int depth = 1);
+  // The oldest parked worker of `local_rank`, released into the round whose spawn request is
+  // `request`; nullopt when none is parked, it was started for another command, or it is gone
+  // (the caller then spawns as usual).
   std::optional<ChildProcess> Release(int local_rank, const SpawnRequest& request);
   // A reaped exit. True if `pid` was a parked worker: it is dropped, said once, and the pool
   // turns off.
   bool OnExit(pid_t pid, int wait_status);
   bool Holds(pid_t pid) const;
   bool off() const { return off_; }
-  size_t size() const { return parked_.size(); }
+  size_t size() const { return size_; }
   // Ends every parked worker (SIGKILL to its group, reaped).
-  void Clear() { parked_.clear(); }
+  void Clear() {
+    parked_.clear();
+    size_ = 0;
+  }
 
  private:
   struct Parked {
@@ -45,7 +52,8 @@ class WarmPool {
   };
   void TurnOff(const std::string& why);
 
-  std::map<int, Parked> parked_;
+  std::map<int, std::deque<Parked>> parked_;  // by local rank, oldest first
+  size_t size_ = 0;
   bool off_ = false;
   bool said_ = false;
 };
