@@ -140,7 +140,7 @@ class Agent {
   bool killed_ = false;                  // SIGKILL was sent to group_
   std::chrono::steady_clock::time_point kill_deadline_;
   // The grace after a failure when every local rank's state is in an in-memory snapshot.
-  static constexpr std::chrono::milliseconds kSnapshottedStopGrace{2000};
+  static constexpr std::chrono::milliseconds kSnapshottedStopGrace{500};
   std::optional<std::chrono::steady_clock::time_point> barrier_deadline_;
   int interrupt_signal_ = 0;
   int signals_received_ = 0;
