@@ -291,12 +291,8 @@ void Agent::OnGroupExited() {
     }
   }
   // A round that ended before it trained (a restart into a round that never formed, as when a node
-  // is lost just after a worker failed) may have used up the parked workers: if none is left, park
-  // new ones while the next round forms. If some are left, they serve the next round, and new ones
-  // would only take its CPU while it starts (their refill waits until it trains).
-  if (program_parks_ && !reported_success && interrupt_signal_ == 0 && !warm_.off() && warm_.size() == 0) {
-    warm_.Fill(group_->requests(), WarmDepth());
-  }
+  // is lost just after a worker failed) may have used up the parked workers.
+  if (!reported_success && interrupt_signal_ == 0) warm_.RefillIfEmpty(group_->requests(), WarmDepth());
   group_.reset();
   paused_outputs_.clear();  // their pipes are closed
   stdin_->SetWorkers({});
@@ -379,8 +375,7 @@ void Agent::Step() {
 }
 
 WorkerGroup::Io Agent::RoundIo() {
-  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}, nullptr};
-  if (options_.warm_workers) io.warm = &warm_;
+  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}, &warm_};
   for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) {
     io.snapshot_fds.push_back(snapshots_.fd(lr));
     if (snapshots_.replica_fd(lr) >= 0) io.replica_fds.push_back(snapshots_.replica_fd(lr));
@@ -392,7 +387,7 @@ void Agent::ParkForPromotion() {
   // A spare has run nothing: it learns from the rendezvous that the job's program parks, and
   // parks its workers with a placeholder layout (the release brings the real one).
   if (group_ || !view_ || view_->role != rdzv::NodeRole::kSpare || !view_->program_parks) return;
-  if (!options_.warm_workers || warm_.off() || warm_.size() > 0) return;
+  if (warm_.off() || warm_.size() > 0) return;
   rdzv::Assignment placeholder;
   placeholder.round = view_->round;
   placeholder.world_size = options_.nproc_per_node;
@@ -537,10 +532,11 @@ void Agent::KillStrays() {
   for (int round = 0; round < 3; ++round) {
     std::vector<ProcessEntry> strays = FindProcessesWithEnv(env::kLaunchId, options_.launch_id);
     for (ProcessEntry& child : ChildrenOf(self)) {
-      bool known = child.pid == options_.guard_pid || warm_.Holds(child.pid) ||
+      bool known = child.pid == options_.guard_pid ||
                    std::any_of(strays.begin(), strays.end(), [&](const ProcessEntry& s) { return s.pid == child.pid; });
       if (!known) strays.push_back(child);
     }
+    // Parked workers carry the launch id and are our children, but are no strays.
     strays.erase(std::remove_if(strays.begin(), strays.end(), [this](const ProcessEntry& p) { return warm_.Holds(p.pid); }),
                  strays.end());
     if (strays.empty()) break;

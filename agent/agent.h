@@ -186,8 +186,7 @@ class Agent {
   RecoveryTracker recovery_;
   std::optional<BuddyReplication> replication_;  // until Run makes the replicator
   std::unique_ptr<Replicator> replicator_;       // buddy copies (null: single node, or off)
-  WarmPool warm_;                                // the next attempt's workers, parked
-  bool program_parks_ = false;                   // its workers said `warm` and stepped in some round
+  WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked
   void FillWarmPool();                           // once every local rank of the round stepped
   // Parked workers per local rank: 2 on several nodes (see WarmPool::Fill), else 1.
   int WarmDepth() const { return group_nodes_ > 1 ? 2 : 1; }

@@ -124,12 +124,11 @@ void Agent::FillWarmPool() {
   // Started once the round trains, not while it starts: on a busy node the parked workers' own
   // start would otherwise delay the restart they are meant to speed up.
   // Without restarts a failure ends the job: nothing would ever release them.
-  if (!options_.warm_workers || options_.max_restarts == 0 || warm_.off() || !group_ || stopping_ || !board_) return;
+  if (options_.max_restarts == 0 || warm_.off() || !group_ || stopping_ || !board_) return;
   if (warm_.size() >= group_->requests().size() * WarmDepth()) return;
   for (const progress::RankProgress& r : board_->ranks()) {
     if (!r.warm || r.step < 0) return;
   }
-  program_parks_ = true;
   warm_.Fill(group_->requests(), WarmDepth());
 }
 

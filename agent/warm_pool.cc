@@ -19,17 +19,11 @@ bool SameCommand(const SpawnRequest& a, const SpawnRequest& b) {
          a.capture_output == b.capture_output && a.pipe_stdin == b.pipe_stdin;
 }
 
-// Writes the whole message or nothing useful: the pipe is fresh and the message far below its
-// capacity, so a short write means the worker is gone or the environment is huge.
-bool WriteRelease(int fd, const std::string& message) {
-  size_t done = 0;
-  while (done < message.size()) {
-    ssize_t n = ::write(fd, message.data() + done, message.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
+// The pipe is fresh and non-blocking, the message far below its capacity: a write that does not
+// take it all means the worker is gone or the environment is huge.
+bool WriteRelease(int fd, const std::vector<std::string>& env) {
+  const std::string message = EncodeRelease(env);
+  return WriteAll(fd, message.data(), message.size());
 }
 
 }  // namespace
@@ -38,18 +32,18 @@ void WarmPool::Fill(const std::vector<SpawnRequest>& requests, int depth) {
   const size_t before = size_;
   for (int lr = 0; lr < static_cast<int>(requests.size()) && !off_; ++lr) {
     while (static_cast<int>(parked_[lr].size()) < depth && !off_) {
-      int fds[2];
-      if (::pipe2(fds, O_CLOEXEC) != 0) return TurnOff(absl::StrCat("cannot make a park pipe: ", strerror(errno)));
-      UniqueFd read_end(fds[0]), write_end(fds[1]);
+      absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/false);
+      if (!pipe.ok()) return TurnOff(std::string(pipe.status().message()));
       SpawnRequest parked = requests[lr];
-      parked.env.push_back(absl::StrCat(env::kParkFd, "=", read_end.get()));
-      parked.inherit_fds.push_back(read_end.get());
+      parked.env.push_back(absl::StrCat(env::kParkFd, "=", pipe->read.get()));
+      parked.inherit_fds.push_back(pipe->read.get());
       absl::StatusOr<ChildProcess> process = ChildProcess::Spawn(parked);
       if (!process.ok()) return TurnOff(std::string(process.status().message()));
       // The writer must never block the agent's loop.
-      ::fcntl(write_end.get(), F_SETFL, O_NONBLOCK);
-      parked_[lr].push_back(Parked{requests[lr], std::move(*process), std::move(write_end)});
+      ::fcntl(pipe->write.get(), F_SETFL, O_NONBLOCK);
+      parked_[lr].push_back(Parked{requests[lr], std::move(*process), std::move(pipe->write)});
       ++size_;
+      parked_before_ = true;
     }
   }
   if (size_ > before) {
@@ -67,7 +61,7 @@ std::optional<ChildProcess> WarmPool::Release(int local_rank, const SpawnRequest
   it->second.pop_front();
   --size_;
   if (!SameCommand(p.request, request) || !p.process.running() ||
-      !WriteRelease(p.release.get(), EncodeRelease(request.env))) {
+      !WriteRelease(p.release.get(), request.env)) {
     return std::nullopt;  // `p` ends with this scope: its group is killed and reaped
   }
   return std::move(p.process);

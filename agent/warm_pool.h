@@ -22,12 +22,21 @@ namespace dtrun {
 
 class WarmPool {
  public:
+  // `enabled` false (--warm-workers off): the pool parks nothing and releases nothing.
+  explicit WarmPool(bool enabled = true) : off_(!enabled) {}
+
   // Starts parked workers until each local rank in `requests` (by local rank: the current round's
   // own spawn requests) has `depth` of them. Depth 2 on several nodes: a node lost there usually
   // shows first as a worker's broken connection, and the restart that follows is a round that
   // never forms; it takes one generation and the round after it the other, already loaded. A
   // start that fails is said once and turns the pool off.
   void Fill(const std::vector<SpawnRequest>& requests, int depth = 1);
+  // After a round that ended before it trained (a restart into a round that never formed): fills
+  // only if the program parks (workers were parked before) and none is left. Workers still parked
+  // serve the next round; new ones now would only take its CPU while it starts.
+  void RefillIfEmpty(const std::vector<SpawnRequest>& requests, int depth) {
+    if (parked_before_ && size_ == 0) Fill(requests, depth);
+  }
   // The oldest parked worker of `local_rank`, released into the round whose spawn request is
   // `request`; nullopt when none is parked, it was started for another command, or it is gone
   // (the caller then spawns as usual).
@@ -56,6 +65,7 @@ class WarmPool {
   size_t size_ = 0;
   bool off_ = false;
   bool said_ = false;
+  bool parked_before_ = false;  // some Fill started workers: the program parks
 };
 
 }  // namespace dtrun

@@ -72,7 +72,7 @@ def one_crash(build, flags, kill_at, save_minutes):
 
 def warm_starts(events):
     """How many workers of the rounds after the first were released warm."""
-    return sum(1 for l in open(events) if '"worker_start"' in l and '"warm":true' in l.replace(" ", ""))
+    return sum(1 for r in map(json.loads, open(events)) if r.get("event") == "worker_start" and r.get("warm"))
 
 
 def cost(build, flags):

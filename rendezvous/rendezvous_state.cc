@@ -103,9 +103,11 @@ absl::Status RendezvousState::SetProgress(const std::string& node_id, status::No
   progress.node_id = node_id;
   progress.host = info.host;
   progress.nproc = info.nproc;
-  const bool parks = std::any_of(progress.ranks.begin(), progress.ranks.end(), [](const status::RankStatus& r) { return r.warm; });
+  // Looked at only until some node says so: status pushes come with every keep-alive.
+  const bool parks = !program_parks_ && std::any_of(progress.ranks.begin(), progress.ranks.end(),
+                                                    [](const status::RankStatus& r) { return r.warm; });
   it->second.progress = std::move(progress);
-  if (parks && !program_parks_) {
+  if (parks) {
     program_parks_ = true;
     TouchAll();  // every node's view changes: waiting spares learn it now
   }

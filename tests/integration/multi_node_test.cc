@@ -46,6 +46,18 @@ class MultiNodeTest : public ::testing::Test {
     env.emplace("PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3"));
     return std::make_unique<Harness>(argv, env);
   }
+  // dtrun on host `i` in an elastic job of 2 nodes of one worker each (a third host is a spare),
+  // whose rendezvous host 0 serves on `port`; quick keep-alives (a lost node is noticed in 0.6 s).
+  std::unique_ptr<Harness> ElasticNode(int i, int port, const std::string& id, std::vector<std::string> rest) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> base = {
+        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        cluster_->address(0) + ":" + std::to_string(port), "--rdzv-id", id, "--local-addr", cluster_->address(i),
+        "--rdzv-conf", "keep_alive_interval=0.2,keep_alive_max_attempt=3"};
+    argv.insert(argv.end(), base.begin(), base.end());
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  }
   // train_imagenet on hosts 0 and 1, one worker each, each with its own output dir DIR/host<i>
   // (no shared filesystem): 240 images / 2 ranks / 16 = 8 steps per epoch, a checkpoint every step.
   std::vector<std::unique_ptr<Harness>> TrainOnBothHosts(const std::string& data, const std::string& dir, int epochs,
@@ -397,14 +409,8 @@ TEST_F(MultiNodeTest, ElasticLateJoinerEntersAtTheNextRound) {
 TEST_F(MultiNodeTest, ElasticSpareIsPromotedWhenAMemberDies) {
   Cluster(3);
   auto elastic = [&](int i) {
-    std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> rest = {
-        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-        cluster_->address(0) + ":29513", "--rdzv-id", "sp", "--local-addr", cluster_->address(i), "--rdzv-conf",
-        "keep_alive_interval=0.2,keep_alive_max_attempt=3", "/bin/sh", "-c",
-        "echo round=$TORCHELASTIC_RESTART_COUNT rank=$RANK host=" + std::to_string(i) + "; exec sleep 300"};
-    argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(argv);
+    return ElasticNode(i, 29513, "sp", {"/bin/sh", "-c", "echo round=$TORCHELASTIC_RESTART_COUNT rank=$RANK host=" +
+                                                             std::to_string(i) + "; exec sleep 300"});
   };
   auto a = elastic(0);
   auto b = elastic(1);
@@ -430,14 +436,8 @@ TEST_F(MultiNodeTest, ASparesParkedWorkerIsReleasedWhenItIsPromoted) {
   Cluster(3);
   const std::string dir = MakeTempDir();
   auto elastic = [&](int i) {
-    std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> rest = {
-        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-        cluster_->address(0) + ":29515", "--rdzv-id", "warm", "--local-addr", cluster_->address(i), "--rdzv-conf",
-        "keep_alive_interval=0.2,keep_alive_max_attempt=3", "--max-restarts", "1", "--event-log",
-        dir + "/events" + std::to_string(i) + ".jsonl", BinDir() + "/warm_probe"};
-    argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(argv);
+    return ElasticNode(i, 29515, "warm", {"--max-restarts", "1", "--event-log",
+                                          dir + "/events" + std::to_string(i) + ".jsonl", BinDir() + "/warm_probe"});
   };
   auto a = elastic(0);
   auto b = elastic(1);

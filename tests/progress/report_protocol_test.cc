@@ -17,6 +17,10 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   hello.kind = Report::Kind::kHello;
   hello.lang = "python";
   hello.stack_signal = 40;
+  Report warm_hello;
+  warm_hello.kind = Report::Kind::kHello;
+  warm_hello.lang = "cpp";
+  warm_hello.warm = true;
   Report total;
   total.kind = Report::Kind::kTotal;
   total.total_steps = 90000;
@@ -29,11 +33,13 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   restored.kind = Report::Kind::kRestored;
   restored.source = "memory";
   restored.step = 12;
-  for (const Report& r : {beat, begin, hello, total, snap, restored}) {
+  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored}) {
     absl::StatusOr<Report> back = ParseReport(FormatReport(r));
     ASSERT_TRUE(back.ok()) << FormatReport(r) << ": " << back.status();
     EXPECT_EQ(FormatReport(*back), FormatReport(r));
   }
+  EXPECT_TRUE(ParseReport(FormatReport(warm_hello))->warm);
+  EXPECT_FALSE(ParseReport(FormatReport(hello))->warm);
   absl::StatusOr<Report> b = ParseReport("beat step=7 samples=56\n");
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b->step, 7);
@@ -66,6 +72,7 @@ TEST(ReportProtocolTest, AnythingElseIsRefusedWithAReason) {
                                  std::string("end name=\xff"), std::string("beat step=1\nbeat step=2"),
                                  std::string("beat step=1\0", 13), std::string("hello stack_signal=0"),
                                  std::string("hello stack_signal=65"), std::string("hello stack_signal=9"), std::string("hello stack_signal=15"), std::string("hello lang=Python"),
+                                 std::string("hello warm=2"), std::string("hello warm=yes"), std::string("hello warm="),
                                  std::string("total"), too_long}) {
     absl::StatusOr<Report> r = ParseReport(bad);
     EXPECT_FALSE(r.ok()) << "accepted: " << bad;
