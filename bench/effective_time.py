@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Effective training time with a crash every few minutes, dtrun beside torchrun.
+
+One node, 2 processes, ResNet-18 on 64 px synthetic images, batch 32 per process, OMP_NUM_THREADS=1.
+Each mode runs for --window seconds from its first step and loses rank 1's worker to SIGKILL every
+--crash-every seconds; the launcher restarts it (--max-restarts large). At the window's end the
+newest step printed is the work kept. Effective training time = kept steps / the steps the same
+trainer takes in the same window with no crash and nothing saved (its own baseline run), so the
+C++ and the Python trainer are each compared with themselves.
+
+  dtrun, memory     train_imagenet, the defaults: in-memory snapshots, warm workers
+  dtrun, disk       train_imagenet --snapshot-memory 0 --warm-workers off, a checkpoint every
+                    --checkpoint-seconds (its --save-every-minutes)
+  torchrun, disk    bench/recovery_reference.py under ../shared/tools/torchrun (--monitor_interval
+                    0.1), torch.save every N steps, N = --checkpoint-seconds at its baseline rate
+
+Per crash: kill -> every rank stepping again and the steps lost. Also: the effective time a crash
+every 5 minutes would give, counting every second lost in the window as lost to its crashes
+(snapshot and checkpoint costs included, so a lower bound).
+
+Usage: bench/effective_time.py BUILD_DIR [--window 300] [--crash-every 60] [--checkpoint-seconds 30]
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from recovery import worker_of  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHRUN = os.path.join(HERE, "..", "..", "shared", "tools", "torchrun")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", PYTHON_EXEC="/usr/bin/python3", PYTHONUNBUFFERED="1")
+
+
+def dtrun_cmd(build, tmp, flags, trainer_flags):
+    return ([os.path.join(build, "bin", "dtrun"), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1000",
+             "--event-log", os.path.join(tmp, "events.jsonl")] + flags +
+            [os.path.join(build, "bin", "train_imagenet"), "--synthetic", "--synthetic-size", "10000000",
+             "--image-size", "64", "-b", "32", "-j", "1", "--epochs", "1", "-p", "1",
+             "--output-dir", os.path.join(tmp, "run")] + trainer_flags)
+
+
+def torchrun_cmd(tmp, checkpoint_every):
+    return ["/usr/bin/python3", TORCHRUN, "--standalone", "--nproc_per_node", "2", "--max_restarts", "1000",
+            "--monitor_interval", "0.1", os.path.join(HERE, "recovery_reference.py"),
+            "--checkpoint-dir", os.path.join(tmp, "ckpt"), "--checkpoint-every", str(checkpoint_every)]
+
+
+CXX_STEP = re.compile(r"Epoch: \[0\]\[(\d+)/")
+PY_STEP = re.compile(r"^step (\d+) ")
+PY_START = re.compile(r"^start at step (\d+)")
+
+
+def python_rank1(launcher_pid):
+    """Rank 1's trainer among the launcher's descendants (torchrun's workers carry RANK)."""
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"RANK=1" in env and b"recovery_reference.py" in cmd and b"TORCHELASTIC_RUN_ID" in b"".join(env):
+            return pid
+    return 0
+
+
+def run(cmd, kind, tmp, window, crash_every):
+    """Runs one mode; returns the steps kept at the window's end and each crash's kill time, step
+    reached before it, and (for torchrun) the restart's first step line."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+                         start_new_session=True)
+    t0, last_step, crashes, started = None, 0, [], None
+    for line in p.stdout:
+        now = time.time()
+        m = (CXX_STEP if kind == "cxx" else PY_STEP).search(line)
+        if kind == "py" and PY_START.search(line) and crashes:
+            started = int(PY_START.search(line).group(1))
+            crashes[-1].setdefault("restored_step", started)
+        if not m:
+            continue
+        step = int(m.group(1))
+        if t0 is None:
+            t0 = now
+        if now - t0 >= window:
+            break
+        last_step = step
+        if kind == "py" and crashes and "stepping_s" not in crashes[-1] and started is not None:
+            crashes[-1]["stepping_s"] = now - crashes[-1]["killed"]
+        if crash_every and now - t0 >= crash_every * (len(crashes) + 1):
+            victim = worker_of(os.path.join(tmp, "events.jsonl"), 1) if kind == "cxx" else python_rank1(p.pid)
+            if victim:
+                started = None
+                crashes.append({"killed": time.time(), "reached": step})
+                os.kill(victim, signal.SIGKILL)
+    os.killpg(p.pid, signal.SIGTERM)
+    p.stdout.close()
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    if kind == "cxx":
+        recovered = [json.loads(l) for l in open(os.path.join(tmp, "events.jsonl")) if '"recovered"' in l]
+        for c, r in zip(crashes, recovered):
+            c["stepping_s"] = r["ts_ms"] / 1000 - c["killed"]
+            c["restored_step"] = max(r["restored_step"], 0)
+    return {"kept_steps": last_step, "crashes": crashes}
+
+
+def rate(cmd, kind, tmp, window):
+    r = run(cmd, kind, tmp, window, 0)
+    return r["kept_steps"] / window
+
+
+def report(name, result, pure_rate, window, crash_every):
+    kept = result["kept_steps"]
+    eff = kept / (pure_rate * window)
+    cs = [c for c in result["crashes"] if "stepping_s" in c]
+    back = [c["stepping_s"] for c in cs]
+    lost = [c["reached"] - c.get("restored_step", 0) for c in cs]
+    at_5min = 1 - (1 - eff) * crash_every / 300
+    print(f"{name}: effective {eff * 100:.1f}% ({kept} steps kept of {pure_rate * window:.0f}, "
+          f"{len(result['crashes'])} crashes); kill -> stepping median {statistics.median(back) if back else float('nan'):.2f} s, "
+          f"max {max(back) if back else float('nan'):.2f} s; lost steps median "
+          f"{statistics.median(lost) if lost else float('nan')}, max {max(lost) if lost else float('nan')}; "
+          f"a crash every 5 min: >= {at_5min * 100:.1f}%")
+    sys.stdout.flush()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build_dir")
+    ap.add_argument("--window", type=float, default=300)
+    ap.add_argument("--crash-every", type=float, default=60)
+    ap.add_argument("--checkpoint-seconds", type=float, default=30)
+    ap.add_argument("--baseline-window", type=float, default=120)
+    args = ap.parse_args()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; window {args.window:.0f} s, a crash every {args.crash_every:.0f} s")
+    b = args.build_dir
+    with tempfile.TemporaryDirectory() as tmp:
+        cxx_rate = rate(dtrun_cmd(b, tmp, ["--snapshot-memory", "0", "--warm-workers", "off"],
+                                  ["--save-every-minutes", "1000"]), "cxx", tmp, args.baseline_window)
+    with tempfile.TemporaryDirectory() as tmp:
+        py_rate = rate(torchrun_cmd(tmp, 0), "py", tmp, args.baseline_window)
+    print(f"baselines (nothing saved, no crash): train_imagenet {cxx_rate:.3f} steps/s, "
+          f"recovery_reference.py {py_rate:.3f} steps/s")
+    every = max(1, round(args.checkpoint_seconds * py_rate))
+    modes = [("dtrun, memory (defaults)", "cxx", lambda tmp: dtrun_cmd(b, tmp, [], ["--save-every-minutes", "1000"]),
+              cxx_rate),
+             (f"dtrun, disk every {args.checkpoint_seconds:.0f} s", "cxx",
+              lambda tmp: dtrun_cmd(b, tmp, ["--snapshot-memory", "0", "--warm-workers", "off"],
+                                    ["--save-every-minutes", str(args.checkpoint_seconds / 60)]), cxx_rate),
+             (f"torchrun, torch.save every {every} steps", "py", lambda tmp: torchrun_cmd(tmp, every), py_rate)]
+    for name, kind, cmd, pure in modes:
+        with tempfile.TemporaryDirectory() as tmp:
+            report(name, run(cmd(tmp), kind, tmp, args.window, args.crash_every), pure, args.window,
+                   args.crash_every)
+
+
+if __name__ == "__main__":
+    main()
