@@ -69,116 +69,77 @@ Agent::Agent(AgentOptions options, AttemptPaths paths, std::map<std::string, std
 
 Agent::~Agent() = default;
 
-bool Agent::StartBuddyReplication() {
-  if (!replication_ || !snapshots_.enabled()) return false;
-  replicator_ = std::make_unique<Replicator>(std::move(*replication_), snapshots_, snapshot::JobHash(options_.run_id));
-  replication_.reset();
-  if (!Watch(replicator_->event_fd())) {
-    spdlog::warn("cannot watch the buddy-copy fetch ({}); training without buddy copies", strerror(errno));
-    replicator_.reset();
+bool Agent::StartLoop() {
+  sigset_t set = AgentSignalSet(options_.signals_to_handle);
+  signal_fd_ = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create(options_.now);
+  if (loop.ok()) loop_ = std::move(*loop);
+  if (loop_) console_ = std::make_unique<WorkerConsole>(*loop_, stdio_, consoles_);
+  if (!signal_fd_.valid() || !loop_ || !loop_->Watch(signal_fd_.get(), EPOLLIN, [this](uint32_t) { OnSignals(); }) ||
+      !loop_->Watch(rounds_->event_fd(), EPOLLIN, [this](uint32_t) { OnRoundEvent(); }) ||
+      !console_->Start(STDIN_FILENO)) {
+    spdlog::error("cannot set up the event loop (signalfd/epoll): {}; raise the open-files limit (ulimit -n)",
+                  strerror(errno));
     return false;
+  }
+  snapshots_ = std::make_unique<SnapshotRecovery>(*loop_, events_, options_);
+  snapshots_->Start(std::exchange(replication_, std::nullopt));
+  progress_ = std::make_unique<ProgressChannel>(*loop_, options_,
+                                                [this](int lr, const progress::Report& r) { OnReport(lr, r); });
+  progress_->Open();
+  timers_ = std::make_unique<FileTimerService>(*loop_, events_, options_.now, UnixSecondsNow);
+  if (!options_.timer_file.empty()) timers_->Open(options_.timer_file);
+  status_ = std::make_unique<StatusPublisher>(options_, *stdio_.out, events_, *rounds_, counters_,
+                                              [this](Clock::time_point now) { return DescribeNode(now); });
+  status_->Start();
+  for (AgentComponent* c : std::initializer_list<AgentComponent*>{console_.get(), snapshots_.get(), progress_.get(),
+                                                                  timers_.get(), status_.get()}) {
+    components_.Add(*c);
   }
   return true;
 }
 
-bool Agent::Watch(int fd) {
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd;
-  return ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
-}
-
 int Agent::Run() {
-  sigset_t set = AgentSignalSet(options_.signals_to_handle);
-  signal_fd_ = UniqueFd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  epoll_fd_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!signal_fd_.valid() || !epoll_fd_.valid() || !Watch(signal_fd_.get()) ||
-      !Watch(rounds_->event_fd()) || !Watch(stdio_.out->wake_fd()) ||
-      (stdio_.err != stdio_.out && !Watch(stdio_.err->wake_fd()))) {
-    spdlog::error("cannot set up the event loop (signalfd/epoll): {}; raise the open-files limit (ulimit -n)",
-                  strerror(errno));
+  if (!StartLoop()) {
     rounds_->Leave();
     return 1;
   }
-  stdin_ = std::make_unique<StdinRouter>(STDIN_FILENO, epoll_fd_.get());
-  if (absl::StatusOr<SnapshotStore> store =
-          SnapshotStore::Create(options_.nproc_per_node, options_.snapshot_bytes_per_worker, replication_.has_value());
-      store.ok()) {
-    snapshots_ = std::move(*store);
-    StartBuddyReplication();
-  } else {
-    spdlog::warn("{}; training without in-memory snapshots (recovery falls back to disk checkpoints)",
-                 std::string(store.status().message()));
-  }
-  OpenProgressChannels();
-  StartStatusOutputs();
   // Orphaned grandchildren (e.g. data-loader processes) are re-parented to us, so we can end them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   events_.Record("agent_start", -1, {{"launch_id", options_.launch_id}, {"nproc_per_node", options_.nproc_per_node},
                                      {"program", options_.program_name}, {"max_restarts", options_.max_restarts}});
-
-  epoll_event events[32];
   while (!exit_code_) {
-    int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms());
-    HandleEvents(events, std::max(n, 0));
-    ShowQuietOutput();
+    loop_->RunOnce(NextDeadline());
+    KillAfterGrace();
+    components_.OnWake(options_.now());
     CheckProgress();
     Step();
-    if (!exit_code_) PublishStatus();
   }
-  if (options_.progress_line) stdio_.out->SetStatusLine("");
+  status_->Stop();
   return *exit_code_;
 }
 
-int Agent::timeout_ms() const {
-  std::optional<Clock::time_point> next;
-  if (stopping_ && !killed_) next = kill_deadline_;
-  if (barrier_deadline_ && (!next || *barrier_deadline_ < *next)) next = barrier_deadline_;
-  if (std::optional<Clock::time_point> p = ProgressDeadline(); p && (!next || *p < *next)) next = p;
-  if (!next || next_status_at_ < *next) next = next_status_at_;
-  if (group_) {
-    for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
-      for (const OutputRelay* relay : {w.out.get(), w.err.get()}) {
-        std::optional<Clock::time_point> quiet = relay->quiet_deadline();
-        if (quiet && (!next || *quiet < *next)) next = quiet;
-      }
-    }
+std::optional<Clock::time_point> Agent::NextDeadline() const {
+  std::optional<Clock::time_point> next = components_.NextDeadline();
+  for (std::optional<Clock::time_point> t : {stopping_ && !killed_ ? std::optional(kill_deadline_) : std::nullopt,
+                                             barrier_deadline_, ProgressDeadline()}) {
+    if (t && (!next || *t < *next)) next = t;
   }
-  if (!next) return -1;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - options_.now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
+  return next;
 }
 
-void Agent::HandleEvents(const epoll_event* events, int n) {
-  for (int i = 0; i < n; ++i) {
-    int fd = events[i].data.fd;
-    if (fd == signal_fd_.get()) {
-      signalfd_siginfo info;
-      while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
-        if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
-          ReapChildren();
-        } else {
-          OnSignal(static_cast<int>(info.ssi_signo));
-        }
-      }
-    } else if (fd == rounds_->event_fd()) {
-      OnRoundEvent();
-    } else if (replicator_ && fd == replicator_->event_fd()) {
-      replicator_->Drain();  // a fetch ended: Step starts the round
-    } else if (int lr = ProgressSocketRank(fd); lr >= 0) {
-      OnProgressReports(lr);
-    } else if (timer_pipe_ && fd == timer_pipe_->fd()) {
-      OnTimerRequests();
-    } else if (fd == stdio_.out->wake_fd() || fd == stdio_.err->wake_fd()) {
-      stdio_.out->ClearWake();
-      stdio_.err->ClearWake();
-      ResumeOutputs();
-    } else if (stdin_->Owns(fd)) {
-      stdin_->OnEvent(fd, events[i].events);  // an echoed line is handled in ShowQuietOutput
+void Agent::OnSignals() {
+  signalfd_siginfo info;
+  while (::read(signal_fd_.get(), &info, sizeof(info)) == sizeof(info)) {
+    if (static_cast<int>(info.ssi_signo) == SIGCHLD) {
+      ReapChildren();
     } else {
-      OnOutput(fd);
+      OnSignal(static_cast<int>(info.ssi_signo));
     }
   }
+}
+
+void Agent::KillAfterGrace() {
   if (stopping_ && !killed_ && group_ && options_.now() >= kill_deadline_) {
     spdlog::warn("workers did not stop within {} ms; sending SIGKILL", StopGrace().count());
     group_->SignalAll(SIGKILL);
@@ -229,8 +190,9 @@ void Agent::OnRoundEvent() {
   }
   // A spare promoted into a round takes over a lost node's ranks: that is a recovery too, followed
   // from the promotion to its ranks stepping (with where their state came from).
-  if (view_ && view_->role == rdzv::NodeRole::kSpare && view->role != rdzv::NodeRole::kSpare && !recovery_.active()) {
-    recovery_.OnFailure(options_.now(), -1);
+  if (view_ && view_->role == rdzv::NodeRole::kSpare && view->role != rdzv::NodeRole::kSpare &&
+      !snapshots_->recovering()) {
+    snapshots_->OnFailure(-1);
   }
   view_ = **latest;
 }
@@ -265,8 +227,7 @@ void Agent::ReapChildren() {
 }
 
 void Agent::OnGroupExited() {
-  group_->DrainAndCloseOutputs();
-  recovery_.OnStopped(options_.now());
+  components_.OnGroupExited(*group_);  // outputs drained, timers disarmed, the recovery's stop noted
   round_failures_ = group_->failures();
   counters_.worker_failures += static_cast<int64_t>(round_failures_.size());
   if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
@@ -275,10 +236,8 @@ void Agent::OnGroupExited() {
     ReportHang();
   }
   RememberAttemptProgress();
-  board_.reset();
   hang_declared_ = false;
   dstate_since_.clear();
-  timers_.Clear();
   KillStrays();
   const bool reported_success = !reported_ && !stopping_ && group_->all_succeeded();
   if (reported_success) {
@@ -294,8 +253,6 @@ void Agent::OnGroupExited() {
   // is lost just after a worker failed) may have used up the parked workers.
   if (!reported_success && interrupt_signal_ == 0) warm_.RefillIfEmpty(group_->requests(), WarmDepth());
   group_.reset();
-  paused_outputs_.clear();  // their pipes are closed
-  stdin_->SetWorkers({});
   stopping_ = false;
   killed_ = false;
 }
@@ -333,7 +290,7 @@ void Agent::Step() {
   if (over) rounds_->Leave();  // lets the service host know this node has seen the end
   switch (view_->phase) {
     case rdzv::JobPhase::kSucceeded:
-      if (std::string line = FormatRecoveries(recovery_.completed()); !line.empty()) spdlog::info("{}", line);
+      if (std::string line = snapshots_->Summary(); !line.empty()) spdlog::info("{}", line);
       return Finish(0);
     case rdzv::JobPhase::kKilled:
       spdlog::warn("the job was killed: {}", view_->reason);
@@ -346,7 +303,7 @@ void Agent::Step() {
       std::vector<WorkerFailure> failures = view_->failures;
       if (view_->round == group_round_) AddUnreported(round_failures_, failures);
       std::string summary = FormatFailureSummary(options_.program_name, failures);
-      if (std::string line = FormatRecoveries(recovery_.completed()); !line.empty()) {
+      if (std::string line = snapshots_->Summary(); !line.empty()) {
         absl::StrAppend(&summary, line, "\n");
       }
       consoles_.err->WriteBlock(summary);
@@ -354,13 +311,7 @@ void Agent::Step() {
     }
     case rdzv::JobPhase::kRunning:
       if (view_->assignment && view_->assignment->round != group_round_) {
-        if (replicator_ && !replicator_->ReadyFor(*view_->assignment)) return;  // fetching buddy copies
-        if (replicator_) {
-          for (const std::string& note : replicator_->TakeFetchNotes()) {
-            spdlog::info("{}", note);
-            events_.Record("buddy_fetch", view_->assignment->round, {{"note", note}});
-          }
-        }
+        if (!snapshots_->ReadyFor(*view_->assignment)) return;  // fetching buddy copies
         return StartRound(*view_->assignment);
       }
       break;
@@ -375,11 +326,8 @@ void Agent::Step() {
 }
 
 WorkerGroup::Io Agent::RoundIo() {
-  WorkerGroup::Io io{consoles_, stdin_->mode() == StdinRouter::Mode::kRouted, {}, {}, &warm_};
-  for (int lr = 0; snapshots_.enabled() && lr < options_.nproc_per_node; ++lr) {
-    io.snapshot_fds.push_back(snapshots_.fd(lr));
-    if (snapshots_.replica_fd(lr) >= 0) io.replica_fds.push_back(snapshots_.replica_fd(lr));
-  }
+  WorkerGroup::Io io{consoles_, console_->routes_stdin(), {}, {}, &warm_};
+  snapshots_->AddRegionsTo(io);
   return io;
 }
 
@@ -409,8 +357,6 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     return Finish(1);
   }
   group_ = std::move(*group);
-  recovery_.OnStarted(options_.now(), options_.nproc_per_node);
-  board_ = std::make_unique<progress::ProgressBoard>(options_.nproc_per_node);
   hang_declared_ = false;
   events_.Record("round_start", a.round, {{"world_size", a.world_size}, {"rank_offset", a.rank_offset},
                                           {"group_rank", a.group_rank}, {"group_world_size", a.group_world_size},
@@ -419,10 +365,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     events_.Record("worker_start", a.round, {{"rank", w.global_rank}, {"local_rank", w.local_rank},
                                              {"worker_pid", w.process.pid()}, {"warm", w.warm}});
   }
-  WatchOutputs();
-  std::map<int, UniqueFd> stdins;
-  for (WorkerGroup::Worker& w : group_->workers()) stdins[w.local_rank] = std::move(w.process.stdin_fd());
-  stdin_->SetWorkers(std::move(stdins));
+  components_.OnRoundStarted(*group_, a.round);
 }
 
 std::chrono::milliseconds Agent::StopGrace() const {
@@ -430,72 +373,16 @@ std::chrono::milliseconds Agent::StopGrace() const {
   // are usually blocked in a collective with a rank that is gone (a lost node, a hung worker):
   // the whole --shutdown-timeout would be spent waiting there. An interrupt (Ctrl-C, a
   // scheduler's notice) always gets the whole timeout.
-  if (interrupt_signal_ != 0 || !snapshots_.enabled()) return options_.shutdown_timeout;
-  for (int lr = 0; lr < options_.nproc_per_node; ++lr) {
-    if (!snapshots_.Newest(lr)) return options_.shutdown_timeout;
-  }
+  if (interrupt_signal_ != 0 || !snapshots_->AllRanksSnapshotted()) return options_.shutdown_timeout;
   return std::min(options_.shutdown_timeout, kSnapshottedStopGrace);
 }
 
 void Agent::StopGroup(int signo) {
-  if (interrupt_signal_ == 0) recovery_.OnFailure(options_.now(), board_ ? board_->best_step() : -1);
+  if (interrupt_signal_ == 0) snapshots_->OnFailure(board() ? board()->best_step() : -1);
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);
   kill_deadline_ = options_.now() + StopGrace();
-}
-
-void Agent::WatchOutputs() {
-  for (WorkerGroup::Worker& w : group_->workers()) {
-    for (UniqueFd* fd : {&w.process.stdout_fd(), &w.process.stderr_fd()}) {
-      // A pipe that cannot be watched would never be drained: close it (the worker's writes then
-      // fail) rather than let the worker block on a full pipe.
-      if (fd->valid() && !Watch(fd->get())) {
-        spdlog::warn("cannot watch a worker's output ({}); its output is dropped", strerror(errno));
-        fd->Reset();
-      }
-    }
-  }
-}
-
-void Agent::OnOutput(int fd) {
-  if (!group_) return;
-  for (WorkerGroup::Worker& w : group_->workers()) {
-    UniqueFd* pipe = w.process.stdout_fd().get() == fd   ? &w.process.stdout_fd()
-                     : w.process.stderr_fd().get() == fd ? &w.process.stderr_fd()
-                                                         : nullptr;
-    if (pipe == nullptr) continue;
-    OutputRelay& relay = pipe == &w.process.stdout_fd() ? *w.out : *w.err;
-    if (relay.congested()) return PauseOutput(fd);
-    if (!relay.DrainFrom(fd, options_.now())) {
-      relay.Flush();
-      pipe->Reset();  // closing also removes it from the epoll set
-    }
-    return;
-  }
-}
-
-void Agent::PauseOutput(int fd) {
-  // Removed, not just muted: a muted fd would still report the hang-up of an exited worker.
-  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr) == 0) paused_outputs_.push_back(fd);
-}
-
-void Agent::ResumeOutputs() {
-  for (int fd : std::exchange(paused_outputs_, {})) {
-    if (!Watch(fd)) spdlog::warn("cannot watch a worker's output again: {}", strerror(errno));
-  }
-}
-
-void Agent::ShowQuietOutput() {
-  if (!group_) return;
-  const Clock::time_point now = options_.now();
-  for (WorkerGroup::Worker& w : group_->workers()) {
-    for (OutputRelay* relay : {w.out.get(), w.err.get()}) {
-      relay->ShowIfQuiet(now);
-      if (relay->TakePrompted()) stdin_->OnPrompt(w.local_rank);
-    }
-  }
-  if (stdin_->TakeEchoedLine()) consoles_.ForgetOpenLines();
 }
 
 void Agent::RecordExit(pid_t pid, int wait_status) {
@@ -506,7 +393,7 @@ void Agent::RecordExit(pid_t pid, int wait_status) {
                     {"exit_code", WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1},
                     {"signal", WIFSIGNALED(wait_status) ? SignalName(WTERMSIG(wait_status)) : ""},
                     {"stopped_by_dtrun", stopping_},
-                    {"last_step", board_ ? board_->ranks()[w.local_rank].step : -1}});
+                    {"last_step", board() ? board()->ranks()[w.local_rank].step : -1}});
     return;
   }
 }

@@ -1,16 +1,17 @@
 // The node agent: runs this node's workers for each round the rendezvous assigns, relays their
 // output, reports their outcome, and follows the job: a round ended elsewhere stops the workers
-// within one event; a failed job exits with the job-wide root cause. Event-driven: one epoll loop
-// over a signalfd (SIGCHLD and the handled signals), the round source's fd and the workers'
-// pipes; deadlines (grace before SIGKILL, exit barrier) are epoll timeouts. No polling interval.
+// within one event; a failed job exits with the job-wide root cause. Event-driven: one EventLoop
+// over a signalfd (SIGCHLD and the handled signals) and the round source's fd; deadlines (grace
+// before SIGKILL, exit barrier) are its timeouts. No polling interval. Every other concern is an
+// AgentComponent on the same loop (agent/agent_component.h): the workers' console, progress
+// reports, FileTimers, in-memory snapshots and their recovery, the live status. The Agent runs
+// rounds, hangs and the restart-loop breaker.
 //
 // Worker group per round (torchelastic's names):
 //   HEALTHY --a worker fails--> UNHEALTHY (reported; the others are stopped)
 //   HEALTHY --all exit 0--> SUCCEEDED (reported; wait for the job's outcome: the exit barrier)
 //   any     --round ended elsewhere | handled signal | job over--> STOPPED (signal, grace, SIGKILL)
 #pragma once
-
-#include <sys/epoll.h>
 
 #include <chrono>
 #include <map>
@@ -19,22 +20,23 @@
 #include <set>
 #include <string>
 
+#include "agent/agent_component.h"
 #include "agent/agent_options.h"
 #include "agent/console.h"
 #include "agent/event_log.h"
-#include "agent/recovery_tracker.h"
+#include "agent/file_timer_service.h"
+#include "agent/progress_channel.h"
 #include "agent/replicator.h"
-#include "agent/snapshot_store.h"
+#include "agent/snapshot_recovery.h"
 #include "agent/stack_dumper.h"
-#include "agent/stdin_router.h"
+#include "agent/status_publisher.h"
+#include "agent/worker_console.h"
 #include "agent/worker_group.h"
 #include "base/console_writer.h"
+#include "base/event_loop.h"
 #include "base/unique_fd.h"
-#include "progress/file_timer.h"
 #include "progress/progress_board.h"
-#include "progress/progress_socket.h"
 #include "rendezvous/round_source.h"
-#include "status/metrics_server.h"
 #include "status/node_status.h"
 #include "status/prometheus.h"
 #include "status/resource_sampler.h"
@@ -59,7 +61,8 @@ class Agent {
   void SetReplication(BuddyReplication replication) { replication_ = std::move(replication); }
 
  private:
-  void HandleEvents(const ::epoll_event* events, int n);
+  bool StartLoop();  // the event loop and every component on it; false: cannot (logged)
+  void OnSignals();
   void OnSignal(int signo);
   void OnRoundEvent();
   void ReapChildren();
@@ -69,47 +72,32 @@ class Agent {
   WorkerGroup::Io RoundIo();  // where this node's workers write and read, and the warm pool
   void ParkForPromotion();    // a spare parks workers for the round it may be promoted into
   void StopGroup(int signo);
+  void KillAfterGrace();      // SIGKILL once the stop grace has passed
   // Between the stop signal and SIGKILL: --shutdown-timeout, or less after a failure (StopGroup).
   std::chrono::milliseconds StopGrace() const;
-  bool Watch(int fd);  // adds `fd` to the loop's epoll set (readable)
-  void WatchOutputs();
-  void OnOutput(int fd);
-  // Back-pressure: a worker stream whose console is congested is not read (its pipe fills and the
-  // worker blocks, as on a console) until the console's writer wakes the loop.
-  void PauseOutput(int fd);
-  void ResumeOutputs();
-  void ShowQuietOutput();  // partial lines (prompts, `\r` bars) whose quiet time has passed
+  std::optional<std::chrono::steady_clock::time_point> NextDeadline() const;
   void KillStrays();
   void RecordExit(pid_t pid, int wait_status);
   void RecordEnd(int code);
-  int timeout_ms() const;
+  void OnReport(int local_rank, const progress::Report& report);  // from the progress channel
+  const progress::ProgressBoard* board() const { return progress_ ? progress_->board() : nullptr; }
 
-  // Progress reports, hangs, stacks and FileTimers (agent_progress.cc).
-  void OpenProgressChannels();
-  void OnProgressReports(int local_rank);
-  void OnTimerRequests();
-  int LocalRankOf(pid_t pid) const;      // -1: not one of this round's workers or their groups
-  int ProgressSocketRank(int fd) const;  // -1: not a progress socket
-  void CheckProgress();              // hangs, D state and expired timers, at the loop's end
+  // Hangs, stacks and the restart-loop breaker (agent_progress.cc).
+  void CheckProgress();              // hangs and D state, at the loop's end
   void DeclareHang(const progress::Hang& hang, const std::string& what);
   // Once this node's stacks are in (called while group_ is still set): names the culprit and reports. Returns false while the report
   // is held back (every local rank waits in a collective: another node may have the culprit).
   bool ReportHang();
   WorkerFailure HangFailureOf(int local_rank) const;  // group_'s worker, as a hang report names it
   void CheckDState(std::chrono::steady_clock::time_point now);
-  void ExpireTimers();
   void StartStackDump();
   bool StackDumpPending();           // true while stacks are still being collected
   void MarkIfNoProgress(WorkerFailure& failure) const;
   void RememberAttemptProgress();    // at the end of each attempt
   std::optional<std::chrono::steady_clock::time_point> ProgressDeadline() const;
-  // The live status (agent_status.cc): the metrics endpoint at start, then rows every
-  // status_interval for the snapshot file, the rendezvous, the metrics and the progress line.
-  void StartStatusOutputs();
-  void PublishStatus();
-  status::NodeStatus BuildNodeStatus(std::chrono::steady_clock::time_point now);
+  // This node's rows for the live status (agent_status.cc).
+  StatusPublisher::Snapshot DescribeNode(std::chrono::steady_clock::time_point now);
   std::string WorkerState(const WorkerGroup::Worker& w) const;
-  std::string ProgressLine(const status::NodeStatus& node) const;
   void Finish(int code) {
     warm_.Clear();
     RecordEnd(code);
@@ -120,12 +108,8 @@ class Agent {
   AttemptPaths paths_;
   std::map<std::string, std::string> base_env_;
   std::unique_ptr<rdzv::RoundSource> rounds_;
-  UniqueFd signal_fd_;
-  UniqueFd epoll_fd_;
   StdioWriters stdio_;
   Consoles consoles_;
-  std::vector<int> paused_outputs_;      // worker pipes taken out of the epoll set
-  std::unique_ptr<StdinRouter> stdin_;  // created with the epoll set
   EventLog events_;
 
   std::optional<rdzv::NodeView> view_;   // the job as last seen
@@ -146,12 +130,6 @@ class Agent {
   int signals_received_ = 0;
   std::optional<int> exit_code_;
 
-  std::vector<progress::ProgressSocket> progress_sockets_;  // by local rank
-  std::optional<progress::TimerPipe> timer_pipe_;
-  progress::FileTimers timers_;
-  std::unique_ptr<progress::ProgressBoard> board_;  // this round's reports (null between rounds)
-  std::set<int> warned_ranks_;           // ranks whose malformed reports were already reported
-  int64_t unknown_senders_ = 0;          // reports from processes that are not our workers
   StackDumper dumper_;
   bool hang_declared_ = false;           // this round: stacks first, then the report and the stop
   struct PendingHang {
@@ -176,23 +154,23 @@ class Agent {
   bool job_reports_ = false;
   int attempts_without_progress_ = 0;
 
-  std::chrono::steady_clock::time_point next_status_at_;
   status::ResourceSampler sampler_;
-  std::unique_ptr<status::MetricsServer> metrics_;
   status::AgentCounters counters_;
-  // In-memory snapshots: the regions this node's workers write (held across restarts), and the
-  // recovery under way (failure -> every local rank stepping again).
-  SnapshotStore snapshots_;
-  RecoveryTracker recovery_;
-  std::optional<BuddyReplication> replication_;  // until Run makes the replicator
-  std::unique_ptr<Replicator> replicator_;       // buddy copies (null: single node, or off)
+  std::optional<BuddyReplication> replication_;  // until Run starts the snapshot component
   WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked
   void FillWarmPool();                           // once every local rank of the round stepped
   // Parked workers per local rank: 2 on several nodes (see WarmPool::Fill), else 1.
   int WarmDepth() const { return group_nodes_ > 1 ? 2 : 1; }
-  bool StartBuddyReplication();                  // false: the job goes on without buddy copies
-  void OnRecoveryReport(int local_rank, const progress::Report& report);
-  bool status_write_warned_ = false;
+
+  // The loop and its components (made by Run, in this order; destroyed before the loop).
+  UniqueFd signal_fd_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<WorkerConsole> console_;
+  std::unique_ptr<SnapshotRecovery> snapshots_;
+  std::unique_ptr<ProgressChannel> progress_;
+  std::unique_ptr<FileTimerService> timers_;
+  std::unique_ptr<StatusPublisher> status_;
+  AgentComponents components_;
 };
 
 // Blocks SIGCHLD and `signals` in the calling thread (threads created later inherit the mask).

@@ -1,5 +1,5 @@
-// The agent's half of progress reports: the socket and the FileTimer pipe, hang rules, stacks
-// before the stop, and the restart-loop breaker. Same class and loop as agent.cc.
+// What the agent makes of progress reports: hang rules, stacks before the stop, and the
+// restart-loop breaker. Same class and loop as agent.cc; the reports come from ProgressChannel.
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,9 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Millis = std::chrono::milliseconds;
 
-// Datagrams read per wake-up: a flooding worker cannot starve the rest of the loop.
-constexpr int kReportsPerWake = 256;
-
 std::string Seconds(Millis ms) { return absl::StrFormat("%.1f s", ms.count() / 1000.0); }
 
 std::string Describe(const progress::Hang& h) {
@@ -40,142 +37,31 @@ std::string Describe(const progress::Hang& h) {
                       h.limit.count() / 1000.0, ")", step);
 }
 
-double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// How long until a wall-clock time (Unix seconds), as the agent's clock counts it.
-Clock::duration Until(double unix_seconds) {
-  const double seconds = std::clamp(unix_seconds - UnixNow(), 0.0, 86400.0 * 365);
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-}
-
 }  // namespace
 
-void Agent::OpenProgressChannels() {
-  for (int lr = 0; lr < options_.nproc_per_node && !options_.progress_dir.empty(); ++lr) {
-    absl::StatusOr<progress::ProgressSocket> s = progress::ProgressSocket::Bind(ProgressSocketPath(options_, lr));
-    if (!s.ok() || !Watch(s->fd())) {
-      spdlog::warn("{}; progress reports and hang detection are off",
-                   s.ok() ? absl::StrCat("cannot watch a progress socket: ", strerror(errno)) : std::string(s.status().message()));
-      progress_sockets_.clear();
-      break;
-    }
-    progress_sockets_.push_back(std::move(*s));
-  }
-  if (!options_.timer_file.empty()) {
-    absl::StatusOr<progress::TimerPipe> p = progress::TimerPipe::Create(options_.timer_file);
-    if (!p.ok()) {
-      spdlog::warn("{}; FileTimer requests are not served", std::string(p.status().message()));
-    } else if (Watch(p->fd())) {
-      timer_pipe_ = std::move(*p);
-    }
-  }
-}
-
-int Agent::LocalRankOf(pid_t pid) const {
-  if (!group_) return -1;
-  const pid_t group = ::getpgid(pid);  // each worker leads its own process group
-  for (const WorkerGroup::Worker& w : group_->workers()) {
-    if (w.process.running() && (w.process.pid() == pid || w.process.pid() == group)) return w.local_rank;
-  }
-  return -1;
-}
-
-int Agent::ProgressSocketRank(int fd) const {
-  for (size_t i = 0; i < progress_sockets_.size(); ++i) {
-    if (progress_sockets_[i].fd() == fd) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-void Agent::OnProgressReports(int socket_rank) {
-  const Clock::time_point now = options_.now();
-  progress_sockets_[socket_rank].Drain(kReportsPerWake, [&](pid_t pid, absl::string_view text) {
-    const int lr = board_ ? LocalRankOf(pid) : -1;
-    if (lr != socket_rank) {
-      if (unknown_senders_++ == 0) {
-        spdlog::warn("a progress report for local rank {} came from pid {}, which is not that worker of the "
-                     "running round (or in its process group); such reports are ignored", socket_rank, pid);
-      }
-      return;
-    }
-    absl::StatusOr<progress::Report> report = progress::ParseReport(text);
-    if (!report.ok()) {
-      if (warned_ranks_.insert(lr).second) {
-        spdlog::warn("local rank {} sent a malformed progress report ({}); ignored (the protocol is in "
-                     "docs/DESIGN.md, \"Progress reports\")", lr, std::string(report.status().message()));
-      }
-      return;
-    }
-    board_->Apply(lr, *report, now);
-    if (replicator_ && report->kind == progress::Report::Kind::kSnapshot && report->step) {
-      replicator_->OnSnapshot(lr, *report->step);
-    }
-    if (replicator_ && report->kind == progress::Report::Kind::kRestored) {
-      replicator_->OnRestored(lr, report->step.value_or(-1));
-    }
-    OnRecoveryReport(lr, *report);
-    if (report->kind == progress::Report::Kind::kBeat) FillWarmPool();
-  });
+void Agent::OnReport(int local_rank, const progress::Report& report) {
+  snapshots_->OnReport(local_rank, report);
+  if (report.kind == progress::Report::Kind::kBeat) FillWarmPool();
 }
 
 void Agent::FillWarmPool() {
   // Started once the round trains, not while it starts: on a busy node the parked workers' own
   // start would otherwise delay the restart they are meant to speed up.
   // Without restarts a failure ends the job: nothing would ever release them.
-  if (options_.max_restarts == 0 || warm_.off() || !group_ || stopping_ || !board_) return;
+  if (options_.max_restarts == 0 || warm_.off() || !group_ || stopping_ || !board()) return;
   if (warm_.size() >= group_->requests().size() * WarmDepth()) return;
-  for (const progress::RankProgress& r : board_->ranks()) {
+  for (const progress::RankProgress& r : board()->ranks()) {
     if (!r.warm || r.step < 0) return;
   }
   warm_.Fill(group_->requests(), WarmDepth());
 }
 
-void Agent::OnRecoveryReport(int local_rank, const progress::Report& report) {
-  const Clock::time_point now = options_.now();
-  if (report.kind == progress::Report::Kind::kRestored) {
-    events_.Record("state_restored", group_round_,
-                   {{"local_rank", local_rank}, {"source", report.source}, {"step", report.step.value_or(-1)}});
-    recovery_.OnRestored(local_rank, report.source, report.step.value_or(-1), now);
-    return;
-  }
-  if (report.kind != progress::Report::Kind::kBeat || !report.step) return;
-  std::optional<Recovery> done = recovery_.OnStep(local_rank, *report.step, now);
-  if (!done) return;
-  events_.Record("recovered", group_round_,
-                 {{"source", done->source}, {"restored_step", done->restored_step},
-                  {"step_before", done->step_before}, {"lost_steps", done->lost_steps()},
-                  {"stopped_ms", done->stopped.count()}, {"started_ms", done->started.count()},
-                  {"restored_ms", done->restored.count()}, {"stepping_ms", done->stepping.count()}});
-  const char* from = done->source == "memory" ? "the in-memory snapshot"
-                     : done->source == "buddy" ? "the buddy node's copy of the in-memory snapshot"
-                     : done->source == "disk"  ? "the disk checkpoint"
-                                               : "the start";
-  spdlog::warn("recovered: every local rank stepping again {:.2f} s after the failure (workers stopped {:.2f} s, "
-               "started {:.2f} s, state restored {:.2f} s), from {} of step {}; {} step(s) of work lost",
-               done->stepping.count() / 1e3, done->stopped.count() / 1e3, done->started.count() / 1e3,
-               done->restored.count() / 1e3, from, std::max<int64_t>(done->restored_step, 0), done->lost_steps());
-}
-
-void Agent::OnTimerRequests() {
-  for (const std::string& line : timer_pipe_->ReadLines()) {
-    absl::StatusOr<progress::TimerRequest> r = progress::ParseTimerRequest(line);
-    if (!r.ok()) {
-      spdlog::warn("ignored a malformed FileTimer request: {}", std::string(r.status().message()));
-      continue;
-    }
-    if (!timers_.Apply(*r)) spdlog::warn("{} FileTimers are armed; a new one is refused", timers_.size());
-  }
-}
-
 void Agent::CheckProgress() {
   if (!group_) return;
-  ExpireTimers();
   if (stopping_ || reported_ || hang_declared_) return;
   const Clock::time_point now = options_.now();
-  if (board_ && options_.hang.enabled()) {
-    if (std::optional<progress::Hang> h = board_->FindHang(options_.hang, now)) return DeclareHang(*h, Describe(*h));
+  if (board() && options_.hang.enabled()) {
+    if (std::optional<progress::Hang> h = board()->FindHang(options_.hang, now)) return DeclareHang(*h, Describe(*h));
   }
   CheckDState(now);
 }
@@ -212,7 +98,7 @@ void Agent::CheckDState(Clock::time_point now) {
     h.rule = "dstate";
     h.stuck_for = std::chrono::duration_cast<Millis>(now - since);
     h.limit = options_.dstate_timeout;
-    if (board_) h.step = board_->ranks()[w.local_rank].step;
+    if (board()) h.step = board()->ranks()[w.local_rank].step;
     std::string wchan = ReadProcFile(w.process.pid(), "wchan");
     return DeclareHang(h, absl::StrCat("in uninterruptible sleep (D state) for at least ", Seconds(h.stuck_for),
                                        wchan.empty() || wchan == "0" ? "" : absl::StrCat(" in ", wchan),
@@ -305,7 +191,7 @@ void Agent::StartStackDump() {
     StackDumper::Target t;
     t.local_rank = w.local_rank;
     t.pid = w.process.pid();
-    if (board_) t.stack_signal = board_->ranks()[w.local_rank].stack_signal;
+    if (board()) t.stack_signal = board()->ranks()[w.local_rank].stack_signal;
     t.file = w.dir + "/stacks.txt";
     targets.push_back(t);
   }
@@ -328,26 +214,10 @@ bool Agent::StackDumpPending() {
   return false;
 }
 
-void Agent::ExpireTimers() {
-  if (timers_.size() == 0) return;
-  for (const progress::TimerRequest& t : timers_.TakeExpired(UnixNow())) {
-    const pid_t pid = static_cast<pid_t>(t.pid);
-    const int lr = LocalRankOf(pid);
-    if (lr < 0) continue;  // a pid that is not (or no longer) one of our workers is never signalled
-    const WorkerGroup::Worker& w = group_->workers()[lr];
-    spdlog::warn("worker rank {} (pid {}): FileTimer '{}' expired{}", w.global_rank, pid, t.scope_id,
-                 t.signal > 0 ? absl::StrCat("; sending ", SignalName(t.signal)) : "");
-    events_.Record("timer_expired", group_round_,
-                   {{"rank", w.global_rank}, {"local_rank", lr}, {"worker_pid", pid}, {"scope_id", t.scope_id},
-                    {"signal", t.signal > 0 ? SignalName(t.signal) : ""}});
-    if (t.signal > 0) ::kill(pid, t.signal);
-  }
-}
-
 void Agent::MarkIfNoProgress(WorkerFailure& f) const {
   const int limit = options_.max_attempts_without_progress;
-  if (limit <= 0 || !board_ || !(job_reports_ || board_->any_reported())) return;
-  if (board_->best_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit) return;
+  if (limit <= 0 || !board() || !(job_reports_ || board()->any_reported())) return;
+  if (board()->best_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit) return;
   const std::string last = f.kind == rdzv::kHangFailure ? absl::StrCat("hang: ", f.message)
                            : f.signal                   ? absl::StrCat("signal ", SignalName(f.signal))
                                                         : absl::StrCat("exit code ", f.exit_code);
@@ -361,11 +231,11 @@ void Agent::MarkIfNoProgress(WorkerFailure& f) const {
 }
 
 void Agent::RememberAttemptProgress() {
-  if (!board_) return;
-  if (board_->any_reported()) job_reports_ = true;
+  if (!board()) return;
+  if (board()->any_reported()) job_reports_ = true;
   if (!job_reports_) return;
-  if (board_->best_step() > best_step_ever_) {
-    best_step_ever_ = board_->best_step();
+  if (board()->best_step() > best_step_ever_) {
+    best_step_ever_ = board()->best_step();
     attempts_without_progress_ = 0;
   } else {
     ++attempts_without_progress_;
@@ -381,11 +251,8 @@ std::optional<Clock::time_point> Agent::ProgressDeadline() const {
   if (dumper_.active()) consider(dumper_.next_check(now));
   if (pending_hang_ && pending_hang_->report_after) consider(*pending_hang_->report_after);
   if (!group_) return next;
-  if (std::optional<double> expiry = timers_.NextExpiry()) {
-    consider(now + Until(*expiry));  // timers are in wall-clock time
-  }
   if (stopping_ || reported_ || hang_declared_) return next;
-  if (board_ && options_.hang.enabled()) consider(board_->NextDeadline(options_.hang));
+  if (board() && options_.hang.enabled()) consider(board()->NextDeadline(options_.hang));
   if (options_.dstate_timeout.count() > 0) consider(std::max(next_dstate_check_, now));
   return next;
 }

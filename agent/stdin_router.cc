@@ -26,26 +26,27 @@ bool Pollable(int fd) {
   return ::epoll_ctl(probe.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
-void SetInterest(int epoll_fd, int fd, uint32_t events, bool& registered) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.fd = fd;
-  if (events == 0) {
-    if (registered) ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
-    registered = false;
-    return;
-  }
-  if (::epoll_ctl(epoll_fd, registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) == 0) registered = true;
-}
-
 }  // namespace
 
 StdinRouter::Mode StdinRouter::ModeFor(int input_fd) {
   return Pollable(input_fd) ? Mode::kRouted : Mode::kInherited;
 }
 
-StdinRouter::StdinRouter(int input_fd, int epoll_fd)
-    : mode_(ModeFor(input_fd)), input_fd_(input_fd), epoll_fd_(epoll_fd) {
+void StdinRouter::SetInterest(int fd, uint32_t events, bool& registered) {
+  if (events == 0) {
+    if (registered) loop_.Unwatch(fd);
+    registered = false;
+    return;
+  }
+  if (registered) {
+    loop_.SetInterest(fd, events);
+  } else {
+    registered = loop_.Watch(fd, events, [this, fd](uint32_t ready) { OnEvent(fd, ready); });
+  }
+}
+
+StdinRouter::StdinRouter(int input_fd, EventLoop& loop)
+    : mode_(ModeFor(input_fd)), input_fd_(input_fd), loop_(loop) {
   if (mode_ != Mode::kRouted) {
     input_over_ = true;
     return;
@@ -57,12 +58,9 @@ StdinRouter::StdinRouter(int input_fd, int epoll_fd)
   UpdateInterest();
 }
 
-StdinRouter::~StdinRouter() { SetWorkers({}); }
-
-bool StdinRouter::Owns(int fd) const {
-  if (mode_ != Mode::kRouted) return false;
-  if (fd == input_fd_) return true;
-  return std::any_of(sinks_.begin(), sinks_.end(), [&](const auto& s) { return s.second.fd.get() == fd; });
+StdinRouter::~StdinRouter() {
+  SetWorkers({});
+  SetInterest(input_fd_, 0, input_registered_);
 }
 
 void StdinRouter::OnEvent(int fd, uint32_t events) {
@@ -77,7 +75,7 @@ void StdinRouter::OnEvent(int fd, uint32_t events) {
 }
 
 void StdinRouter::SetWorkers(std::map<int, UniqueFd> fds) {
-  for (auto& [rank, sink] : sinks_) SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+  for (auto& [rank, sink] : sinks_) SetInterest(sink.fd.get(), 0, sink.registered);
   sinks_.clear();
   prompts_.clear();
   last_prompter_ = kDefaultRank;
@@ -145,7 +143,7 @@ void StdinRouter::Deliver() {
 void StdinRouter::WriteTo(Sink& sink) {
   if (!sink.fd.valid() || WritePending(sink.fd.get(), sink.pending)) return;
   sink.pending.clear();  // the worker closed its stdin (or exited): the line is dropped
-  SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+  SetInterest(sink.fd.get(), 0, sink.registered);
   sink.fd.Reset();
 }
 
@@ -153,7 +151,7 @@ void StdinRouter::CloseSinksIfDone() {
   if (!input_over_ || !input_.empty()) return;
   for (auto& [rank, sink] : sinks_) {
     if (sink.pending.empty() && sink.fd.valid()) {
-      SetInterest(epoll_fd_, sink.fd.get(), 0, sink.registered);
+      SetInterest(sink.fd.get(), 0, sink.registered);
       sink.fd.Reset();  // end of input reaches the worker
     }
   }
@@ -162,9 +160,9 @@ void StdinRouter::CloseSinksIfDone() {
 void StdinRouter::UpdateInterest() {
   if (mode_ != Mode::kRouted) return;
   const bool want_input = readable_ && !input_over_ && input_.size() < kMaxBuffered;
-  SetInterest(epoll_fd_, input_fd_, want_input ? static_cast<uint32_t>(EPOLLIN) : 0u, input_registered_);
+  SetInterest(input_fd_, want_input ? static_cast<uint32_t>(EPOLLIN) : 0u, input_registered_);
   for (auto& [rank, sink] : sinks_) {
-    if (sink.fd.valid()) SetInterest(epoll_fd_, sink.fd.get(), sink.pending.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT), sink.registered);
+    if (sink.fd.valid()) SetInterest(sink.fd.get(), sink.pending.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT), sink.registered);
   }
 }
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <string>
 
+#include "base/event_loop.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
@@ -34,15 +35,15 @@ class StdinRouter {
   };
   static Mode ModeFor(int input_fd);
 
-  // Registers `input_fd` (dtrun's stdin) with `epoll_fd` when it is to be read.
-  StdinRouter(int input_fd, int epoll_fd);
+  // Watches `input_fd` (dtrun's stdin) on `loop` when it is to be read, and the workers' pipes
+  // while they have input waiting.
+  StdinRouter(int input_fd, EventLoop& loop);
   ~StdinRouter();
   StdinRouter(const StdinRouter&) = delete;
   StdinRouter& operator=(const StdinRouter&) = delete;
 
   Mode mode() const { return mode_; }
-  // True for dtrun's stdin and the workers' stdin pipes: the fds whose events OnEvent takes.
-  bool Owns(int fd) const;
+  // What the loop calls when dtrun's stdin or a worker's stdin pipe is ready.
   void OnEvent(int fd, uint32_t events);
 
   // A new round's workers: their stdin write ends by local rank. Replaces (closes) the last ones.
@@ -59,7 +60,7 @@ class StdinRouter {
   struct Sink {
     UniqueFd fd;
     std::string pending;  // bytes the pipe has not taken yet
-    bool registered = false;  // in the epoll set (for EPOLLOUT)
+    bool registered = false;  // watched on the loop (for EPOLLOUT)
   };
   static constexpr int kDefaultRank = 0;
   void ReadInput();
@@ -68,13 +69,14 @@ class StdinRouter {
   void WriteTo(Sink& sink);
   void UpdateInterest();
   void CloseSinksIfDone();
+  void SetInterest(int fd, uint32_t events, bool& registered);
 
   Mode mode_;
   int input_fd_;
-  int epoll_fd_;
+  EventLoop& loop_;
   bool is_terminal_ = false;
   bool readable_ = true;           // false: a terminal of which dtrun is not in the foreground
-  bool input_registered_ = false;  // input_fd_ is in the epoll set
+  bool input_registered_ = false;  // input_fd_ is watched on the loop
   bool input_over_ = false;        // EOF or a read error (or not routed)
   bool echoed_line_ = false;
   std::string input_;  // read, not yet delivered

@@ -172,6 +172,14 @@ bool WorkerGroup::StoppedByUs(int wait_status) const {
   return code > 128 && signals_sent_.count(code - 128);
 }
 
+int WorkerGroup::LocalRankOf(pid_t pid) const {
+  const pid_t group = ::getpgid(pid);  // each worker leads its own process group
+  for (const Worker& w : workers_) {
+    if (w.process.running() && (w.process.pid() == pid || w.process.pid() == group)) return w.local_rank;
+  }
+  return -1;
+}
+
 bool WorkerGroup::all_exited() const {
   for (const Worker& w : workers_) {
     if (w.process.running()) return false;

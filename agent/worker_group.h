@@ -67,6 +67,8 @@ class WorkerGroup {
   // Failures in the order they were observed.
   const std::vector<WorkerFailure>& failures() const { return failures_; }
 
+  // The local rank of the running worker that is `pid` or leads `pid`'s process group; -1: none.
+  int LocalRankOf(pid_t pid) const;
   // Sends `signo` to every running worker's process group.
   void SignalAll(int signo);
   // Reads whatever the pipes hold and closes them; called once all workers have exited.

@@ -9,13 +9,14 @@
 namespace dtrun {
 namespace {
 
-// dtrun's stdin as a pipe, and two workers' stdin pipes; events are fed by hand.
+// dtrun's stdin as a pipe, and two workers' stdin pipes; dtrun's stdin events are fed by hand, the
+// workers' pipes' readiness by the loop.
 class StdinRouterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
+    loop_ = *EventLoop::Create([] { return std::chrono::steady_clock::now(); });
     input_ = *MakePipe(false);
-    router_ = std::make_unique<StdinRouter>(input_.read.get(), epoll_.get());
+    router_ = std::make_unique<StdinRouter>(input_.read.get(), *loop_);
     ASSERT_EQ(router_->mode(), StdinRouter::Mode::kRouted);
     std::map<int, UniqueFd> sinks;
     for (int r = 0; r < 2; ++r) {
@@ -39,7 +40,7 @@ class StdinRouterTest : public ::testing::Test {
     char c;
     return ::read(workers_[rank].read.get(), &c, 1) == 0;
   }
-  UniqueFd epoll_;
+  std::unique_ptr<EventLoop> loop_;
   Pipe input_;
   Pipe workers_[2];
   std::unique_ptr<StdinRouter> router_;
@@ -82,9 +83,7 @@ TEST_F(StdinRouterTest, AWorkerThatDoesNotReadHoldsItsLineAndTheRestWaits) {
   Type("next\n");
   std::string got;
   for (int i = 0; i < 50 && (got += Received(0)).size() < big.size() + 5; ++i) {
-    epoll_event ev[4];
-    int n = ::epoll_wait(epoll_.get(), ev, 4, 1000);
-    for (int k = 0; k < n; ++k) router_->OnEvent(ev[k].data.fd, ev[k].events);
+    loop_->RunOnce(std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
   EXPECT_EQ(got, big + "next\n");
   EXPECT_EQ(Received(1), "");

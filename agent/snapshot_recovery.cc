@@ -1,0 +1,105 @@
+#include "agent/snapshot_recovery.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "snapshot/snapshot_region.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+
+SnapshotRecovery::SnapshotRecovery(EventLoop& loop, EventLog& events, const AgentOptions& options)
+    : loop_(loop), events_(events), options_(options) {}
+
+SnapshotRecovery::~SnapshotRecovery() {
+  if (replicator_) loop_.Unwatch(replicator_->event_fd());
+}
+
+void SnapshotRecovery::Start(std::optional<BuddyReplication> replication) {
+  absl::StatusOr<SnapshotStore> store =
+      SnapshotStore::Create(options_.nproc_per_node, options_.snapshot_bytes_per_worker, replication.has_value());
+  if (!store.ok()) {
+    spdlog::warn("{}; training without in-memory snapshots (recovery falls back to disk checkpoints)",
+                 std::string(store.status().message()));
+    return;
+  }
+  store_ = std::move(*store);
+  if (!replication || !store_.enabled()) return;
+  replicator_ = std::make_unique<Replicator>(std::move(*replication), store_, snapshot::JobHash(options_.run_id));
+  // A fetch that ended wakes the loop; the Agent then starts the round it waited for.
+  if (!loop_.Watch(replicator_->event_fd(), EPOLLIN, [this](uint32_t) { replicator_->Drain(); })) {
+    spdlog::warn("cannot watch the buddy-copy fetch ({}); training without buddy copies", strerror(errno));
+    replicator_.reset();
+  }
+}
+
+void SnapshotRecovery::AddRegionsTo(WorkerGroup::Io& io) const {
+  for (int lr = 0; store_.enabled() && lr < options_.nproc_per_node; ++lr) {
+    io.snapshot_fds.push_back(store_.fd(lr));
+    if (store_.replica_fd(lr) >= 0) io.replica_fds.push_back(store_.replica_fd(lr));
+  }
+}
+
+bool SnapshotRecovery::AllRanksSnapshotted() const {
+  if (!store_.enabled()) return false;
+  for (int lr = 0; lr < options_.nproc_per_node; ++lr) {
+    if (!store_.Newest(lr)) return false;
+  }
+  return true;
+}
+
+bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
+  if (!replicator_) return true;
+  if (!replicator_->ReadyFor(a)) return false;
+  for (const std::string& note : replicator_->TakeFetchNotes()) {
+    spdlog::info("{}", note);
+    events_.Record("buddy_fetch", a.round, {{"note", note}});
+  }
+  return true;
+}
+
+void SnapshotRecovery::OnReport(int local_rank, const progress::Report& report) {
+  using Kind = progress::Report::Kind;
+  if (replicator_ && report.kind == Kind::kSnapshot && report.step) replicator_->OnSnapshot(local_rank, *report.step);
+  if (report.kind == Kind::kRestored) {
+    if (replicator_) replicator_->OnRestored(local_rank, report.step.value_or(-1));
+    events_.Record("state_restored", round_,
+                   {{"local_rank", local_rank}, {"source", report.source}, {"step", report.step.value_or(-1)}});
+    tracker_.OnRestored(local_rank, report.source, report.step.value_or(-1), options_.now());
+    return;
+  }
+  if (report.kind != Kind::kBeat || !report.step) return;
+  if (std::optional<Recovery> done = tracker_.OnStep(local_rank, *report.step, options_.now())) OnRecovered(*done);
+}
+
+void SnapshotRecovery::OnRecovered(const Recovery& done) {
+  events_.Record("recovered", round_,
+                 {{"source", done.source}, {"restored_step", done.restored_step},
+                  {"step_before", done.step_before}, {"lost_steps", done.lost_steps()},
+                  {"stopped_ms", done.stopped.count()}, {"started_ms", done.started.count()},
+                  {"restored_ms", done.restored.count()}, {"stepping_ms", done.stepping.count()}});
+  const char* from = done.source == "memory" ? "the in-memory snapshot"
+                     : done.source == "buddy" ? "the buddy node's copy of the in-memory snapshot"
+                     : done.source == "disk"  ? "the disk checkpoint"
+                                              : "the start";
+  spdlog::warn("recovered: every local rank stepping again {:.2f} s after the failure (workers stopped {:.2f} s, "
+               "started {:.2f} s, state restored {:.2f} s), from {} of step {}; {} step(s) of work lost",
+               done.stepping.count() / 1e3, done.stopped.count() / 1e3, done.started.count() / 1e3,
+               done.restored.count() / 1e3, from, std::max<int64_t>(done.restored_step, 0), done.lost_steps());
+}
+
+void SnapshotRecovery::OnFailure(int64_t step_before) { tracker_.OnFailure(options_.now(), step_before); }
+
+void SnapshotRecovery::OnRoundStarted(WorkerGroup& /*group*/, int64_t round) { RoundStarted(round); }
+void SnapshotRecovery::OnGroupExited(WorkerGroup& /*group*/) { GroupExited(); }
+
+void SnapshotRecovery::RoundStarted(int64_t round) {
+  round_ = round;
+  tracker_.OnStarted(options_.now(), options_.nproc_per_node);
+}
+
+void SnapshotRecovery::GroupExited() { tracker_.OnStopped(options_.now()); }
+
+}  // namespace dtrun

@@ -1,0 +1,71 @@
+// In-memory recovery as an agent component: the snapshot regions this node's workers write (held
+// across restarts), their copies on a buddy node (multi-node), and each recovery followed from the
+// failure to every local rank stepping again, with its phases in the event log and on the console.
+// The Agent asks it three things: the regions to hand a round's workers, whether a round may start
+// (its buddy copies fetched), and whether every rank's state is safe (a short stop grace).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/agent_component.h"
+#include "agent/agent_options.h"
+#include "agent/event_log.h"
+#include "agent/recovery_tracker.h"
+#include "agent/replicator.h"
+#include "agent/snapshot_store.h"
+#include "base/event_loop.h"
+#include "progress/report_protocol.h"
+#include "rendezvous/rendezvous_state.h"
+
+namespace dtrun {
+
+class SnapshotRecovery : public AgentComponent {
+ public:
+  SnapshotRecovery(EventLoop& loop, EventLog& events, const AgentOptions& options);
+  ~SnapshotRecovery() override;
+
+  // Creates the regions and, given `replication`, starts the buddy copies. On failure, says so in
+  // one line; the job runs on without (recovery falls back to disk checkpoints).
+  void Start(std::optional<BuddyReplication> replication);
+  bool enabled() const { return store_.enabled(); }
+  const SnapshotStore& store() const { return store_; }
+  // The regions a round's workers get, by local rank.
+  void AddRegionsTo(WorkerGroup::Io& io) const;
+  // Every local rank's state is in a complete snapshot.
+  bool AllRanksSnapshotted() const;
+  // False while the round's buddy copies are still being fetched (the loop wakes when done); once
+  // true, what the fetch found is logged.
+  bool ReadyFor(const rdzv::Assignment& a);
+  Replicator::BuddyView buddy() const { return replicator_ ? replicator_->View() : Replicator::BuddyView{}; }
+
+  // A worker's report (the running round's, already checked): snapshots to pin for the buddy,
+  // restored state and steps for the recovery under way.
+  void OnReport(int local_rank, const progress::Report& report);
+  // The round stopped on a failure (here or on another node), or this spare was promoted to take a
+  // lost node's ranks (`step_before` -1). Only the first call of a recovery counts.
+  void OnFailure(int64_t step_before);
+  bool recovering() const { return tracker_.active(); }
+  // One line on every recovery so far ("" if none): the job's end shows it.
+  std::string Summary() const { return FormatRecoveries(tracker_.completed()); }
+
+  void OnRoundStarted(WorkerGroup& group, int64_t round) override;
+  void OnGroupExited(WorkerGroup& group) override;
+  // The same hooks without a WorkerGroup (unit tests).
+  void RoundStarted(int64_t round);
+  void GroupExited();
+
+ private:
+  void OnRecovered(const Recovery& done);
+
+  EventLoop& loop_;
+  EventLog& events_;
+  const AgentOptions& options_;
+  SnapshotStore store_;
+  RecoveryTracker tracker_;
+  std::unique_ptr<Replicator> replicator_;  // buddy copies (null: single node, or off)
+  int64_t round_ = -1;
+};
+
+}  // namespace dtrun

@@ -1,0 +1,85 @@
+#include "agent/status_publisher.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/atomic_file.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "status/status_json.h"
+#include "status/status_table.h"
+
+namespace dtrun {
+
+StatusPublisher::StatusPublisher(const AgentOptions& options, ConsoleWriter& out, EventLog& events,
+                                 rdzv::RoundSource& rounds, const status::AgentCounters& counters, Describe describe)
+    : options_(options), out_(out), events_(events), rounds_(rounds), counters_(counters),
+      describe_(std::move(describe)), next_at_(options.now()) {}
+
+void StatusPublisher::Start() {
+  next_at_ = options_.now();
+  if (!options_.metrics_port) return;
+  absl::StatusOr<std::unique_ptr<status::MetricsServer>> server =
+      status::MetricsServer::Start(options_.metrics_host, *options_.metrics_port);
+  if (!server.ok()) {
+    spdlog::warn("{}; the job runs without a metrics endpoint", std::string(server.status().message()));
+    return;
+  }
+  metrics_ = std::move(*server);
+  spdlog::info("serving metrics on http://{}:{}/metrics", options_.metrics_host.empty() ? "0.0.0.0" : options_.metrics_host,
+               metrics_->port());
+  events_.Record("metrics_endpoint", -1, {{"port", metrics_->port()}});
+}
+
+void StatusPublisher::Stop() {
+  if (options_.progress_line) out_.SetStatusLine("");
+}
+
+void StatusPublisher::OnWake(Clock::time_point now) {
+  if (now < next_at_) return;
+  next_at_ = now + options_.status_interval;
+  Publish(now);
+}
+
+void StatusPublisher::Publish(Clock::time_point now) {
+  Snapshot s = describe_(now);
+  status::JobStatus job;
+  job.run_id = options_.run_id;
+  job.phase = s.phase;
+  job.round = s.node.round;
+  job.restarts_used = s.node.restarts;
+  job.nodes.push_back(s.node);
+  nlohmann::json json = status::ToJson(job);
+  if (!options_.rdzv_endpoint.empty()) json["endpoint"] = options_.rdzv_endpoint;
+  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (!options_.progress_dir.empty()) {
+    absl::Status st = WriteFileAtomically(StatusSnapshotPath(options_), text, 0600);
+    if (!st.ok() && !write_warned_) {
+      write_warned_ = true;
+      spdlog::warn("{}; `dtrun status` will not show this job's workers", std::string(st.message()));
+    }
+  }
+  if (metrics_) metrics_->Publish(status::RenderPrometheus(options_.run_id, s.node, counters_), text);
+  if (options_.progress_line) out_.SetStatusLine(ProgressLine(s.node));
+  rounds_.PublishStatus(std::move(s.node));
+}
+
+std::string StatusPublisher::ProgressLine(const status::NodeStatus& node) {
+  const int64_t step = status::JobStep(node);
+  const bool stopping = std::any_of(node.ranks.begin(), node.ranks.end(),
+                                    [](const status::RankStatus& r) { return r.state == "stopping"; });
+  if (step < 0 || stopping) return "";
+  std::string line = absl::StrCat("[dtrun] step ", step, node.total_steps ? absl::StrCat("/", *node.total_steps) : "");
+  const double steps_per_s = status::StepsPerSecond(node);
+  if (steps_per_s > 0) absl::StrAppend(&line, absl::StrFormat(" | %.2f steps/s", steps_per_s));
+  const double samples_per_s = status::SamplesPerSecond(node);
+  if (samples_per_s > 0) absl::StrAppend(&line, absl::StrFormat(" | %.1f samples/s", samples_per_s));
+  if (node.total_steps && steps_per_s > 0 && *node.total_steps > step) {
+    absl::StrAppend(&line, " | ETA ", status::HumanSeconds((*node.total_steps - step) / steps_per_s));
+  }
+  if (node.round > 0) absl::StrAppend(&line, " | round ", node.round);
+  return line;
+}
+
+}  // namespace dtrun
