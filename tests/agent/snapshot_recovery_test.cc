@@ -1,0 +1,125 @@
+// The in-memory recovery component (agent/snapshot_recovery.h) on a single node, under an injected
+// clock: a recovery's phases come from the hooks and the workers' reports, in the event log and
+// the job's summary line.
+#include "agent/snapshot_recovery.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace dtrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+progress::Report Restored(const std::string& source, int64_t step) {
+  progress::Report r;
+  r.kind = progress::Report::Kind::kRestored;
+  r.source = source;
+  r.step = step;
+  return r;
+}
+
+progress::Report Beat(int64_t step) {
+  progress::Report r;
+  r.kind = progress::Report::Kind::kBeat;
+  r.step = step;
+  return r;
+}
+
+class SnapshotRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/dtrun-snaprec-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    events_ = EventLog({dir_ + "/events.jsonl"}, "run", "host");
+    options_.nproc_per_node = 2;
+    options_.snapshot_bytes_per_worker = 1 << 20;
+    options_.now = [this] { return now_; };
+    loop_ = *EventLoop::Create(options_.now);
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::vector<nlohmann::json> Records(const std::string& event) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(dir_ + "/events.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j["event"] == event) out.push_back(j);
+    }
+    return out;
+  }
+
+  std::string dir_;
+  Clock::time_point now_ = Clock::time_point() + std::chrono::hours(1);
+  AgentOptions options_;
+  EventLog events_;
+  std::unique_ptr<EventLoop> loop_;
+};
+
+TEST_F(SnapshotRecoveryTest, ARecoverysPhasesComeFromTheHooksAndReportsOnTheInjectedClock) {
+  SnapshotRecovery r(*loop_, events_, options_);
+  r.Start(std::nullopt);
+  ASSERT_TRUE(r.enabled());
+  EXPECT_FALSE(r.AllRanksSnapshotted());  // regions made, nothing written yet
+  rdzv::Assignment a;
+  a.round = 1;
+  EXPECT_TRUE(r.ReadyFor(a));  // no buddy copies to wait for
+  r.RoundStarted(0);
+  r.OnReport(0, Beat(20));  // no failure yet: nothing to follow
+  EXPECT_FALSE(r.recovering());
+
+  const Clock::time_point t0 = now_;
+  r.OnFailure(20);
+  r.OnFailure(99);  // the same recovery: the first call counts
+  EXPECT_TRUE(r.recovering());
+  now_ = t0 + milliseconds(120);
+  r.GroupExited();
+  now_ = t0 + milliseconds(130);
+  r.RoundStarted(1);
+  now_ = t0 + milliseconds(400);
+  r.OnReport(0, Restored("memory", 19));
+  r.OnReport(1, Restored("memory", 19));
+  now_ = t0 + milliseconds(700);
+  r.OnReport(0, Beat(20));
+  EXPECT_TRUE(r.recovering());  // rank 1 has not stepped yet
+  now_ = t0 + milliseconds(750);
+  r.OnReport(1, Beat(20));
+  EXPECT_FALSE(r.recovering());
+
+  std::vector<nlohmann::json> recovered = Records("recovered");
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_EQ(recovered[0]["round"], 1);
+  EXPECT_EQ(recovered[0]["source"], "memory");
+  EXPECT_EQ(recovered[0]["restored_step"], 19);
+  EXPECT_EQ(recovered[0]["lost_steps"], 1);
+  EXPECT_EQ(recovered[0]["stopped_ms"], 120);
+  EXPECT_EQ(recovered[0]["started_ms"], 130);
+  EXPECT_EQ(recovered[0]["restored_ms"], 400);
+  EXPECT_EQ(recovered[0]["stepping_ms"], 750);
+  EXPECT_EQ(Records("state_restored").size(), 2u);
+  EXPECT_NE(r.Summary().find("recoveries on this node: 1 (memory 1); 1 step(s) of work lost"), std::string::npos)
+      << r.Summary();
+}
+
+TEST_F(SnapshotRecoveryTest, WithoutMemoryForSnapshotsItIsOffAndRoundsStartAtOnce) {
+  options_.snapshot_bytes_per_worker = 0;
+  SnapshotRecovery r(*loop_, events_, options_);
+  r.Start(std::nullopt);
+  EXPECT_FALSE(r.enabled());
+  EXPECT_FALSE(r.AllRanksSnapshotted());  // the stop grace stays --shutdown-timeout
+  WorkerGroup::Io io;
+  r.AddRegionsTo(io);
+  EXPECT_TRUE(io.snapshot_fds.empty());
+  rdzv::Assignment a;
+  EXPECT_TRUE(r.ReadyFor(a));
+}
+
+}  // namespace
+}  // namespace dtrun
