@@ -87,13 +87,20 @@ bool Agent::StartLoop() {
   progress_ = std::make_unique<ProgressChannel>(*loop_, options_,
                                                 [this](int lr, const progress::Report& r) { OnReport(lr, r); });
   progress_->Open();
+  hangs_ = std::make_unique<HangWatch>(
+      options_, paths_, events_, counters_, *progress_, view_,
+      [this] { return group_ && !stopping_ && !OutcomeReported(); },
+      [this](WorkerFailure f) {
+        MarkIfNoProgress(f);
+        rounds_->ReportFailure(group_round_, {f});
+      });
   timers_ = std::make_unique<FileTimerService>(*loop_, events_, options_.now, UnixSecondsNow);
   if (!options_.timer_file.empty()) timers_->Open(options_.timer_file);
   status_ = std::make_unique<StatusPublisher>(options_, *stdio_.out, events_, *rounds_, counters_,
                                               [this](Clock::time_point now) { return DescribeNode(now); });
   status_->Start();
   for (AgentComponent* c : std::initializer_list<AgentComponent*>{console_.get(), snapshots_.get(), progress_.get(),
-                                                                  timers_.get(), status_.get()}) {
+                                                                  hangs_.get(), timers_.get(), status_.get()}) {
     components_.Add(*c);
   }
   return true;
@@ -112,7 +119,6 @@ int Agent::Run() {
     loop_->RunOnce(NextDeadline());
     KillAfterGrace();
     components_.OnWake(options_.now());
-    CheckProgress();
     Step();
   }
   status_->Stop();
@@ -122,7 +128,7 @@ int Agent::Run() {
 std::optional<Clock::time_point> Agent::NextDeadline() const {
   std::optional<Clock::time_point> next = components_.NextDeadline();
   for (std::optional<Clock::time_point> t : {stopping_ && !killed_ ? std::optional(kill_deadline_) : std::nullopt,
-                                             barrier_deadline_, ProgressDeadline()}) {
+                                             barrier_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   return next;
@@ -203,7 +209,7 @@ void Agent::ReapChildren() {
   bool ours = false;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     // Other PIDs are stack tools or adopted descendants: reaped, nothing more.
-    if (dumper_.OnExit(pid)) continue;
+    if (hangs_->OnExit(pid)) continue;
     if (warm_.OnExit(pid, status)) continue;
     if (group_ && group_->OnExit(pid, status)) {
       ours = true;
@@ -212,7 +218,7 @@ void Agent::ReapChildren() {
   }
   if (!ours || !group_) return;
   // The first failure of a round is reported at once: every node restarts within a round trip.
-  if (!reported_ && !group_->failures().empty() && !stopping_) {
+  if (!OutcomeReported() && !group_->failures().empty() && !stopping_) {
     reported_ = true;
     std::vector<WorkerFailure> failures = RootCauseFirst(group_->failures());
     MarkIfNoProgress(failures[0]);
@@ -227,19 +233,13 @@ void Agent::ReapChildren() {
 }
 
 void Agent::OnGroupExited() {
-  components_.OnGroupExited(*group_);  // outputs drained, timers disarmed, the recovery's stop noted
+  // Outputs drained, a pending hang reported, timers disarmed, the recovery's stop noted.
+  components_.OnGroupExited(*group_);
   round_failures_ = group_->failures();
   counters_.worker_failures += static_cast<int64_t>(round_failures_.size());
-  if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
-  if (pending_hang_) {
-    pending_hang_->report_after.reset();  // the workers are gone: now or never
-    ReportHang();
-  }
   RememberAttemptProgress();
-  hang_declared_ = false;
-  dstate_since_.clear();
   KillStrays();
-  const bool reported_success = !reported_ && !stopping_ && group_->all_succeeded();
+  const bool reported_success = !OutcomeReported() && !stopping_ && group_->all_succeeded();
   if (reported_success) {
     reported_ = true;
     warm_.Clear();  // this node's part is done: nothing will restart
@@ -260,17 +260,13 @@ void Agent::OnGroupExited() {
 void Agent::Step() {
   if (group_) {
     // A running group is stopped when the job no longer wants it.
-    bool wanted = interrupt_signal_ == 0 && source_error_.ok() && view_ && !hang_declared_ &&
+    bool wanted = interrupt_signal_ == 0 && source_error_.ok() && view_ && !hangs_->declared() &&
                   view_->phase == rdzv::JobPhase::kRunning && view_->assignment &&
                   view_->assignment->round == group_round_;
     if (wanted || stopping_) return;  // running, or waiting for the group to exit
-    if (interrupt_signal_ == 0) {
-      // A hang ended the round (here or on another node): stacks first, while every rank is
-      // still where it hung.
-      if (view_ && view_->stacks_round == group_round_ && stacks_taken_round_ != group_round_) StartStackDump();
-      if (StackDumpPending()) return;
-    }
-    if (pending_hang_ && !ReportHang()) return;
+    // A hang ended the round (here or on another node): stacks first, while every rank is still
+    // where it hung, then its report. An interrupt takes no stacks.
+    if (hangs_->HoldsStop(/*stacks=*/interrupt_signal_ == 0)) return;
     StopGroup(interrupt_signal_ ? interrupt_signal_ : SIGTERM);
     return;
   }
@@ -357,7 +353,6 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     return Finish(1);
   }
   group_ = std::move(*group);
-  hang_declared_ = false;
   events_.Record("round_start", a.round, {{"world_size", a.world_size}, {"rank_offset", a.rank_offset},
                                           {"group_rank", a.group_rank}, {"group_world_size", a.group_world_size},
                                           {"master", absl::StrCat(a.master_addr, ":", a.master_port)}});
@@ -365,7 +360,7 @@ void Agent::StartRound(const rdzv::Assignment& a) {
     events_.Record("worker_start", a.round, {{"rank", w.global_rank}, {"local_rank", w.local_rank},
                                              {"worker_pid", w.process.pid()}, {"warm", w.warm}});
   }
-  components_.OnRoundStarted(*group_, a.round);
+  components_.OnRoundStarted(*group_, a);
 }
 
 std::chrono::milliseconds Agent::StopGrace() const {

@@ -4,8 +4,9 @@
 // over a signalfd (SIGCHLD and the handled signals) and the round source's fd; deadlines (grace
 // before SIGKILL, exit barrier) are its timeouts. No polling interval. Every other concern is an
 // AgentComponent on the same loop (agent/agent_component.h): the workers' console, progress
-// reports, FileTimers, in-memory snapshots and their recovery, the live status. The Agent runs
-// rounds, hangs and the restart-loop breaker.
+// reports, hang detection, FileTimers, in-memory snapshots and their recovery, the live status.
+// The Agent runs rounds: their start, failure, stop and success, warm workers, the exit barrier,
+// and the restart-loop breaker.
 //
 // Worker group per round (torchelastic's names):
 //   HEALTHY --a worker fails--> UNHEALTHY (reported; the others are stopped)
@@ -25,6 +26,7 @@
 #include "agent/console.h"
 #include "agent/event_log.h"
 #include "agent/file_timer_service.h"
+#include "agent/hang_watch.h"
 #include "agent/progress_channel.h"
 #include "agent/replicator.h"
 #include "agent/snapshot_recovery.h"
@@ -80,21 +82,13 @@ class Agent {
   void RecordExit(pid_t pid, int wait_status);
   void RecordEnd(int code);
   void OnReport(int local_rank, const progress::Report& report);  // from the progress channel
+  // The round's outcome is reported: a failure, success, or a hang declared here.
+  bool OutcomeReported() const { return reported_ || (hangs_ && hangs_->declared()); }
   const progress::ProgressBoard* board() const { return progress_ ? progress_->board() : nullptr; }
 
-  // Hangs, stacks and the restart-loop breaker (agent_progress.cc).
-  void CheckProgress();              // hangs and D state, at the loop's end
-  void DeclareHang(const progress::Hang& hang, const std::string& what);
-  // Once this node's stacks are in (called while group_ is still set): names the culprit and reports. Returns false while the report
-  // is held back (every local rank waits in a collective: another node may have the culprit).
-  bool ReportHang();
-  WorkerFailure HangFailureOf(int local_rank) const;  // group_'s worker, as a hang report names it
-  void CheckDState(std::chrono::steady_clock::time_point now);
-  void StartStackDump();
-  bool StackDumpPending();           // true while stacks are still being collected
+  // The restart-loop breaker (agent_progress.cc).
   void MarkIfNoProgress(WorkerFailure& failure) const;
   void RememberAttemptProgress();    // at the end of each attempt
-  std::optional<std::chrono::steady_clock::time_point> ProgressDeadline() const;
   // This node's rows for the live status (agent_status.cc).
   StatusPublisher::Snapshot DescribeNode(std::chrono::steady_clock::time_point now);
   std::string WorkerState(const WorkerGroup::Worker& w) const;
@@ -130,24 +124,6 @@ class Agent {
   int signals_received_ = 0;
   std::optional<int> exit_code_;
 
-  StackDumper dumper_;
-  bool hang_declared_ = false;           // this round: stacks first, then the report and the stop
-  struct PendingHang {
-    progress::Hang hang;
-    std::string what;
-    std::optional<WorkerFailure> failure;    // chosen once the stacks are in
-    std::optional<std::chrono::steady_clock::time_point> report_after;
-  };
-  std::optional<PendingHang> pending_hang_;  // declared, not yet reported
-  int64_t stacks_taken_round_ = -1;
-  // Per worker: since when some thread has been in D state without running, and those threads
-  // with their context-switch counts.
-  struct StuckThreads {
-    std::chrono::steady_clock::time_point since;
-    std::map<pid_t, uint64_t> threads;
-  };
-  std::map<pid_t, StuckThreads> dstate_since_;
-  std::chrono::steady_clock::time_point next_dstate_check_;
   // Restart-loop breaker: the best step of every earlier attempt, and how many attempts in a row
   // did not pass it.
   int64_t best_step_ever_ = -1;
@@ -169,6 +145,7 @@ class Agent {
   std::unique_ptr<SnapshotRecovery> snapshots_;
   std::unique_ptr<ProgressChannel> progress_;
   std::unique_ptr<FileTimerService> timers_;
+  std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<StatusPublisher> status_;
   AgentComponents components_;
 };

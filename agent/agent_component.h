@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/worker_group.h"
+#include "rendezvous/rendezvous_state.h"
 
 namespace dtrun {
 
@@ -24,7 +25,7 @@ class AgentComponent {
   // After every wake-up of the loop, once the ready fds' handlers ran: do what is due by `now`.
   virtual void OnWake(Clock::time_point /*now*/) {}
   // `group`'s workers were started for `round` / have all exited. `group` outlives the calls between.
-  virtual void OnRoundStarted(WorkerGroup& /*group*/, int64_t /*round*/) {}
+  virtual void OnRoundStarted(WorkerGroup& /*group*/, const rdzv::Assignment& /*round*/) {}
   virtual void OnGroupExited(WorkerGroup& /*group*/) {}
 };
 
@@ -43,7 +44,7 @@ class AgentComponents {
   void OnWake(AgentComponent::Clock::time_point now) {
     for (AgentComponent* c : all_) c->OnWake(now);
   }
-  void OnRoundStarted(WorkerGroup& group, int64_t round) {
+  void OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) {
     for (AgentComponent* c : all_) c->OnRoundStarted(group, round);
   }
   void OnGroupExited(WorkerGroup& group) {

@@ -30,7 +30,7 @@ double SecondsBetween(Clock::time_point from, Clock::time_point to) {
 }  // namespace
 
 std::string Agent::WorkerState(const WorkerGroup::Worker& w) const {
-  if (pending_hang_ && pending_hang_->hang.local_rank == w.local_rank) return "hung";
+  if (hangs_->hung_rank() == w.local_rank) return "hung";
   if (std::optional<int> ws = w.process.wait_status()) {
     return WIFEXITED(*ws) && WEXITSTATUS(*ws) == 0 ? "succeeded" : "failed";
   }

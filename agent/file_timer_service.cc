@@ -66,9 +66,9 @@ void FileTimerService::OnWake(Clock::time_point /*now*/) {
   }
 }
 
-void FileTimerService::OnRoundStarted(WorkerGroup& group, int64_t round) {
+void FileTimerService::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) {
   group_ = &group;
-  round_ = round;
+  round_ = round.round;
 }
 
 void FileTimerService::OnGroupExited(WorkerGroup& /*group*/) {

@@ -26,7 +26,7 @@ class FileTimerService : public AgentComponent {
 
   std::optional<Clock::time_point> NextDeadline() const override;
   void OnWake(Clock::time_point now) override;
-  void OnRoundStarted(WorkerGroup& group, int64_t round) override;
+  void OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) override;
   void OnGroupExited(WorkerGroup& group) override;  // a new round's workers start with no timers
 
  private:

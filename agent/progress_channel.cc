@@ -58,7 +58,7 @@ void ProgressChannel::OnReports(int socket_rank) {
   });
 }
 
-void ProgressChannel::OnRoundStarted(WorkerGroup& group, int64_t /*round*/) {
+void ProgressChannel::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& /*round*/) {
   group_ = &group;
   board_ = std::make_unique<progress::ProgressBoard>(options_.nproc_per_node);
 }

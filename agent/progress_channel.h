@@ -30,7 +30,7 @@ class ProgressChannel : public AgentComponent {
   // first round): the restart-loop breaker reads them after the group exited.
   const progress::ProgressBoard* board() const { return board_.get(); }
 
-  void OnRoundStarted(WorkerGroup& group, int64_t round) override;
+  void OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) override;
   void OnGroupExited(WorkerGroup& group) override;
 
  private:

@@ -92,7 +92,9 @@ void SnapshotRecovery::OnRecovered(const Recovery& done) {
 
 void SnapshotRecovery::OnFailure(int64_t step_before) { tracker_.OnFailure(options_.now(), step_before); }
 
-void SnapshotRecovery::OnRoundStarted(WorkerGroup& /*group*/, int64_t round) { RoundStarted(round); }
+void SnapshotRecovery::OnRoundStarted(WorkerGroup& /*group*/, const rdzv::Assignment& round) {
+  RoundStarted(round.round);
+}
 void SnapshotRecovery::OnGroupExited(WorkerGroup& /*group*/) { GroupExited(); }
 
 void SnapshotRecovery::RoundStarted(int64_t round) {

@@ -50,7 +50,7 @@ class SnapshotRecovery : public AgentComponent {
   // One line on every recovery so far ("" if none): the job's end shows it.
   std::string Summary() const { return FormatRecoveries(tracker_.completed()); }
 
-  void OnRoundStarted(WorkerGroup& group, int64_t round) override;
+  void OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) override;
   void OnGroupExited(WorkerGroup& group) override;
   // The same hooks without a WorkerGroup (unit tests).
   void RoundStarted(int64_t round);

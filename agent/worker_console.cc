@@ -47,7 +47,7 @@ void WorkerConsole::OnWake(Clock::time_point now) {
   if (stdin_->TakeEchoedLine()) consoles_.ForgetOpenLines();
 }
 
-void WorkerConsole::OnRoundStarted(WorkerGroup& group, int64_t /*round*/) {
+void WorkerConsole::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& /*round*/) {
   group_ = &group;
   std::map<int, UniqueFd> stdins;
   for (WorkerGroup::Worker& w : group.workers()) {

@@ -27,7 +27,7 @@ class WorkerConsole : public AgentComponent {
 
   std::optional<Clock::time_point> NextDeadline() const override;  // the earliest quiet partial line
   void OnWake(Clock::time_point now) override;
-  void OnRoundStarted(WorkerGroup& group, int64_t round) override;
+  void OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) override;
   void OnGroupExited(WorkerGroup& group) override;  // reads what the pipes still hold, closes them
 
  private:

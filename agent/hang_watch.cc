@@ -1,0 +1,231 @@
+#include "agent/hang_watch.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/exit_codes.h"
+#include "base/host_name.h"
+#include "base/process_table.h"
+#include "base/unix_time.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+
+namespace dtrun {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+std::string Seconds(Millis ms) { return absl::StrFormat("%.1f s", ms.count() / 1000.0); }
+
+std::string Describe(const progress::Hang& h) {
+  std::string where = h.section.empty() ? "" : absl::StrCat(" in section '", h.section, "'");
+  std::string step = h.step >= 0 ? absl::StrCat(", after step ", h.step) : ", before its first step";
+  if (h.rule == "section") {
+    return absl::StrCat("stuck", where, " for ", Seconds(h.stuck_for), " (--section-timeout ", h.section, "=",
+                        h.limit.count() / 1000.0, ")", step);
+  }
+  return absl::StrCat("no progress report for ", Seconds(h.stuck_for), where, " (--heartbeat-timeout ",
+                      h.limit.count() / 1000.0, ")", step);
+}
+
+}  // namespace
+
+HangWatch::HangWatch(const AgentOptions& options, const AttemptPaths& paths, EventLog& events,
+                     status::AgentCounters& counters, const ProgressChannel& progress,
+                     const std::optional<rdzv::NodeView>& view, RoundOpenFn round_open, ReportFn report)
+    : options_(options), paths_(paths), events_(events), counters_(counters), progress_(progress), view_(view),
+      round_open_(std::move(round_open)), report_(std::move(report)) {}
+
+void HangWatch::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) {
+  group_ = &group;
+  round_ = round.round;
+  nodes_ = round.group_world_size;
+  declared_ = false;
+}
+
+void HangWatch::OnGroupExited(WorkerGroup& /*group*/) {
+  if (dumper_.active()) dumper_.Finish();  // the workers are gone: nothing more to read
+  if (pending_) {
+    pending_->report_after.reset();  // the workers are gone: now or never
+    Report();
+  }
+  dstate_since_.clear();
+  group_ = nullptr;  // declared() stays: the round's outcome was the hang
+}
+
+void HangWatch::OnWake(Clock::time_point now) {
+  if (!group_ || declared_ || !round_open_()) return;
+  const progress::ProgressBoard* board = progress_.board();
+  if (board && options_.hang.enabled()) {
+    if (std::optional<progress::Hang> h = board->FindHang(options_.hang, now)) return Declare(*h, Describe(*h));
+  }
+  CheckDState(now);
+}
+
+std::optional<AgentComponent::Clock::time_point> HangWatch::NextDeadline() const {
+  std::optional<Clock::time_point> next;
+  auto consider = [&](std::optional<Clock::time_point> t) {
+    if (t && (!next || *t < *next)) next = t;
+  };
+  const Clock::time_point now = options_.now();
+  if (dumper_.active()) consider(dumper_.next_check(now));
+  if (pending_ && pending_->report_after) consider(*pending_->report_after);
+  if (!group_ || declared_ || !round_open_()) return next;
+  if (progress_.board() && options_.hang.enabled()) consider(progress_.board()->NextDeadline(options_.hang));
+  if (options_.dstate_timeout.count() > 0) consider(std::max(next_dstate_check_, now));
+  return next;
+}
+
+void HangWatch::CheckDState(Clock::time_point now) {
+  if (options_.dstate_timeout.count() <= 0 || now < next_dstate_check_) return;
+  // Sampled: the kernel tells nobody when a thread enters D state.
+  next_dstate_check_ = now + std::clamp(options_.dstate_timeout / 10, Millis(100), Millis(5000));
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    if (!w.process.running()) continue;
+    std::map<pid_t, uint64_t> sleeping = ThreadsInUninterruptibleSleep(w.process.pid());
+    auto known = dstate_since_.find(w.process.pid());
+    // Still stuck: in D at both looks, and not switched in between.
+    std::map<pid_t, uint64_t> still;
+    if (known != dstate_since_.end()) {
+      for (const auto& [tid, switches] : sleeping) {
+        auto before = known->second.threads.find(tid);
+        if (before != known->second.threads.end() && before->second == switches) still.emplace(tid, switches);
+      }
+    }
+    if (still.empty()) {
+      if (sleeping.empty()) {
+        dstate_since_.erase(w.process.pid());
+      } else {
+        dstate_since_[w.process.pid()] = StuckThreads{now, std::move(sleeping)};
+      }
+      continue;
+    }
+    known->second.threads = std::move(still);
+    const Clock::time_point since = known->second.since;
+    if (now - since < options_.dstate_timeout) continue;
+    progress::Hang h;
+    h.local_rank = w.local_rank;
+    h.rule = "dstate";
+    h.stuck_for = std::chrono::duration_cast<Millis>(now - since);
+    h.limit = options_.dstate_timeout;
+    if (progress_.board()) h.step = progress_.board()->ranks()[w.local_rank].step;
+    std::string wchan = ReadProcFile(w.process.pid(), "wchan");
+    return Declare(h, absl::StrCat("in uninterruptible sleep (D state) for at least ", Seconds(h.stuck_for),
+                                   wchan.empty() || wchan == "0" ? "" : absl::StrCat(" in ", wchan),
+                                   " (--dstate-timeout ", h.limit.count() / 1000.0, ")"));
+  }
+}
+
+void HangWatch::Declare(const progress::Hang& hang, const std::string& what) {
+  declared_ = true;
+  ++counters_.hangs;
+  const WorkerGroup::Worker& w = std::as_const(*group_).workers()[hang.local_rank];
+  spdlog::error("hang detected at worker rank {} (local rank {}, pid {}): {}; collecting every worker's stacks",
+                w.global_rank, w.local_rank, w.process.pid(), what);
+  pending_ = PendingHang{hang, what, std::nullopt, std::nullopt};
+  StartStackDump();
+}
+
+bool HangWatch::HoldsStop(bool stacks) {
+  if (stacks) {
+    if (view_ && view_->stacks_round == round_ && stacks_taken_round_ != round_) StartStackDump();
+    if (StackDumpPending()) return true;
+  }
+  return pending_ && !Report();
+}
+
+WorkerFailure HangWatch::FailureOf(int local_rank) const {
+  const WorkerGroup::Worker& w = std::as_const(*group_).workers()[local_rank];
+  WorkerFailure f;
+  f.host = LocalHostName();
+  f.global_rank = w.global_rank;
+  f.local_rank = w.local_rank;
+  f.pid = w.process.pid();
+  f.exit_code = kHangExitCode;
+  f.kind = rdzv::kHangFailure;
+  return f;
+}
+
+bool HangWatch::Report() {
+  PendingHang& p = *pending_;
+  const std::string attempt_dir = absl::StrCat(paths_.error_root, "/attempt_", round_);
+  if (!p.failure) {
+    // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
+    // elsewhere from the ones that wait for it inside torch.distributed.
+    std::vector<int> elsewhere, waiting;
+    for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+      std::optional<bool> in_collective = WaitsInCollective(w.dir + "/stacks.txt");
+      if (in_collective) (*in_collective ? waiting : elsewhere).push_back(w.local_rank);
+    }
+    WorkerFailure f = FailureOf(p.hang.local_rank);
+    std::string culprit;
+    if (!elsewhere.empty() && !waiting.empty()) {
+      f = FailureOf(elsewhere[0]);
+      culprit = absl::StrCat("; the stacks show rank ", f.global_rank, " outside torch.distributed while ",
+                             waiting.size(), " local rank(s) wait in a collective");
+      spdlog::error("rank {} is the likely culprit{}", f.global_rank, culprit);
+    }
+    f.message = absl::StrCat(p.what, culprit, "; stacks: ", attempt_dir, "/<local rank>/stacks.txt on each node");
+    p.failure = f;
+    if (elsewhere.empty() && !waiting.empty() && nodes_ > 1) {
+      // Every rank here waits for someone: a node whose rank is elsewhere tells more. Give it a
+      // moment to report first (the round then ends, and this report is not needed).
+      const Millis grace = std::clamp(p.hang.limit / 4, Millis(1000), Millis(15000));
+      p.report_after = options_.now() + grace;
+      spdlog::warn("every local rank waits in a collective; holding the hang report for {} for a node with the "
+                   "culprit", Seconds(grace));
+    }
+  }
+  const bool still_ours = view_ && view_->phase == rdzv::JobPhase::kRunning && view_->round == round_;
+  if (p.report_after && still_ours && options_.now() < *p.report_after) return false;
+  const PendingHang held = std::move(*pending_);
+  pending_.reset();
+  WorkerFailure f = *held.failure;
+  if (!still_ours && f.kind == rdzv::kHangFailure && view_ && view_->stacks_round == round_) {
+    spdlog::info("another node reported the hang first");
+    return true;
+  }
+  f.time_unix_ms = UnixMillisNow();
+  events_.Record("hang", round_,
+                 {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
+                  {"detected_at_rank", group_->workers()[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},
+                  {"section", held.hang.section}, {"step", held.hang.step},
+                  {"stuck_ms", held.hang.stuck_for.count()}, {"limit_ms", held.hang.limit.count()},
+                  {"stacks_dir", attempt_dir}, {"message", f.message}});
+  report_(std::move(f));
+  return true;
+}
+
+void HangWatch::StartStackDump() {
+  stacks_taken_round_ = round_;
+  std::vector<StackDumper::Target> targets;
+  for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+    if (!w.process.running()) continue;
+    StackDumper::Target t;
+    t.local_rank = w.local_rank;
+    t.pid = w.process.pid();
+    if (progress_.board()) t.stack_signal = progress_.board()->ranks()[w.local_rank].stack_signal;
+    t.file = w.dir + "/stacks.txt";
+    targets.push_back(t);
+  }
+  const bool needs_tool = std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t.stack_signal == 0; });
+  std::string tool = needs_tool ? StackDumper::FindTool() : "";
+  if (needs_tool && tool.empty()) {
+    spdlog::warn("no stack tool for workers that did not register a stack signal: install elfutils (eu-stack) or gdb");
+  }
+  dumper_.Start(std::move(targets), tool, options_.now());
+}
+
+bool HangWatch::StackDumpPending() {
+  if (!dumper_.active()) return false;
+  if (!dumper_.Finished(options_.now())) return true;
+  std::vector<std::string> files = dumper_.Finish();
+  events_.Record("stacks", round_, {{"files", files}});
+  if (!files.empty()) {
+    spdlog::warn("stacks of {} worker(s) written: {}{}", files.size(), files[0], files.size() > 1 ? ", ..." : "");
+  }
+  return false;
+}
+
+}  // namespace dtrun
