@@ -91,7 +91,7 @@ bool Agent::StartLoop() {
       options_, paths_, events_, counters_, *progress_, view_,
       [this] { return group_ && !stopping_ && !OutcomeReported(); },
       [this](WorkerFailure f) {
-        MarkIfNoProgress(f);
+        breaker_.MarkIfNoProgress(f, board());
         rounds_->ReportFailure(group_round_, {f});
       });
   timers_ = std::make_unique<FileTimerService>(*loop_, events_, options_.now, UnixSecondsNow);
@@ -221,7 +221,7 @@ void Agent::ReapChildren() {
   if (!OutcomeReported() && !group_->failures().empty() && !stopping_) {
     reported_ = true;
     std::vector<WorkerFailure> failures = RootCauseFirst(group_->failures());
-    MarkIfNoProgress(failures[0]);
+    breaker_.MarkIfNoProgress(failures[0], board());
     StopGroup(SIGTERM);
     nlohmann::json failure = FailureRecord(failures[0]);
     failure["message"] = failures[0].message.substr(0, 1024);
@@ -237,7 +237,7 @@ void Agent::OnGroupExited() {
   components_.OnGroupExited(*group_);
   round_failures_ = group_->failures();
   counters_.worker_failures += static_cast<int64_t>(round_failures_.size());
-  RememberAttemptProgress();
+  breaker_.OnAttemptEnded(board());
   KillStrays();
   const bool reported_success = !OutcomeReported() && !stopping_ && group_->all_succeeded();
   if (reported_success) {

@@ -6,7 +6,7 @@
 // AgentComponent on the same loop (agent/agent_component.h): the workers' console, progress
 // reports, hang detection, FileTimers, in-memory snapshots and their recovery, the live status.
 // The Agent runs rounds: their start, failure, stop and success, warm workers, the exit barrier,
-// and the restart-loop breaker.
+// and the restart-loop breaker's verdict.
 //
 // Worker group per round (torchelastic's names):
 //   HEALTHY --a worker fails--> UNHEALTHY (reported; the others are stopped)
@@ -29,6 +29,7 @@
 #include "agent/hang_watch.h"
 #include "agent/progress_channel.h"
 #include "agent/replicator.h"
+#include "agent/restart_loop_breaker.h"
 #include "agent/snapshot_recovery.h"
 #include "agent/stack_dumper.h"
 #include "agent/status_publisher.h"
@@ -86,9 +87,6 @@ class Agent {
   bool OutcomeReported() const { return reported_ || (hangs_ && hangs_->declared()); }
   const progress::ProgressBoard* board() const { return progress_ ? progress_->board() : nullptr; }
 
-  // The restart-loop breaker (agent_progress.cc).
-  void MarkIfNoProgress(WorkerFailure& failure) const;
-  void RememberAttemptProgress();    // at the end of each attempt
   // This node's rows for the live status (agent_status.cc).
   StatusPublisher::Snapshot DescribeNode(std::chrono::steady_clock::time_point now);
   std::string WorkerState(const WorkerGroup::Worker& w) const;
@@ -124,11 +122,7 @@ class Agent {
   int signals_received_ = 0;
   std::optional<int> exit_code_;
 
-  // Restart-loop breaker: the best step of every earlier attempt, and how many attempts in a row
-  // did not pass it.
-  int64_t best_step_ever_ = -1;
-  bool job_reports_ = false;
-  int attempts_without_progress_ = 0;
+  RestartLoopBreaker breaker_{options_.max_attempts_without_progress};
 
   status::ResourceSampler sampler_;
   status::AgentCounters counters_;

@@ -1,0 +1,78 @@
+// The restart-loop breaker (agent/restart_loop_breaker.h) over hand-fed progress boards.
+#include "agent/restart_loop_breaker.h"
+
+#include "base/exit_codes.h"
+#include "gtest/gtest.h"
+
+namespace dtrun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One attempt of a one-rank job that reached `step` (-1: it reported nothing).
+std::unique_ptr<progress::ProgressBoard> Attempt(int64_t step) {
+  auto board = std::make_unique<progress::ProgressBoard>(1);
+  if (step >= 0) {
+    progress::Report beat;
+    beat.step = step;
+    board->Apply(0, beat, Clock::now());
+  }
+  return board;
+}
+
+WorkerFailure Crash() {
+  WorkerFailure f;
+  f.exit_code = 1;
+  return f;
+}
+
+TEST(RestartLoopBreakerTest, TheLimitthAttemptInARowThatDoesNotPassTheBestStepEndsTheJob) {
+  RestartLoopBreaker breaker(3);
+  breaker.OnAttemptEnded(Attempt(10).get());
+  for (int64_t step : {8, 9}) {  // attempts 2 and 3: no progress, below the limit
+    auto board = Attempt(step);
+    WorkerFailure f = Crash();
+    breaker.MarkIfNoProgress(f, board.get());
+    EXPECT_NE(f.kind, rdzv::kNoProgressFailure);
+    breaker.OnAttemptEnded(board.get());
+  }
+  auto fourth = Attempt(10);  // equal is not past
+  WorkerFailure f = Crash();
+  breaker.MarkIfNoProgress(f, fourth.get());
+  EXPECT_EQ(f.kind, rdzv::kNoProgressFailure);
+  EXPECT_EQ(f.exit_code, kNoProgressExitCode);
+  EXPECT_NE(f.message.find("3 attempts in a row made no progress past step 10"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("Last failure: exit code 1"), std::string::npos) << f.message;
+}
+
+TEST(RestartLoopBreakerTest, AnAttemptPastTheBestStepStartsTheCountAgain) {
+  RestartLoopBreaker breaker(2);
+  breaker.OnAttemptEnded(Attempt(10).get());
+  breaker.OnAttemptEnded(Attempt(5).get());   // one without progress
+  breaker.OnAttemptEnded(Attempt(11).get());  // progress: the count starts again
+  auto first = Attempt(11);
+  WorkerFailure f = Crash();
+  breaker.MarkIfNoProgress(f, first.get());
+  EXPECT_NE(f.kind, rdzv::kNoProgressFailure);  // the 1st without progress since step 11
+  breaker.OnAttemptEnded(first.get());
+  auto second = Attempt(11);
+  breaker.MarkIfNoProgress(f, second.get());
+  EXPECT_EQ(f.kind, rdzv::kNoProgressFailure);  // the 2nd in a row
+}
+
+TEST(RestartLoopBreakerTest, JobsWhoseWorkersNeverReportAndALimitOfZeroAreNeverJudged) {
+  RestartLoopBreaker silent(1);
+  silent.OnAttemptEnded(Attempt(-1).get());
+  auto board = Attempt(-1);
+  WorkerFailure f = Crash();
+  silent.MarkIfNoProgress(f, board.get());
+  EXPECT_NE(f.kind, rdzv::kNoProgressFailure);
+  RestartLoopBreaker off(0);
+  off.OnAttemptEnded(Attempt(10).get());
+  auto again = Attempt(3);
+  off.MarkIfNoProgress(f, again.get());
+  EXPECT_NE(f.kind, rdzv::kNoProgressFailure);
+}
+
+}  // namespace
+}  // namespace dtrun
