@@ -2,8 +2,9 @@
 """Effective training time with a crash every few minutes, dtrun beside torchrun.
 
 One node, 2 processes, ResNet-18 on 64 px synthetic images, batch 32 per process, OMP_NUM_THREADS=1.
-Each mode runs for --window seconds from its first step and loses rank 1's worker to SIGKILL every
---crash-every seconds; the launcher restarts it (--max-restarts large). At the window's end the
+Each mode runs for --window seconds from its first step and loses rank 1's worker to SIGKILL once
+in every --crash-every seconds, at a random point of each interval (the same points in every mode);
+the launcher restarts it (--max-restarts large). At the window's end the
 newest step printed is the work kept. Effective training time = kept steps / the steps the same
 trainer takes in the same window with no crash and nothing saved (its own baseline run), so the
 C++ and the Python trainer are each compared with themselves.
@@ -23,6 +24,7 @@ Usage: bench/effective_time.py BUILD_DIR [--window 300] [--crash-every 60] [--ch
 import argparse
 import json
 import os
+import random
 import re
 import signal
 import statistics
@@ -58,17 +60,25 @@ PY_STEP = re.compile(r"^step (\d+) ")
 PY_START = re.compile(r"^start at step (\d+)")
 
 
-def python_rank1(launcher_pid):
-    """Rank 1's trainer among the launcher's descendants (torchrun's workers carry RANK)."""
+def python_rank1(script="recovery_reference.py"):
+    """Rank 1's trainer under torchrun (its workers carry RANK and TORCHELASTIC_RUN_ID)."""
     for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
         try:
             env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
             cmd = open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             continue
-        if b"RANK=1" in env and b"recovery_reference.py" in cmd and b"TORCHELASTIC_RUN_ID" in b"".join(env):
+        if b"RANK=1" in env and script.encode() in cmd and b"TORCHELASTIC_RUN_ID" in b"".join(env):
             return pid
     return 0
+
+
+def crash_times(window, crash_every, seed=7):
+    """One crash per interval at a random point of it (the same in every mode): crashes at a fixed
+    phase would always land at the same distance from the last periodic checkpoint."""
+    rng = random.Random(seed)
+    n = int(window // crash_every) if crash_every else 0
+    return [crash_every * (k + rng.uniform(0.1, 0.9)) for k in range(n)]
 
 
 def run(cmd, kind, tmp, window, crash_every):
@@ -77,6 +87,7 @@ def run(cmd, kind, tmp, window, crash_every):
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
                          start_new_session=True)
     t0, last_step, crashes, started = None, 0, [], None
+    due = crash_times(window, crash_every)
     for line in p.stdout:
         now = time.time()
         m = (CXX_STEP if kind == "cxx" else PY_STEP).search(line)
@@ -93,8 +104,8 @@ def run(cmd, kind, tmp, window, crash_every):
         last_step = step
         if kind == "py" and crashes and "stepping_s" not in crashes[-1] and started is not None:
             crashes[-1]["stepping_s"] = now - crashes[-1]["killed"]
-        if crash_every and now - t0 >= crash_every * (len(crashes) + 1):
-            victim = worker_of(os.path.join(tmp, "events.jsonl"), 1) if kind == "cxx" else python_rank1(p.pid)
+        if len(crashes) < len(due) and now - t0 >= due[len(crashes)]:
+            victim = worker_of(os.path.join(tmp, "events.jsonl"), 1) if kind == "cxx" else python_rank1()
             if victim:
                 started = None
                 crashes.append({"killed": time.time(), "reached": step})

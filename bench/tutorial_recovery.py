@@ -2,8 +2,11 @@
 """A real script's recovery: pytorch/examples' DDP tutorial (multigpu_torchrun.py), one rank killed.
 
 The tutorial is taken as published and moved to the CPU (gloo, no device ids); the memory mode
-then adds the few lines a user adds for dtrun.snapshot/restore (see docs/MIGRATING.md). Three
+then adds the few lines a user adds for dtrun.snapshot/restore (see docs/MIGRATING.md). Four
 modes, 4 workers each, one rank SIGKILLed at a random epoch:
+  dtrun + dtrun.snapshot + await_round
+                               also parked after its imports (warm workers): a restart releases
+                               processes that have already imported torch
   dtrun + dtrun.snapshot       state kept in the agent's memory after every epoch
   dtrun + torch.save           the tutorial's own snapshot file, every --save-every epochs
   torchrun + torch.save        the same under ../shared/tools/torchrun (--monitor_interval 0.1)
@@ -27,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from recovery import worker_of  # noqa: E402
+from effective_time import python_rank1  # noqa: E402
 
 TORCHRUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "tools", "torchrun")
 
@@ -61,11 +65,20 @@ def with_dtrun_snapshots(src):
                 "            dtrun.snapshot({'MODEL_STATE': self.model.module.state_dict()}, epoch + 1)\n")
 
 
+def parked_until_its_round(src):
+    """The user's change for warm workers: wait for the round after the imports."""
+    return edit(src, "from torch.distributed import init_process_group, destroy_process_group\nimport os\n",
+                "from torch.distributed import init_process_group, destroy_process_group\nimport os\n"
+                "dtrun.await_round()\n")
+
+
 def one_crash(build, tutorial, mode, kill_epoch, epochs, save_every):
     with tempfile.TemporaryDirectory() as tmp:
         src = on_cpu(open(os.path.join(tutorial, "multigpu_torchrun.py")).read())
-        if mode == "dtrun + dtrun.snapshot":
+        if "dtrun.snapshot" in mode:
             src = with_dtrun_snapshots(src)
+        if "await_round" in mode:
+            src = parked_until_its_round(src)
         open(os.path.join(tmp, "train.py"), "w").write(src)
         shutil.copy(os.path.join(tutorial, "datautils.py"), tmp)
         args = ["train.py", str(epochs), str(save_every if "torch.save" in mode else epochs + 1)]
@@ -74,7 +87,7 @@ def one_crash(build, tutorial, mode, kill_epoch, epochs, save_every):
                    "--monitor_interval", "0.1"] + args
         else:
             cmd = [os.path.join(build, "bin", "dtrun"), "--standalone", "--nproc-per-node", "4", "--max-restarts",
-                   "1"] + args
+                   "1", "--event-log", os.path.join(tmp, "events.jsonl")] + args
         p = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              env=dict(os.environ, PYTHON_EXEC="/usr/bin/python3", PYTHONUNBUFFERED="1",
                                       OMP_NUM_THREADS="1"))
@@ -87,7 +100,9 @@ def one_crash(build, tutorial, mode, kill_epoch, epochs, save_every):
             if killed is None and m:
                 newest = max(newest, int(m.group(2)))
                 if newest >= kill_epoch:
-                    os.kill(worker_of(p.pid, 1), signal.SIGKILL)
+                    victim = python_rank1("train.py") if mode.startswith("torchrun") else \
+                        worker_of(os.path.join(tmp, "events.jsonl"), 1)
+                    os.kill(victim, signal.SIGKILL)
                     killed = time.monotonic()
             elif killed is not None and "Resuming training" in line and resumed_s is None:
                 resumed_s = time.monotonic() - killed
@@ -112,6 +127,7 @@ def main():
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=400)
     ap.add_argument("--save-every", type=int, default=50)
+    ap.add_argument("--modes", default="", help="comma-separated subset of the modes (default: all)")
     args = ap.parse_args()
     args.build_dir = os.path.abspath(args.build_dir)  # the jobs run in their own directories
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -119,7 +135,9 @@ def main():
           f"torch.save every {args.save_every} epochs")
     rng = random.Random(1)
     kills = [rng.randint(60, 140) for _ in range(args.trials)]
-    for mode in ["dtrun + dtrun.snapshot", "dtrun + torch.save", "torchrun + torch.save"]:
+    modes = ["dtrun + dtrun.snapshot + await_round", "dtrun + dtrun.snapshot", "dtrun + torch.save",
+             "torchrun + torch.save"]
+    for mode in args.modes.split(",") if args.modes else modes:
         rows = [one_crash(args.build_dir, args.tutorial_dir, mode, k, args.epochs, args.save_every) for k in kills]
         r = {k: [row[k] for row in rows] for k in rows[0]}
         print(f"{mode}: kill -> 'Resuming training' median {statistics.median(r['resumed_s']):.2f} s "

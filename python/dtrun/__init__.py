@@ -37,19 +37,13 @@ import signal
 import socket
 import time
 
-__all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore"]
+__all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round"]
 
-_PATH = os.environ.get("DTRUN_PROGRESS_SOCKET", "")
+_PATH = ""
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 _sock = None
 _stacks_file = None  # kept open: faulthandler writes to its fd from a signal handler
-
-if _PATH:
-    try:
-        _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        _sock.setblocking(False)
-    except OSError:
-        _sock = None
+_parks = False  # await_round() was called: the agent may park this program's successors
 
 
 def enabled():
@@ -271,6 +265,59 @@ def _register_stacks():
     return int(signum)
 
 
-if _sock is not None:
-    _signal = _register_stacks()
-    _send("hello lang=python" + (" stack_signal=%d" % _signal if _signal else ""))
+def _hello():
+    _send("hello lang=python" + (" stack_signal=%d" % _stack_signal if _stack_signal else "") +
+          (" warm=1" if _parks else ""))
+
+
+def _connect():
+    """Reports go to this round's agent socket (the environment is the round's by now)."""
+    global _PATH, _sock, _stack_signal
+    _PATH = os.environ.get("DTRUN_PROGRESS_SOCKET", "")
+    _sock = None
+    if _PATH:
+        try:
+            _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            _sock.setblocking(False)
+        except OSError:
+            _sock = None
+    if _sock is not None:
+        _stack_signal = _register_stacks()
+        _hello()
+
+
+def await_round():
+    """Lets dtrun start this program ahead of a restart and park it here, warm.
+
+    Call it once, after the expensive imports (torch, your model code) and before anything reads
+    the round's environment (RANK, WORLD_SIZE, MASTER_ADDR, TORCHELASTIC_RESTART_COUNT, ...).
+    Started normally it returns at once and tells dtrun the program may be parked; started parked
+    it blocks until a restart releases it, then replaces os.environ with that round's. With
+    dtrun --max-restarts N, a crash then costs no interpreter start and no `import torch`.
+    Outside dtrun it does nothing.
+    """
+    global _parks
+    first, _parks = not _parks, True
+    text = os.environ.get("DTRUN_PARK_FD")
+    if text is None:
+        if first and _sock is not None:
+            _hello()  # again, now with warm=1
+        return
+    from dtrun import _warm
+    try:
+        fd = int(text)
+        env = _warm.read_release(fd)
+    except (ValueError, OSError, _warm.ReleaseError) as e:
+        # The agent is gone or the message is broken: this process belongs to no round.
+        os.write(2, ("dtrun.await_round: %s; this parked worker exits\n" % e).encode())
+        os._exit(1)
+    os.close(fd)
+    _warm.mark_released()
+    os.environ.clear()
+    os.environ.update(env)
+    _connect()
+
+
+_stack_signal = 0
+if "DTRUN_PARK_FD" not in os.environ:  # a parked worker connects once released (await_round)
+    _connect()

@@ -1,7 +1,7 @@
 // Warm workers (docs/DESIGN.md, "Warm workers"): once a round trains, the agent starts the next
 // attempt's workers and parks them; a restart releases them with the round's environment instead
-// of spawning. A parked worker that dies turns warm starts off and restarts go on cold. Uses a
-// small native worker (tests/integration/workers/warm_probe.cc), so it runs without LibTorch.
+// of spawning. A parked worker that dies turns warm starts off and restarts go on cold. Uses small
+// workers (tests/integration/workers/warm_probe.cc and warm_probe.py), so it runs without LibTorch.
 #include <signal.h>
 
 #include <regex>
@@ -74,6 +74,34 @@ TEST(WarmWorkersTest, AParkedWorkerThatDiesTurnsWarmStartsOffAndRestartsGoOnCold
   // Said once, not once per parked worker.
   const std::string all = job.all();
   EXPECT_EQ(all.find("ended before a round needed it"), all.rfind("ended before a round needed it")) << all;
+}
+
+TEST(WarmWorkersTest, APythonScriptThatAwaitsItsRoundIsParkedAndReleasedWarm) {
+  const std::string dir = MakeTempDir();
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "2", "--event-log",
+               dir + "/events.jsonl", Worker("warm_probe.py"), "2"});
+  ASSERT_TRUE(job.WaitForOutput("started and parked", std::chrono::seconds(60))) << job.all();
+  const pid_t first = WorkerOf(job.pid(), 1);
+  ASSERT_GT(first, 0) << job.all();
+  ::kill(first, SIGKILL);
+  ASSERT_TRUE(job.WaitForOutput("pyprobe rank=1 restart=1", std::chrono::seconds(60))) << job.all();
+
+  std::smatch m;
+  const std::string out = job.out();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(pyprobe rank=1 restart=1 pid=(\d+) park_fd=(\w+) environ_park=(\w+))")))
+      << job.all();
+  const pid_t released = std::stoi(m[1]);
+  EXPECT_EQ(m[2], "unset");  // the round's environment, no park pipe in it
+  EXPECT_EQ(m[3], "no");     // and /proc/PID/environ no longer reads as parked
+  // Tools that skip parked workers find it as the running rank 1.
+  EXPECT_EQ(WorkerOf(job.pid(), 1), released);
+  ::kill(released, SIGKILL);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(60)), 0) << job.all();
+
+  std::map<int64_t, std::vector<std::pair<int64_t, bool>>> starts = Starts(dir);
+  ASSERT_EQ(starts[1].size(), 2u) << job.all();
+  for (const auto& [pid, warm] : starts[1]) EXPECT_TRUE(warm) << job.all();
+  EXPECT_TRUE(std::any_of(starts[1].begin(), starts[1].end(), [&](const auto& s) { return s.first == released; }));
 }
 
 }  // namespace
