@@ -18,7 +18,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "agent/agent_component.h"
@@ -31,7 +30,6 @@
 #include "agent/replicator.h"
 #include "agent/restart_loop_breaker.h"
 #include "agent/snapshot_recovery.h"
-#include "agent/stack_dumper.h"
 #include "agent/status_publisher.h"
 #include "agent/worker_console.h"
 #include "agent/worker_group.h"
@@ -122,7 +120,7 @@ class Agent {
   int signals_received_ = 0;
   std::optional<int> exit_code_;
 
-  RestartLoopBreaker breaker_{options_.max_attempts_without_progress};
+  RestartLoopBreaker breaker_{options_.max_attempts_without_progress};  // judges each failure
 
   status::ResourceSampler sampler_;
   status::AgentCounters counters_;

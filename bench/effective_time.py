@@ -34,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from recovery import worker_of  # noqa: E402
+from recovery import cost, worker_of  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCHRUN = os.path.join(HERE, "..", "..", "shared", "tools", "torchrun")
@@ -137,11 +137,14 @@ def report(name, result, pure_rate, window, crash_every):
     back = [c["stepping_s"] for c in cs]
     lost = [c["reached"] - c.get("restored_step", 0) for c in cs]
     at_5min = 1 - (1 - eff) * crash_every / 300
+    # The same from the crashes alone: each costs its time back to stepping plus the steps lost.
+    per_crash = [c["stepping_s"] + (c["reached"] - c.get("restored_step", 0)) / pure_rate for c in cs]
     print(f"{name}: effective {eff * 100:.1f}% ({kept} steps kept of {pure_rate * window:.0f}, "
           f"{len(result['crashes'])} crashes); kill -> stepping median {statistics.median(back) if back else float('nan'):.2f} s, "
           f"max {max(back) if back else float('nan'):.2f} s; lost steps median "
           f"{statistics.median(lost) if lost else float('nan')}, max {max(lost) if lost else float('nan')}; "
-          f"a crash every 5 min: >= {at_5min * 100:.1f}%")
+          f"a crash every 5 min: >= {at_5min * 100:.1f}%; seconds lost per crash (time back + lost steps) median "
+          f"{statistics.median(per_crash) if per_crash else float('nan'):.2f}")
     sys.stdout.flush()
 
 
@@ -151,8 +154,10 @@ def main():
     ap.add_argument("--window", type=float, default=300)
     ap.add_argument("--crash-every", type=float, default=60)
     ap.add_argument("--checkpoint-seconds", type=float, default=30)
-    ap.add_argument("--baseline-window", type=float, default=120)
+    ap.add_argument("--baseline-window", type=float, default=0, help="default: --window (the same warm-up share)")
+    ap.add_argument("--modes", default="memory,disk,torchrun")
     args = ap.parse_args()
+    args.baseline_window = args.baseline_window or args.window
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"CPU: {cpu}, {os.cpu_count()} cores; window {args.window:.0f} s, a crash every {args.crash_every:.0f} s")
     b = args.build_dir
@@ -170,6 +175,10 @@ def main():
               lambda tmp: dtrun_cmd(b, tmp, ["--snapshot-memory", "0", "--warm-workers", "off"],
                                     ["--save-every-minutes", str(args.checkpoint_seconds / 60)]), cxx_rate),
              (f"torchrun, torch.save every {every} steps", "py", lambda tmp: torchrun_cmd(tmp, every), py_rate)]
+    wanted = args.modes.split(",")
+    if "memory" in wanted:
+        print("train_imagenet's snapshot cost, uninterrupted 128 steps:", cost(b, []))
+    modes = [m for m, key in zip(modes, ["memory", "disk", "torchrun"]) if key in wanted]
     for name, kind, cmd, pure in modes:
         with tempfile.TemporaryDirectory() as tmp:
             report(name, run(cmd(tmp), kind, tmp, args.window, args.crash_every), pure, args.window,

@@ -27,6 +27,9 @@ agent's memory instead of from the last file on disk.
     for step in range(start, steps):
         train_step()
         dtrun.snapshot({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
+
+Warm restarts: call dtrun.await_round() after the imports (torch, your model code) and before
+reading RANK and the rest; dtrun then keeps the next attempt's processes started and parked there.
 """
 
 import contextlib
@@ -294,7 +297,8 @@ def await_round():
     Started normally it returns at once and tells dtrun the program may be parked; started parked
     it blocks until a restart releases it, then replaces os.environ with that round's. With
     dtrun --max-restarts N, a crash then costs no interpreter start and no `import torch`.
-    Outside dtrun it does nothing.
+    dtrun parks successors once every rank has trained: reported a step (heartbeat) or written a
+    snapshot (dtrun.snapshot). Outside dtrun it does nothing.
     """
     global _parks
     first, _parks = not _parks, True
