@@ -15,9 +15,11 @@ C++ and the Python trainer are each compared with themselves.
   torchrun, disk    bench/recovery_reference.py under ../shared/tools/torchrun (--monitor_interval
                     0.1), torch.save every N steps, N = --checkpoint-seconds at its baseline rate
 
-Per crash: kill -> every rank stepping again and the steps lost. Also: the effective time a crash
-every 5 minutes would give, counting every second lost in the window as lost to its crashes
-(snapshot and checkpoint costs included, so a lower bound).
+Per crash: kill -> every rank stepping again and the steps lost, and the seconds of training it
+cost (that time plus the lost steps at the baseline rate). The effective time a crash every 5
+minutes gives is then (1 - saving cost) x (1 - seconds per crash / 300), with the saving cost measured
+inside the trainer: train_imagenet's snapshot line, the reference's torch.save times. A window's
+ratio alone is too noisy for that (this VM's speed moves by a few % between runs).
 
 Usage: bench/effective_time.py BUILD_DIR [--window 300] [--crash-every 60] [--checkpoint-seconds 30]
 """
@@ -58,6 +60,7 @@ def torchrun_cmd(tmp, checkpoint_every):
 CXX_STEP = re.compile(r"Epoch: \[0\]\[(\d+)/")
 PY_STEP = re.compile(r"^step (\d+) ")
 PY_START = re.compile(r"^start at step (\d+)")
+PY_SAVED = re.compile(r"^saved step \d+ in ([0-9.]+) s")
 
 
 def python_rank1(script="recovery_reference.py"):
@@ -86,11 +89,13 @@ def run(cmd, kind, tmp, window, crash_every):
     reached before it, and (for torchrun) the restart's first step line."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
                          start_new_session=True)
-    t0, last_step, crashes, started = None, 0, [], None
+    t0, last_step, crashes, started, saves = None, 0, [], None, []
     due = crash_times(window, crash_every)
     for line in p.stdout:
         now = time.time()
         m = (CXX_STEP if kind == "cxx" else PY_STEP).search(line)
+        if PY_SAVED.search(line):
+            saves.append(float(PY_SAVED.search(line).group(1)))
         if kind == "py" and PY_START.search(line) and crashes:
             started = int(PY_START.search(line).group(1))
             crashes[-1].setdefault("restored_step", started)
@@ -122,7 +127,7 @@ def run(cmd, kind, tmp, window, crash_every):
         for c, r in zip(crashes, recovered):
             c["stepping_s"] = r["ts_ms"] / 1000 - c["killed"]
             c["restored_step"] = max(r["restored_step"], 0)
-    return {"kept_steps": last_step, "crashes": crashes}
+    return {"kept_steps": last_step, "crashes": crashes, "saves_s": saves}
 
 
 def rate(cmd, kind, tmp, window):
@@ -130,21 +135,23 @@ def rate(cmd, kind, tmp, window):
     return r["kept_steps"] / window
 
 
-def report(name, result, pure_rate, window, crash_every):
+def report(name, result, pure_rate, window, crash_every, saving_cost):
+    """`saving_cost`: the share of training time that snapshots or checkpoints take (None: unknown)."""
     kept = result["kept_steps"]
     eff = kept / (pure_rate * window)
     cs = [c for c in result["crashes"] if "stepping_s" in c]
     back = [c["stepping_s"] for c in cs]
     lost = [c["reached"] - c.get("restored_step", 0) for c in cs]
-    at_5min = 1 - (1 - eff) * crash_every / 300
-    # The same from the crashes alone: each costs its time back to stepping plus the steps lost.
+    # Each crash costs its time back to stepping plus the steps lost.
     per_crash = [c["stepping_s"] + (c["reached"] - c.get("restored_step", 0)) / pure_rate for c in cs]
+    lost_s = statistics.median(per_crash) if per_crash else float("nan")
+    at_5min = "?" if saving_cost is None else f"{(1 - saving_cost) * (1 - lost_s / 300) * 100:.1f}%"
     print(f"{name}: effective {eff * 100:.1f}% ({kept} steps kept of {pure_rate * window:.0f}, "
           f"{len(result['crashes'])} crashes); kill -> stepping median {statistics.median(back) if back else float('nan'):.2f} s, "
           f"max {max(back) if back else float('nan'):.2f} s; lost steps median "
           f"{statistics.median(lost) if lost else float('nan')}, max {max(lost) if lost else float('nan')}; "
-          f"a crash every 5 min: >= {at_5min * 100:.1f}%; seconds lost per crash (time back + lost steps) median "
-          f"{statistics.median(per_crash) if per_crash else float('nan'):.2f}")
+          f"seconds lost per crash (time back + lost steps) median {lost_s:.2f}; saving cost "
+          f"{'?' if saving_cost is None else f'{saving_cost * 100:.1f}%'}; a crash every 5 min: {at_5min}")
     sys.stdout.flush()
 
 
@@ -176,13 +183,20 @@ def main():
                                     ["--save-every-minutes", str(args.checkpoint_seconds / 60)]), cxx_rate),
              (f"torchrun, torch.save every {every} steps", "py", lambda tmp: torchrun_cmd(tmp, every), py_rate)]
     wanted = args.modes.split(",")
+    snapshot_cost = None
     if "memory" in wanted:
-        print("train_imagenet's snapshot cost, uninterrupted 128 steps:", cost(b, []))
+        line = cost(b, [])
+        print("train_imagenet's snapshot cost, uninterrupted 128 steps:", line)
+        m = re.search(r"\(([0-9.]+)% of the step time\)", line)
+        snapshot_cost = float(m.group(1)) / 100 if m else None
     modes = [m for m, key in zip(modes, ["memory", "disk", "torchrun"]) if key in wanted]
     for name, kind, cmd, pure in modes:
         with tempfile.TemporaryDirectory() as tmp:
-            report(name, run(cmd(tmp), kind, tmp, args.window, args.crash_every), pure, args.window,
-                   args.crash_every)
+            result = run(cmd(tmp), kind, tmp, args.window, args.crash_every)
+            saving = snapshot_cost if "memory" in name else None
+            if result["saves_s"]:  # the reference's torch.save, every `every` steps
+                saving = statistics.median(result["saves_s"]) / (every / py_rate)
+            report(name, result, pure, args.window, args.crash_every, saving)
 
 
 if __name__ == "__main__":

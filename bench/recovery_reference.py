@@ -6,7 +6,8 @@ bench/effective_time.py (torchvision ResNet-18, 64 px synthetic images, batch 32
 every rank loads it when it starts.
 
 Rank 0 prints "start at step N" once its state is loaded (0 without a checkpoint), then "step N"
-after every step (N counts over the whole run, resumed runs included); bench scripts read those.
+after every step (N counts over the whole run, resumed runs included) and "saved step N in S s"
+after each checkpoint; bench scripts read those.
 
 Usage (under torchrun or dtrun): recovery_reference.py --checkpoint-dir DIR [--checkpoint-every 50]
   [--steps 1000000] [--synthetic-size 8192]
@@ -65,8 +66,10 @@ while step < args.steps:
         print(f"step {step} loss {loss.item():.4f} t {time.time():.3f}", flush=True)
     if path and args.checkpoint_every and step % args.checkpoint_every == 0 and rank == 0:
         os.makedirs(args.checkpoint_dir, exist_ok=True)
+        began = time.time()
         torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
                    path + ".tmp")
         os.replace(path + ".tmp", path)
+        print(f"saved step {step} in {time.time() - began:.3f} s", flush=True)
 dist.destroy_process_group()
 sys.exit(0)
