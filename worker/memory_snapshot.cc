@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -81,6 +82,8 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
   const int forced = static_cast<int>(std::clamp<int64_t>(EnvInt(env::kSnapshotEvery).value_or(0), 0, 1 << 30));
   std::unique_ptr<MemorySnapshots> snapshots(
       new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
+  const char* copy = std::getenv(env::kSnapshotCopy);
+  snapshots->background_ = copy == nullptr || std::string(copy) != "sync";
   if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
     absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica));
     if (r.ok()) {
@@ -104,6 +107,7 @@ bool MemorySnapshots::Mine(const snapshot::SlotHeader& h) const {
 }
 
 std::vector<int64_t> MemorySnapshots::UsableSteps() {
+  Finish();
   std::vector<int64_t> steps;
   for (snapshot::MappedRegion* region : Sources()) {
   for (int s = 0; s < snapshot::kSlots; ++s) {
@@ -129,6 +133,7 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
 }
 
 absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
+  Finish();
   int slot = -1;
   snapshot::SlotHeader header;
   snapshot::MappedRegion* from = nullptr;
@@ -175,6 +180,7 @@ absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
 }
 
 void MemorySnapshots::DiscardAllBut(int64_t keep) {
+  Finish();
   for (snapshot::MappedRegion* region : Sources()) {
     for (int s = 0; s < snapshot::kSlots; ++s) {
       absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
@@ -198,7 +204,37 @@ bool MemorySnapshots::Due(double step_seconds) {
   return steps_since_ >= every_;
 }
 
-absl::Status MemorySnapshots::Write(const TrainState& state) {
+// One snapshot on its way. `segments` cover the payload in order; a segment with a source is
+// copied by the background thread, the others are already in place and only hashed.
+struct MemorySnapshots::Copy {
+  struct Segment {
+    const char* src = nullptr;
+    uint64_t offset = 0, bytes = 0;
+  };
+  std::vector<Segment> segments;
+  std::vector<torch::Tensor> held;  // keeps the sources' storage alive until the copy is done
+  int slot = 0;
+  snapshot::SlotHeader header;
+  double cpu_s = 0;
+};
+
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+}  // namespace
+
+MemorySnapshots::MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
+    : region_(std::move(region)), env_(env), job_(job), forced_every_(forced_every) {}
+
+MemorySnapshots::~MemorySnapshots() { Finish(); }
+
+absl::Status MemorySnapshots::Begin(const TrainState& state) {
+  Finish();
   const Clock::time_point start = Clock::now();
   steps_since_ = 0;
   std::vector<StateTensor> tensors = StateTensors(state);
@@ -208,71 +244,140 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
   const uint64_t total = snapshot::LayOut(records);
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region_.Header(s));
-  const int slot = snapshot::SlotToWrite(headers, state.progress->global_step);
-  region_.Invalidate(slot);
-  if (absl::Status st = region_.Reserve(slot, total); !st.ok()) return st;
+  auto copy = std::make_unique<Copy>();
+  copy->slot = snapshot::SlotToWrite(headers, state.progress->global_step);
+  region_.Invalidate(copy->slot);
+  if (absl::Status st = region_.Reserve(copy->slot, total); !st.ok()) return st;
   // The other slot too, now, rather than inside a later step (a no-op once done).
-  if (absl::Status st = region_.Reserve(1 - slot, total); !st.ok()) return st;
+  if (absl::Status st = region_.Reserve(1 - copy->slot, total); !st.ok()) return st;
 
-  char* base = region_.Payload(slot);
-  snapshot::PayloadHasher hasher;
+  // The table, the padding and whatever may change before the next optimizer step are written
+  // now; the rest is left to the copier.
+  char* base = region_.Payload(copy->slot);
   const std::string toc = snapshot::EncodeToc(records);
   std::memcpy(base, toc.data(), toc.size());
-  uint64_t at = toc.size(), hashed = 0;
+  uint64_t at = toc.size();
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const snapshot::TensorRecord& r = records[i];
     std::memset(base + at, 0, r.offset - at);  // alignment padding: hashed, so fixed
-    hasher.Update(base + hashed, r.offset - hashed);  // the table (first) or the padding
     const torch::Tensor t = tensors[i].tensor.detach();
-    if (IsPlainCpu(t, r)) {
-      CopyAndHash(static_cast<const char*>(t.data_ptr()), base + r.offset, r.nbytes, hasher);
+    if (IsPlainCpu(t, r) && background_ && tensors[i].changes_only_in_optimizer_step) {
+      copy->segments.push_back({static_cast<const char*>(t.data_ptr()), r.offset, r.nbytes});
+      copy->held.push_back(t);
+    } else if (IsPlainCpu(t, r)) {
+      std::memcpy(base + r.offset, t.data_ptr(), r.nbytes);
     } else {
       ViewOf(base, r).copy_(t);
-      hasher.Update(base + r.offset, r.nbytes);
     }
-    at = hashed = r.offset + r.nbytes;
+    at = r.offset + r.nbytes;
   }
   std::memset(base + at, 0, total - at);
-  hasher.Update(base + hashed, total - hashed);
 
-  snapshot::SlotHeader h;
-  h.job = job_;
-  h.rank = env_.rank;
-  h.world_size = env_.world_size;
-  h.step = state.progress->global_step;
-  h.attempt = env_.restart_count;
-  h.payload_bytes = total;
-  h.payload_hash = hasher.Digest();
-  h.unix_ms = UnixMillisNow();
-  region_.Commit(slot, h);
-  last_write_s_ = std::chrono::duration<double>(Clock::now() - start).count();
-  // The first write maps both slots: its cost says nothing about the next ones.
-  if (taken_ > 0) write_s_ = write_s_ == 0 ? last_write_s_ : 0.8 * write_s_ + 0.2 * last_write_s_;
-  last_bytes_ = total;
-  ++taken_;
-  taken_s_ += last_write_s_;
+  copy->header.job = job_;
+  copy->header.rank = env_.rank;
+  copy->header.world_size = env_.world_size;
+  copy->header.step = state.progress->global_step;
+  copy->header.attempt = env_.restart_count;
+  copy->header.payload_bytes = total;
+  copy_ = std::move(copy);
+  begin_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+  if (background_) {
+    copier_ = std::thread(&MemorySnapshots::RunCopy, this, copy_.get());
+  } else {
+    RunCopy(copy_.get());
+  }
   return absl::OkStatus();
+}
+
+// Copies the remaining segments, hashes the payload in order and commits the slot. Touches only
+// `c` and its slot, which the training thread leaves alone until Finish.
+void MemorySnapshots::RunCopy(Copy* copy) {
+  Copy& c = *copy;
+  const double cpu_start = ThreadCpuSeconds();
+  char* base = region_.Payload(c.slot);
+  snapshot::PayloadHasher hasher;
+  uint64_t hashed = 0;
+  for (const Copy::Segment& seg : c.segments) {
+    hasher.Update(base + hashed, seg.offset - hashed);
+    CopyAndHash(seg.src, base + seg.offset, seg.bytes, hasher);
+    hashed = seg.offset + seg.bytes;
+  }
+  hasher.Update(base + hashed, c.header.payload_bytes - hashed);
+  c.header.payload_hash = hasher.Digest();
+  c.header.unix_ms = UnixMillisNow();
+  region_.Commit(c.slot, c.header);
+  c.cpu_s = ThreadCpuSeconds() - cpu_start;
+}
+
+std::optional<absl::Status> MemorySnapshots::Finish() {
+  if (!copy_) return std::nullopt;
+  const Clock::time_point start = Clock::now();
+  if (copier_.joinable()) copier_.join();
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  last_background_s_ = background_ ? copy_->cpu_s : 0;
+  last_step_ = copy_->header.step;
+  last_bytes_ = copy_->header.payload_bytes;
+  copy_.reset();
+  Account(begin_s_ + waited);
+  return absl::OkStatus();
+}
+
+// The cost that sets the cadence counts the background copy's CPU time as if it were taken from
+// the step: on a machine whose cores are all busy training (this 2-core one), it is.
+void MemorySnapshots::Account(double seconds) {
+  last_write_s_ = seconds;
+  const double cost = seconds + last_background_s_;
+  // The first write maps both slots: its cost says nothing about the next ones.
+  if (taken_ > 0) write_s_ = write_s_ == 0 ? cost : 0.8 * write_s_ + 0.2 * cost;
+  ++taken_;
+  taken_s_ += seconds;
+  background_s_ += last_background_s_;
+}
+
+absl::Status MemorySnapshots::Write(const TrainState& state) {
+  if (absl::Status st = Begin(state); !st.ok()) return st;
+  return Finish().value_or(absl::OkStatus());
 }
 
 std::string MemorySnapshots::Summary() const {
   const double each_ms = taken_ ? 1e3 * taken_s_ / taken_ : 0;
   const double share = steps_s_ > 0 ? 100 * taken_s_ / steps_s_ : 0;
-  return absl::StrFormat("%d in-memory snapshots of %.1f MB, every %d step%s, %.1f ms each (%.1f%% of the step time)",
-                         taken_, last_bytes_ / 1e6, every_, every_ == 1 ? "" : "s", each_ms, share);
+  std::string s = absl::StrFormat("%d in-memory snapshots of %.1f MB, every %d step%s, %.1f ms each (%.1f%% of the step time)",
+                                  taken_, last_bytes_ / 1e6, every_, every_ == 1 ? "" : "s", each_ms, share);
+  if (background_s_ > 0) {
+    absl::StrAppendFormat(&s, ", plus %.1f ms of CPU each copying alongside the next step (%.1f%%)",
+                          1e3 * background_s_ / taken_, steps_s_ > 0 ? 100 * background_s_ / steps_s_ : 0);
+  }
+  return s;
+}
+
+void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch, int rank) {
+  state.progress->epoch = epoch;
+  state.progress->next_batch = next_batch;
+  if (absl::Status st = snapshots.Begin(state); !st.ok()) {
+    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
+                 static_cast<long long>(state.progress->global_step), std::string(st.message()).c_str());
+  }
+}
+
+void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports, int rank) {
+  std::optional<absl::Status> st = snapshots.Finish();
+  if (!st) return;
+  if (!st->ok()) {
+    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
+                 static_cast<long long>(snapshots.last_step()), std::string(st->message()).c_str());
+    return;
+  }
+  reports.Snapshot(snapshots.last_step(), static_cast<int64_t>(snapshots.last_bytes()),
+                   static_cast<int64_t>((snapshots.last_write_seconds() + snapshots.last_background_seconds()) * 1e6));
 }
 
 void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
                        const progress::ProgressClient& reports, int rank) {
-  state.progress->epoch = epoch;
-  state.progress->next_batch = next_batch;
-  if (absl::Status st = snapshots.Write(state); !st.ok()) {
-    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
-                 static_cast<long long>(state.progress->global_step), std::string(st.message()).c_str());
-    return;
-  }
-  reports.Snapshot(state.progress->global_step, static_cast<int64_t>(snapshots.last_bytes()),
-                   static_cast<int64_t>(snapshots.last_write_seconds() * 1e6));
+  FinishAndReport(snapshots, reports, rank);
+  BeginSnapshot(snapshots, state, epoch, next_batch, rank);
+  FinishAndReport(snapshots, reports, rank);
 }
 
 }  // namespace dtrun::worker

@@ -6,12 +6,20 @@
 // DTRUN_SNAPSHOT_EVERY steps when dtrun --snapshot-every is given. Every rank of the job must
 // snapshot the same steps (a restore needs a step every rank holds), so the trainer all-reduces
 // Due() and snapshots when any rank asks.
+//
+// Overlap: Begin() copies at once only what may change before the next optimizer step (progress,
+// RNG, the model's buffers, which a forward pass updates); a background thread copies the
+// parameters and the optimizer state, hashes the payload and commits it while the next step's
+// forward and backward run. The trainer calls Finish() before its next optimizer step. A crash
+// before the commit leaves the previous snapshot whole (the slot being written is invalid until
+// then). DTRUN_SNAPSHOT_COPY=sync copies everything in Begin (for comparison).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,19 +55,34 @@ class MemorySnapshots {
 
   // Called after every optimizer step with its duration: whether this rank wants a snapshot now.
   bool Due(double step_seconds);
-  // Writes the state (its progress names the step). Errors (memory cap, no memory) are returned
-  // and leave the other slot as it was.
+  // Starts a snapshot of the state (its progress names the step), finishing any earlier one
+  // first. Errors (memory cap, no memory) are returned and leave the other slot as it was.
+  absl::Status Begin(const TrainState& state);
+  // Waits for the snapshot begun last and returns how it ended (nullopt: none was pending). Must
+  // be called before the parameters or the optimizer state change again.
+  std::optional<absl::Status> Finish();
+  // Begin, then Finish: the snapshot is complete on return.
   absl::Status Write(const TrainState& state);
 
+  ~MemorySnapshots();
+  MemorySnapshots(const MemorySnapshots&) = delete;
+  MemorySnapshots& operator=(const MemorySnapshots&) = delete;
+
+  int64_t last_step() const { return last_step_; }
+  // What the last snapshot cost the training thread (Begin, and the wait in Finish), and the CPU
+  // time its background copy took.
   double last_write_seconds() const { return last_write_s_; }
+  double last_background_seconds() const { return last_background_s_; }
   uint64_t last_bytes() const { return last_bytes_; }
   int every() const { return every_; }
   // "12 in-memory snapshots of 94.4 MB, every 3 steps, 31.0 ms each (1.8% of the step time)".
   std::string Summary() const;
 
  private:
-  MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
-      : region_(std::move(region)), env_(env), job_(job), forced_every_(forced_every) {}
+  MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every);
+  struct Copy;  // one snapshot on its way: what the background thread copies and hashes
+  void RunCopy(Copy* copy);
+  void Account(double seconds);
   bool Mine(const snapshot::SlotHeader& h) const;
   std::vector<snapshot::MappedRegion*> Sources();  // the worker's region, then the replica region
 
@@ -75,15 +98,26 @@ class MemorySnapshots {
   double write_s_ = 0;     // moving average of a snapshot's cost
   double last_write_s_ = 0;
   uint64_t last_bytes_ = 0;
+  bool background_ = true;   // DTRUN_SNAPSHOT_COPY is not "sync"
+  std::unique_ptr<Copy> copy_;  // the snapshot begun last, until Finish
+  std::thread copier_;
+  double begin_s_ = 0;          // the training thread's time in Begin for copy_
+  int64_t last_step_ = -1;
+  double last_background_s_ = 0;
   int64_t taken_ = 0;
   double taken_s_ = 0;       // their total cost
+  double background_s_ = 0;  // the total CPU time of background copies
   double steps_s_ = 0;       // the total of the step times seen by Due
   int64_t steps_ = 0;
 };
 
 // What a trainer calls when the job agreed on a snapshot: sets the state's position to (epoch,
-// next_batch), writes it and reports it to the agent. A failure is said on stderr and training
-// goes on: the previous snapshot (or the disk checkpoint) stays the way back.
+// next_batch) and begins the snapshot; FinishAndReport (before the next optimizer step) waits for
+// it and reports it to the agent. A failure is said on stderr and training goes on: the previous
+// snapshot (or the disk checkpoint) stays the way back.
+void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch, int rank);
+void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports, int rank);
+// Both at once (a checkpoint, the end of training).
 void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
                        const progress::ProgressClient& reports, int rank);
 

@@ -38,16 +38,16 @@ std::vector<StateTensor> OptimizerStateTensors(torch::optim::Optimizer& opt) {
       const std::string prefix = absl::StrCat("optim/", g, "/", i, "/");
       if (sgd) {
         if (auto* s = StateOf<torch::optim::SGDParamState>(opt, params[i]); s && s->momentum_buffer().defined()) {
-          out.push_back({prefix + "momentum_buffer", s->momentum_buffer(), nullptr});
+          out.push_back({prefix + "momentum_buffer", s->momentum_buffer(), nullptr, true});
         }
       } else if (adam) {
         auto* s = StateOf<torch::optim::AdamParamState>(opt, params[i]);
         if (s == nullptr) continue;
         auto step = torch::tensor({s->step()}, torch::kInt64);
         out.push_back({prefix + "step", step, [s, step] { s->step(step[0].item<int64_t>()); }});
-        out.push_back({prefix + "exp_avg", s->exp_avg(), nullptr});
-        out.push_back({prefix + "exp_avg_sq", s->exp_avg_sq(), nullptr});
-        if (s->max_exp_avg_sq().defined()) out.push_back({prefix + "max_exp_avg_sq", s->max_exp_avg_sq(), nullptr});
+        out.push_back({prefix + "exp_avg", s->exp_avg(), nullptr, true});
+        out.push_back({prefix + "exp_avg_sq", s->exp_avg_sq(), nullptr, true});
+        if (s->max_exp_avg_sq().defined()) out.push_back({prefix + "max_exp_avg_sq", s->max_exp_avg_sq(), nullptr, true});
       }
     }
   }
@@ -101,7 +101,7 @@ std::vector<StateTensor> StateTensors(const TrainState& state) {
                      g.set_state(rng);
                    }});
   }
-  for (const auto& p : state.model->named_parameters(/*recurse=*/true)) out.push_back({"param/" + p.key(), p.value(), nullptr});
+  for (const auto& p : state.model->named_parameters(/*recurse=*/true)) out.push_back({"param/" + p.key(), p.value(), nullptr, true});
   for (const auto& b : state.model->named_buffers(/*recurse=*/true)) out.push_back({"buffer/" + b.key(), b.value(), nullptr});
   for (StateTensor& t : OptimizerStateTensors(*state.optimizer)) out.push_back(std::move(t));
   return out;

@@ -28,6 +28,9 @@ struct StateTensor {
   std::string name;
   torch::Tensor tensor;
   std::function<void()> apply;
+  // Written only by the optimizer step (parameters, the optimizer's state), so a snapshot may
+  // copy it while the next step's forward and backward run.
+  bool changes_only_in_optimizer_step = false;
 };
 
 // The state as named tensors in a fixed order: progress, scaler, the CPU generator, parameters,

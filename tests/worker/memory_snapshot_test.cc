@@ -1,0 +1,135 @@
+#include "worker/memory_snapshot.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "base/env_names.h"
+#include "gtest/gtest.h"
+#include "snapshot/snapshot_region.h"
+
+namespace dtrun::worker {
+namespace {
+
+// A model with a buffer that a forward pass changes (batch norm's running mean) and parameters
+// that only the optimizer changes, trained one step so that SGD has momentum buffers.
+struct Job {
+  torch::nn::Sequential model{torch::nn::Linear(4, 8), torch::nn::BatchNorm1d(8), torch::nn::Linear(8, 2)};
+  torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
+  Progress progress;
+
+  Job() {
+    torch::manual_seed(7);
+    for (auto& p : model->parameters()) {
+      torch::NoGradGuard no_grad;
+      p.normal_();
+    }
+    Step();
+  }
+  TrainState State() { return TrainState{model.ptr().get(), &optimizer, nullptr, &progress}; }
+  void Forward() { model->forward(torch::randn({16, 4})).sum().backward(); }
+  void Step() {
+    optimizer.zero_grad();
+    Forward();
+    optimizer.step();
+    ++progress.global_step;
+  }
+  std::vector<torch::Tensor> Values() {
+    std::vector<torch::Tensor> out;
+    for (const StateTensor& t : StateTensors(State())) out.push_back(t.tensor.detach().clone());
+    return out;
+  }
+};
+
+// A region held the way the agent holds it, handed over through the environment.
+class Snapshots {
+ public:
+  explicit Snapshots(const char* copy_mode) {
+    absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(64 << 20, "memory-snapshot-test");
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    fd_ = std::move(*fd);
+    setenv(env::kSnapshotFd, std::to_string(fd_.get()).c_str(), 1);
+    setenv(env::kRunId, "memory-snapshot-test", 1);
+    if (copy_mode) {
+      setenv(env::kSnapshotCopy, copy_mode, 1);
+    } else {
+      unsetenv(env::kSnapshotCopy);
+    }
+    snapshots_ = MemorySnapshots::FromEnvironment(DistEnv{});
+    unsetenv(env::kSnapshotFd);
+    unsetenv(env::kSnapshotCopy);
+  }
+  MemorySnapshots& operator*() { return *snapshots_; }
+  MemorySnapshots* operator->() { return snapshots_.get(); }
+  uint64_t HashOfStep(int64_t step) const {
+    for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(fd_.get())) {
+      if (h.ok() && h->step == step) return h->payload_hash;
+    }
+    return 0;
+  }
+
+ private:
+  UniqueFd fd_;
+  std::unique_ptr<MemorySnapshots> snapshots_;
+};
+
+void ExpectEqualValues(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "tensor " << i;
+}
+
+TEST(MemorySnapshotsTest, ASnapshotHoldsTheStateAtBeginThoughTheNextForwardRunsDuringTheCopy) {
+  Snapshots snapshots(nullptr);
+  ASSERT_NE(snapshots.operator->(), nullptr);
+  Job job;
+  const std::vector<torch::Tensor> at_begin = job.Values();
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());
+  job.optimizer.zero_grad();
+  job.Forward();  // moves batch norm's running statistics while the parameters are being copied
+  ASSERT_TRUE(snapshots->Finish().has_value());
+  job.optimizer.step();
+  ++job.progress.global_step;
+
+  ASSERT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1});
+  ASSERT_TRUE(snapshots->Restore(1, job.State()).ok());
+  ExpectEqualValues(job.Values(), at_begin);
+}
+
+// What the background copy may take is what only the optimizer step writes: the parameters and
+// the optimizer's state, never the buffers (a forward pass writes them) or the small copies.
+TEST(MemorySnapshotsTest, OnlyParametersAndOptimizerStateAreLeftToTheBackgroundCopy) {
+  Job job;
+  int deferred = 0;
+  for (const StateTensor& t : StateTensors(job.State())) {
+    const bool param_or_optim = t.name.rfind("param/", 0) == 0 || t.name.rfind("optim/", 0) == 0;
+    EXPECT_EQ(t.changes_only_in_optimizer_step, param_or_optim) << t.name;
+    deferred += t.changes_only_in_optimizer_step;
+  }
+  EXPECT_EQ(deferred, 2 * 6);  // 6 parameters (two linears, batch norm), each with momentum
+}
+
+TEST(MemorySnapshotsTest, TheBackgroundCopyWritesTheSamePayloadAsACopyBetweenSteps) {
+  Snapshots background(nullptr), between_steps("sync");
+  Job job;
+  ASSERT_TRUE(background->Write(job.State()).ok());
+  ASSERT_TRUE(between_steps->Write(job.State()).ok());
+  EXPECT_NE(background.HashOfStep(1), 0u);
+  EXPECT_EQ(background.HashOfStep(1), between_steps.HashOfStep(1));
+  EXPECT_GT(background->last_background_seconds(), 0);
+  EXPECT_EQ(between_steps->last_background_seconds(), 0);
+}
+
+TEST(MemorySnapshotsTest, BeginningASnapshotFinishesTheOneBefore) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());
+  ASSERT_TRUE(snapshots->Finish().has_value());  // the trainer's fence before its optimizer step
+  job.Step();
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());
+  job.Forward();
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());  // the same step again (a checkpoint): its own slot
+  EXPECT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{2, 1}));
+  EXPECT_FALSE(snapshots->Finish().has_value());  // UsableSteps waited for it
+}
+
+}  // namespace
+}  // namespace dtrun::worker
