@@ -19,7 +19,9 @@ Per crash: kill -> every rank stepping again and the steps lost, and the seconds
 cost (that time plus the lost steps at the baseline rate). The effective time a crash every 5
 minutes gives is then (1 - saving cost) x (1 - seconds per crash / 300), with the saving cost measured
 inside the trainer: train_imagenet's snapshot line, the reference's torch.save times. A window's
-ratio alone is too noisy for that (this VM's speed moves by a few % between runs).
+ratio alone is too noisy for that (this VM's speed moves by a few % between runs). The trainer's
+figure for snapshots is about half their cost in throughput (bench/snapshot_cost.py): pass that
+one as --snapshot-cost PERCENT.
 
 Usage: bench/effective_time.py BUILD_DIR [--window 300] [--crash-every 60] [--checkpoint-seconds 30]
 """
@@ -163,6 +165,8 @@ def main():
     ap.add_argument("--checkpoint-seconds", type=float, default=30)
     ap.add_argument("--baseline-window", type=float, default=0, help="default: --window (the same warm-up share)")
     ap.add_argument("--modes", default="memory,disk,torchrun")
+    ap.add_argument("--snapshot-cost", type=float, default=None,
+                    help="percent; the snapshots' cost in throughput (bench/snapshot_cost.py) instead of the trainer's figure")
     args = ap.parse_args()
     args.baseline_window = args.baseline_window or args.window
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -187,8 +191,11 @@ def main():
     if "memory" in wanted:
         line = cost(b, [])
         print("train_imagenet's snapshot cost, uninterrupted 128 steps:", line)
-        m = re.search(r"\(([0-9.]+)% of the step time\)", line)
-        snapshot_cost = float(m.group(1)) / 100 if m else None
+        # The time in the step plus the copy's CPU time alongside the next step.
+        shares = re.findall(r"\(([0-9.]+)%(?: of the step time)?\)", line)
+        snapshot_cost = sum(float(x) for x in shares) / 100 if shares else None
+        if args.snapshot_cost is not None:
+            snapshot_cost = args.snapshot_cost / 100
     modes = [m for m, key in zip(modes, ["memory", "disk", "torchrun"]) if key in wanted]
     for name, kind, cmd, pure in modes:
         with tempfile.TemporaryDirectory() as tmp:
