@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <regex>
 
 #include "base/host_name.h"
 #include "base/process_table.h"
@@ -521,6 +522,56 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
   const std::string both = a->all() + spare->all();
   EXPECT_NE(both.find("resuming from the in-memory snapshot of step"), std::string::npos) << both;
   EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
+}
+
+// The same for a Python script (dtrun.snapshot / dtrun.restore): a lost node's rank resumes on the
+// spare from the buddy copy of its snapshot, every rank at that step, and the job ends with the
+// parameters of a run that never lost a node (Gloo on CPU, deterministic batches).
+TEST_F(MultiNodeTest, APythonScriptsLostRankResumesFromItsBuddyCopyOnTheSpare) {
+  Cluster(3);
+  const std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  constexpr int kSteps = 400;
+  const std::map<std::string, std::string> env = {{"PYTHON_EXEC", *py}};
+  auto [rc, reference] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2",
+                                   Worker("snapshot_resume.py"), std::to_string(kSteps)}, env);
+  ASSERT_EQ(rc, 0) << reference;
+  std::smatch digest;
+  ASSERT_TRUE(std::regex_search(reference, digest, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << reference;
+
+  const std::string endpoint = cluster_->address(0) + ":29515";
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        endpoint, "--rdzv-id", "pybuddy", "--local-addr", cluster_->address(i), "--rdzv-token", "tok",
+        "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60", "--max-restarts", "2",
+        "--snapshot-every", "1",
+        // Only the first snapshot travels: the step every rank then restores is known to be early.
+        "--snapshot-buddy-every", "100000", Worker("snapshot_resume.py"), std::to_string(kSteps),
+        "--first-attempt-runs-on"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv, env);
+  };
+  auto a = elastic(0);
+  auto b = elastic(1);
+  ASSERT_TRUE(b->WaitForOutput("holds a copy of its snapshot of step", seconds(180)))
+      << "host 1:\n" << b->all() << "\nhost 0:\n" << a->all();
+  auto spare = elastic(2);
+  ASSERT_TRUE(spare->WaitForOutput("spare", seconds(60))) << spare->all();
+  ::kill(b->pid(), SIGKILL);
+  EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
+  EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
+  EXPECT_NE(spare->all().find("fetched the buddy copies of step"), std::string::npos) << spare->all();
+  std::smatch on_a, on_spare;
+  const std::string a_out = a->all(), spare_out = spare->all();
+  ASSERT_TRUE(std::regex_search(a_out, on_a, std::regex(R"(RESTORED step=(\d+))"))) << a_out;
+  ASSERT_TRUE(std::regex_search(spare_out, on_spare, std::regex(R"(RESTORED step=(\d+))"))) << spare_out;
+  EXPECT_EQ(on_a[1], on_spare[1]);
+  EXPECT_LT(std::stoi(on_a[1]), kSteps);
+  EXPECT_NE(a_out.find(" " + digest[1].str()), std::string::npos) << "the reference ended at " << digest[1] << "\n"
+                                                                   << a_out;
+  EXPECT_NE(spare_out.find(" " + digest[1].str()), std::string::npos) << spare_out;
 }
 
 }  // namespace

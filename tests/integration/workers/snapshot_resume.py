@@ -1,18 +1,21 @@
 """A DDP script that keeps its state with dtrun.snapshot() and resumes with dtrun.restore().
 
-    snapshot_resume.py STEPS [--crash-at N] [--hidden H] [--hold]
+    snapshot_resume.py STEPS [--crash-at N] [--hidden H] [--hold] [--first-attempt-runs-on]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
 of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call. Prints
 RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end;
 with --hold it then prints HOLDING and waits for a signal (for `dtrun status` to look at it).
+With --first-attempt-runs-on the first attempt trains past STEPS, a few ms a step, until the test
+takes a node away; a later attempt ends at STEPS.
 """
 
 import argparse
 import hashlib
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -40,6 +43,7 @@ def main():
     parser.add_argument("--crash-at", type=int, default=-1)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--hold", action="store_true")
+    parser.add_argument("--first-attempt-runs-on", action="store_true")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -56,7 +60,10 @@ def main():
     else:
         print("FRESH", flush=True)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    for step in range(start, args.steps):
+    step = start
+    while step < args.steps or (args.first_attempt_runs_on and attempt == 0):
+        if args.first_attempt_runs_on and attempt == 0:
+            time.sleep(0.005)  # a step's pace, not a wait for anything
         x, y = batch(step, rank, world)
         optimizer.zero_grad()
         torch.nn.functional.binary_cross_entropy_with_logits(model(x), y).backward()
@@ -65,6 +72,7 @@ def main():
         dtrun.snapshot({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
         if attempt == 0 and rank == 1 and step + 1 == args.crash_at:
             os.kill(os.getpid(), signal.SIGKILL)
+        step += 1
     print("DIGEST rank=%d %s" % (rank, digest(model.module)), flush=True)
     if args.hold:
         print("HOLDING", flush=True)
