@@ -10,14 +10,18 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include <torch/torch.h>
 
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/job_resume.h"
+#include "worker/fault_plan.h"
 #include "worker/memory_snapshot.h"
+#include "worker/parameter_faults.h"
 #include "worker/train_state.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
@@ -143,6 +147,7 @@ class Training {
   std::unique_ptr<Normalizer> norm_;
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
+  FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank);  // test-only (DTRUN_FAULT_*)
   TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
 };
 
@@ -404,6 +409,9 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
           torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
     }
     ClearGradients(*model_);
+    if (int ms = faults_.SlowMsBefore(progress_.global_step + 1); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // a test's straggler
+    }
     scaler_->Scale(loss).backward();
     // The next batch is taken (and pinned) while the GPU works through this step's backward,
     // before anything below waits for the GPU (the loss scaler's overflow check, the loss).
@@ -418,6 +426,13 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (snapshots_) FinishAndReport(*snapshots_, reports_, env_.rank);  // before the parameters change
     if (step_ok) optimizer_->step();
     ++progress_.global_step;
+    if (std::optional<FlipFault> flip = faults_.FlipAfter(progress_.global_step)) {
+      const absl::Status st = FlipParameterBit(*model_, *flip);
+      const std::string what = st.ok() ? absl::StrFormat("flipped bit %d of %s after step %lld", flip->bit, flip->param,
+                                                         static_cast<long long>(progress_.global_step))
+                                       : std::string(st.message());
+      std::fprintf(stderr, "rank %d: test fault: %s\n", env_.rank, what.c_str());  // every rank, not only rank 0's Log
+    }
     ++step;
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);

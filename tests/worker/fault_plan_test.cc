@@ -1,0 +1,77 @@
+// The test-only faults (worker/fault_plan.h): their values are parsed strictly (a typo arms
+// nothing and says so), they apply to their own rank only, and a flip happens once.
+#include "worker/fault_plan.h"
+
+#include <stdlib.h>
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+
+namespace dtrun::worker {
+namespace {
+
+TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheForm) {
+  absl::StatusOr<SlowFault> slow = ParseSlowFault("1:20:150");
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ(slow->rank, 1);
+  EXPECT_EQ(slow->from_step, 20);
+  EXPECT_EQ(slow->ms, 150);
+  absl::StatusOr<FlipFault> flip = ParseFlipFault("0:30:layer1.0.conv1.weight:30");
+  ASSERT_TRUE(flip.ok()) << flip.status();
+  EXPECT_EQ(flip->param, "layer1.0.conv1.weight");
+  EXPECT_EQ(flip->bit, 30);
+
+  for (const char* bad : {"", "1:20", "1:20:0", "1:20:60001", "-1:20:5", "x:1:5", "1:2:3:4", "1:20:15O"}) {
+    absl::StatusOr<SlowFault> s = ParseSlowFault(bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    if (!s.ok()) {
+      EXPECT_NE(s.status().message().find("RANK:FROM_STEP:MS"), std::string::npos);
+    }
+  }
+  for (const char* bad : {"0:30:fc.weight", "0:0:fc.weight:3", "0:30::3", "0:30:fc.weight:64", "0:30:fc.weight:-1"}) {
+    EXPECT_FALSE(ParseFlipFault(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(ParseFlipFault("0:30:" + std::string(300, 'p') + ":3").ok());  // a name is bounded
+}
+
+TEST(FaultPlanTest, FaultsApplyToTheirRankOnlyTheSlowOneFromItsStepTheFlipOnce) {
+  const SlowFault slow{1, 20, 150};
+  const FlipFault flip{1, 30, "fc.weight", 3};
+  FaultPlan other(slow, flip, /*rank=*/0);
+  EXPECT_EQ(other.SlowMsBefore(25), 0);
+  EXPECT_FALSE(other.FlipAfter(30).has_value());
+
+  FaultPlan mine(slow, flip, /*rank=*/1);
+  EXPECT_EQ(mine.SlowMsBefore(19), 0);
+  EXPECT_EQ(mine.SlowMsBefore(20), 150);
+  EXPECT_EQ(mine.SlowMsBefore(1000), 150);
+  EXPECT_FALSE(mine.FlipAfter(29).has_value());
+  ASSERT_TRUE(mine.FlipAfter(30).has_value());
+  EXPECT_FALSE(mine.FlipAfter(30).has_value());  // once: a restored job that reaches 30 again is clean
+}
+
+TEST(FaultPlanTest, AnUnparsableVariableArmsNothing) {
+  setenv("DTRUN_FAULT_SLOW", "1:20", 1);
+  setenv("DTRUN_FAULT_FLIP", "0:30:fc.weight:3", 1);
+  FaultPlan plan = FaultPlan::FromEnvironment(0);
+  unsetenv("DTRUN_FAULT_SLOW");
+  unsetenv("DTRUN_FAULT_FLIP");
+  EXPECT_EQ(plan.SlowMsBefore(100), 0);
+  EXPECT_TRUE(plan.FlipAfter(30).has_value());  // the other, well-formed one is armed
+}
+
+TEST(FaultPlanTest, AFlipChangesExactlyTheOneBitInsideTheElement) {
+  float x = 1.0f;
+  uint32_t before = 0, after = 0;
+  std::memcpy(&before, &x, 4);
+  ASSERT_TRUE(FlipBit(&x, sizeof x, 30));  // an exponent bit: 1.0 becomes a huge number
+  std::memcpy(&after, &x, 4);
+  EXPECT_EQ(before ^ after, 1u << 30);
+  EXPECT_FALSE(FlipBit(&x, sizeof x, 32));
+  std::memcpy(&before, &x, 4);
+  EXPECT_EQ(before, after);  // unchanged by the refused flip
+}
+
+}  // namespace
+}  // namespace dtrun::worker

@@ -1,0 +1,64 @@
+// Test-only faults the worker library takes from its environment, for the straggler and
+// silent-corruption tests and benches (issue 24). Unset, nothing changes. No LibTorch here: the
+// trainer asks what to do at each step and does it.
+//
+//   DTRUN_FAULT_SLOW=RANK:FROM_STEP:MS      rank RANK sleeps MS ms before its backward (so each of
+//                                           its gradients reaches the all-reduce late) in every step
+//                                           that makes global step FROM_STEP or a later one
+//   DTRUN_FAULT_FLIP=RANK:STEP:PARAM:BIT    rank RANK flips bit BIT of the first element of the
+//                                           parameter named PARAM right after the optimizer step
+//                                           that makes global step STEP
+//
+// A value that does not parse is one line on stderr naming the variable and the form, and the
+// fault is not armed: a typo must never look like a clean run to a test that expected a fault.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dtrun::worker {
+
+struct SlowFault {
+  int rank = 0;
+  int64_t from_step = 0;
+  int ms = 0;  // 1..60000
+};
+
+struct FlipFault {
+  int rank = 0;
+  int64_t step = 0;
+  std::string param;  // a parameter's name as named_parameters() gives it
+  int bit = 0;        // 0..63, and below the element's size in bits
+};
+
+// Parse one variable's value. InvalidArgument says what is wrong and the expected form.
+absl::StatusOr<SlowFault> ParseSlowFault(absl::string_view value);
+absl::StatusOr<FlipFault> ParseFlipFault(absl::string_view value);
+
+class FaultPlan {
+ public:
+  // From DTRUN_FAULT_SLOW / DTRUN_FAULT_FLIP, for this process's global rank.
+  static FaultPlan FromEnvironment(int rank);
+  FaultPlan() = default;
+  FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> flip, int rank);
+
+  // Milliseconds to sleep before the backward of the step that will make `next_step` (0: none).
+  int SlowMsBefore(int64_t next_step) const;
+  // The flip due right after the optimizer step that made `step`, once (nullopt: none).
+  std::optional<FlipFault> FlipAfter(int64_t step);
+
+ private:
+  std::optional<SlowFault> slow_;
+  std::optional<FlipFault> flip_;
+};
+
+// Flips bit `bit` of the element at `data` (`element_bytes` wide). False, and nothing changed,
+// when the bit is outside the element.
+bool FlipBit(void* data, size_t element_bytes, int bit);
+
+}  // namespace dtrun::worker
