@@ -1,6 +1,14 @@
 #include "worker/parameter_faults.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace dtrun::worker {
 
@@ -17,7 +25,26 @@ absl::Status FlipParameterBit(torch::nn::Module& model, const FlipFault& flip) {
     first.copy_(host);
     return absl::OkStatus();
   }
-  return absl::NotFoundError(absl::StrCat("the model has no parameter named '", flip.param, "'"));
+  std::vector<std::string> names;
+  for (const auto& p : model.named_parameters(/*recurse=*/true)) names.push_back(p.key());
+  const size_t shown = std::min<size_t>(names.size(), 6);
+  return absl::NotFoundError(absl::StrCat("the model has no parameter named '", flip.param, "' (it has ",
+                                          absl::StrJoin(names.begin(), names.begin() + shown, ", "),
+                                          names.size() > shown ? ", ..." : "", ")"));
+}
+
+void SlowIfPlanned(const FaultPlan& plan, int64_t next_step) {
+  if (int ms = plan.SlowMsBefore(next_step); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
+void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int rank) {
+  std::optional<FlipFault> flip = plan.FlipAfter(step);
+  if (!flip) return;
+  const absl::Status st = FlipParameterBit(model, *flip);
+  const std::string what = st.ok() ? absl::StrFormat("flipped bit %d of %s after step %lld", flip->bit, flip->param,
+                                                     static_cast<long long>(step))
+                                   : std::string(st.message());
+  std::fprintf(stderr, "rank %d: test fault: %s\n", rank, what.c_str());
 }
 
 }  // namespace dtrun::worker

@@ -12,4 +12,10 @@ namespace dtrun::worker {
 // the parameter when the model has none by that name; InvalidArgument a bit beyond the element.
 absl::Status FlipParameterBit(torch::nn::Module& model, const FlipFault& flip);
 
+// What a trainer calls in its step: sleeps before the backward of the step that makes
+// `next_step`, and flips right after the optimizer step that made `step`, as `plan` says (a flip
+// is said on stderr by the rank that does it).
+void SlowIfPlanned(const FaultPlan& plan, int64_t next_step);
+void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int rank);
+
 }  // namespace dtrun::worker

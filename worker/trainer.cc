@@ -10,16 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <thread>
 
 #include <torch/torch.h>
 
-#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/job_resume.h"
-#include "worker/fault_plan.h"
 #include "worker/memory_snapshot.h"
 #include "worker/parameter_faults.h"
 #include "worker/train_state.h"
@@ -409,9 +406,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
           torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
     }
     ClearGradients(*model_);
-    if (int ms = faults_.SlowMsBefore(progress_.global_step + 1); ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // a test's straggler
-    }
+    SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
     scaler_->Scale(loss).backward();
     // The next batch is taken (and pinned) while the GPU works through this step's backward,
     // before anything below waits for the GPU (the loss scaler's overflow check, the loss).
@@ -426,13 +421,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (snapshots_) FinishAndReport(*snapshots_, reports_, env_.rank);  // before the parameters change
     if (step_ok) optimizer_->step();
     ++progress_.global_step;
-    if (std::optional<FlipFault> flip = faults_.FlipAfter(progress_.global_step)) {
-      const absl::Status st = FlipParameterBit(*model_, *flip);
-      const std::string what = st.ok() ? absl::StrFormat("flipped bit %d of %s after step %lld", flip->bit, flip->param,
-                                                         static_cast<long long>(progress_.global_step))
-                                       : std::string(st.message());
-      std::fprintf(stderr, "rank %d: test fault: %s\n", env_.rank, what.c_str());  // every rank, not only rank 0's Log
-    }
+    FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
     ++step;
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);

@@ -24,6 +24,7 @@
 #include "worker/dist_env.h"
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
+#include "worker/parameter_faults.h"
 #include "worker/train_state.h"
 #include "worker/metrics_log.h"
 #include "worker/process_group.h"
@@ -95,6 +96,7 @@ class RecsysTraining {
   worker::Progress progress_;
   progress::ProgressClient reports_;
   std::unique_ptr<worker::MemorySnapshots> snapshots_;  // held by the dtrun agent; null elsewhere
+  worker::FaultPlan faults_ = worker::FaultPlan::FromEnvironment(env_.rank);  // test-only (DTRUN_FAULT_*)
   std::optional<data::RatingsTable> table_;              // until Setup has used it
   worker::TrainState State() { return {model_.ptr().get(), optimizer_.get(), nullptr, &progress_}; }
   worker::MetricsLog metrics_;
@@ -322,12 +324,14 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     torch::Tensor loss = rating_loss + o_.interaction_weight *
                                            torch::binary_cross_entropy_with_logits(out.interaction, b.labels);
     for (torch::Tensor& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
+    worker::SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
     loss.backward();
     if (ddp_) ddp_->FinishGradientSync();
     if (table_sync_) table_sync_->Synchronize();
     if (snapshots_) worker::FinishAndReport(*snapshots_, reports_, env_.rank);  // before the parameters change
     optimizer_->step();
     ++progress_.global_step;
+    worker::FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
     ++step;
     reports_.Beat(progress_.global_step, progress_.global_step * o_.batch_size);
     loss_sum += loss.item<double>() * static_cast<double>(b.count);
