@@ -1,0 +1,69 @@
+#include "straggler/straggler_judge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtrun::straggler {
+namespace {
+
+bool Usable(double seconds) { return std::isfinite(seconds) && seconds >= 0; }
+
+}  // namespace
+
+absl::Status StragglerJudge::Add(const StepWaits& s) {
+  if (s.wait_s.size() < 2) return absl::InvalidArgumentError("a step needs the waits of at least two ranks");
+  if (world_ != 0 && s.wait_s.size() != world_) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", s.step, " has ", s.wait_s.size(), " ranks, the job ", world_));
+  }
+  if (s.step <= last_step_) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", s.step, " is not after step ", last_step_));
+  }
+  if (!Usable(s.step_s) || !std::all_of(s.wait_s.begin(), s.wait_s.end(), Usable)) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", s.step, " has a negative or non-finite time"));
+  }
+  world_ = s.wait_s.size();
+  last_step_ = s.step;
+
+  // The smallest wait and the next: the last rank to arrive, and what it cost the others.
+  int last = 0;
+  for (size_t r = 1; r < s.wait_s.size(); ++r) {
+    if (s.wait_s[r] < s.wait_s[last]) last = static_cast<int>(r);
+  }
+  double next = INFINITY;
+  for (size_t r = 0; r < s.wait_s.size(); ++r) {
+    if (static_cast<int>(r) != last) next = std::min(next, s.wait_s[r]);
+  }
+  const double lead = next - s.wait_s[last];
+  const double margin = std::max(options_.margin_fraction * s.step_s, options_.margin_floor_s);
+  window_.push_back(Seen{lead >= margin ? last : -1, lead, s.step_s});
+  if (window_.size() > static_cast<size_t>(options_.window)) window_.pop_front();
+  return absl::OkStatus();
+}
+
+std::optional<Verdict> StragglerJudge::Current() const {
+  if (window_.size() < static_cast<size_t>(options_.window)) return std::nullopt;
+  std::map<int, int> last_in;
+  double step_s = 0;
+  for (const Seen& s : window_) {
+    step_s += s.step_s;
+    if (s.last >= 0) ++last_in[s.last];
+  }
+  for (const auto& [rank, n] : last_in) {
+    if (n < options_.majority * static_cast<double>(window_.size())) continue;
+    double caused = 0;
+    for (const Seen& s : window_) caused += s.last == rank ? s.caused_s : 0;
+    return Verdict{rank, n, static_cast<int>(window_.size()), step_s > 0 ? caused / step_s : 0};
+  }
+  return std::nullopt;
+}
+
+void StragglerJudge::Reset() {
+  window_.clear();
+  world_ = 0;
+  last_step_ = -1;
+}
+
+}  // namespace dtrun::straggler

@@ -1,0 +1,69 @@
+// Naming the rank that makes a DDP job wait (issue 24; plain logic, no sockets, no clock).
+//
+// Under DDP every rank leaves a step's all-reduce together, so per-rank step times cannot tell who
+// is slow. What differs is how long each rank waited inside the collective: the last to arrive
+// waits least. That needs no clock shared between nodes. Sorting a step's waits, the gap between
+// the smallest and the next is what the last rank cost everyone that step: had it arrived with the
+// second-last, every rank would have waited that much less.
+//
+// A rank is named when, over a full window of recent steps, it was the last by a margin in most
+// of them. The margin is a share of the step time with a floor in seconds, so ordinary jitter,
+// where a different rank is last each step by a little, never names anyone.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace dtrun::straggler {
+
+struct JudgeOptions {
+  int window = 20;                 // steps looked at; no verdict before the window is full
+  double majority = 0.6;           // share of the window's steps a rank must be last in
+  double margin_fraction = 0.05;   // of the step time: a smaller lead is not "last"
+  double margin_floor_s = 0.002;
+};
+
+// One step as the ranks reported it: each rank's wait inside the step's gradient all-reduce(s),
+// and the step's duration (any rank's: under DDP they agree to within the waits).
+struct StepWaits {
+  int64_t step = 0;
+  std::vector<double> wait_s;  // by global rank; every rank of the job
+  double step_s = 0;
+};
+
+struct Verdict {
+  int rank = -1;
+  int last_in = 0;          // steps of the window in which it was last by the margin
+  int window = 0;
+  double cost_share = 0;    // the wait it caused, as a share of the window's step time
+};
+
+class StragglerJudge {
+ public:
+  explicit StragglerJudge(JudgeOptions options = {}) : options_(options) {}
+
+  // Adds a step. InvalidArgument (and nothing changed) for a step that does not fit: a world size
+  // other than the first step's, a negative or non-finite time, a step not after the last one.
+  absl::Status Add(const StepWaits& step);
+  // The rank holding the job back now, if any.
+  std::optional<Verdict> Current() const;
+  // Forgets the window (a new round: other ranks, another layout).
+  void Reset();
+
+ private:
+  struct Seen {
+    int last = -1;  // the rank that was last by the margin (-1: none)
+    double caused_s = 0;
+    double step_s = 0;
+  };
+  JudgeOptions options_;
+  std::deque<Seen> window_;
+  size_t world_ = 0;
+  int64_t last_step_ = -1;
+};
+
+}  // namespace dtrun::straggler

@@ -1,0 +1,97 @@
+// The straggler judge (straggler/straggler_judge.h) on generated steps: a rank whose compute is
+// 30% slower is named within its window, ordinary jitter names nobody over 2,000 steps, and steps
+// that do not fit are refused without changing the verdict.
+#include "straggler/straggler_judge.h"
+
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace dtrun::straggler {
+namespace {
+
+// A DDP step of `world` ranks: each computes for `compute` seconds (times its slowdown) plus
+// jitter, then waits in the all-reduce for the last one to arrive.
+StepWaits Step(int64_t step, int world, std::mt19937& rng, double jitter, int slow_rank = -1, double slowdown = 1.0) {
+  constexpr double kCompute = 0.200;
+  std::normal_distribution<double> noise(0.0, jitter);
+  std::vector<double> arrive(world);
+  for (int r = 0; r < world; ++r) arrive[r] = kCompute * (r == slow_rank ? slowdown : 1.0) + std::abs(noise(rng));
+  const double all_in = *std::max_element(arrive.begin(), arrive.end());
+  StepWaits s;
+  s.step = step;
+  s.step_s = all_in + 0.010;  // the all-reduce itself
+  for (int r = 0; r < world; ++r) s.wait_s.push_back(all_in - arrive[r]);
+  return s;
+}
+
+TEST(StragglerJudgeTest, ARankSlowedByThirtyPercentIsNamedWithinTwentyStepsWithWhatItCosts) {
+  StragglerJudge judge;
+  std::mt19937 rng(1);
+  int named_at = -1;
+  for (int step = 1; step <= 20 && named_at < 0; ++step) {
+    ASSERT_TRUE(judge.Add(Step(step, 8, rng, 0.004, /*slow_rank=*/5, /*slowdown=*/1.3)).ok());
+    if (judge.Current()) named_at = step;
+  }
+  ASSERT_GT(named_at, 0) << "not named in 20 steps";
+  const std::optional<Verdict> v = judge.Current();
+  EXPECT_EQ(v->rank, 5);
+  EXPECT_EQ(v->last_in, 20);
+  // It held every step back by about 60 ms of a ~270 ms step.
+  EXPECT_GT(v->cost_share, 0.15);
+  EXPECT_LT(v->cost_share, 0.30);
+}
+
+// Jitter with a spread about the margin (5% of the step): some rank is last by the margin now
+// and then, never the same one in most of a window.
+TEST(StragglerJudgeTest, JitterNamesNobodyInTwoThousandCleanSteps) {
+  for (int world : {2, 8, 64}) {
+    StragglerJudge judge;
+    std::mt19937 rng(world);
+    int blames = 0;
+    for (int step = 1; step <= 2000; ++step) {
+      ASSERT_TRUE(judge.Add(Step(step, world, rng, 0.010)).ok());
+      blames += judge.Current().has_value();
+    }
+    EXPECT_EQ(blames, 0) << "world " << world;
+  }
+}
+
+TEST(StragglerJudgeTest, ARankThatRecoversIsNoLongerNamedOnceItsStepsLeaveTheWindow) {
+  StragglerJudge judge;
+  std::mt19937 rng(3);
+  int64_t step = 0;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(judge.Add(Step(++step, 4, rng, 0.004, 2, 1.3)).ok());
+  ASSERT_TRUE(judge.Current().has_value());
+  for (int i = 0; i < 12; ++i) ASSERT_TRUE(judge.Add(Step(++step, 4, rng, 0.004)).ok());
+  EXPECT_FALSE(judge.Current().has_value());  // 8 of the last 20 steps: not most of them
+}
+
+TEST(StragglerJudgeTest, StepsThatDoNotFitAreRefusedAndChangeNothing) {
+  StragglerJudge judge;
+  std::mt19937 rng(4);
+  for (int step = 1; step <= 20; ++step) ASSERT_TRUE(judge.Add(Step(step, 4, rng, 0.004, 1, 1.3)).ok());
+  ASSERT_EQ(judge.Current()->rank, 1);
+
+  StepWaits three = Step(21, 3, rng, 0.004);
+  EXPECT_FALSE(judge.Add(three).ok());  // another world size
+  StepWaits again = Step(20, 4, rng, 0.004, 3, 2.0);
+  EXPECT_FALSE(judge.Add(again).ok());  // not after the last step
+  StepWaits nan = Step(21, 4, rng, 0.004, 3, 2.0);
+  nan.wait_s[0] = NAN;
+  EXPECT_FALSE(judge.Add(nan).ok());
+  StepWaits negative = Step(21, 4, rng, 0.004, 3, 2.0);
+  negative.wait_s[2] = -1;
+  EXPECT_FALSE(judge.Add(negative).ok());
+  EXPECT_FALSE(judge.Add(StepWaits{21, {0.1}, 0.2}).ok());  // one rank: nobody to compare with
+  EXPECT_EQ(judge.Current()->rank, 1);
+  EXPECT_EQ(judge.Current()->last_in, 20);
+
+  judge.Reset();  // a new round
+  EXPECT_FALSE(judge.Current().has_value());
+  EXPECT_TRUE(judge.Add(Step(1, 3, rng, 0.004)).ok());
+}
+
+}  // namespace
+}  // namespace dtrun::straggler
