@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <system_error>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -281,12 +282,20 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   copy->header.attempt = env_.restart_count;
   copy->header.payload_bytes = total;
   copy_ = std::move(copy);
-  begin_s_ = std::chrono::duration<double>(Clock::now() - start).count();
+  bool started = false;
   if (background_) {
-    copier_ = std::thread(&MemorySnapshots::RunCopy, this, copy_.get());
-  } else {
-    RunCopy(copy_.get());
+    try {
+      copier_ = std::thread(&MemorySnapshots::RunCopy, this, copy_.get());
+      started = true;
+    } catch (const std::system_error&) {
+      // No thread to be had (a process limit): the copy is done here, between steps.
+    }
   }
+  if (!started) {
+    RunCopy(copy_.get());
+    copy_->cpu_s = 0;  // the training thread's own time, counted in begin_s_
+  }
+  begin_s_ = std::chrono::duration<double>(Clock::now() - start).count();
   return absl::OkStatus();
 }
 
@@ -315,7 +324,7 @@ std::optional<absl::Status> MemorySnapshots::Finish() {
   const Clock::time_point start = Clock::now();
   if (copier_.joinable()) copier_.join();
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-  last_background_s_ = background_ ? copy_->cpu_s : 0;
+  last_background_s_ = copy_->cpu_s;
   last_step_ = copy_->header.step;
   last_bytes_ = copy_->header.payload_bytes;
   copy_.reset();
