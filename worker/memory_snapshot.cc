@@ -263,7 +263,8 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
     const snapshot::TensorRecord& r = records[i];
     std::memset(base + at, 0, r.offset - at);  // alignment padding: hashed, so fixed
     const torch::Tensor t = tensors[i].tensor.detach();
-    if (IsPlainCpu(t, r) && background_ && tensors[i].changes_only_in_optimizer_step) {
+    // Between steps everything plain goes to RunCopy too: copied and hashed while in cache.
+    if (IsPlainCpu(t, r) && (!background_ || tensors[i].changes_only_in_optimizer_step)) {
       copy->segments.push_back({static_cast<const char*>(t.data_ptr()), r.offset, r.nbytes});
       copy->held.push_back(t);
     } else if (IsPlainCpu(t, r)) {
