@@ -84,7 +84,7 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
   std::unique_ptr<MemorySnapshots> snapshots(
       new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
   const char* copy = std::getenv(env::kSnapshotCopy);
-  snapshots->background_ = copy == nullptr || std::string(copy) != "sync";
+  snapshots->background_ = copy != nullptr && std::string(copy) == "background";
   if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
     absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica));
     if (r.ok()) {

@@ -7,12 +7,13 @@
 // snapshot the same steps (a restore needs a step every rank holds), so the trainer all-reduces
 // Due() and snapshots when any rank asks.
 //
-// Overlap: Begin() copies at once only what may change before the next optimizer step (progress,
-// RNG, the model's buffers, which a forward pass updates); a background thread copies the
-// parameters and the optimizer state, hashes the payload and commits it while the next step's
-// forward and backward run. The trainer calls Finish() before its next optimizer step. A crash
-// before the commit leaves the previous snapshot whole (the slot being written is invalid until
-// then). DTRUN_SNAPSHOT_COPY=sync copies everything in Begin (for comparison).
+// Overlap (DTRUN_SNAPSHOT_COPY=background; off by default): Begin() copies at once only what may
+// change before the next optimizer step (progress, RNG, the model's buffers, which a forward pass
+// updates); a background thread copies the parameters and the optimizer state, hashes the payload
+// and commits it while the next step's forward and backward run. The trainer calls Finish()
+// before its next optimizer step. A crash before the commit leaves the previous snapshot whole.
+// By default the whole copy is made in Begin, between steps: on a CPU whose cores all train, the
+// overlap measured no cheaper (docs/BENCHMARKS.md); it is the shape a device-to-host copy needs.
 #pragma once
 
 #include <cstdint>

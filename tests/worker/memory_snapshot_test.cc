@@ -78,7 +78,7 @@ void ExpectEqualValues(const std::vector<torch::Tensor>& a, const std::vector<to
 }
 
 TEST(MemorySnapshotsTest, ASnapshotHoldsTheStateAtBeginThoughTheNextForwardRunsDuringTheCopy) {
-  Snapshots snapshots(nullptr);
+  Snapshots snapshots("background");
   ASSERT_NE(snapshots.operator->(), nullptr);
   Job job;
   const std::vector<torch::Tensor> at_begin = job.Values();
@@ -108,7 +108,7 @@ TEST(MemorySnapshotsTest, OnlyParametersAndOptimizerStateAreLeftToTheBackgroundC
 }
 
 TEST(MemorySnapshotsTest, TheBackgroundCopyWritesTheSamePayloadAsACopyBetweenSteps) {
-  Snapshots background(nullptr), between_steps("sync");
+  Snapshots background("background"), between_steps(nullptr);
   Job job;
   ASSERT_TRUE(background->Write(job.State()).ok());
   ASSERT_TRUE(between_steps->Write(job.State()).ok());
@@ -119,7 +119,7 @@ TEST(MemorySnapshotsTest, TheBackgroundCopyWritesTheSamePayloadAsACopyBetweenSte
 }
 
 TEST(MemorySnapshotsTest, BeginningASnapshotFinishesTheOneBefore) {
-  Snapshots snapshots(nullptr);
+  Snapshots snapshots("background");
   Job job;
   ASSERT_TRUE(snapshots->Begin(job.State()).ok());
   ASSERT_TRUE(snapshots->Finish().has_value());  // the trainer's fence before its optimizer step
