@@ -320,8 +320,8 @@ void MemorySnapshots::RunCopy(Copy* copy) {
   c.cpu_s = ThreadCpuSeconds() - cpu_start;
 }
 
-std::optional<absl::Status> MemorySnapshots::Finish() {
-  if (!copy_) return std::nullopt;
+bool MemorySnapshots::Finish() {
+  if (!copy_) return false;
   const Clock::time_point start = Clock::now();
   if (copier_.joinable()) copier_.join();
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
@@ -330,7 +330,7 @@ std::optional<absl::Status> MemorySnapshots::Finish() {
   last_bytes_ = copy_->header.payload_bytes;
   copy_.reset();
   Account(begin_s_ + waited);
-  return absl::OkStatus();
+  return true;
 }
 
 // The cost that sets the cadence counts the background copy's CPU time as if it were taken from
@@ -346,8 +346,9 @@ void MemorySnapshots::Account(double seconds) {
 }
 
 absl::Status MemorySnapshots::Write(const TrainState& state) {
-  if (absl::Status st = Begin(state); !st.ok()) return st;
-  return Finish().value_or(absl::OkStatus());
+  absl::Status st = Begin(state);
+  Finish();
+  return st;
 }
 
 std::string MemorySnapshots::Summary() const {
@@ -362,32 +363,30 @@ std::string MemorySnapshots::Summary() const {
   return s;
 }
 
-void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch, int rank) {
+void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
+                   const progress::ProgressClient& reports, int rank) {
   state.progress->epoch = epoch;
   state.progress->next_batch = next_batch;
   if (absl::Status st = snapshots.Begin(state); !st.ok()) {
     std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
                  static_cast<long long>(state.progress->global_step), std::string(st.message()).c_str());
-  }
-}
-
-void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports, int rank) {
-  std::optional<absl::Status> st = snapshots.Finish();
-  if (!st) return;
-  if (!st->ok()) {
-    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
-                 static_cast<long long>(snapshots.last_step()), std::string(st->message()).c_str());
     return;
   }
+  // Copied in place (the default): the agent hears of it now, not a step later.
+  if (!snapshots.copying()) FinishAndReport(snapshots, reports);
+}
+
+void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports) {
+  if (!snapshots.Finish()) return;
   reports.Snapshot(snapshots.last_step(), static_cast<int64_t>(snapshots.last_bytes()),
                    static_cast<int64_t>((snapshots.last_write_seconds() + snapshots.last_background_seconds()) * 1e6));
 }
 
 void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
                        const progress::ProgressClient& reports, int rank) {
-  FinishAndReport(snapshots, reports, rank);
-  BeginSnapshot(snapshots, state, epoch, next_batch, rank);
-  FinishAndReport(snapshots, reports, rank);
+  FinishAndReport(snapshots, reports);
+  BeginSnapshot(snapshots, state, epoch, next_batch, reports, rank);
+  FinishAndReport(snapshots, reports);
 }
 
 }  // namespace dtrun::worker

@@ -59,9 +59,11 @@ class MemorySnapshots {
   // Starts a snapshot of the state (its progress names the step), finishing any earlier one
   // first. Errors (memory cap, no memory) are returned and leave the other slot as it was.
   absl::Status Begin(const TrainState& state);
-  // Waits for the snapshot begun last and returns how it ended (nullopt: none was pending). Must
-  // be called before the parameters or the optimizer state change again.
-  std::optional<absl::Status> Finish();
+  // Waits for the snapshot begun last and accounts for it; false if none was pending. Must be
+  // called before the parameters or the optimizer state change again.
+  bool Finish();
+  // Whether a background copy is still running (Finish has something to wait for).
+  bool copying() const { return copier_.joinable(); }
   // Begin, then Finish: the snapshot is complete on return.
   absl::Status Write(const TrainState& state);
 
@@ -113,11 +115,13 @@ class MemorySnapshots {
 };
 
 // What a trainer calls when the job agreed on a snapshot: sets the state's position to (epoch,
-// next_batch) and begins the snapshot; FinishAndReport (before the next optimizer step) waits for
-// it and reports it to the agent. A failure is said on stderr and training goes on: the previous
-// snapshot (or the disk checkpoint) stays the way back.
-void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch, int rank);
-void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports, int rank);
+// next_batch) and takes the snapshot, reporting it to the agent once complete; a background copy
+// is completed and reported by FinishAndReport, which the trainer calls before its next optimizer
+// step. A failure is said on stderr and training goes on: the previous snapshot (or the disk
+// checkpoint) stays the way back.
+void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
+                   const progress::ProgressClient& reports, int rank);
+void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports);
 // Both at once (a checkpoint, the end of training).
 void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
                        const progress::ProgressClient& reports, int rank);

@@ -418,7 +418,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     bool step_ok = scaler_->UnscaleAndUpdate(model_->parameters(), [this](bool mine) {
       return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
     });
-    if (snapshots_) FinishAndReport(*snapshots_, reports_, env_.rank);  // before the parameters change
+    if (snapshots_) FinishAndReport(*snapshots_, reports_);  // before the parameters change
     if (step_ok) optimizer_->step();
     ++progress_.global_step;
     FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
@@ -440,7 +440,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {
-      BeginSnapshot(*snapshots_, State(), epoch, step, env_.rank);  // copied during the next step
+      BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);
     }
     if (flags[0] > 0) {
       Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),

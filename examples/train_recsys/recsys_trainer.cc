@@ -328,7 +328,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     loss.backward();
     if (ddp_) ddp_->FinishGradientSync();
     if (table_sync_) table_sync_->Synchronize();
-    if (snapshots_) worker::FinishAndReport(*snapshots_, reports_, env_.rank);  // before the parameters change
+    if (snapshots_) worker::FinishAndReport(*snapshots_, reports_);  // before the parameters change
     optimizer_->step();
     ++progress_.global_step;
     worker::FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
@@ -349,7 +349,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {
-      worker::BeginSnapshot(*snapshots_, State(), epoch, step, env_.rank);  // copied during the next step
+      worker::BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);
     }
     if (flags[0] > 0) {
       Log("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),

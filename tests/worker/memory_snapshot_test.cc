@@ -85,7 +85,7 @@ TEST(MemorySnapshotsTest, ASnapshotHoldsTheStateAtBeginThoughTheNextForwardRunsD
   ASSERT_TRUE(snapshots->Begin(job.State()).ok());
   job.optimizer.zero_grad();
   job.Forward();  // moves batch norm's running statistics while the parameters are being copied
-  ASSERT_TRUE(snapshots->Finish().has_value());
+  ASSERT_TRUE(snapshots->Finish());
   job.optimizer.step();
   ++job.progress.global_step;
 
@@ -122,13 +122,13 @@ TEST(MemorySnapshotsTest, BeginningASnapshotFinishesTheOneBefore) {
   Snapshots snapshots("background");
   Job job;
   ASSERT_TRUE(snapshots->Begin(job.State()).ok());
-  ASSERT_TRUE(snapshots->Finish().has_value());  // the trainer's fence before its optimizer step
+  ASSERT_TRUE(snapshots->Finish());  // the trainer's fence before its optimizer step
   job.Step();
   ASSERT_TRUE(snapshots->Begin(job.State()).ok());
   job.Forward();
   ASSERT_TRUE(snapshots->Begin(job.State()).ok());  // the same step again (a checkpoint): its own slot
   EXPECT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{2, 1}));
-  EXPECT_FALSE(snapshots->Finish().has_value());  // UsableSteps waited for it
+  EXPECT_FALSE(snapshots->Finish());  // UsableSteps waited for it
 }
 
 }  // namespace
