@@ -287,6 +287,7 @@ void Agent::Step() {
   switch (view_->phase) {
     case rdzv::JobPhase::kSucceeded:
       if (std::string line = snapshots_->Summary(); !line.empty()) spdlog::info("{}", line);
+      if (std::string line = status_->Summary(); !line.empty()) spdlog::warn("{}", line);
       return Finish(0);
     case rdzv::JobPhase::kKilled:
       spdlog::warn("the job was killed: {}", view_->reason);
@@ -299,8 +300,8 @@ void Agent::Step() {
       std::vector<WorkerFailure> failures = view_->failures;
       if (view_->round == group_round_) AddUnreported(round_failures_, failures);
       std::string summary = FormatFailureSummary(options_.program_name, failures);
-      if (std::string line = snapshots_->Summary(); !line.empty()) {
-        absl::StrAppend(&summary, line, "\n");
+      for (const std::string& line : {snapshots_->Summary(), status_->Summary()}) {
+        if (!line.empty()) absl::StrAppend(&summary, line, "\n");
       }
       consoles_.err->WriteBlock(summary);
       return Finish(view_->exit_code);

@@ -123,6 +123,9 @@ class Agent {
   RestartLoopBreaker breaker_{options_.max_attempts_without_progress};  // judges each failure
 
   status::ResourceSampler sampler_;
+  // By local rank: the newest all-reduce wait put into a status summary (-1: none), in waits_round_.
+  std::vector<int64_t> waits_sent_;
+  int64_t waits_round_ = -1;
   status::AgentCounters counters_;
   std::optional<BuddyReplication> replication_;  // until Run starts the snapshot component
   WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked

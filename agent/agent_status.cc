@@ -37,6 +37,33 @@ std::string Agent::WorkerState(const WorkerGroup::Worker& w) const {
   return stopping_ ? "stopping" : "running";
 }
 
+namespace {
+
+// The waits of `p` after step `sent` (all of them when its count went back: a new attempt), and
+// moves `sent` on.
+std::vector<status::StepWait> TakeNewWaits(const progress::RankProgress& p, int64_t& sent) {
+  std::vector<status::StepWait> out;
+  if (p.waits.empty()) return out;
+  if (p.waits.back().step < sent) sent = -1;
+  for (const progress::SyncWait& w : p.waits) {
+    if (w.step > sent) out.push_back({w.step, w.wait_s, w.step_s});
+  }
+  sent = p.waits.back().step;
+  return out;
+}
+
+// The mean wait over the last (at most) 20 steps; -1 with none.
+double RecentMeanWait(const progress::RankProgress& p) {
+  constexpr size_t kRecent = 20;
+  if (p.waits.empty()) return -1;
+  const size_t n = std::min(kRecent, p.waits.size());
+  double sum = 0;
+  for (size_t i = p.waits.size() - n; i < p.waits.size(); ++i) sum += p.waits[i].wait_s;
+  return sum / static_cast<double>(n);
+}
+
+}  // namespace
+
 StatusPublisher::Snapshot Agent::DescribeNode(Clock::time_point now) {
   StatusPublisher::Snapshot snapshot;
   snapshot.phase = view_ ? absl::AsciiStrToLower(rdzv::PhaseName(view_->phase)) : "forming";
@@ -56,6 +83,10 @@ StatusPublisher::Snapshot Agent::DescribeNode(Clock::time_point now) {
     if (w.process.running()) pids.push_back(w.process.pid());
   }
   std::map<pid_t, status::ProcessResources> used = sampler_.Sample(pids, now);
+  if (waits_round_ != group_round_ || waits_sent_.size() != group_->workers().size()) {
+    waits_round_ = group_round_;
+    waits_sent_.assign(group_->workers().size(), -1);
+  }
   for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
     status::RankStatus r;
     r.global_rank = w.global_rank;
@@ -70,6 +101,8 @@ StatusPublisher::Snapshot Agent::DescribeNode(Clock::time_point now) {
         r.samples_per_s = p.samples >= 0 ? p.samples_per_s : -1;
       }
       if (p.reported) r.heartbeat_age_s = SecondsBetween(p.last_report, now);
+      r.sync_wait_s = RecentMeanWait(p);
+      if (static_cast<size_t>(w.local_rank) < waits_sent_.size()) r.waits = TakeNewWaits(p, waits_sent_[w.local_rank]);
       if (!p.sections.empty()) {
         r.section = p.sections.back().name;
         r.section_age_s = SecondsBetween(p.sections.back().since, now);

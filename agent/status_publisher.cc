@@ -44,11 +44,16 @@ void StatusPublisher::OnWake(Clock::time_point now) {
 
 void StatusPublisher::Publish(Clock::time_point now) {
   Snapshot s = describe_(now);
+  rounds_.PublishStatus(s.node);  // first: a single node judges its stragglers from it at once
+  std::optional<status::StragglerStatus> straggler = rounds_.Straggler();
+  NoteStraggler(straggler, s.node.round, status::JobStep(s.node));
   status::JobStatus job;
   job.run_id = options_.run_id;
   job.phase = s.phase;
   job.round = s.node.round;
   job.restarts_used = s.node.restarts;
+  job.straggler = straggler;
+  for (status::RankStatus& r : s.node.ranks) r.waits.clear();  // sent; no reader below needs them
   job.nodes.push_back(s.node);
   nlohmann::json json = status::ToJson(job);
   if (!options_.rdzv_endpoint.empty()) json["endpoint"] = options_.rdzv_endpoint;
@@ -60,9 +65,37 @@ void StatusPublisher::Publish(Clock::time_point now) {
       spdlog::warn("{}; `dtrun status` will not show this job's workers", std::string(st.message()));
     }
   }
-  if (metrics_) metrics_->Publish(status::RenderPrometheus(options_.run_id, s.node, counters_), text);
+  if (metrics_) metrics_->Publish(status::RenderPrometheus(options_.run_id, s.node, counters_, straggler), text);
   if (options_.progress_line) out_.SetStatusLine(ProgressLine(s.node));
-  rounds_.PublishStatus(std::move(s.node));
+}
+
+void StatusPublisher::NoteStraggler(const std::optional<status::StragglerStatus>& now_named, int64_t round,
+                                    int64_t step) {
+  const int rank = now_named ? now_named->global_rank : -1;
+  if (rank == named_rank_) {
+    if (now_named && worst_ && worst_->global_rank == rank) worst_->cost_share = std::max(worst_->cost_share, now_named->cost_share);
+    return;
+  }
+  named_rank_ = rank;
+  if (!now_named) {
+    spdlog::info("no rank is holding the job back any more (step {})", step);
+    events_.Record("straggler_cleared", round, {{"step", step}});
+    return;
+  }
+  const std::string line = status::DescribeStraggler(*now_named);
+  spdlog::warn("straggler: {} (step {})", line, step);
+  events_.Record("straggler", round,
+                 {{"rank", now_named->global_rank}, {"node", now_named->host}, {"step", step},
+                  {"last_in", now_named->last_in}, {"window", now_named->window},
+                  {"cost_share", now_named->cost_share}});
+  if (!worst_ || now_named->cost_share > worst_->cost_share) worst_ = now_named;
+  ++named_count_;
+}
+
+std::string StatusPublisher::Summary() const {
+  if (!worst_) return "";
+  return absl::StrCat("straggler: ", named_count_ == 1 ? "" : absl::StrCat("named ", named_count_, " times; the worst: "),
+                      status::DescribeStraggler(*worst_));
 }
 
 std::string StatusPublisher::ProgressLine(const status::NodeStatus& node) {

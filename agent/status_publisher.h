@@ -43,8 +43,14 @@ class StatusPublisher : public AgentComponent {
   // workers stop.
   static std::string ProgressLine(const status::NodeStatus& node);
 
+  // One line for the job's end on the rank named as a straggler during the run, the costliest if
+  // several ("" if none).
+  std::string Summary() const;
+
  private:
   void Publish(Clock::time_point now);
+  // Logs and records a change of the named straggler (docs/DESIGN.md, "Stragglers").
+  void NoteStraggler(const std::optional<status::StragglerStatus>& now_named, int64_t round, int64_t step);
 
   const AgentOptions& options_;
   ConsoleWriter& out_;
@@ -55,6 +61,9 @@ class StatusPublisher : public AgentComponent {
   Clock::time_point next_at_;
   std::unique_ptr<status::MetricsServer> metrics_;
   bool write_warned_ = false;
+  int named_rank_ = -1;  // the straggler named now (-1: none)
+  int named_count_ = 0;
+  std::optional<status::StragglerStatus> worst_;
 };
 
 }  // namespace dtrun

@@ -51,6 +51,7 @@ absl::StatusOr<status::JobStatus> AskService(const RemoteJob& remote) {
   job.round = s->round;
   job.restarts_used = s->restarts_used;
   job.nodes = std::move(s->progress);
+  job.straggler = std::move(s->straggler);
   return job;
 }
 

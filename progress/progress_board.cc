@@ -64,6 +64,12 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
       r.restored_source = report.source;
       r.restored_step = report.step.value_or(-1);
       break;
+    case Report::Kind::kSync:
+      // Steps must rise: a repeat or a step back (a confused or hostile worker) is dropped.
+      if (!r.waits.empty() && *report.step <= r.waits.back().step) break;
+      r.waits.push_back({*report.step, *report.wait_micros / 1e6, *report.step_micros / 1e6});
+      if (r.waits.size() > kMaxRecentWaits) r.waits.pop_front();
+      break;
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,14 @@ struct OpenSection {
   Clock::time_point since;
 };
 
+// One step's wait inside the gradient all-reduce (a `sync` report).
+struct SyncWait {
+  int64_t step = 0;
+  double wait_s = 0;
+  double step_s = 0;
+};
+inline constexpr size_t kMaxRecentWaits = 64;
+
 struct RankProgress {
   bool reported = false;   // anything, a hello included
   bool active = false;     // a heartbeat or a section: the hang rules apply
@@ -51,6 +60,7 @@ struct RankProgress {
   int64_t snapshot_micros = 0;
   std::string restored_source;  // memory | disk | none ("" until reported)
   int64_t restored_step = -1;
+  std::deque<SyncWait> waits;  // its newest sync reports, steps rising, at most kMaxRecentWaits
   double steps_per_s = 0;    // over the last rate window
   double samples_per_s = 0;
   // The start of the current rate window.

@@ -1,5 +1,7 @@
 #include "progress/progress_client.h"
 
+#include <algorithm>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -70,6 +72,16 @@ void ProgressClient::Restored(const std::string& source, int64_t step) const {
   r.kind = Report::Kind::kRestored;
   r.source = source;
   if (step >= 0) r.step = step;
+  Send(r);
+}
+
+void ProgressClient::Sync(int64_t step, double wait_s, double step_s) const {
+  if (!enabled() || step < 0) return;
+  Report r;
+  r.kind = Report::Kind::kSync;
+  r.step = step;
+  r.wait_micros = static_cast<int64_t>(std::max(0.0, wait_s) * 1e6);
+  r.step_micros = static_cast<int64_t>(std::max(0.0, step_s) * 1e6);
   Send(r);
 }
 

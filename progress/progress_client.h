@@ -31,6 +31,8 @@ class ProgressClient {
   void Snapshot(int64_t step, int64_t bytes, int64_t micros) const;
   // `source`: memory, disk or none; `step` < 0 is left out.
   void Restored(const std::string& source, int64_t step) const;
+  // This rank's wait inside step `step`'s gradient all-reduce, and the step's duration.
+  void Sync(int64_t step, double wait_s, double step_s) const;
 
  private:
   UniqueFd fd_;

@@ -40,6 +40,7 @@ std::optional<Report::Kind> KindOf(absl::string_view word) {
   if (word == "total") return Report::Kind::kTotal;
   if (word == "snapshot") return Report::Kind::kSnapshot;
   if (word == "restored") return Report::Kind::kRestored;
+  if (word == "sync") return Report::Kind::kSync;
   return std::nullopt;
 }
 
@@ -53,6 +54,8 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
   if (key == "steps") return count(r.total_steps);
   if (key == "bytes") return count(r.bytes);
   if (key == "us") return count(r.micros);
+  if (key == "wait_us") return count(r.wait_micros);
+  if (key == "step_us") return count(r.step_micros);
   if (key == "source") {
     if (value != "memory" && value != "buddy" && value != "disk" && value != "none") {
       return Bad("source: expected memory, buddy, disk or none");
@@ -108,7 +111,7 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   std::vector<absl::string_view> words = absl::StrSplit(datagram, ' ', absl::SkipEmpty());
   if (words.empty()) return Bad("empty");
   std::optional<Report::Kind> kind = KindOf(words[0]);
-  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end, total, snapshot or restored)");
+  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end, total, snapshot, restored or sync)");
   Report r;
   r.kind = *kind;
   for (size_t i = 1; i < words.size(); ++i) {
@@ -123,6 +126,9 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   if (r.kind == Report::Kind::kTotal && !r.total_steps) return Bad("total needs steps=");
   if (r.kind == Report::Kind::kSnapshot && !r.step) return Bad("snapshot needs step=");
   if (r.kind == Report::Kind::kRestored && r.source.empty()) return Bad("restored needs source=");
+  if (r.kind == Report::Kind::kSync && (!r.step || !r.wait_micros || !r.step_micros)) {
+    return Bad("sync needs step=, wait_us= and step_us=");
+  }
   return r;
 }
 
@@ -150,6 +156,9 @@ std::string FormatReport(const Report& r) {
     case Report::Kind::kRestored:
       return absl::StrCat("restored source=", r.source.empty() ? "none" : r.source,
                           r.step ? absl::StrCat(" step=", *r.step) : "");
+    case Report::Kind::kSync:
+      return absl::StrCat("sync step=", r.step.value_or(0), " wait_us=", r.wait_micros.value_or(0), " step_us=",
+                          r.step_micros.value_or(0));
   }
   return "";
 }

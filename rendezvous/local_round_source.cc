@@ -51,4 +51,14 @@ void LocalRoundSource::ReportFailure(int64_t round, const std::vector<FailureInf
   Post();
 }
 
+void LocalRoundSource::PublishStatus(status::NodeStatus node) {
+  state_.SetProgress(node_id_, std::move(node)).IgnoreError();  // our own rows: they fit
+}
+
+std::optional<status::StragglerStatus> LocalRoundSource::Straggler() {
+  std::optional<status::StragglerStatus> s = state_.straggler();
+  if (s) s->host.clear();  // one node: the rank says it all
+  return s;
+}
+
 }  // namespace dtrun::rdzv

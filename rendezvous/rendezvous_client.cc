@@ -209,12 +209,15 @@ absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uin
 }
 
 absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout,
-                                         const status::NodeStatus* progress) {
+                                         const status::NodeStatus* progress,
+                                         std::optional<status::StragglerStatus>* straggler) {
   v1::KeepAliveRequest req;
   req.set_node_id(node_id);
   if (progress) ToWire(*progress, req.mutable_progress());
   v1::KeepAliveResponse resp;
-  return Invoke(&v1::Rendezvous::Stub::KeepAlive, req, &resp, timeout);
+  absl::Status st = Invoke(&v1::Rendezvous::Stub::KeepAlive, req, &resp, timeout);
+  if (st.ok() && straggler) *straggler = StragglerFromWire(resp.has_straggler(), resp.straggler());
+  return st;
 }
 
 absl::Status RendezvousClient::ReportOutcome(const std::string& node_id, int64_t round, bool success,
@@ -358,9 +361,14 @@ void GrpcRoundSource::KeepAliveLoop() {
     std::string id;
     std::optional<status::NodeStatus> status;
     if (!AwaitKeepAliveDue(id, status)) return;
-    absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval, status ? &*status : nullptr);
+    std::optional<status::StragglerStatus> straggler;
+    absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval, status ? &*status : nullptr, &straggler);
     last_keep_alive_ = Clock::now();
     if (status) last_status_push_ = last_keep_alive_;
+    if (st.ok()) {
+      absl::MutexLock lock(&mu_);
+      straggler_ = std::move(straggler);
+    }
     if (st.ok()) {
       misses = 0;
       last_ok = Clock::now();
@@ -404,7 +412,13 @@ bool GrpcRoundSource::AwaitKeepAliveDue(std::string& node_id, std::optional<stat
 
 void GrpcRoundSource::PublishStatus(status::NodeStatus node) {
   absl::MutexLock lock(&mu_);
+  if (status_ && status_->round == node.round) status::CarryWaitsOver(*status_, node);
   status_ = std::move(node);
+}
+
+std::optional<status::StragglerStatus> GrpcRoundSource::Straggler() {
+  absl::MutexLock lock(&mu_);
+  return straggler_;
 }
 
 void GrpcRoundSource::Rejoin() {

@@ -41,8 +41,10 @@ class RendezvousClient {
   // Returns the view once its version is newer than `after`; DeadlineExceeded after `max_wait`.
   absl::StatusOr<NodeView> Watch(const std::string& node_id, uint64_t after, std::chrono::milliseconds max_wait);
   // Renews the lease; `progress`, when given, becomes the node's status summary on the service.
+  // `straggler`, when given, is set to the rank the service names (nullopt: none).
   absl::Status KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout,
-                         const status::NodeStatus* progress = nullptr);
+                         const status::NodeStatus* progress = nullptr,
+                         std::optional<status::StragglerStatus>* straggler = nullptr);
   absl::Status ReportOutcome(const std::string& node_id, int64_t round, bool success,
                              const std::vector<FailureInfo>& failures);
   absl::Status Leave(const std::string& node_id);
@@ -90,7 +92,10 @@ class GrpcRoundSource : public RoundSource {
   void Leave() override;
   std::chrono::milliseconds exit_barrier_timeout() const override { return join_.exit_barrier_timeout; }
   // Sent with the next keep-alive, at most every kStatusPushInterval (a newer one replaces it).
+  // A rank's waits not yet sent are carried over into the newer summary (the straggler watch needs
+  // every step it can get), the newest status::kMaxWaitsPerRank kept.
   void PublishStatus(status::NodeStatus node) override;
+  std::optional<status::StragglerStatus> Straggler() override;
   static constexpr std::chrono::milliseconds kStatusPushInterval{2000};
 
  private:
@@ -129,6 +134,7 @@ class GrpcRoundSource : public RoundSource {
   std::optional<Report> report_ ABSL_GUARDED_BY(mu_);  // the newest undelivered report
   uint64_t reports_queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<status::NodeStatus> status_ ABSL_GUARDED_BY(mu_);  // not yet pushed
+  std::optional<status::StragglerStatus> straggler_ ABSL_GUARDED_BY(mu_);  // from the last keep-alive
   std::chrono::steady_clock::time_point last_keep_alive_;  // keep-alive thread only
   std::chrono::steady_clock::time_point last_status_push_;  // keep-alive thread only
   std::thread watcher_;

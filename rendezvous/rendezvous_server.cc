@@ -91,6 +91,7 @@ class Service final : public v1::Rendezvous::CallbackService {
           spdlog::warn("ignored a status summary ({} so far): {}", rejected_progress_, std::string(shown.message()));
         }
       }
+      if (st.ok() && state_.straggler()) ToWire(*state_.straggler(), resp->mutable_straggler());
       return st;
     }, req->auth());
   }
@@ -123,6 +124,7 @@ class Service final : public v1::Rendezvous::CallbackService {
     return Respond(ctx, [&]() -> absl::Status {
       JobSummary s = state_.Summary();
       s.progress = state_.Progress();
+      s.straggler = state_.straggler();
       ToWire(s, resp);
       return absl::OkStatus();
     }, req->auth());

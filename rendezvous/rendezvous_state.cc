@@ -106,12 +106,38 @@ absl::Status RendezvousState::SetProgress(const std::string& node_id, status::No
   // Looked at only until some node says so: status pushes come with every keep-alive.
   const bool parks = !program_parks_ && std::any_of(progress.ranks.begin(), progress.ranks.end(),
                                                     [](const status::RankStatus& r) { return r.warm; });
+  WatchForStragglers(it->second, progress);
   it->second.progress = std::move(progress);
   if (parks) {
     program_parks_ = true;
     TouchAll();  // every node's view changes: waiting spares learn it now
   }
   return absl::OkStatus();
+}
+
+void RendezvousState::WatchForStragglers(const Node& node, const status::NodeStatus& progress) {
+  // Only a member's rows of the running round, and only the ranks its assignment gave it.
+  if (!node.assignment || phase_ != JobPhase::kRunning || progress.round != round_) return;
+  const int first = node.assignment->rank_offset;
+  for (const status::RankStatus& r : progress.ranks) {
+    if (r.global_rank < first || r.global_rank >= first + node.info.nproc) continue;
+    for (const status::StepWait& w : r.waits) stragglers_.Observe(r.global_rank, w.step, w.wait_s, w.step_s).IgnoreError();
+  }
+  const std::optional<straggler::Verdict> v = stragglers_.Current();
+  if (!v) {
+    straggler_.reset();
+    return;
+  }
+  std::string host = straggler_ && straggler_->global_rank == v->rank ? straggler_->host : "";
+  if (host.empty()) {  // a new name: which member runs it (rare; not per keep-alive)
+    for (const std::string& m : members_) {
+      const Node& n = nodes_.at(m);
+      const int offset = n.assignment ? n.assignment->rank_offset : -1;
+      if (offset >= 0 && v->rank >= offset && v->rank < offset + n.info.nproc) host = NodeLabel(n.info);
+    }
+  }
+  straggler_ = status::StragglerStatus{v->rank, host.substr(0, status::kMaxStatusString), v->last_in, v->window,
+                                       std::min(1.0, v->cost_share)};
 }
 
 absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const {
@@ -299,6 +325,7 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   min_reached_at_.reset();
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
+  stragglers_.Reset(world);
   NodeInfo master = nodes_.at(members_[0]).info;
   if (!options_.workers_store_addr.empty()) {
     master.store_addr = options_.workers_store_addr;
@@ -333,6 +360,8 @@ void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
 
 void RendezvousState::ClearRound(NodeRole everyone) {
   members_.clear();
+  stragglers_.Reset(0);
+  straggler_.reset();
   succeeded_ = 0;
   ForEachNode([everyone](const std::string&, Node& n) {
     n.role = everyone;

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "rendezvous/rendezvous_options.h"
 #include "status/node_status.h"
+#include "straggler/straggler_watch.h"
 
 namespace dtrun::rdzv {
 
@@ -105,6 +106,7 @@ struct JobSummary {
   // Each node's latest status summary (`dtrun status`), in the order of `nodes`; a node that has
   // not pushed one yet has no rows. Filled by RendezvousState::Progress, not by Summary.
   std::vector<status::NodeStatus> progress;
+  std::optional<status::StragglerStatus> straggler;  // filled by Summary
 };
 
 std::string PhaseName(JobPhase phase);
@@ -150,6 +152,9 @@ class RendezvousState {
   JobSummary Summary() const;  // O(nodes): for status and shutdown, not for every call
   // Every node's latest summary (JobSummary::progress), in node id order as Summary's nodes.
   std::vector<status::NodeStatus> Progress() const;
+  // The rank of the running round judged to hold the job back, from the all-reduce waits the
+  // members' summaries carry (docs/DESIGN.md, "Stragglers"). O(1).
+  const std::optional<status::StragglerStatus>& straggler() const { return straggler_; }
 
   // Which nodes' views changed since the last call (so the service wakes only their watchers).
   struct Touched {
@@ -214,6 +219,9 @@ class RendezvousState {
   uint64_t version_ = 1;
   uint64_t all_version_ = 0;  // version_ when every node's view last changed
   bool program_parks_ = false;  // sticky: see NodeView::program_parks
+  straggler::StragglerWatch stragglers_;  // the running round's; reset by FormRound
+  std::optional<status::StragglerStatus> straggler_;
+  void WatchForStragglers(const Node& node, const status::NodeStatus& progress);
   JobPhase phase_ = JobPhase::kForming;
   int64_t round_ = -1;
   int restarts_used_ = 0;

@@ -31,6 +31,8 @@ class RoundSource {
   // This node's latest status rows, for `dtrun status` on other nodes (multi-node only). Returns
   // at once; the source sends them when it can.
   virtual void PublishStatus(status::NodeStatus node) {}
+  // The rank the job judged to hold everyone back, as last learnt (docs/DESIGN.md, "Stragglers").
+  virtual std::optional<status::StragglerStatus> Straggler() { return std::nullopt; }
 };
 
 // One node, no network: the same state machine (and restart budget) in-process.
@@ -45,6 +47,9 @@ class LocalRoundSource : public RoundSource {
   void ReportFailure(int64_t round, const std::vector<FailureInfo>& failures) override;
   void Leave() override {}
   std::chrono::milliseconds exit_barrier_timeout() const override { return std::chrono::milliseconds(0); }
+  // Kept by the in-process state, which judges stragglers from it as the service does.
+  void PublishStatus(status::NodeStatus node) override;
+  std::optional<status::StragglerStatus> Straggler() override;
 
  private:
   void Post();

@@ -1,6 +1,7 @@
 #include "rendezvous/wire.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 
@@ -156,6 +157,13 @@ void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
     w->set_snapshot_bytes(r.snapshot_bytes);
     if (r.buddy_step >= 0) w->set_buddy_step(r.buddy_step);
     w->set_warm(r.warm);
+    if (r.sync_wait_s >= 0) w->set_sync_wait_s(r.sync_wait_s);
+    for (const status::StepWait& sw : r.waits) {
+      v1::StepWait* o = w->add_waits();
+      o->set_step(sw.step);
+      o->set_wait_s(sw.wait_s);
+      o->set_step_s(sw.step_s);
+    }
   }
 }
 
@@ -190,9 +198,30 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
     r.snapshot_bytes = w.snapshot_bytes() > 0 ? w.snapshot_bytes() : -1;
     r.buddy_step = w.has_buddy_step() ? w.buddy_step() : -1;
     r.warm = w.warm();
+    r.sync_wait_s = w.has_sync_wait_s() ? w.sync_wait_s() : -1;
+    const int waits = std::min<int>(w.waits_size(), static_cast<int>(status::kMaxWaitsPerRank) + 1);
+    r.waits.reserve(static_cast<size_t>(waits));
+    for (int k = 0; k < waits; ++k) r.waits.push_back({w.waits(k).step(), w.waits(k).wait_s(), w.waits(k).step_s()});
     out.ranks.push_back(std::move(r));
   }
   return out;
+}
+
+void ToWire(const status::StragglerStatus& in, v1::Straggler* out) {
+  out->set_rank(in.global_rank);
+  out->set_host(in.host);
+  out->set_last_in(in.last_in);
+  out->set_window(in.window);
+  out->set_cost_share(in.cost_share);
+}
+
+std::optional<status::StragglerStatus> StragglerFromWire(bool present, const v1::Straggler& in) {
+  if (!present) return std::nullopt;
+  status::StragglerStatus s{in.rank(), in.host().substr(0, status::kMaxStatusString), in.last_in(), in.window(),
+                            in.cost_share()};
+  const bool sane = s.global_rank >= 0 && s.window > 0 && s.last_in >= 0 && s.last_in <= s.window &&
+                    std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1;
+  return sane ? std::optional(s) : std::nullopt;
 }
 
 void ToWire(const JobSummary& in, v1::StatusResponse* out) {
@@ -206,6 +235,7 @@ void ToWire(const JobSummary& in, v1::StatusResponse* out) {
     n->set_nproc(in.nodes[i].second.nproc);
     if (i < in.progress.size() && in.progress[i].time_unix_ms > 0) ToWire(in.progress[i], n->mutable_progress());
   }
+  if (in.straggler) ToWire(*in.straggler, out->mutable_straggler());
 }
 
 JobSummary FromWire(const v1::StatusResponse& in) {
@@ -221,6 +251,7 @@ JobSummary FromWire(const v1::StatusResponse& in) {
     p.nproc = n.nproc();
     s.progress.push_back(std::move(p));
   }
+  s.straggler = StragglerFromWire(in.has_straggler(), in.straggler());
   return s;
 }
 

@@ -31,6 +31,9 @@ NodeView FromWire(const v1::WatchResponse& in);
 // more than the state keeps, so that too many is still refused there).
 void ToWire(const status::NodeStatus& in, v1::NodeProgress* out);
 status::NodeStatus FromWire(const v1::NodeProgress& in);
+// The named straggler; FromWire drops one whose numbers are out of range (nullopt, as if none).
+void ToWire(const status::StragglerStatus& in, v1::Straggler* out);
+std::optional<status::StragglerStatus> StragglerFromWire(bool present, const v1::Straggler& in);
 void ToWire(const JobSummary& in, v1::StatusResponse* out);
 JobSummary FromWire(const v1::StatusResponse& in);
 

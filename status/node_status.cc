@@ -38,6 +38,11 @@ absl::Status CheckRank(const RankStatus& r, size_t i) {
   for (const auto& [name, v] : numbers) {
     if (!Sane(v)) return bad(name);
   }
+  if (!Sane(r.sync_wait_s)) return bad("sync_wait_s");
+  if (r.waits.size() > kMaxWaitsPerRank) return bad("waits");
+  for (const StepWait& w : r.waits) {
+    if (w.step < 0 || !Sane(w.wait_s) || !Sane(w.step_s) || w.wait_s < 0 || w.step_s < 0) return bad("waits");
+  }
   return absl::OkStatus();
 }
 
@@ -57,6 +62,29 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
     if (absl::Status st = CheckRank(node.ranks[i], i); !st.ok()) return st;
   }
   return absl::OkStatus();
+}
+
+std::string DescribeStraggler(const StragglerStatus& s) {
+  return absl::StrCat("rank ", s.global_rank, s.host.empty() ? "" : absl::StrCat(" on ", s.host),
+                      " arrived last at the gradient all-reduce in ", s.last_in, " of the last ", s.window,
+                      " steps, costing every rank ", static_cast<int>(std::lround(s.cost_share * 100)),
+                      "% of the step time");
+}
+
+void CarryWaitsOver(const NodeStatus& older, NodeStatus& newer) {
+  for (RankStatus& r : newer.ranks) {
+    auto old = std::find_if(older.ranks.begin(), older.ranks.end(),
+                            [&](const RankStatus& o) { return o.local_rank == r.local_rank; });
+    if (old == older.ranks.end() || old->waits.empty()) continue;
+    const int64_t before = r.waits.empty() ? INT64_MAX : r.waits.front().step;
+    std::vector<StepWait> merged;
+    for (const StepWait& w : old->waits) {
+      if (w.step < before) merged.push_back(w);
+    }
+    merged.insert(merged.end(), r.waits.begin(), r.waits.end());
+    if (merged.size() > kMaxWaitsPerRank) merged.erase(merged.begin(), merged.end() - kMaxWaitsPerRank);
+    r.waits = std::move(merged);
+  }
 }
 
 int64_t JobStep(const NodeStatus& node) {

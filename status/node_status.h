@@ -13,6 +13,14 @@
 
 namespace dtrun::status {
 
+// One step's wait inside the gradient all-reduce, as a rank reported it (docs/DESIGN.md,
+// "Stragglers"): the last rank to arrive waits least.
+struct StepWait {
+  int64_t step = 0;
+  double wait_s = 0;
+  double step_s = 0;  // the step's duration on that rank
+};
+
 struct RankStatus {
   int global_rank = -1;
   int local_rank = 0;
@@ -32,6 +40,17 @@ struct RankStatus {
   int64_t snapshot_bytes = -1;   // and that snapshot's size
   int64_t buddy_step = -1;       // the newest step of it that the node's buddy holds a copy of
   bool warm = false;             // its program may be started parked (docs/DESIGN.md, "Warm workers")
+  double sync_wait_s = -1;       // its mean wait in the gradient all-reduce over its recent steps
+  std::vector<StepWait> waits;   // the steps it reported since the node's previous summary, in order
+};
+
+// The rank the job judged to be holding everyone back (straggler/straggler_judge.h).
+struct StragglerStatus {
+  int global_rank = -1;
+  std::string host;       // the node that runs it, as messages name nodes ("node 1 (vm, 198.18.0.2)")
+  int last_in = 0;        // steps of the window in which it arrived last by the margin
+  int window = 0;
+  double cost_share = 0;  // the wait it caused every rank, as a share of the step time
 };
 
 struct NodeStatus {
@@ -53,7 +72,12 @@ struct JobStatus {
   int64_t round = -1;
   int restarts_used = 0;
   std::vector<NodeStatus> nodes;  // a node that has not pushed a summary yet has no ranks
+  std::optional<StragglerStatus> straggler;
 };
+
+// "rank 3 on node 1 (vm, 198.18.0.2) arrived last at the gradient all-reduce in 17 of the last 20 steps, costing every
+// rank 23% of the step time": how every reader names a straggler.
+std::string DescribeStraggler(const StragglerStatus& s);
 
 // Ages (section, heartbeat) as of `now_unix_ms` instead of when each node built its summary.
 void AgeTo(JobStatus& job, int64_t now_unix_ms);
@@ -65,7 +89,12 @@ inline constexpr size_t kMaxRanksPerNode = 1024;
 // kept: at most `max_ranks` rows, short printable strings, finite numbers. InvalidArgument names
 // the field.
 inline constexpr size_t kMaxStatusString = 64;
+inline constexpr size_t kMaxWaitsPerRank = 64;
 absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks);
+
+// A summary not yet sent is replaced by `newer`: each rank's waits in `older` (same local rank) that
+// come before `newer`'s are put in front of them, and the newest kMaxWaitsPerRank kept.
+void CarryWaitsOver(const NodeStatus& older, NodeStatus& newer);
 
 // The slowest rank's step (the job's step), or -1 when no rank reported one.
 int64_t JobStep(const NodeStatus& node);

@@ -51,7 +51,8 @@ void PerRank(Writer& w, const NodeStatus& node, const char* name, const char* he
 
 }  // namespace
 
-std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, const AgentCounters& counters) {
+std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, const AgentCounters& counters,
+                             const std::optional<StragglerStatus>& straggler) {
   Writer w(absl::StrCat("run_id=\"", Escape(run_id), "\",host=\"", Escape(node.host), "\""));
   w.Family("dtrun_restarts_total", "counter", "Job-wide restarts used so far.");
   w.Sample("dtrun_restarts_total", "", node.restarts);
@@ -83,6 +84,11 @@ std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, 
   PerRank(w, node, "dtrun_snapshot_step", "The step of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_step); });
   PerRank(w, node, "dtrun_snapshot_bytes", "The size of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_bytes); });
   PerRank(w, node, "dtrun_buddy_snapshot_step", "The newest step of the rank whose snapshot its node's buddy holds a copy of.", [](const RankStatus& r) { return static_cast<double>(r.buddy_step); });
+  PerRank(w, node, "dtrun_sync_wait_seconds", "The rank's mean wait inside the gradient all-reduce over its recent steps.", [](const RankStatus& r) { return r.sync_wait_s; });
+  w.Family("dtrun_straggler_rank", "gauge", "The global rank judged to hold the job back (-1: none).");
+  w.Sample("dtrun_straggler_rank", "", straggler ? straggler->global_rank : -1);
+  w.Family("dtrun_straggler_cost_ratio", "gauge", "The wait the straggler causes every rank, as a share of the step time.");
+  w.Sample("dtrun_straggler_cost_ratio", "", straggler ? straggler->cost_share : 0);
   return w.Take();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "status/node_status.h"
@@ -16,6 +17,8 @@ struct AgentCounters {
   int64_t worker_failures = 0;  // workers of this node that failed
 };
 
-std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, const AgentCounters& counters);
+// `straggler`: the rank the job judged to hold everyone back, if any (the same on every node).
+std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, const AgentCounters& counters,
+                             const std::optional<StragglerStatus>& straggler = std::nullopt);
 
 }  // namespace dtrun::status

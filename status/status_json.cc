@@ -1,5 +1,7 @@
 #include "status/status_json.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -29,7 +31,14 @@ json RankToJson(const RankStatus& r) {
           {"gpu_mem_bytes", Known(r.gpu_mem_bytes)},
           {"snapshot_step", Known(r.snapshot_step)},
           {"snapshot_bytes", Known(r.snapshot_bytes)},
-          {"buddy_step", Known(r.buddy_step)}};
+          {"buddy_step", Known(r.buddy_step)},
+          {"sync_wait_s", Known(r.sync_wait_s)}};
+}
+
+json StragglerToJson(const std::optional<StragglerStatus>& s) {
+  if (!s) return nullptr;
+  return {{"rank", s->global_rank}, {"host", s->host}, {"last_in", s->last_in}, {"window", s->window},
+          {"cost_share", s->cost_share}};
 }
 
 json NodeToJson(const NodeStatus& n) {
@@ -78,7 +87,24 @@ absl::StatusOr<RankStatus> RankFromJson(const json& j) {
   DTRUN_READ(j, "snapshot_step", r.snapshot_step);
   DTRUN_READ(j, "snapshot_bytes", r.snapshot_bytes);
   DTRUN_READ(j, "buddy_step", r.buddy_step);
+  DTRUN_READ(j, "sync_wait_s", r.sync_wait_s);
   return r;
+}
+
+absl::Status StragglerFromJson(const json& j, std::optional<StragglerStatus>& out) {
+  if (j.is_null()) return absl::OkStatus();
+  if (!j.is_object()) return absl::InvalidArgumentError("status JSON: 'straggler' is not an object");
+  StragglerStatus s;
+  DTRUN_READ(j, "rank", s.global_rank);
+  DTRUN_READ(j, "host", s.host);
+  DTRUN_READ(j, "last_in", s.last_in);
+  DTRUN_READ(j, "window", s.window);
+  DTRUN_READ(j, "cost_share", s.cost_share);
+  const bool sane = s.global_rank >= 0 && s.host.size() <= kMaxStatusString && s.window > 0 && s.last_in >= 0 &&
+                    s.last_in <= s.window && std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1;
+  if (!sane) return absl::InvalidArgumentError("status JSON: field 'straggler' is out of range");
+  out = s;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<NodeStatus> NodeFromJson(const json& j, size_t max_ranks) {
@@ -115,7 +141,7 @@ json ToJson(const JobStatus& job) {
   for (const NodeStatus& n : job.nodes) nodes.push_back(NodeToJson(n));
   return {{"schema", kStatusSchema}, {"run_id", job.run_id},
           {"phase", job.phase},      {"round", Known(job.round)},
-          {"restarts_used", job.restarts_used}, {"nodes", nodes}};
+          {"restarts_used", job.restarts_used}, {"nodes", nodes}, {"straggler", StragglerToJson(job.straggler)}};
 }
 
 absl::StatusOr<JobStatus> JobStatusFromJson(const json& j, size_t max_ranks_per_node) {
@@ -128,6 +154,9 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const json& j, size_t max_ranks_per_
   DTRUN_READ(j, "phase", job.phase);
   DTRUN_READ(j, "round", job.round);
   DTRUN_READ(j, "restarts_used", job.restarts_used);
+  if (auto s = j.find("straggler"); s != j.end()) {
+    if (absl::Status st = StragglerFromJson(*s, job.straggler); !st.ok()) return st;
+  }
   auto nodes = j.find("nodes");
   if (nodes == j.end() || !nodes->is_array()) return absl::InvalidArgumentError("status JSON: 'nodes' is not a list");
   for (const json& n : *nodes) {

@@ -9,7 +9,7 @@
 namespace dtrun::status {
 
 std::string RenderTable(const JobStatus& job);  // RenderHeader + RenderRows
-std::string RenderHeader(const JobStatus& job);  // one line: phase, round, restarts, nodes, ranks, step
+std::string RenderHeader(const JobStatus& job);  // phase, round, restarts, nodes, ranks, step; the straggler
 std::string RenderRows(const JobStatus& job);    // the column titles, then a row per rank
 
 // "1.5 KiB"-style sizes and "2m05s"-style durations, as the table and the progress line print them.

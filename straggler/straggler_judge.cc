@@ -24,9 +24,6 @@ absl::Status StragglerJudge::Add(const StepWaits& s) {
   if (!Usable(s.step_s) || !std::all_of(s.wait_s.begin(), s.wait_s.end(), Usable)) {
     return absl::InvalidArgumentError(absl::StrCat("step ", s.step, " has a negative or non-finite time"));
   }
-  world_ = s.wait_s.size();
-  last_step_ = s.step;
-
   // The smallest wait and the next: the last rank to arrive, and what it cost the others.
   int last = 0;
   for (size_t r = 1; r < s.wait_s.size(); ++r) {
@@ -36,9 +33,20 @@ absl::Status StragglerJudge::Add(const StepWaits& s) {
   for (size_t r = 0; r < s.wait_s.size(); ++r) {
     if (static_cast<int>(r) != last) next = std::min(next, s.wait_s[r]);
   }
-  const double lead = next - s.wait_s[last];
+  world_ = s.wait_s.size();
+  return Add(StepLead{s.step, last, next - s.wait_s[last], s.step_s});
+}
+
+absl::Status StragglerJudge::Add(const StepLead& s) {
+  if (s.step <= last_step_) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", s.step, " is not after step ", last_step_));
+  }
+  if (s.last_rank < 0 || !Usable(s.lead_s) || !Usable(s.step_s)) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", s.step, " has no last rank or a negative or non-finite time"));
+  }
+  last_step_ = s.step;
   const double margin = std::max(options_.margin_fraction * s.step_s, options_.margin_floor_s);
-  window_.push_back(Seen{lead >= margin ? last : -1, lead, s.step_s});
+  window_.push_back(Seen{s.lead_s >= margin ? s.last_rank : -1, s.lead_s, s.step_s});
   if (window_.size() > static_cast<size_t>(options_.window)) window_.pop_front();
   return absl::OkStatus();
 }

@@ -35,6 +35,15 @@ struct StepWaits {
   double step_s = 0;
 };
 
+// The same step boiled down to what the judge keeps: who arrived last, and by how much before the
+// next rank (what a caller that cannot hold every rank's wait at once passes; see StragglerWatch).
+struct StepLead {
+  int64_t step = 0;
+  int last_rank = -1;  // the rank with the smallest wait
+  double lead_s = 0;   // the next-smallest wait minus the smallest
+  double step_s = 0;
+};
+
 struct Verdict {
   int rank = -1;
   int last_in = 0;          // steps of the window in which it was last by the margin
@@ -49,6 +58,9 @@ class StragglerJudge {
   // Adds a step. InvalidArgument (and nothing changed) for a step that does not fit: a world size
   // other than the first step's, a negative or non-finite time, a step not after the last one.
   absl::Status Add(const StepWaits& step);
+  // Adds a step already reduced to its lead. InvalidArgument (and nothing changed) for a negative
+  // rank, a negative or non-finite time, or a step not after the last one.
+  absl::Status Add(const StepLead& lead);
   // The rank holding the job back now, if any.
   std::optional<Verdict> Current() const;
   // Forgets the window (a new round: other ranks, another layout).

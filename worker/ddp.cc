@@ -124,8 +124,14 @@ void DistributedDataParallel::FinishGradientSync() {
     }
   }
   CollectiveWatchdog::Scope guard(options_.watchdog, "the gradient all-reduce");
+  using Clock = std::chrono::steady_clock;
+  Clock::duration waited{0};
   for (auto& b : buckets_) {
+    // On CPU (Gloo) wait() blocks until the all-reduce is done. On CUDA (NCCL) it only orders the
+    // stream, so the figure is the host's wait and no host sync is added for it.
+    const Clock::time_point wait_start = Clock::now();
     b->work->wait();
+    waited += Clock::now() - wait_start;
     b->flat.div_(world_size_);
     for (size_t p : b->params) {
       auto [bi, offset] = where_[p];
@@ -136,6 +142,10 @@ void DistributedDataParallel::FinishGradientSync() {
     b->work.reset();
     b->ready = 0;
   }
+  const Clock::time_point end = Clock::now();
+  last_sync_.wait_s = std::chrono::duration<double>(waited).count();
+  last_sync_.step_s = last_sync_end_ == Clock::time_point{} ? 0 : std::chrono::duration<double>(end - last_sync_end_).count();
+  last_sync_end_ = end;
 }
 
 }  // namespace dtrun::worker

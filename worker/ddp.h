@@ -4,6 +4,7 @@
 // skips communication for gradient accumulation; BN buffers can be broadcast before each forward.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -35,6 +36,15 @@ class DistributedDataParallel {
   // After backward: waits for every bucket and leaves the averaged gradients in param.grad().
   void FinishGradientSync();
 
+  // The last synced step, for the straggler watch (docs/DESIGN.md, "Stragglers"): how long this
+  // rank waited for the buckets' all-reduces after its backward (the last rank to arrive waits
+  // least), and the time since the previous synced step ended (0 for the first).
+  struct SyncTiming {
+    double wait_s = 0;
+    double step_s = 0;
+  };
+  const SyncTiming& last_sync() const { return last_sync_; }
+
   // While alive, backward passes accumulate locally without communication.
   class NoSync {
    public:
@@ -59,6 +69,8 @@ class DistributedDataParallel {
   std::vector<std::pair<size_t, int64_t>> where_;  // param → (bucket, offset)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive for the hooks
   bool sync_ = true;
+  SyncTiming last_sync_;
+  std::chrono::steady_clock::time_point last_sync_end_{};
 };
 
 }  // namespace dtrun::worker

@@ -425,6 +425,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     ++step;
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);
+    if (ddp_) reports_.Sync(progress_.global_step, ddp_->last_sync().wait_s, ddp_->last_sync().step_s);
     loss_sum += loss.item<double>() * count;
     correct1 += TopK(logits.detach(), y).first;
     seen += count;

@@ -28,6 +28,11 @@ agent's memory instead of from the last file on disk.
         train_step()
         dtrun.snapshot({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
 
+Stragglers: dtrun.watch_ddp(ddp_model) after wrapping the model (before the first backward) reports
+each rank's wait inside the gradient all-reduce; dtrun names the rank that keeps the others waiting
+(`dtrun status`, the event log, the metrics). It replaces DDP's default communication hook with one
+that does the same averaging.
+
 Warm restarts: call dtrun.await_round() after the imports (torch, your model code) and before
 reading RANK and the rest; dtrun then keeps the next attempt's processes started and parked there.
 """
@@ -40,7 +45,8 @@ import signal
 import socket
 import time
 
-__all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round"]
+__all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round",
+           "watch_ddp"]
 
 _PATH = ""
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
@@ -61,6 +67,16 @@ def _send(text):
         _sock.sendto(text.encode("ascii"), _PATH)
     except OSError:
         pass  # the agent is busy or gone: a report is never worth blocking training
+
+
+def watch_ddp(model, process_group=None):
+    """Reports this rank's wait inside each step's gradient all-reduce of the DDP `model` (a
+    DistributedDataParallel), so that dtrun can name a straggler. Returns `model`. Outside dtrun
+    the model is left as it is."""
+    if _sock is None:
+        return model
+    from dtrun import _ddp_watch
+    return _ddp_watch.watch(model, _send, process_group)
 
 
 def _count(value, what):

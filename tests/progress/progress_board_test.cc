@@ -28,6 +28,29 @@ class ProgressBoardTest : public ::testing::Test {
   HangPolicy policy;
 };
 
+TEST_F(ProgressBoardTest, SyncReportsKeepTheNewestWaitsWithRisingSteps) {
+  auto sync = [](int64_t step, int64_t wait_us) {
+    Report r;
+    r.kind = Report::Kind::kSync;
+    r.step = step;
+    r.wait_micros = wait_us;
+    r.step_micros = 200000;
+    return r;
+  };
+  for (int64_t s = 1; s <= 100; ++s) board.Apply(1, sync(s, s), t0);
+  board.Apply(1, sync(50, 7), t0);   // a step back: dropped
+  board.Apply(1, sync(100, 7), t0);  // a repeat: dropped
+  const std::deque<SyncWait>& waits = board.ranks()[1].waits;
+  ASSERT_EQ(waits.size(), kMaxRecentWaits);
+  EXPECT_EQ(waits.front().step, 100 - static_cast<int64_t>(kMaxRecentWaits) + 1);
+  EXPECT_EQ(waits.back().step, 100);
+  EXPECT_DOUBLE_EQ(waits.back().wait_s, 100e-6);
+  EXPECT_DOUBLE_EQ(waits.back().step_s, 0.2);
+  EXPECT_TRUE(board.ranks()[1].active);
+  EXPECT_EQ(board.ranks()[1].step, -1) << "a sync report is not a step report";
+  EXPECT_TRUE(board.ranks()[0].waits.empty());
+}
+
 TEST_F(ProgressBoardTest, ARankThatNeverBeatIsNeverHung) {
   policy.heartbeat_timeout = seconds(5);
   Report hello;

@@ -33,7 +33,12 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   restored.kind = Report::Kind::kRestored;
   restored.source = "memory";
   restored.step = 12;
-  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored}) {
+  Report sync;
+  sync.kind = Report::Kind::kSync;
+  sync.step = 12;
+  sync.wait_micros = 4100;
+  sync.step_micros = 250000;
+  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored, sync}) {
     absl::StatusOr<Report> back = ParseReport(FormatReport(r));
     ASSERT_TRUE(back.ok()) << FormatReport(r) << ": " << back.status();
     EXPECT_EQ(FormatReport(*back), FormatReport(r));
@@ -44,6 +49,17 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(*b->step, 7);
   EXPECT_EQ(*b->samples, 56);
+}
+
+TEST(ReportProtocolTest, SyncReportsNeedTheirThreeCounts) {
+  EXPECT_FALSE(ParseReport("sync step=5 wait_us=10").ok());
+  EXPECT_FALSE(ParseReport("sync wait_us=10 step_us=20").ok());
+  EXPECT_FALSE(ParseReport("sync step=5 wait_us=-10 step_us=20").ok());
+  EXPECT_FALSE(ParseReport("sync step=5 wait_us=1e9 step_us=20").ok());
+  absl::StatusOr<Report> r = ParseReport("sync step=5 wait_us=10 step_us=20");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r->wait_micros, 10);
+  EXPECT_EQ(*r->step_micros, 20);
 }
 
 TEST(ReportProtocolTest, SnapshotAndRestoredReportsAreChecked) {

@@ -356,5 +356,43 @@ TEST_F(RendezvousStateTest, KeepsEachNodesLatestStatusWithinItsWorkerCount) {
   EXPECT_TRUE(second.ranks.empty());  // its push was refused; it still shows as a node
 }
 
+// The waits in the members' pushes name the rank that arrives last, with its node; rows for ranks a
+// node was not given, pushes of another round, and a new round change nothing or start afresh.
+TEST_F(RendezvousStateTest, TheMembersWaitsNameTheStragglerAndItsNode) {
+  RendezvousState s(Static(2), now_);
+  std::string a = MustJoin(s, Node("a", 0, 2));
+  std::string b = MustJoin(s, Node("b", 1, 2));
+  ASSERT_EQ(s.phase(), JobPhase::kRunning);
+  auto push = [&](const std::string& node, int first_rank, int64_t round, int slow_rank) {
+    status::NodeStatus p;
+    p.round = round;
+    p.ranks.resize(2);
+    for (int l = 0; l < 2; ++l) {
+      p.ranks[l].global_rank = first_rank + l;
+      p.ranks[l].local_rank = l;
+      for (int64_t step = 1; step <= 30; ++step) {
+        p.ranks[l].waits.push_back({step, first_rank + l == slow_rank ? 0.001 : 0.060, 0.3});
+      }
+    }
+    return s.SetProgress(node, p);
+  };
+  ASSERT_TRUE(push(a, 0, s.round() + 1, 3).ok());  // another round: ignored
+  ASSERT_TRUE(push(b, 2, s.round() + 1, 3).ok());
+  EXPECT_FALSE(s.straggler().has_value());
+  ASSERT_TRUE(push(a, 2, s.round(), 1).ok());  // a claims b's ranks: ignored
+  EXPECT_FALSE(s.straggler().has_value());
+  ASSERT_TRUE(push(a, 0, s.round(), 3).ok());
+  EXPECT_FALSE(s.straggler().has_value()) << "judged before every rank reported";
+  ASSERT_TRUE(push(b, 2, s.round(), 3).ok());
+  ASSERT_TRUE(s.straggler().has_value());
+  EXPECT_EQ(s.straggler()->global_rank, 3);
+  EXPECT_EQ(s.straggler()->host, "node 1 (b, b-addr)");
+  EXPECT_EQ(s.straggler()->last_in, 20);
+  EXPECT_NEAR(s.straggler()->cost_share, 0.059 / 0.3, 1e-9);
+  // A node lost: the round ends, and the next one starts with nobody named.
+  ASSERT_TRUE(s.Leave(b, now_).ok());
+  EXPECT_FALSE(s.straggler().has_value());
+}
+
 }  // namespace
 }  // namespace dtrun::rdzv

@@ -148,13 +148,77 @@ TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   EXPECT_NE(table.find("host1                2     0     1002 running         11     2.50       80.0 step"), std::string::npos)
       << table;
   EXPECT_NE(table.find("3.0 MiB"), std::string::npos);
-  EXPECT_NE(table.find("SNAP  SNAP_SIZE BUDDY                 BUDDY_SNAP\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("SNAP  SNAP_SIZE BUDDY                 BUDDY_SNAP  SYNC_WAIT\n"), std::string::npos) << table;
   // A rank with a snapshot and a copy of it on its buddy; one with neither.
-  EXPECT_NE(table.find("      12   94.0 MiB 10.0.0.2:40001                10\n"), std::string::npos) << table;
-  EXPECT_NE(table.find("       -          - -                              -\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("      12   94.0 MiB 10.0.0.2:40001                10          -\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("       -          - -                              -          -\n"), std::string::npos) << table;
   EXPECT_NE(table.find("quiet"), std::string::npos);
   EXPECT_NE(table.find("no report from this node yet"), std::string::npos);
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1);
+}
+
+TEST(StatusTableTest, TheNamedStragglerHasAJobLineAndItsWaitIsMarked) {
+  JobStatus job = TwoNodes();
+  job.nodes[1].ranks[1].sync_wait_s = 0.0012;
+  job.nodes[0].ranks[0].sync_wait_s = 0.061;
+  job.straggler = StragglerStatus{3, "node 1 (vm, 198.18.0.3)", 17, 20, 0.234};
+  const std::string table = RenderTable(job);
+  EXPECT_NE(table.find("\nstraggler: rank 3 on node 1 (vm, 198.18.0.3) arrived last at the gradient all-reduce in 17 "
+                       "of the last 20 steps, costing every rank 23% of the step time\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("     1.2ms*\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("    61.0ms\n"), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3 + 4);
+}
+
+TEST(StatusJsonTest, TheStragglerAndTheWaitsRoundTripAndBadOnesAreRefused) {
+  JobStatus job = TwoNodes();
+  job.nodes[0].ranks[0].sync_wait_s = 0.05;
+  job.straggler = StragglerStatus{1, "node host0", 9, 10, 0.4};
+  absl::StatusOr<JobStatus> back = JobStatusFromJson(ToJson(job), kMaxRanksPerNode);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->straggler.has_value());
+  EXPECT_EQ(back->straggler->global_rank, 1);
+  EXPECT_EQ(back->straggler->host, "node host0");
+  EXPECT_EQ(back->straggler->last_in, 9);
+  EXPECT_DOUBLE_EQ(back->straggler->cost_share, 0.4);
+  EXPECT_DOUBLE_EQ(back->nodes[0].ranks[0].sync_wait_s, 0.05);
+  for (const char* bad : {R"({"rank":-1,"host":"","last_in":1,"window":2,"cost_share":0.1})",
+                          R"({"rank":1,"host":"","last_in":3,"window":2,"cost_share":0.1})",
+                          R"({"rank":1,"host":"","last_in":1,"window":2,"cost_share":7})", R"("rank 1")"}) {
+    nlohmann::json j = ToJson(job);
+    j["straggler"] = nlohmann::json::parse(bad);
+    EXPECT_EQ(JobStatusFromJson(j, kMaxRanksPerNode).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(NodeStatusTest, WaitsAreBoundedAndCarriedOverWhenASummaryIsReplacedUnsent) {
+  NodeStatus older = TwoNodes().nodes[0];
+  NodeStatus newer = older;
+  older.ranks[0].waits = {{1, 0.1, 0.2}, {2, 0.1, 0.2}, {3, 0.1, 0.2}};
+  newer.ranks[0].waits = {{3, 0.1, 0.2}, {4, 0.0, 0.2}};
+  CarryWaitsOver(older, newer);
+  ASSERT_EQ(newer.ranks[0].waits.size(), 4u);
+  EXPECT_EQ(newer.ranks[0].waits.front().step, 1);
+  EXPECT_EQ(newer.ranks[0].waits.back().step, 4);
+  EXPECT_TRUE(newer.ranks[1].waits.empty());
+  EXPECT_TRUE(CheckNodeStatus(newer, 2).ok());
+
+  newer.ranks[0].waits.assign(kMaxWaitsPerRank + 1, StepWait{1, 0.1, 0.2});
+  EXPECT_EQ(CheckNodeStatus(newer, 2).code(), absl::StatusCode::kInvalidArgument);
+  newer.ranks[0].waits = {{5, std::nan(""), 0.2}};
+  EXPECT_EQ(CheckNodeStatus(newer, 2).code(), absl::StatusCode::kInvalidArgument);
+  newer.ranks[0].waits = {{5, -0.5, 0.2}};
+  EXPECT_EQ(CheckNodeStatus(newer, 2).code(), absl::StatusCode::kInvalidArgument);
+  // The newest kMaxWaitsPerRank are kept when the two together hold more.
+  older.ranks[0].waits.clear();
+  for (int64_t s = 1; s <= 60; ++s) older.ranks[0].waits.push_back({s, 0.1, 0.2});
+  newer.ranks[0].waits.clear();
+  for (int64_t s = 61; s <= 70; ++s) newer.ranks[0].waits.push_back({s, 0.1, 0.2});
+  CarryWaitsOver(older, newer);
+  ASSERT_EQ(newer.ranks[0].waits.size(), kMaxWaitsPerRank);
+  EXPECT_EQ(newer.ranks[0].waits.front().step, 70 - static_cast<int64_t>(kMaxWaitsPerRank) + 1);
 }
 
 TEST(StatusTableTest, HumanSizesAndDurations) {
@@ -184,6 +248,14 @@ TEST(PrometheusTest, EveryFamilyIsTypedAndLabelValuesAreEscaped) {
   EXPECT_EQ(text.find("dtrun_worker_gpu_utilization_percent{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"0\""),
             std::string::npos);
   EXPECT_NE(text.find(",rank=\"1\",local_rank=\"1\"} 55\n"), std::string::npos);
+  // No straggler: the gauges say so.
+  EXPECT_NE(text.find("dtrun_straggler_rank{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\"} -1\n"), std::string::npos) << text;
+  node.ranks[0].sync_wait_s = 0.25;
+  const std::string named = RenderPrometheus("r", node, AgentCounters{}, StragglerStatus{3, "x", 9, 10, 0.5});
+  EXPECT_NE(named.find("dtrun_straggler_rank{run_id=\"r\",host=\"a\\\"b\\\\c\"} 3\n"), std::string::npos) << named;
+  EXPECT_NE(named.find("dtrun_straggler_cost_ratio{run_id=\"r\",host=\"a\\\"b\\\\c\"} 0.5\n"), std::string::npos) << named;
+  EXPECT_NE(named.find("dtrun_sync_wait_seconds{run_id=\"r\",host=\"a\\\"b\\\\c\",rank=\"0\",local_rank=\"0\"} 0.25\n"),
+            std::string::npos) << named;
   // Every sample line is NAME{LABELS} VALUE.
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {

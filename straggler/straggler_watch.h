@@ -1,0 +1,51 @@
+// Lines up the ranks' all-reduce waits step by step and feeds the judge (issue 24). Waits arrive
+// per rank, in batches, from the agents' status pushes: a step is judged once every rank of the
+// round has reported it. Only each pending step's smallest two waits are kept, so memory is
+// O(ranks + pending steps), whatever the job's size. Plain logic; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "straggler/straggler_judge.h"
+
+namespace dtrun::straggler {
+
+class StragglerWatch {
+ public:
+  // Steps waiting for their last rank's report; older ones are dropped first.
+  static constexpr size_t kMaxPendingSteps = 256;
+
+  explicit StragglerWatch(JudgeOptions options = {}) : judge_(options) {}
+
+  // A new round of `world` ranks: nothing of the last round counts. Fewer than two ranks: nothing
+  // is judged.
+  void Reset(int world);
+  // Rank `rank` waited `wait_s` inside step `step`'s gradient all-reduce, in a step of `step_s`.
+  // A rank's steps must rise (a repeat is ignored: pushes may be resent). InvalidArgument for a rank
+  // out of range or a negative or non-finite time; nothing changes then.
+  absl::Status Observe(int rank, int64_t step, double wait_s, double step_s);
+
+  std::optional<Verdict> Current() const { return judge_.Current(); }
+  int world() const { return static_cast<int>(last_seen_.size()); }
+  int64_t judged_step() const { return judged_; }  // the newest step judged (-1: none)
+
+ private:
+  struct Pending {
+    int count = 0;
+    int min_rank = -1;
+    double min_s = 0, next_s = 0;  // the smallest wait and the next
+    double step_s = 0;             // the longest step any rank saw
+  };
+  void Judge(int64_t step, const Pending& p);
+
+  StragglerJudge judge_;
+  std::vector<int64_t> last_seen_;  // by rank: its newest step observed
+  std::map<int64_t, Pending> pending_;
+  int64_t judged_ = -1;
+};
+
+}  // namespace dtrun::straggler

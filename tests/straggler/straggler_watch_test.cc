@@ -1,0 +1,136 @@
+// The watch (straggler/straggler_watch.h) lines up waits that arrive per rank, in batches and out
+// of step with each other, as the agents' status pushes bring them; it judges a step once every
+// rank has reported it and never holds more than its bound.
+#include "straggler/straggler_watch.h"
+
+#include <algorithm>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace dtrun::straggler {
+namespace {
+
+struct Wait {
+  int rank;
+  int64_t step;
+  double wait_s;
+};
+
+// `steps` steps of `world` ranks in which `slow` arrives 60 ms after the rest (or nobody: -1),
+// ordered as the pushes deliver them: each rank's steps in order, the ranks' batches interleaved.
+std::vector<Wait> Pushes(int world, int64_t first, int64_t steps, int slow, std::mt19937& rng) {
+  std::normal_distribution<double> noise(0.0, 0.003);
+  std::vector<std::vector<Wait>> by_rank(world);
+  for (int64_t s = first; s < first + steps; ++s) {
+    std::vector<double> arrive(world);
+    for (int r = 0; r < world; ++r) arrive[r] = 0.2 + (r == slow ? 0.06 : 0) + std::abs(noise(rng));
+    const double all_in = *std::max_element(arrive.begin(), arrive.end());
+    for (int r = 0; r < world; ++r) by_rank[r].push_back({r, s, all_in - arrive[r]});
+  }
+  std::vector<Wait> out;
+  std::vector<size_t> next(world, 0);
+  std::uniform_int_distribution<int> pick(0, world - 1), batch(1, 7);
+  while (out.size() < static_cast<size_t>(world * steps)) {
+    const int r = pick(rng);
+    for (int n = batch(rng); n > 0 && next[r] < by_rank[r].size(); --n) out.push_back(by_rank[r][next[r]++]);
+  }
+  return out;
+}
+
+TEST(StragglerWatchTest, WaitsArrivingInInterleavedBatchesNameTheSlowRank) {
+  std::mt19937 rng(7);
+  StragglerWatch watch;
+  watch.Reset(6);
+  for (const Wait& w : Pushes(6, 1, 40, /*slow=*/4, rng)) ASSERT_TRUE(watch.Observe(w.rank, w.step, w.wait_s, 0.27).ok());
+  EXPECT_EQ(watch.judged_step(), 40);
+  ASSERT_TRUE(watch.Current().has_value());
+  EXPECT_EQ(watch.Current()->rank, 4);
+  EXPECT_GT(watch.Current()->cost_share, 0.1);
+}
+
+TEST(StragglerWatchTest, CleanStepsNameNobody) {
+  std::mt19937 rng(8);
+  StragglerWatch watch;
+  watch.Reset(4);
+  int blames = 0;
+  for (const Wait& w : Pushes(4, 1, 2000, /*slow=*/-1, rng)) {
+    ASSERT_TRUE(watch.Observe(w.rank, w.step, w.wait_s, 0.21).ok());
+    blames += watch.Current().has_value();
+  }
+  EXPECT_EQ(blames, 0);
+  EXPECT_EQ(watch.judged_step(), 2000);
+}
+
+TEST(StragglerWatchTest, AStepOneRankNeverReportsIsDroppedOnceALaterStepIsComplete) {
+  StragglerWatch watch;
+  watch.Reset(2);
+  ASSERT_TRUE(watch.Observe(0, 1, 0.05, 0.2).ok());  // rank 1's report of step 1 was lost
+  ASSERT_TRUE(watch.Observe(0, 2, 0.05, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), -1);
+  ASSERT_TRUE(watch.Observe(1, 2, 0.0, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), 2);
+  // A late report of step 1 changes nothing.
+  ASSERT_TRUE(watch.Observe(1, 1, 0.0, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), 2);
+}
+
+TEST(StragglerWatchTest, ResentAndStaleReportsAreIgnored) {
+  StragglerWatch watch(JudgeOptions{.window = 2});
+  watch.Reset(2);
+  for (int64_t s = 1; s <= 2; ++s) {
+    ASSERT_TRUE(watch.Observe(0, s, 0.05, 0.2).ok());
+    ASSERT_TRUE(watch.Observe(0, s, 0.0, 0.2).ok());  // resent with another value: ignored
+    ASSERT_TRUE(watch.Observe(1, s, 0.0, 0.2).ok());
+  }
+  ASSERT_TRUE(watch.Current().has_value());
+  EXPECT_EQ(watch.Current()->rank, 1);
+}
+
+TEST(StragglerWatchTest, HostileValuesAreRefusedAndChangeNothing) {
+  StragglerWatch watch(JudgeOptions{.window = 1});
+  watch.Reset(2);
+  EXPECT_EQ(watch.Observe(2, 1, 0.1, 0.2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(watch.Observe(-1, 1, 0.1, 0.2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(watch.Observe(0, 1, -0.1, 0.2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(watch.Observe(0, 1, 0.1, std::nan("")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(watch.Observe(0, 1, INFINITY, 0.2).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(watch.Observe(1, 1, 0.0, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), -1) << "a refused report counted";
+}
+
+TEST(StragglerWatchTest, PendingStepsStayBoundedWhenOneRankNeverReports) {
+  StragglerWatch watch;
+  watch.Reset(3);
+  for (int64_t s = 1; s <= 100000; ++s) {
+    ASSERT_TRUE(watch.Observe(0, s, 0.01, 0.2).ok());
+    ASSERT_TRUE(watch.Observe(1, s, 0.01, 0.2).ok());
+  }
+  EXPECT_EQ(watch.judged_step(), -1);
+  // Rank 2 comes back: the next complete step is judged at once.
+  ASSERT_TRUE(watch.Observe(0, 100001, 0.05, 0.2).ok());
+  ASSERT_TRUE(watch.Observe(1, 100001, 0.05, 0.2).ok());
+  ASSERT_TRUE(watch.Observe(2, 100001, 0.0, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), 100001);
+}
+
+TEST(StragglerWatchTest, OneRankJudgesNothingAndResetForgetsTheRound) {
+  StragglerWatch watch(JudgeOptions{.window = 1});
+  watch.Reset(1);
+  EXPECT_TRUE(watch.Observe(0, 1, 0.0, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), -1);
+  watch.Reset(2);
+  ASSERT_TRUE(watch.Observe(0, 5, 0.05, 0.2).ok());
+  ASSERT_TRUE(watch.Observe(1, 5, 0.0, 0.2).ok());
+  ASSERT_TRUE(watch.Current().has_value());
+  watch.Reset(2);
+  EXPECT_FALSE(watch.Current().has_value());
+  EXPECT_EQ(watch.judged_step(), -1);
+  // The next round may count its steps from 1 again.
+  ASSERT_TRUE(watch.Observe(0, 1, 0.05, 0.2).ok());
+  ASSERT_TRUE(watch.Observe(1, 1, 0.0, 0.2).ok());
+  EXPECT_EQ(watch.judged_step(), 1);
+}
+
+}  // namespace
+}  // namespace dtrun::straggler
