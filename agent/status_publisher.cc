@@ -87,7 +87,7 @@ void StatusPublisher::NoteStraggler(const std::optional<status::StragglerStatus>
   events_.Record("straggler", round,
                  {{"rank", now_named->global_rank}, {"node", now_named->host}, {"step", step},
                   {"last_in", now_named->last_in}, {"window", now_named->window},
-                  {"cost_share", now_named->cost_share}});
+                  {"cost_share", now_named->cost_share}, {"named_at_step", now_named->named_at_step}});
   if (!worst_ || now_named->cost_share > worst_->cost_share) worst_ = now_named;
   ++named_count_;
 }

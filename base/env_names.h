@@ -46,6 +46,9 @@ inline constexpr char kSnapshotEvery[] = "DTRUN_SNAPSHOT_EVERY";
 // "background": a worker copies parameters and optimizer state during the next step instead of
 // between steps (worker/memory_snapshot.h); measured no cheaper on a CPU whose cores all train.
 inline constexpr char kSnapshotCopy[] = "DTRUN_SNAPSHOT_COPY";
+// "0": native workers send no `sync` reports (their all-reduce waits), for measuring what the
+// straggler watch costs (bench/stragglers.py); nobody is named then.
+inline constexpr char kSyncReports[] = "DTRUN_SYNC_REPORTS";
 // The second region of a multi-node job: this rank's snapshots that also live on the buddy node,
 // or were fetched from it (agent/replicator.h).
 inline constexpr char kSnapshotReplicaFd[] = "DTRUN_SNAPSHOT_REPLICA_FD";

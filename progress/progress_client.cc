@@ -76,7 +76,11 @@ void ProgressClient::Restored(const std::string& source, int64_t step) const {
 }
 
 void ProgressClient::Sync(int64_t step, double wait_s, double step_s) const {
-  if (!enabled() || step < 0) return;
+  static const bool kOff = [] {
+    const char* v = ::getenv(env::kSyncReports);
+    return v && std::string(v) == "0";
+  }();
+  if (!enabled() || step < 0 || kOff) return;
   Report r;
   r.kind = Report::Kind::kSync;
   r.step = step;

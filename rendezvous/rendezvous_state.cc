@@ -128,7 +128,9 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
     straggler_.reset();
     return;
   }
-  std::string host = straggler_ && straggler_->global_rank == v->rank ? straggler_->host : "";
+  const bool same = straggler_ && straggler_->global_rank == v->rank;
+  std::string host = same ? straggler_->host : "";
+  const int64_t named_at = stragglers_.named_since();
   if (host.empty()) {  // a new name: which member runs it (rare; not per keep-alive)
     for (const std::string& m : members_) {
       const Node& n = nodes_.at(m);
@@ -137,7 +139,7 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
     }
   }
   straggler_ = status::StragglerStatus{v->rank, host.substr(0, status::kMaxStatusString), v->last_in, v->window,
-                                       std::min(1.0, v->cost_share)};
+                                       std::min(1.0, v->cost_share), named_at};
 }
 
 absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const {

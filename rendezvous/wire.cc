@@ -213,12 +213,13 @@ void ToWire(const status::StragglerStatus& in, v1::Straggler* out) {
   out->set_last_in(in.last_in);
   out->set_window(in.window);
   out->set_cost_share(in.cost_share);
+  if (in.named_at_step >= 0) out->set_named_at_step(in.named_at_step);
 }
 
 std::optional<status::StragglerStatus> StragglerFromWire(bool present, const v1::Straggler& in) {
   if (!present) return std::nullopt;
   status::StragglerStatus s{in.rank(), in.host().substr(0, status::kMaxStatusString), in.last_in(), in.window(),
-                            in.cost_share()};
+                            in.cost_share(), in.has_named_at_step() ? in.named_at_step() : -1};
   const bool sane = s.global_rank >= 0 && s.window > 0 && s.last_in >= 0 && s.last_in <= s.window &&
                     std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1;
   return sane ? std::optional(s) : std::nullopt;

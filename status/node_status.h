@@ -51,6 +51,7 @@ struct StragglerStatus {
   int last_in = 0;        // steps of the window in which it arrived last by the margin
   int window = 0;
   double cost_share = 0;  // the wait it caused every rank, as a share of the step time
+  int64_t named_at_step = -1;  // the step whose judgement first named it (-1: not known)
 };
 
 struct NodeStatus {

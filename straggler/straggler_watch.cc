@@ -12,6 +12,8 @@ void StragglerWatch::Reset(int world) {
   last_seen_.assign(world > 1 ? static_cast<size_t>(world) : 0, -1);
   pending_.clear();
   judged_ = -1;
+  named_rank_ = -1;
+  named_since_ = -1;
 }
 
 absl::Status StragglerWatch::Observe(int rank, int64_t step, double wait_s, double step_s) {
@@ -45,6 +47,10 @@ void StragglerWatch::Judge(int64_t step, const Pending& p) {
   // Cannot fail: the step is after every judged one, the times were checked on the way in.
   judge_.Add(StepLead{step, p.min_rank, p.next_s - p.min_s, p.step_s}).IgnoreError();
   judged_ = step;
+  const std::optional<Verdict> v = judge_.Current();
+  const int rank = v ? v->rank : -1;
+  if (rank != named_rank_) named_since_ = v ? step : -1;
+  named_rank_ = rank;
   // Every rank has reported this step, and each reports its steps in order: an older step still
   // pending missed a report that will never come.
   pending_.erase(pending_.begin(), pending_.upper_bound(step));

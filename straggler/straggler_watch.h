@@ -32,6 +32,8 @@ class StragglerWatch {
   std::optional<Verdict> Current() const { return judge_.Current(); }
   int world() const { return static_cast<int>(last_seen_.size()); }
   int64_t judged_step() const { return judged_; }  // the newest step judged (-1: none)
+  // The step whose judgement first named the rank named now, without a break since (-1: none).
+  int64_t named_since() const { return named_since_; }
 
  private:
   struct Pending {
@@ -46,6 +48,8 @@ class StragglerWatch {
   std::vector<int64_t> last_seen_;  // by rank: its newest step observed
   std::map<int64_t, Pending> pending_;
   int64_t judged_ = -1;
+  int named_rank_ = -1;
+  int64_t named_since_ = -1;
 };
 
 }  // namespace dtrun::straggler

@@ -388,6 +388,7 @@ TEST_F(RendezvousStateTest, TheMembersWaitsNameTheStragglerAndItsNode) {
   EXPECT_EQ(s.straggler()->global_rank, 3);
   EXPECT_EQ(s.straggler()->host, "node 1 (b, b-addr)");
   EXPECT_EQ(s.straggler()->last_in, 20);
+  EXPECT_EQ(s.straggler()->named_at_step, 20) << "the first step whose window named it";
   EXPECT_NEAR(s.straggler()->cost_share, 0.059 / 0.3, 1e-9);
   // A node lost: the round ends, and the next one starts with nobody named.
   ASSERT_TRUE(s.Leave(b, now_).ok());

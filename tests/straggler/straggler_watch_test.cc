@@ -44,6 +44,7 @@ TEST(StragglerWatchTest, WaitsArrivingInInterleavedBatchesNameTheSlowRank) {
   watch.Reset(6);
   for (const Wait& w : Pushes(6, 1, 40, /*slow=*/4, rng)) ASSERT_TRUE(watch.Observe(w.rank, w.step, w.wait_s, 0.27).ok());
   EXPECT_EQ(watch.judged_step(), 40);
+  EXPECT_EQ(watch.named_since(), 20) << "a full window of 20 steps, rank 4 last in each";
   ASSERT_TRUE(watch.Current().has_value());
   EXPECT_EQ(watch.Current()->rank, 4);
   EXPECT_GT(watch.Current()->cost_share, 0.1);
