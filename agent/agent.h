@@ -130,6 +130,7 @@ class Agent {
   std::optional<BuddyReplication> replication_;  // until Run starts the snapshot component
   WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked
   void FillWarmPool();                           // once every local rank of the round stepped
+  void RecordDivergence(int local_rank, const progress::Report& report);
   // Parked workers per local rank: 2 on several nodes (see WarmPool::Fill), else 1.
   int WarmDepth() const { return group_nodes_ > 1 ? 2 : 1; }
 

@@ -1,12 +1,29 @@
 // What the agent makes of its workers' progress reports (from ProgressChannel): snapshots and the
 // recovery under way, and the warm pool's refill. Same class as agent.cc.
 #include "agent/agent.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace dtrun {
 
 void Agent::OnReport(int local_rank, const progress::Report& report) {
   snapshots_->OnReport(local_rank, report);
+  if (report.kind == progress::Report::Kind::kDiverged) RecordDivergence(local_rank, report);
   if (report.kind == progress::Report::Kind::kBeat || report.kind == progress::Report::Kind::kSnapshot) FillWarmPool();
+}
+
+// A replica check found this rank's state unlike the others' (worker/replica_check.h). The worker
+// says so on stderr and exits; the record keeps its fingerprint and the majority's for later.
+void Agent::RecordDivergence(int local_rank, const progress::Report& report) {
+  const int rank = group_ && local_rank < static_cast<int>(group_->workers().size())
+                       ? group_->workers()[local_rank].global_rank
+                       : -1;
+  spdlog::error("rank {} (local rank {}) holds other parameters than the other replicas at step {} (fingerprint {}, "
+                "majority {}): silent data corruption, or a rank that computes differently",
+                rank, local_rank, report.step.value_or(-1), report.fingerprint, report.majority);
+  events_.Record("replica_mismatch", group_round_,
+                 {{"rank", rank}, {"local_rank", local_rank}, {"step", report.step.value_or(-1)},
+                  {"fingerprint", report.fingerprint}, {"majority", report.majority}});
 }
 
 void Agent::FillWarmPool() {

@@ -64,6 +64,8 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
       r.restored_source = report.source;
       r.restored_step = report.step.value_or(-1);
       break;
+    case Report::Kind::kDiverged:  // the agent's event log says it; nothing to keep here
+      break;
     case Report::Kind::kSync:
       // Steps must rise: a repeat or a step back (a confused or hostile worker) is dropped.
       if (!r.waits.empty() && *report.step <= r.waits.back().step) break;

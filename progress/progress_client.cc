@@ -89,6 +89,15 @@ void ProgressClient::Sync(int64_t step, double wait_s, double step_s) const {
   Send(r);
 }
 
+void ProgressClient::Diverged(int64_t step, const std::string& fingerprint, const std::string& majority) const {
+  Report r;
+  r.kind = Report::Kind::kDiverged;
+  r.step = step;
+  r.fingerprint = fingerprint;
+  r.majority = majority;
+  Send(r);
+}
+
 void ProgressClient::Begin(const std::string& section) const {
   Report r;
   r.kind = Report::Kind::kBegin;

@@ -33,6 +33,9 @@ class ProgressClient {
   void Restored(const std::string& source, int64_t step) const;
   // This rank's wait inside step `step`'s gradient all-reduce, and the step's duration.
   void Sync(int64_t step, double wait_s, double step_s) const;
+  // This rank's replica fingerprint differs from the others' at `step` (hex; majority "none" if
+  // there is none).
+  void Diverged(int64_t step, const std::string& fingerprint, const std::string& majority) const;
 
  private:
   UniqueFd fd_;

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -41,6 +43,7 @@ std::optional<Report::Kind> KindOf(absl::string_view word) {
   if (word == "snapshot") return Report::Kind::kSnapshot;
   if (word == "restored") return Report::Kind::kRestored;
   if (word == "sync") return Report::Kind::kSync;
+  if (word == "diverged") return Report::Kind::kDiverged;
   return std::nullopt;
 }
 
@@ -56,6 +59,14 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
   if (key == "us") return count(r.micros);
   if (key == "wait_us") return count(r.wait_micros);
   if (key == "step_us") return count(r.step_micros);
+  if (key == "fingerprint" || key == "majority") {
+    const bool hex = value.size() == 16 && std::all_of(value.begin(), value.end(), [](char c) {
+      return absl::ascii_isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+    });
+    if (!hex && !(key == "majority" && value == "none")) return Bad(absl::StrCat(key, ": expected 16 hex digits"));
+    (key == "fingerprint" ? r.fingerprint : r.majority) = std::string(value);
+    return absl::OkStatus();
+  }
   if (key == "source") {
     if (value != "memory" && value != "buddy" && value != "disk" && value != "none") {
       return Bad("source: expected memory, buddy, disk or none");
@@ -111,7 +122,7 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   std::vector<absl::string_view> words = absl::StrSplit(datagram, ' ', absl::SkipEmpty());
   if (words.empty()) return Bad("empty");
   std::optional<Report::Kind> kind = KindOf(words[0]);
-  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end, total, snapshot, restored or sync)");
+  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end, total, snapshot, restored, sync or diverged)");
   Report r;
   r.kind = *kind;
   for (size_t i = 1; i < words.size(); ++i) {
@@ -128,6 +139,9 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   if (r.kind == Report::Kind::kRestored && r.source.empty()) return Bad("restored needs source=");
   if (r.kind == Report::Kind::kSync && (!r.step || !r.wait_micros || !r.step_micros)) {
     return Bad("sync needs step=, wait_us= and step_us=");
+  }
+  if (r.kind == Report::Kind::kDiverged && (!r.step || r.fingerprint.empty() || r.majority.empty())) {
+    return Bad("diverged needs step=, fingerprint= and majority=");
   }
   return r;
 }
@@ -159,6 +173,8 @@ std::string FormatReport(const Report& r) {
     case Report::Kind::kSync:
       return absl::StrCat("sync step=", r.step.value_or(0), " wait_us=", r.wait_micros.value_or(0), " step_us=",
                           r.step_micros.value_or(0));
+    case Report::Kind::kDiverged:
+      return absl::StrCat("diverged step=", r.step.value_or(0), " fingerprint=", r.fingerprint, " majority=", r.majority);
   }
   return "";
 }

@@ -10,6 +10,8 @@
 //   total steps=90000                     how many steps the job will run (for rates and ETA)
 //   snapshot step=120 bytes=94371840 us=31000   an in-memory snapshot of step 120 is complete
 //   restored source=memory step=120       what this attempt resumed from (memory, buddy, disk or none)
+//   diverged step=120 fingerprint=00ab12cd34ef5678 majority=91fe...|none   this rank's parameters differ
+//                                         from the other replicas' at step 120 (replica checks)
 //   sync step=120 wait_us=4100 step_us=250000   its wait inside step 120's gradient all-reduce, and
 //                                         the step's duration (the straggler watch)
 //
@@ -30,7 +32,7 @@ inline constexpr size_t kMaxReportBytes = 512;
 inline constexpr size_t kMaxNameBytes = 64;
 
 struct Report {
-  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal, kSnapshot, kRestored, kSync };
+  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal, kSnapshot, kRestored, kSync, kDiverged };
   Kind kind = Kind::kBeat;
   std::optional<int64_t> step;     // beat
   std::optional<int64_t> samples;  // beat
@@ -39,6 +41,8 @@ struct Report {
   std::optional<int64_t> micros;   // snapshot: what writing it cost
   std::optional<int64_t> wait_micros;  // sync: the wait inside the step's gradient all-reduce
   std::optional<int64_t> step_micros;  // sync: the step's duration
+  std::string fingerprint;  // diverged: 16 hex digits
+  std::string majority;     // diverged: 16 hex digits, or "none" (no majority)
   std::string source;              // restored: memory | buddy (a copy fetched from the buddy node) | disk | none
   std::string name;       // begin/end: [A-Za-z0-9_.:-]{1,64}
   std::string lang;       // hello: [a-z0-9]{1,16}

@@ -52,7 +52,7 @@ FaultPlan::FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> fli
   if (flip && flip->rank == rank) flip_ = flip;
 }
 
-FaultPlan FaultPlan::FromEnvironment(int rank) {
+FaultPlan FaultPlan::FromEnvironment(int rank, int restart_count) {
   auto read = [](const char* var, auto parse) -> decltype(parse("")) {
     const char* v = std::getenv(var);
     if (v == nullptr) return absl::NotFoundError(var);
@@ -66,7 +66,7 @@ FaultPlan FaultPlan::FromEnvironment(int rank) {
   absl::StatusOr<SlowFault> slow = read(kSlowVar, ParseSlowFault);
   absl::StatusOr<FlipFault> flip = read(kFlipVar, ParseFlipFault);
   return FaultPlan(slow.ok() ? std::optional<SlowFault>(*slow) : std::nullopt,
-                   flip.ok() ? std::optional<FlipFault>(*flip) : std::nullopt, rank);
+                   flip.ok() && restart_count == 0 ? std::optional<FlipFault>(*flip) : std::nullopt, rank);
 }
 
 int FaultPlan::SlowMsBefore(int64_t next_step) const {

@@ -42,8 +42,10 @@ absl::StatusOr<FlipFault> ParseFlipFault(absl::string_view value);
 
 class FaultPlan {
  public:
-  // From DTRUN_FAULT_SLOW / DTRUN_FAULT_FLIP, for this process's global rank.
-  static FaultPlan FromEnvironment(int rank);
+  // From DTRUN_FAULT_SLOW / DTRUN_FAULT_FLIP, for this process's global rank. A flip is armed in
+  // the first attempt only (`restart_count` 0): the attempt that goes back past it must not meet
+  // it again, or a test of the way back would loop until the restarts ran out.
+  static FaultPlan FromEnvironment(int rank, int restart_count = 0);
   FaultPlan() = default;
   FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> flip, int rank);
 

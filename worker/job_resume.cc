@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/replica_check.h"
 
 namespace dtrun::worker {
 namespace {
@@ -37,21 +38,6 @@ std::vector<double> Digest(const std::optional<Progress>& p, const std::string& 
   const uint64_t h = Fnv1a(bytes);
   return {p ? double(p->global_step) : -1, p ? double(p->epoch) : -1, p ? double(p->next_batch) : -1,
           double(bytes.size()), double(h >> 32), double(h & 0xFFFFFFFFu)};
-}
-
-// Max and -min of each digest entry over all ranks: equal everywhere iff max == min.
-bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::vector<double>& digest) {
-  std::vector<double> both(digest);
-  for (double d : digest) both.push_back(-d);
-  std::vector<torch::Tensor> t{torch::tensor(both, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU))};
-  c10d::AllreduceOptions max;
-  max.reduceOp = c10d::ReduceOp::MAX;
-  pg.backend->allreduce(t, max)->wait();
-  torch::Tensor r = t[0].cpu();
-  for (size_t i = 0; i < digest.size(); ++i) {
-    if (r[int64_t(i)].item<double>() != -r[int64_t(i + digest.size())].item<double>()) return false;
-  }
-  return true;
 }
 
 // Restores the newest snapshot every rank holds. nullopt: none is common, or some rank could not

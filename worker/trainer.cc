@@ -19,6 +19,7 @@
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
 #include "worker/parameter_faults.h"
+#include "worker/replica_check.h"
 #include "worker/train_state.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
@@ -144,7 +145,7 @@ class Training {
   std::unique_ptr<Normalizer> norm_;
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
-  FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank);  // test-only (DTRUN_FAULT_*)
+  FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
   TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
 };
 
@@ -361,6 +362,8 @@ bool Training::WritesCheckpoints() const {
 
 void Training::Save(int64_t epoch, int64_t next_batch) {
   last_save_ = Clock::now();
+  // A state is kept only once every replica holds it (worker/replica_check.h).
+  EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
   // Every disk checkpoint is also a snapshot, so the newest snapshot is never older than the
   // newest checkpoint: a restart that finds one in memory needs no disk.
   if (snapshots_) SnapshotAndReport(*snapshots_, State(), epoch, next_batch, reports_, env_.rank);
@@ -441,6 +444,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {
+      EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
       BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);
     }
     if (flags[0] > 0) {
@@ -547,6 +551,8 @@ int RunTraining(const TrainOptions& options) {
   }
   try {
     return Training(options).Run();
+  } catch (const ReplicasDiverged&) {
+    return kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_imagenet: %s\n", std::string(e.what()).substr(0, 2000).c_str());
     return 1;

@@ -25,6 +25,7 @@
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
 #include "worker/parameter_faults.h"
+#include "worker/replica_check.h"
 #include "worker/train_state.h"
 #include "worker/metrics_log.h"
 #include "worker/process_group.h"
@@ -96,7 +97,7 @@ class RecsysTraining {
   worker::Progress progress_;
   progress::ProgressClient reports_;
   std::unique_ptr<worker::MemorySnapshots> snapshots_;  // held by the dtrun agent; null elsewhere
-  worker::FaultPlan faults_ = worker::FaultPlan::FromEnvironment(env_.rank);  // test-only (DTRUN_FAULT_*)
+  worker::FaultPlan faults_ = worker::FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
   std::optional<data::RatingsTable> table_;              // until Setup has used it
   worker::TrainState State() { return {model_.ptr().get(), optimizer_.get(), nullptr, &progress_}; }
   worker::MetricsLog metrics_;
@@ -350,6 +351,8 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {
+      worker::EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
+                                  progress_.global_step, reports_);
       worker::BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);
     }
     if (flags[0] > 0) {
@@ -440,6 +443,9 @@ double RecsysTraining::Evaluate(int64_t epoch) {
 
 void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
   last_save_ = Clock::now();
+  // A state is kept only once every replica holds it (worker/replica_check.h).
+  worker::EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
+                              progress_.global_step, reports_);
   // Every disk checkpoint is also a snapshot (the newest snapshot is never older than it).
   if (snapshots_) worker::SnapshotAndReport(*snapshots_, State(), epoch, next_step, reports_, env_.rank);
   if (env_.rank != 0) return;
@@ -462,8 +468,9 @@ int RecsysTraining::Run() {
     Save(epoch + 1, 0);
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
-  Log("=> done: best HR@10 %.2f%%, %lld optimizer steps", progress_.best_acc1,
-      static_cast<long long>(progress_.global_step));
+  // The digest lets two runs be compared bit for bit (one that went back against one that did not).
+  Log("=> done: best HR@10 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
+      static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(worker::ParameterDigest(*model_)));
   return 0;
 }
 
@@ -484,6 +491,8 @@ int RunRecsysTraining(const RecsysOptions& options) {
   }
   try {
     return RecsysTraining(options, std::move(*table)).Run();
+  } catch (const worker::ReplicasDiverged&) {
+    return worker::kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_recsys: %s\n", std::string(e.what()).substr(0, 2000).c_str());
     return 1;

@@ -33,6 +33,10 @@ each rank's wait inside the gradient all-reduce; dtrun names the rank that keeps
 (`dtrun status`, the event log, the metrics). It replaces DDP's default communication hook with one
 that does the same averaging.
 
+Silent corruption: dtrun.check_replicas(model, optimizer) every few steps (before dtrun.snapshot)
+compares a fingerprint of every rank's parameters and optimizer state, names a rank that differs
+from the others and raises ReplicaMismatch, so that the restart resumes from agreed state.
+
 Warm restarts: call dtrun.await_round() after the imports (torch, your model code) and before
 reading RANK and the rest; dtrun then keeps the next attempt's processes started and parked there.
 """
@@ -46,7 +50,7 @@ import socket
 import time
 
 __all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round",
-           "watch_ddp"]
+           "watch_ddp", "check_replicas", "ReplicaMismatch"]
 
 _PATH = ""
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
@@ -161,17 +165,49 @@ def _process_group():
     return dist
 
 
+def _group_device(dist):
+    """Where the group's collectives take their tensors."""
+    import torch
+    # A group with Gloo in it ("gloo", or PyTorch 2's default "cpu:gloo,cuda:nccl") takes CPU
+    # tensors; an NCCL-only group needs them on this rank's device.
+    gloo = "gloo" in str(dist.get_backend())
+    return "cpu" if gloo or not torch.cuda.is_available() else torch.device("cuda", torch.cuda.current_device())
+
+
+class ReplicaMismatch(RuntimeError):
+    """Raised by check_replicas on every rank when the replicas' states differ."""
+
+
+_checks = 0
+
+
+def check_replicas(model, optimizer=None, step=None):
+    """Checks that every DDP rank holds the same parameters (and `optimizer`'s state): call it on
+    every rank at the same point, after an optimizer step, before dtrun.snapshot. Nothing happens
+    when they agree. When they do not, the ranks that differ from the majority are named on stderr
+    and to dtrun (the event log's `replica_mismatch`) and ReplicaMismatch is raised on every rank:
+    left uncaught, the restart resumes from the newest snapshot, taken while they agreed."""
+    global _checks
+    _checks += 1
+    dist = _process_group()
+    if dist is None:
+        return
+    from dtrun import _replicas, _snapshots
+    hash_at = _snapshots._hash_at if _snapshots._xxh is not None else None  # else blake2b: slower, same verdict
+    try:
+        _replicas.check(dist, _group_device(dist), model, optimizer, _checks if step is None else int(step), hash_at,
+                        _send)
+    except _replicas.ReplicaMismatch as e:
+        raise ReplicaMismatch(str(e)) from None
+
+
 def _agreed_max(value):
     """The largest `value` over the ranks (a one-element all-reduce on the group's device)."""
     dist = _process_group()
     if dist is None:
         return value
     import torch
-    # A group with Gloo in it ("gloo", or PyTorch 2's default "cpu:gloo,cuda:nccl") takes CPU
-    # tensors; an NCCL-only group needs them on this rank's device.
-    gloo = "gloo" in str(dist.get_backend())
-    device = "cpu" if gloo or not torch.cuda.is_available() else torch.device("cuda", torch.cuda.current_device())
-    t = torch.tensor([value], dtype=torch.int64, device=device)
+    t = torch.tensor([value], dtype=torch.int64, device=_group_device(dist))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t.item())
 

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <regex>
 
 #include "base/host_name.h"
 #include "base/process_table.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_probe.h"
@@ -527,6 +529,38 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
 // The same for a Python script (dtrun.snapshot / dtrun.restore): a lost node's rank resumes on the
 // spare from the buddy copy of its snapshot, every rank at that step, and the job ends with the
 // parameters of a run that never lost a node (Gloo on CPU, deterministic batches).
+// The waits of every rank meet at the rendezvous (in the keep-alives' status summaries): a rank
+// of host 1 slowed in its backward is named, with its node, on both hosts: a console line and an
+// event-log record.
+TEST_F(MultiNodeTest, ARankSlowedOnOneHostIsNamedWithItsNodeOnEveryHost) {
+  Cluster(2);
+  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  const std::string dir = MakeTempDir();
+  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "200", "--items", "400"});
+  ASSERT_EQ(mrc, 0) << made;
+  std::vector<std::unique_ptr<Harness>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    const std::string host = std::to_string(i);
+    nodes.push_back(Node(i, {"--nproc-per-node", "2", "--event-log", dir + "/events" + host + ".jsonl"},
+                         {BinDir() + "/train_recsys", dir + "/r.csv", "--output-dir", dir + "/out" + host, "--epochs",
+                          "3", "-b", "64", "-p", "1000", "--no-tensorboard"},
+                         {{"DTRUN_FAULT_SLOW", "3:3:40"}, {"OMP_NUM_THREADS", "1"}}));
+  }
+  for (auto& n : nodes) ASSERT_EQ(n->Wait(std::chrono::seconds(240)), 0) << n->all();
+  for (int i = 0; i < 2; ++i) {
+    std::ifstream in(dir + "/events" + std::to_string(i) + ".jsonl");
+    nlohmann::json named;
+    for (std::string line; std::getline(in, line) && named.is_null();) {
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("event", "") == "straggler") named = j;
+    }
+    ASSERT_FALSE(named.is_null()) << "host " << i << ":\n" << nodes[i]->all();
+    EXPECT_EQ(named["rank"], 3) << named.dump();
+    EXPECT_NE(named["node"].get<std::string>().find(cluster_->address(1)), std::string::npos) << named.dump();
+    EXPECT_NE(nodes[i]->all().find("straggler: rank 3 on node 1"), std::string::npos) << nodes[i]->all();
+  }
+}
+
 TEST_F(MultiNodeTest, APythonScriptsLostRankResumesFromItsBuddyCopyOnTheSpare) {
   Cluster(3);
   const std::optional<std::string> py = TorchPython();

@@ -62,6 +62,22 @@ TEST(ReportProtocolTest, SyncReportsNeedTheirThreeCounts) {
   EXPECT_EQ(*r->step_micros, 20);
 }
 
+TEST(ReportProtocolTest, DivergedReportsCarryHexFingerprints) {
+  absl::StatusOr<Report> r = ParseReport("diverged step=12 fingerprint=00ab12cd34ef5678 majority=none");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->fingerprint, "00ab12cd34ef5678");
+  EXPECT_EQ(r->majority, "none");
+  EXPECT_EQ(FormatReport(*r), "diverged step=12 fingerprint=00ab12cd34ef5678 majority=none");
+  EXPECT_TRUE(ParseReport("diverged step=12 fingerprint=00ab12cd34ef5678 majority=91fe000000000001").ok());
+  for (const char* bad : {"diverged step=12 fingerprint=00AB12CD34EF5678 majority=none",  // upper case
+                          "diverged step=12 fingerprint=00ab majority=none",              // short
+                          "diverged step=12 fingerprint=none majority=none",              // not hex
+                          "diverged step=12 majority=none", "diverged fingerprint=00ab12cd34ef5678 majority=none",
+                          "diverged step=12 fingerprint=00ab12cd34ef5678"}) {
+    EXPECT_FALSE(ParseReport(bad).ok()) << bad;
+  }
+}
+
 TEST(ReportProtocolTest, SnapshotAndRestoredReportsAreChecked) {
   EXPECT_FALSE(ParseReport("snapshot bytes=5").ok());            // no step
   EXPECT_FALSE(ParseReport("restored step=5").ok());             // no source

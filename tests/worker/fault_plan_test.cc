@@ -61,6 +61,16 @@ TEST(FaultPlanTest, AnUnparsableVariableArmsNothing) {
   EXPECT_TRUE(plan.FlipAfter(30).has_value());  // the other, well-formed one is armed
 }
 
+TEST(FaultPlanTest, AFlipIsArmedInTheFirstAttemptOnlyASlowdownInEvery) {
+  setenv("DTRUN_FAULT_SLOW", "0:20:5", 1);
+  setenv("DTRUN_FAULT_FLIP", "0:30:fc.weight:3", 1);
+  FaultPlan later = FaultPlan::FromEnvironment(0, /*restart_count=*/1);
+  unsetenv("DTRUN_FAULT_SLOW");
+  unsetenv("DTRUN_FAULT_FLIP");
+  EXPECT_FALSE(later.FlipAfter(30).has_value()) << "the attempt that went back past the flip met it again";
+  EXPECT_EQ(later.SlowMsBefore(20), 5);
+}
+
 TEST(FaultPlanTest, AFlipChangesExactlyTheOneBitInsideTheElement) {
   float x = 1.0f;
   uint32_t before = 0, after = 0;
