@@ -55,11 +55,15 @@ bool IsPlainCpu(const torch::Tensor& t, const snapshot::TensorRecord& r) {
   return t.device().is_cpu() && t.is_non_overlapping_and_dense() && t.strides().vec() == r.strides;
 }
 
-void CopyAndHash(const char* src, char* dst, uint64_t n, snapshot::PayloadHasher& hasher) {
+// `src` null: the bytes are in place already, only hashed. `fingerprint`, when given, hashes the
+// same bytes while they are in cache.
+void CopyAndHash(const char* src, char* dst, uint64_t n, snapshot::PayloadHasher& hasher,
+                 snapshot::PayloadHasher* fingerprint) {
   for (uint64_t at = 0; at < n; at += kChunk) {
     const uint64_t len = std::min(kChunk, n - at);
-    std::memcpy(dst + at, src + at, len);
+    if (src != nullptr) std::memcpy(dst + at, src + at, len);
     hasher.Update(dst + at, len);
+    if (fingerprint != nullptr) fingerprint->Update(dst + at, len);
   }
 }
 
@@ -209,14 +213,16 @@ bool MemorySnapshots::Due(double step_seconds) {
 // copied by the background thread, the others are already in place and only hashed.
 struct MemorySnapshots::Copy {
   struct Segment {
-    const char* src = nullptr;
+    const char* src = nullptr;  // null: in the slot already, to be hashed only
     uint64_t offset = 0, bytes = 0;
+    bool replicated = false;    // part of the replicas' fingerprint (parameters, optimizer state)
   };
   std::vector<Segment> segments;
   std::vector<torch::Tensor> held;  // keeps the sources' storage alive until the copy is done
   int slot = 0;
   snapshot::SlotHeader header;
   double cpu_s = 0;
+  uint64_t fingerprint = 0;
 };
 
 namespace {
@@ -232,7 +238,12 @@ double ThreadCpuSeconds() {
 MemorySnapshots::MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
     : region_(std::move(region)), env_(env), job_(job), forced_every_(forced_every) {}
 
-MemorySnapshots::~MemorySnapshots() { Finish(); }
+MemorySnapshots::~MemorySnapshots() {
+  if (copier_.joinable()) copier_.join();
+  // Not verified (a verifier is collective, and this may be an unwinding): a pending snapshot is
+  // kept only where no verifier was asked for.
+  if (!verifier_) Finish();
+}
 
 absl::Status MemorySnapshots::Begin(const TrainState& state) {
   Finish();
@@ -248,9 +259,15 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   auto copy = std::make_unique<Copy>();
   copy->slot = snapshot::SlotToWrite(headers, state.progress->global_step);
   region_.Invalidate(copy->slot);
-  if (absl::Status st = region_.Reserve(copy->slot, total); !st.ok()) return st;
+  // A rank whose snapshot cannot be taken still takes part in the replicas' check: the others
+  // wait for it there.
+  auto failed = [&](absl::Status st) {
+    if (verifier_) verifier_(ReplicaFingerprint(state), state.progress->global_step);
+    return st;
+  };
+  if (absl::Status st = region_.Reserve(copy->slot, total); !st.ok()) return failed(st);
   // The other slot too, now, rather than inside a later step (a no-op once done).
-  if (absl::Status st = region_.Reserve(1 - copy->slot, total); !st.ok()) return st;
+  if (absl::Status st = region_.Reserve(1 - copy->slot, total); !st.ok()) return failed(st);
 
   // The table, the padding and whatever may change before the next optimizer step are written
   // now; the rest is left to the copier.
@@ -264,13 +281,15 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
     std::memset(base + at, 0, r.offset - at);  // alignment padding: hashed, so fixed
     const torch::Tensor t = tensors[i].tensor.detach();
     // Between steps everything plain goes to RunCopy too: copied and hashed while in cache.
-    if (IsPlainCpu(t, r) && (!background_ || tensors[i].changes_only_in_optimizer_step)) {
-      copy->segments.push_back({static_cast<const char*>(t.data_ptr()), r.offset, r.nbytes});
+    const bool replicated = tensors[i].changes_only_in_optimizer_step;
+    if (IsPlainCpu(t, r) && (!background_ || replicated)) {
+      copy->segments.push_back({static_cast<const char*>(t.data_ptr()), r.offset, r.nbytes, replicated});
       copy->held.push_back(t);
     } else if (IsPlainCpu(t, r)) {
       std::memcpy(base + r.offset, t.data_ptr(), r.nbytes);
     } else {
       ViewOf(base, r).copy_(t);
+      if (replicated) copy->segments.push_back({nullptr, r.offset, r.nbytes, true});
     }
     at = r.offset + r.nbytes;
   }
@@ -306,17 +325,17 @@ void MemorySnapshots::RunCopy(Copy* copy) {
   Copy& c = *copy;
   const double cpu_start = ThreadCpuSeconds();
   char* base = region_.Payload(c.slot);
-  snapshot::PayloadHasher hasher;
+  snapshot::PayloadHasher hasher, fingerprint;
   uint64_t hashed = 0;
   for (const Copy::Segment& seg : c.segments) {
     hasher.Update(base + hashed, seg.offset - hashed);
-    CopyAndHash(seg.src, base + seg.offset, seg.bytes, hasher);
+    CopyAndHash(seg.src, base + seg.offset, seg.bytes, hasher, seg.replicated ? &fingerprint : nullptr);
     hashed = seg.offset + seg.bytes;
   }
   hasher.Update(base + hashed, c.header.payload_bytes - hashed);
   c.header.payload_hash = hasher.Digest();
   c.header.unix_ms = UnixMillisNow();
-  region_.Commit(c.slot, c.header);
+  c.fingerprint = fingerprint.Digest();
   c.cpu_s = ThreadCpuSeconds() - cpu_start;
 }
 
@@ -324,11 +343,13 @@ bool MemorySnapshots::Finish() {
   if (!copy_) return false;
   const Clock::time_point start = Clock::now();
   if (copier_.joinable()) copier_.join();
+  std::unique_ptr<Copy> c = std::move(copy_);  // a verifier that throws leaves nothing pending
+  if (verifier_) verifier_(c->fingerprint, c->header.step);
+  region_.Commit(c->slot, c->header);
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-  last_background_s_ = copy_->cpu_s;
-  last_step_ = copy_->header.step;
-  last_bytes_ = copy_->header.payload_bytes;
-  copy_.reset();
+  last_background_s_ = c->cpu_s;
+  last_step_ = c->header.step;
+  last_bytes_ = c->header.payload_bytes;
   Account(begin_s_ + waited);
   return true;
 }

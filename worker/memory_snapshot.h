@@ -14,9 +14,16 @@
 // before its next optimizer step. A crash before the commit leaves the previous snapshot whole.
 // By default the whole copy is made in Begin, between steps: on a CPU whose cores all train, the
 // overlap measured no cheaper (docs/BENCHMARKS.md); it is the shape a device-to-host copy needs.
+//
+// Replica checks ride on the copy: the bytes of the parameters and the optimizer state are also
+// hashed into a fingerprint while they are in cache (for contiguous tensors the same as
+// worker::ReplicaFingerprint), and a
+// snapshot is committed only after the verifier, when one is set, accepted that fingerprint in
+// Finish. A verifier that throws leaves the slot uncommitted: the previous snapshot stays newest.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,9 +66,14 @@ class MemorySnapshots {
   // Starts a snapshot of the state (its progress names the step), finishing any earlier one
   // first. Errors (memory cap, no memory) are returned and leave the other slot as it was.
   absl::Status Begin(const TrainState& state);
-  // Waits for the snapshot begun last and accounts for it; false if none was pending. Must be
-  // called before the parameters or the optimizer state change again.
+  // Waits for the snapshot begun last, verifies and commits it and accounts for it; false if none
+  // was pending. Must be called before the parameters or the optimizer state change again, by
+  // every rank at the same point when the verifier is collective. The verifier's exception
+  // passes through, the snapshot dropped.
   bool Finish();
+  // Called by Finish with the pending snapshot's fingerprint and step, before it is committed.
+  using Verifier = std::function<void(uint64_t fingerprint, int64_t step)>;
+  void SetVerifier(Verifier verifier) { verifier_ = std::move(verifier); }
   // Whether a background copy is still running (Finish has something to wait for).
   bool copying() const { return copier_.joinable(); }
   // Begin, then Finish: the snapshot is complete on return.
@@ -102,6 +114,7 @@ class MemorySnapshots {
   double last_write_s_ = 0;
   uint64_t last_bytes_ = 0;
   bool background_ = true;   // DTRUN_SNAPSHOT_COPY is not "sync"
+  Verifier verifier_;
   std::unique_ptr<Copy> copy_;  // the snapshot begun last, until Finish
   std::thread copier_;
   double begin_s_ = 0;          // the training thread's time in Begin for copy_

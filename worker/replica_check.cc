@@ -1,22 +1,12 @@
 #include "worker/replica_check.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "snapshot/payload_toc.h"
 
 namespace dtrun::worker {
-
-uint64_t ReplicaFingerprint(const TrainState& state) {
-  snapshot::PayloadHasher hasher;
-  torch::NoGradGuard no_grad;
-  for (const StateTensor& t : StateTensors(state)) {
-    if (!t.changes_only_in_optimizer_step) continue;  // buffers (BN statistics) are per rank
-    const torch::Tensor c = t.tensor.detach().to(torch::kCPU).contiguous();
-    hasher.Update(static_cast<const char*>(c.data_ptr()), c.nbytes());
-  }
-  return hasher.Digest();
-}
 
 bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::vector<double>& digest) {
   std::vector<double> both(digest);
@@ -60,8 +50,20 @@ ReplicaVote CompareReplicas(ProcessGroupHandle& pg, const torch::Device& device,
 void EnsureReplicasAgree(ProcessGroupHandle* pg, const torch::Device& device, const TrainState& state, int rank,
                          int world, int64_t step, const progress::ProgressClient& reports) {
   if (pg == nullptr || world < 2) return;
+  EnsureFingerprintsAgree(pg, device, ReplicaFingerprint(state), rank, world, step, reports);
+}
+
+MemorySnapshots::Verifier ReplicaVerifier(ProcessGroupHandle* pg, const torch::Device& device, int rank, int world,
+                                          const progress::ProgressClient& reports) {
+  return [pg, device, rank, world, &reports](uint64_t fingerprint, int64_t step) {
+    EnsureFingerprintsAgree(pg, device, fingerprint, rank, world, step, reports);
+  };
+}
+
+void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device, uint64_t mine, int rank, int world,
+                             int64_t step, const progress::ProgressClient& reports) {
+  if (pg == nullptr || world < 2) return;
   std::vector<uint64_t> by_rank;
-  const uint64_t mine = ReplicaFingerprint(state);
   const ReplicaVote vote = CompareReplicas(*pg, device, mine, rank, world, by_rank);
   if (vote.agreed) return;
   const bool differs = std::find(vote.differing.begin(), vote.differing.end(), rank) != vote.differing.end();
@@ -69,6 +71,23 @@ void EnsureReplicasAgree(ProcessGroupHandle* pg, const torch::Device& device, co
   const std::string line = DescribeDivergence(vote, by_rank, step);
   if (rank == 0 || differs) std::fprintf(stderr, "rank %d: %s; going back to the newest state they agreed on\n", rank, line.c_str());
   throw ReplicasDiverged(line);
+}
+
+void ReplicaChecks::Ensure(ProcessGroupHandle* pg, const torch::Device& device, const TrainState& state, int rank,
+                           int world, int64_t step, const progress::ProgressClient& reports) {
+  if (pg == nullptr || world < 2) return;
+  const auto start = std::chrono::steady_clock::now();
+  EnsureReplicasAgree(pg, device, state, rank, world, step, reports);
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++count_;
+}
+
+std::string ReplicaChecks::Summary() const {
+  if (count_ == 0) return "";
+  char line[128];
+  std::snprintf(line, sizeof line, "%lld replica checks, %.1f ms each", static_cast<long long>(count_),
+                1000 * seconds_ / static_cast<double>(count_));
+  return line;
 }
 
 }  // namespace dtrun::worker

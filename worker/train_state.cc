@@ -1,6 +1,7 @@
 #include "worker/train_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "snapshot/payload_toc.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/torch_compat.h"
 
@@ -105,6 +106,17 @@ std::vector<StateTensor> StateTensors(const TrainState& state) {
   for (const auto& b : state.model->named_buffers(/*recurse=*/true)) out.push_back({"buffer/" + b.key(), b.value(), nullptr});
   for (StateTensor& t : OptimizerStateTensors(*state.optimizer)) out.push_back(std::move(t));
   return out;
+}
+
+uint64_t ReplicaFingerprint(const TrainState& state) {
+  snapshot::PayloadHasher hasher;
+  torch::NoGradGuard no_grad;
+  for (const StateTensor& t : StateTensors(state)) {
+    if (!t.changes_only_in_optimizer_step) continue;
+    const torch::Tensor c = t.tensor.detach().to(torch::kCPU).contiguous();
+    hasher.Update(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  }
+  return hasher.Digest();
 }
 
 uint64_t ParameterDigest(torch::nn::Module& model) {

@@ -49,4 +49,9 @@ std::vector<StateTensor> OptimizerStateTensors(torch::optim::Optimizer& optimize
 // A digest of the parameters' bytes: equal on every DDP replica after every step.
 uint64_t ParameterDigest(torch::nn::Module& model);
 
+// The replicas' fingerprint (worker/replica_check.h): XXH3 over the bytes of the parameters and
+// the optimizer state, in the state's order; not the buffers (BatchNorm statistics are per rank).
+// GPU tensors are copied to the host for it (a host sync; only at a check).
+uint64_t ReplicaFingerprint(const TrainState& state);
+
 }  // namespace dtrun::worker

@@ -146,6 +146,7 @@ class Training {
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
   FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
+  ReplicaChecks replica_checks_;  // before every kept state (worker/replica_check.h)
   TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
 };
 
@@ -319,6 +320,8 @@ bool Training::Setup() {
     }
   }
   if (!o_.evaluate && o_.timed_iters <= 0) snapshots_ = MemorySnapshots::FromEnvironment(env_);
+  // Every snapshot is checked across the replicas before it is committed (worker/replica_check.h).
+  if (snapshots_) snapshots_->SetVerifier(ReplicaVerifier(pg_ ? &*pg_ : nullptr, device_, env_.rank, env_.world_size, reports_));
   {
     // The job's newest common in-memory snapshot, else what rank 0 finds on disk; every rank gets
     // exactly that (worker/job_resume.h).
@@ -362,11 +365,14 @@ bool Training::WritesCheckpoints() const {
 
 void Training::Save(int64_t epoch, int64_t next_batch) {
   last_save_ = Clock::now();
-  // A state is kept only once every replica holds it (worker/replica_check.h).
-  EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
   // Every disk checkpoint is also a snapshot, so the newest snapshot is never older than the
-  // newest checkpoint: a restart that finds one in memory needs no disk.
-  if (snapshots_) SnapshotAndReport(*snapshots_, State(), epoch, next_batch, reports_, env_.rank);
+  // newest checkpoint: a restart that finds one in memory needs no disk. Either way the state is
+  // checked across the replicas before it is kept (worker/replica_check.h).
+  if (snapshots_) {
+    SnapshotAndReport(*snapshots_, State(), epoch, next_batch, reports_, env_.rank);
+  } else {
+    replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
+  }
   if (!WritesCheckpoints()) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
@@ -444,8 +450,9 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {
-      EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
-      BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);
+      BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);  // checked before it is committed
+    } else if (flags[2] > 0) {  // another rank snapshots: this one checks all the same
+      replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
     }
     if (flags[0] > 0) {
       Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
@@ -535,6 +542,7 @@ int Training::Run() {
     }
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
+  if (std::string checks = replica_checks_.Summary(); !checks.empty()) Log("=> %s", checks.c_str());
   // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
   Log("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));

@@ -98,6 +98,7 @@ class RecsysTraining {
   progress::ProgressClient reports_;
   std::unique_ptr<worker::MemorySnapshots> snapshots_;  // held by the dtrun agent; null elsewhere
   worker::FaultPlan faults_ = worker::FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
+  worker::ReplicaChecks replica_checks_;  // before every kept state (worker/replica_check.h)
   std::optional<data::RatingsTable> table_;              // until Setup has used it
   worker::TrainState State() { return {model_.ptr().get(), optimizer_.get(), nullptr, &progress_}; }
   worker::MetricsLog metrics_;
@@ -200,6 +201,11 @@ bool RecsysTraining::Setup() {
   }
   if (o_.timed_iters <= 0) {  // a benchmark starts fresh
     snapshots_ = worker::MemorySnapshots::FromEnvironment(env_);
+    // Every snapshot is checked across the replicas before it is committed (worker/replica_check.h).
+    if (snapshots_) {
+      snapshots_->SetVerifier(
+          worker::ReplicaVerifier(pg_ ? &*pg_ : nullptr, torch::kCPU, env_.rank, env_.world_size, reports_));
+    }
     CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
     absl::StatusOr<worker::Resumed> resumed = worker::ResumeJobWide(
         worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
@@ -351,9 +357,10 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {
-      worker::EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
-                                  progress_.global_step, reports_);
-      worker::BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);
+      worker::BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);  // checked before it is committed
+    } else if (flags[2] > 0) {  // another rank snapshots: this one checks all the same
+      replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
+                             progress_.global_step, reports_);
     }
     if (flags[0] > 0) {
       Log("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
@@ -443,11 +450,14 @@ double RecsysTraining::Evaluate(int64_t epoch) {
 
 void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
   last_save_ = Clock::now();
-  // A state is kept only once every replica holds it (worker/replica_check.h).
-  worker::EnsureReplicasAgree(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
-                              progress_.global_step, reports_);
-  // Every disk checkpoint is also a snapshot (the newest snapshot is never older than it).
-  if (snapshots_) worker::SnapshotAndReport(*snapshots_, State(), epoch, next_step, reports_, env_.rank);
+  // Every disk checkpoint is also a snapshot (the newest snapshot is never older than it). Either
+  // way the state is checked across the replicas before it is kept (worker/replica_check.h).
+  if (snapshots_) {
+    worker::SnapshotAndReport(*snapshots_, State(), epoch, next_step, reports_, env_.rank);
+  } else {
+    replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
+                           progress_.global_step, reports_);
+  }
   if (env_.rank != 0) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_step;
@@ -468,6 +478,7 @@ int RecsysTraining::Run() {
     Save(epoch + 1, 0);
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
+  if (std::string checks = replica_checks_.Summary(); !checks.empty()) Log("=> %s", checks.c_str());
   // The digest lets two runs be compared bit for bit (one that went back against one that did not).
   Log("=> done: best HR@10 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(worker::ParameterDigest(*model_)));

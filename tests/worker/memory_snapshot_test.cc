@@ -131,5 +131,32 @@ TEST(MemorySnapshotsTest, BeginningASnapshotFinishesTheOneBefore) {
   EXPECT_FALSE(snapshots->Finish());  // UsableSteps waited for it
 }
 
+// The replica check rides on the copy: the verifier sees the state's fingerprint (the same as
+// ReplicaFingerprint's) before the slot is committed, in both copy modes, and a verifier that
+// throws leaves the snapshot out: the previous one stays the newest.
+TEST(MemorySnapshotsTest, TheVerifierSeesTheReplicaFingerprintAndARefusalKeepsTheSnapshotOut) {
+  for (const char* mode : {"background", "sync"}) {
+    Snapshots snapshots(mode);
+    Job job;
+    std::vector<std::pair<uint64_t, int64_t>> seen;
+    bool refuse = false;
+    snapshots->SetVerifier([&](uint64_t fingerprint, int64_t step) {
+      seen.emplace_back(fingerprint, step);
+      if (refuse) throw std::runtime_error("diverged");
+    });
+    ASSERT_TRUE(snapshots->Write(job.State()).ok());
+    ASSERT_EQ(seen.size(), 1u) << mode;
+    EXPECT_EQ(seen[0].first, ReplicaFingerprint(job.State())) << mode;
+    EXPECT_EQ(seen[0].second, 1) << mode;
+    job.Step();
+    refuse = true;
+    ASSERT_TRUE(snapshots->Begin(job.State()).ok());
+    EXPECT_THROW(snapshots->Finish(), std::runtime_error) << mode;
+    EXPECT_NE(seen.back().first, seen[0].first) << "the step changed the parameters";
+    EXPECT_FALSE(snapshots->Finish()) << "nothing left pending";
+    EXPECT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1}) << mode;
+  }
+}
+
 }  // namespace
 }  // namespace dtrun::worker
