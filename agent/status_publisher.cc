@@ -71,12 +71,15 @@ void StatusPublisher::Publish(Clock::time_point now) {
 
 void StatusPublisher::NoteStraggler(const std::optional<status::StragglerStatus>& now_named, int64_t round,
                                     int64_t step) {
-  const int rank = now_named ? now_named->global_rank : -1;
-  if (rank == named_rank_) {
-    if (now_named && worst_ && worst_->global_rank == rank) worst_->cost_share = std::max(worst_->cost_share, now_named->cost_share);
+  // Who is named: a rank, or a whole node (rank -1 and its label); "" for nobody.
+  const std::string who = now_named ? absl::StrCat(now_named->global_rank, "@", now_named->host) : "";
+  if (who == named_) {
+    if (now_named && worst_ && worst_->global_rank == now_named->global_rank && worst_->host == now_named->host) {
+      worst_->cost_share = std::max(worst_->cost_share, now_named->cost_share);
+    }
     return;
   }
-  named_rank_ = rank;
+  named_ = who;
   if (!now_named) {
     spdlog::info("no rank is holding the job back any more (step {})", step);
     events_.Record("straggler_cleared", round, {{"step", step}});

@@ -61,7 +61,7 @@ class StatusPublisher : public AgentComponent {
   Clock::time_point next_at_;
   std::unique_ptr<status::MetricsServer> metrics_;
   bool write_warned_ = false;
-  int named_rank_ = -1;  // the straggler named now (-1: none)
+  std::string named_;  // the straggler named now, "rank@node" ("": none)
   int named_count_ = 0;
   std::optional<status::StragglerStatus> worst_;
 };

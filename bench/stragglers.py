@@ -8,11 +8,16 @@ in its benchmark mode (--timed-iters: a fixed number of steps, then ratings/s). 
            (DTRUN_SYNC_REPORTS=0), interleaved: their cost;
   slow     one random rank slowed by SLOWDOWN of the clean step time from step K on (the worker
            library's test fault DTRUN_FAULT_SLOW sleeps before its backward): the rank named, the
-           steps of its slowed run the judge needed (named_at_step - K), the step the agents had
-           reached when they logged it, and the seconds from the slowdown to that log line.
+           steps of its slowed run the judge needed (named_at_step - K), and the step the agents
+           had reached when they logged it;
+  node     a random host's processes (dtrun and its workers) in a cgroup (v1 cpu) whose quota is
+           NODE_QUOTA of one core, from the start: what is named (the node, as a node) and when;
+  link     a random host's link delayed by LINK_MS each way (tc netem): what is named. A slow link
+           slows the collective for every rank, so the waits may single out nobody.
 Every node's event log is read; the namespaces share one clock.
 
   sudo bench/stragglers.py BUILD_DIR [--nodes 4] [--trials 5] [--clean-steps 2000] [--slowdown 0.3]
+                           [--modes clean,cost,slow,node,link] [--node-quota 0.35] [--link-ms 5]
 """
 import argparse
 import json
@@ -28,7 +33,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from node_loss import KEEP_ALIVE, PORT, Cluster, Node  # noqa: E402
 
 
-def run_job(args, cluster, ratings, tmp, steps, env_extra, tag):
+CGROUP = "/sys/fs/cgroup/cpu/dtrun_straggler_bench"
+
+
+def run_job(args, cluster, ratings, tmp, steps, env_extra, tag, slow_host=-1):
     """One job of `steps` timed steps; returns (ratings/s, ms/step, every node's event records)."""
     n = args.nodes
     endpoint = f"{cluster.addrs[0]}:{PORT}"
@@ -41,6 +49,8 @@ def run_job(args, cluster, ratings, tmp, steps, env_extra, tag):
                 os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100000", "-b", "256",
                 "--warmup-iters", "20", "--timed-iters", str(steps), "--no-tensorboard",
                 "--bench-json", f"{tmp}/{tag}.bench{i}.json", "--output-dir", f"{tmp}/{tag}.out{i}"]
+        if i == slow_host:  # the whole host in the quota'd cgroup before anything of it starts
+            argv = ["sh", "-c", f'echo $$ > {CGROUP}/cgroup.procs && exec "$@"', "sh"] + argv
         nodes.append(Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1", **env_extra)))
     for i, node in enumerate(nodes):
         if node.proc.wait(timeout=steps * 2 + 300) != 0:
@@ -69,6 +79,9 @@ def main():
     ap.add_argument("--slowdown", type=float, default=0.3)
     ap.add_argument("--slow-from", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--modes", default="clean,cost,slow,node,link")
+    ap.add_argument("--node-quota", type=float, default=0.35, help="of one core, for the slowed host")
+    ap.add_argument("--link-ms", type=float, default=5)
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("stragglers.py needs root (network namespaces)")
@@ -83,28 +96,31 @@ def main():
             ratings = os.path.join(tmp, "ratings.csv")
             subprocess.run([os.path.join(args.build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000",
                             "--items", "3000"], check=True, capture_output=True)
-            # Clean: false blames over a long run.
-            per_s, ms, events, _ = run_job(args, cluster, ratings, tmp, args.clean_steps, {}, "clean")
+            modes = args.modes.split(",")
+            # Clean: false blames over a long run (and the step time the slowdowns are sized by).
+            steps = args.clean_steps if "clean" in modes else 300
+            per_s, ms, events, _ = run_job(args, cluster, ratings, tmp, steps, {}, "clean")
             blames = named(events)
-            print(f"clean: {args.clean_steps} steps, {ms:.1f} ms/step, {per_s:.0f} ratings/s; named a straggler "
+            print(f"clean: {steps} steps, {ms:.1f} ms/step, {per_s:.0f} ratings/s; named a straggler "
                   f"{len(blames)} times" + (f": {[(e['rank'], e['step']) for e in blames]}" if blames else ""),
                   flush=True)
             step_ms = ms
             # Cost of the reports: interleaved pairs.
             on, off = [], []
-            for r in range(args.cost_rounds):
+            for r in range(args.cost_rounds if "cost" in modes else 0):
                 for mode, env, out in (("on", {}, on), ("off", {"DTRUN_SYNC_REPORTS": "0"}, off)):
                     rate, _, _, _ = run_job(args, cluster, ratings, tmp, args.cost_steps, env, f"cost{r}{mode}")
                     out.append(rate)
                     print(f"  cost round {r + 1} reports {mode}: {rate:.0f} ratings/s", file=sys.stderr, flush=True)
-            cost = 1 - statistics.mean(on) / statistics.mean(off)
-            print(f"cost of the wait reports: {statistics.mean(on):.0f} against {statistics.mean(off):.0f} ratings/s "
-                  f"without them ({cost * 100:+.1f}%; rounds on {[round(x) for x in on]}, off {[round(x) for x in off]})",
-                  flush=True)
+            if on:
+                cost = 1 - statistics.mean(on) / statistics.mean(off)
+                print(f"cost of the wait reports: {statistics.mean(on):.0f} against {statistics.mean(off):.0f} ratings/s "
+                      f"without them ({cost * 100:+.1f}%; rounds on {[round(x) for x in on]}, off "
+                      f"{[round(x) for x in off]})", flush=True)
             # Slowed ranks.
             sleep_ms = max(1, round(args.slowdown * step_ms))
             rows = []
-            for t in range(args.trials):
+            for t in range(args.trials if "slow" in modes else 0):
                 victim = rng.randrange(world)
                 fault = f"{victim}:{args.slow_from}:{sleep_ms}"
                 start = time.time()
@@ -119,17 +135,51 @@ def main():
                        "wrong_names": len(wrong), "ms_per_step": round(ms_slow, 1)}
                 rows.append(row)
                 print(f"  slow #{t + 1}: {row}", file=sys.stderr, flush=True)
-            ok = [r for r in rows if r["named"] == r["victim"]]
-            judged = [r["judged_steps"] for r in ok]
-            logged = [r["logged_at_step"] for r in ok]
-            print(f"slow by {args.slowdown:.0%} ({sleep_ms} ms of {step_ms:.1f} ms): named {len(ok)}/{len(rows)}; "
-                  f"judge needed median {statistics.median(judged) if judged else '-'} / max {max(judged, default='-')} "
-                  f"steps of the slowed run; logged at step +{statistics.median(logged) if logged else '-'} (median) / "
-                  f"+{max(logged, default='-')} (max); cost share median "
-                  f"{statistics.median([r['cost_share'] for r in ok]) if ok else '-'}; wrong names "
-                  f"{sum(r['wrong_names'] for r in rows)}", flush=True)
+            if "slow" in modes:
+                report_slow(args, rows, sleep_ms, step_ms)
+            if "node" in modes:
+                os.makedirs(CGROUP, exist_ok=True)
+                with open(f"{CGROUP}/cpu.cfs_period_us", "w") as f:
+                    f.write("100000")
+                with open(f"{CGROUP}/cpu.cfs_quota_us", "w") as f:
+                    f.write(str(int(args.node_quota * 100000)))
+                for t in range(args.trials):
+                    host = rng.randrange(1, args.nodes)
+                    _, ms_slow, events, _ = run_job(args, cluster, ratings, tmp, 300, {}, f"node{t}", slow_host=host)
+                    first = min(named(events), key=lambda e: e["ts_ms"], default=None)
+                    print(f"  node #{t + 1}: host {host} ({cluster.addrs[host]}) at {args.node_quota:.0%} of a core, "
+                          f"{ms_slow:.1f} ms/step: first named "
+                          f"{(first['rank'], first['node'], first['named_at_step'], round(first['cost_share'], 3)) if first else None}; "
+                          f"all names {sorted(set((e['rank'], e['node']) for e in named(events)))}", flush=True)
+            if "link" in modes:
+                for t in range(args.trials):
+                    host = rng.randrange(1, args.nodes)
+                    subprocess.run(["ip", "netns", "exec", cluster.ns(host), "tc", "qdisc", "add", "dev", "eth0", "root",
+                                    "netem", "delay", f"{args.link_ms}ms"], check=True)
+                    try:
+                        _, ms_slow, events, _ = run_job(args, cluster, ratings, tmp, 300, {}, f"link{t}")
+                    finally:
+                        subprocess.run(["ip", "netns", "exec", cluster.ns(host), "tc", "qdisc", "del", "dev", "eth0",
+                                        "root"], check=False)
+                    print(f"  link #{t + 1}: host {host} ({cluster.addrs[host]}) delayed {args.link_ms} ms, "
+                          f"{ms_slow:.1f} ms/step: names {sorted(set((e['rank'], e['node']) for e in named(events)))}",
+                          flush=True)
     finally:
         cluster.close()
+        if os.path.isdir(CGROUP):
+            os.rmdir(CGROUP)
+
+
+def report_slow(args, rows, sleep_ms, step_ms):
+    ok = [r for r in rows if r["named"] == r["victim"]]
+    judged = [r["judged_steps"] for r in ok]
+    logged = [r["logged_at_step"] for r in ok]
+    print(f"slow by {args.slowdown:.0%} ({sleep_ms} ms of {step_ms:.1f} ms): named {len(ok)}/{len(rows)}; "
+          f"judge needed median {statistics.median(judged) if judged else '-'} / max {max(judged, default='-')} "
+          f"steps of the slowed run; logged at step +{statistics.median(logged) if logged else '-'} (median) / "
+          f"+{max(logged, default='-')} (max); cost share median "
+          f"{statistics.median([r['cost_share'] for r in ok]) if ok else '-'}; wrong names "
+          f"{sum(r['wrong_names'] for r in rows)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,17 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
   }
   const std::optional<straggler::Verdict> v = stragglers_.Current();
   if (!v) {
-    straggler_.reset();
+    // No single rank: perhaps a whole node, whose ranks take turns at being last.
+    const std::optional<straggler::Verdict> n = stragglers_.CurrentNode();
+    if (n && n->rank >= 0 && static_cast<size_t>(n->rank) < members_.size()) {
+      const std::string label =
+          NodeLabel(nodes_.at(members_[static_cast<size_t>(n->rank)]).info).substr(0, status::kMaxStatusString);
+      const bool same = straggler_ && straggler_->global_rank < 0 && straggler_->host == label;
+      straggler_ = status::StragglerStatus{-1, label, n->last_in, n->window, std::min(1.0, n->cost_share),
+                                           same ? straggler_->named_at_step : stragglers_.judged_step()};
+    } else {
+      straggler_.reset();
+    }
     return;
   }
   const bool same = straggler_ && straggler_->global_rank == v->rank;
@@ -327,7 +337,10 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   min_reached_at_.reset();
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
-  stragglers_.Reset(world);
+  std::vector<int> node_of_rank;
+  node_of_rank.reserve(static_cast<size_t>(world));
+  for (size_t i = 0; i < members_.size(); ++i) node_of_rank.insert(node_of_rank.end(), nodes_.at(members_[i]).info.nproc, static_cast<int>(i));
+  stragglers_.Reset(world, std::move(node_of_rank));
   NodeInfo master = nodes_.at(members_[0]).info;
   if (!options_.workers_store_addr.empty()) {
     master.store_addr = options_.workers_store_addr;

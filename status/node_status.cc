@@ -65,6 +65,11 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
 }
 
 std::string DescribeStraggler(const StragglerStatus& s) {
+  if (s.global_rank < 0) {
+    return absl::StrCat("the ranks of ", s.host, " arrived last at the gradient all-reduce in ", s.last_in,
+                        " of the last ", s.window, " steps (a slow node or its link), costing every rank ",
+                        static_cast<int>(std::lround(s.cost_share * 100)), "% of the step time");
+  }
   return absl::StrCat("rank ", s.global_rank, s.host.empty() ? "" : absl::StrCat(" on ", s.host),
                       " arrived last at the gradient all-reduce in ", s.last_in, " of the last ", s.window,
                       " steps, costing every rank ", static_cast<int>(std::lround(s.cost_share * 100)),

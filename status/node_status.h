@@ -46,7 +46,7 @@ struct RankStatus {
 
 // The rank the job judged to be holding everyone back (straggler/straggler_judge.h).
 struct StragglerStatus {
-  int global_rank = -1;
+  int global_rank = -1;   // -1: a whole node (`host`), no one rank of it
   std::string host;       // the node that runs it, as messages name nodes ("node 1 (vm, 198.18.0.2)")
   int last_in = 0;        // steps of the window in which it arrived last by the margin
   int window = 0;

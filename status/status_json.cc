@@ -37,7 +37,7 @@ json RankToJson(const RankStatus& r) {
 
 json StragglerToJson(const std::optional<StragglerStatus>& s) {
   if (!s) return nullptr;
-  return {{"rank", s->global_rank}, {"host", s->host}, {"last_in", s->last_in}, {"window", s->window},
+  return {{"rank", Known(static_cast<int64_t>(s->global_rank))}, {"host", s->host}, {"last_in", s->last_in}, {"window", s->window},
           {"cost_share", s->cost_share}, {"named_at_step", Known(s->named_at_step)}};
 }
 
@@ -101,7 +101,7 @@ absl::Status StragglerFromJson(const json& j, std::optional<StragglerStatus>& ou
   DTRUN_READ(j, "window", s.window);
   DTRUN_READ(j, "cost_share", s.cost_share);
   DTRUN_READ(j, "named_at_step", s.named_at_step);
-  const bool sane = s.global_rank >= 0 && s.host.size() <= kMaxStatusString && s.window > 0 && s.last_in >= 0 &&
+  const bool sane = (s.global_rank >= 0 || !s.host.empty()) && s.global_rank >= -1 && s.host.size() <= kMaxStatusString && s.window > 0 && s.last_in >= 0 &&
                     s.last_in <= s.window && std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1;
   if (!sane) return absl::InvalidArgumentError("status JSON: field 'straggler' is out of range");
   out = s;

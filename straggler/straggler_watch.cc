@@ -1,5 +1,6 @@
 #include "straggler/straggler_watch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,9 +8,13 @@
 
 namespace dtrun::straggler {
 
-void StragglerWatch::Reset(int world) {
+void StragglerWatch::Reset(int world, std::vector<int> node_of_rank) {
   judge_.Reset();
+  node_judge_.Reset();
   last_seen_.assign(world > 1 ? static_cast<size_t>(world) : 0, -1);
+  const bool fits = static_cast<int>(node_of_rank.size()) == world &&
+                    std::all_of(node_of_rank.begin(), node_of_rank.end(), [](int n) { return n >= 0; });
+  node_of_rank_ = fits ? std::move(node_of_rank) : std::vector<int>{};
   pending_.clear();
   judged_ = -1;
   named_rank_ = -1;
@@ -35,6 +40,7 @@ absl::Status StragglerWatch::Observe(int rank, int64_t step, double wait_s, doub
     p.next_s = wait_s;
   }
   p.step_s = std::max(p.step_s, step_s);
+  if (!node_of_rank_.empty()) TrackNodes(p, node_of_rank_[rank], wait_s);
   if (++p.count == static_cast<int>(last_seen_.size())) {
     Judge(step, p);
   } else if (pending_.size() > kMaxPendingSteps) {
@@ -43,9 +49,31 @@ absl::Status StragglerWatch::Observe(int rank, int64_t step, double wait_s, doub
   return absl::OkStatus();
 }
 
+// The smallest wait with its node, and the smallest on any other node, kept as waits arrive.
+void StragglerWatch::TrackNodes(Pending& p, int node, double wait_s) const {
+  if (p.min_node < 0) {
+    p.min_node = node;
+    p.other_node_s = std::numeric_limits<double>::infinity();
+    p.node_min_s = wait_s;
+    return;
+  }
+  if (node == p.min_node) {
+    p.node_min_s = std::min(p.node_min_s, wait_s);
+  } else if (wait_s < p.node_min_s) {
+    p.other_node_s = p.node_min_s;  // the old last node is now the next
+    p.node_min_s = wait_s;
+    p.min_node = node;
+  } else {
+    p.other_node_s = std::min(p.other_node_s, wait_s);
+  }
+}
+
 void StragglerWatch::Judge(int64_t step, const Pending& p) {
   // Cannot fail: the step is after every judged one, the times were checked on the way in.
   judge_.Add(StepLead{step, p.min_rank, p.next_s - p.min_s, p.step_s}).IgnoreError();
+  if (p.min_node >= 0 && std::isfinite(p.other_node_s)) {
+    node_judge_.Add(StepLead{step, p.min_node, p.other_node_s - p.node_min_s, p.step_s}).IgnoreError();
+  }
   judged_ = step;
   const std::optional<Verdict> v = judge_.Current();
   const int rank = v ? v->rank : -1;

@@ -2,6 +2,11 @@
 // per rank, in batches, from the agents' status pushes: a step is judged once every rank of the
 // round has reported it. Only each pending step's smallest two waits are kept, so memory is
 // O(ranks + pending steps), whatever the job's size. Plain logic; not thread-safe.
+//
+// Nodes too: when every rank of a node is slow (a throttled host, a noisy neighbour), the last
+// arrival moves between its ranks and no single rank is last in most steps. With the ranks'
+// nodes given, a second judge looks at each step's smallest wait against the smallest on any
+// other node, and names the node.
 #pragma once
 
 #include <cstdint>
@@ -19,17 +24,20 @@ class StragglerWatch {
   // Steps waiting for their last rank's report; older ones are dropped first.
   static constexpr size_t kMaxPendingSteps = 256;
 
-  explicit StragglerWatch(JudgeOptions options = {}) : judge_(options) {}
+  explicit StragglerWatch(JudgeOptions options = {}) : judge_(options), node_judge_(options) {}
 
   // A new round of `world` ranks: nothing of the last round counts. Fewer than two ranks: nothing
-  // is judged.
-  void Reset(int world);
+  // is judged. `node_of_rank` (by rank, world entries; else ignored) lets whole nodes be named.
+  void Reset(int world, std::vector<int> node_of_rank = {});
   // Rank `rank` waited `wait_s` inside step `step`'s gradient all-reduce, in a step of `step_s`.
   // A rank's steps must rise (a repeat is ignored: pushes may be resent). InvalidArgument for a rank
   // out of range or a negative or non-finite time; nothing changes then.
   absl::Status Observe(int rank, int64_t step, double wait_s, double step_s);
 
   std::optional<Verdict> Current() const { return judge_.Current(); }
+  // The node holding the job back (Verdict::rank is the node's index in `node_of_rank`), judged
+  // from the lead of each step's last node over the next; nullopt without nodes or verdict.
+  std::optional<Verdict> CurrentNode() const { return node_judge_.Current(); }
   int world() const { return static_cast<int>(last_seen_.size()); }
   int64_t judged_step() const { return judged_; }  // the newest step judged (-1: none)
   // The step whose judgement first named the rank named now, without a break since (-1: none).
@@ -41,10 +49,16 @@ class StragglerWatch {
     int min_rank = -1;
     double min_s = 0, next_s = 0;  // the smallest wait and the next
     double step_s = 0;             // the longest step any rank saw
+    int min_node = -1;             // the node of the smallest wait
+    double node_min_s = 0;         // that wait (the same as min_s once every rank is in)
+    double other_node_s = 0;       // the smallest wait on any other node (infinity: none yet)
   };
+  void TrackNodes(Pending& p, int node, double wait_s) const;
   void Judge(int64_t step, const Pending& p);
 
   StragglerJudge judge_;
+  StragglerJudge node_judge_;
+  std::vector<int> node_of_rank_;
   std::vector<int64_t> last_seen_;  // by rank: its newest step observed
   std::map<int64_t, Pending> pending_;
   int64_t judged_ = -1;

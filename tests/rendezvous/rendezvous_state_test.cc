@@ -395,5 +395,31 @@ TEST_F(RendezvousStateTest, TheMembersWaitsNameTheStragglerAndItsNode) {
   EXPECT_FALSE(s.straggler().has_value());
 }
 
+// Both ranks of node b are late and take turns at being last: the node is named, as a node.
+TEST_F(RendezvousStateTest, AWholeSlowNodeIsNamedByItsLabel) {
+  RendezvousState s(Static(2), now_);
+  std::string a = MustJoin(s, Node("a", 0, 2));
+  std::string b = MustJoin(s, Node("b", 1, 2));
+  for (int n = 0; n < 2; ++n) {
+    status::NodeStatus p;
+    p.round = s.round();
+    p.ranks.resize(2);
+    for (int l = 0; l < 2; ++l) {
+      p.ranks[l].global_rank = 2 * n + l;
+      p.ranks[l].local_rank = l;
+      for (int64_t step = 1; step <= 30; ++step) {
+        const bool last = n == 1 && l == step % 2;  // b's ranks alternate as the very last
+        p.ranks[l].waits.push_back({step, n == 1 ? (last ? 0.001 : 0.003) : 0.060, 0.3});
+      }
+    }
+    ASSERT_TRUE(s.SetProgress(n == 0 ? a : b, p).ok());
+  }
+  ASSERT_TRUE(s.straggler().has_value());
+  EXPECT_EQ(s.straggler()->global_rank, -1);
+  EXPECT_EQ(s.straggler()->host, "node 1 (b, b-addr)");
+  EXPECT_NE(status::DescribeStraggler(*s.straggler()).find("the ranks of node 1 (b, b-addr) arrived last"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace dtrun::rdzv

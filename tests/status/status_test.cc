@@ -184,6 +184,13 @@ TEST(StatusJsonTest, TheStragglerAndTheWaitsRoundTripAndBadOnesAreRefused) {
   EXPECT_EQ(back->straggler->last_in, 9);
   EXPECT_DOUBLE_EQ(back->straggler->cost_share, 0.4);
   EXPECT_DOUBLE_EQ(back->nodes[0].ranks[0].sync_wait_s, 0.05);
+  // A whole node: no rank, the node's label.
+  job.straggler = StragglerStatus{-1, "node 2 (vm, 198.19.1.12)", 15, 20, 0.3};
+  absl::StatusOr<JobStatus> node = JobStatusFromJson(ToJson(job), kMaxRanksPerNode);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_TRUE(ToJson(job)["straggler"]["rank"].is_null());
+  EXPECT_EQ(node->straggler->global_rank, -1);
+  EXPECT_EQ(node->straggler->host, "node 2 (vm, 198.19.1.12)");
   for (const char* bad : {R"({"rank":-1,"host":"","last_in":1,"window":2,"cost_share":0.1})",
                           R"({"rank":1,"host":"","last_in":3,"window":2,"cost_share":0.1})",
                           R"({"rank":1,"host":"","last_in":1,"window":2,"cost_share":7})", R"("rank 1")"}) {

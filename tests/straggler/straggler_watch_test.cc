@@ -133,5 +133,37 @@ TEST(StragglerWatchTest, OneRankJudgesNothingAndResetForgetsTheRound) {
   EXPECT_EQ(watch.judged_step(), 1);
 }
 
+// Both ranks of node 1 arrive 60 ms late, taking turns at being the very last: no rank is last in
+// most steps, the node is.
+TEST(StragglerWatchTest, AWholeSlowNodeIsNamedWhenNoOneRankOfItIs) {
+  StragglerWatch watch;
+  watch.Reset(6, {0, 0, 1, 1, 2, 2});
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(0.0, 0.002);
+  for (int64_t s = 1; s <= 40; ++s) {
+    std::vector<double> arrive(6);
+    for (int r = 0; r < 6; ++r) arrive[r] = 0.2 + (r == 2 || r == 3 ? 0.06 : 0) + std::abs(noise(rng));
+    const double all_in = *std::max_element(arrive.begin(), arrive.end());
+    for (int r = 0; r < 6; ++r) ASSERT_TRUE(watch.Observe(r, s, all_in - arrive[r], 0.27).ok());
+  }
+  EXPECT_FALSE(watch.Current().has_value()) << "rank " << watch.Current()->rank;
+  ASSERT_TRUE(watch.CurrentNode().has_value());
+  EXPECT_EQ(watch.CurrentNode()->rank, 1);
+  EXPECT_GT(watch.CurrentNode()->cost_share, 0.15);
+}
+
+TEST(StragglerWatchTest, NodesThatDoNotFitTheWorldAreIgnored) {
+  StragglerWatch watch(JudgeOptions{.window = 1});
+  watch.Reset(2, {0});  // one entry for two ranks
+  ASSERT_TRUE(watch.Observe(0, 1, 0.05, 0.2).ok());
+  ASSERT_TRUE(watch.Observe(1, 1, 0.0, 0.2).ok());
+  EXPECT_TRUE(watch.Current().has_value());
+  EXPECT_FALSE(watch.CurrentNode().has_value());
+  watch.Reset(2, {0, -4});
+  ASSERT_TRUE(watch.Observe(0, 1, 0.05, 0.2).ok());
+  ASSERT_TRUE(watch.Observe(1, 1, 0.0, 0.2).ok());
+  EXPECT_FALSE(watch.CurrentNode().has_value());
+}
+
 }  // namespace
 }  // namespace dtrun::straggler
