@@ -12,12 +12,13 @@ in its benchmark mode (--timed-iters: a fixed number of steps, then ratings/s). 
            had reached when they logged it;
   node     a random host's processes (dtrun and its workers) in a cgroup (v1 cpu) whose quota is
            NODE_QUOTA of one core, from the start: what is named (the node, as a node) and when;
-  link     a random host's link delayed by LINK_MS each way (tc netem): what is named. A slow link
-           slows the collective for every rank, so the waits may single out nobody.
+  link     a random host's outgoing link limited to LINK_RATE (tc tbf; this VM's kernel has no
+           netem): what is named. A slow link slows the collective for every rank, so the waits
+           may single out nobody.
 Every node's event log is read; the namespaces share one clock.
 
   sudo bench/stragglers.py BUILD_DIR [--nodes 4] [--trials 5] [--clean-steps 2000] [--slowdown 0.3]
-                           [--modes clean,cost,slow,node,link] [--node-quota 0.35] [--link-ms 5]
+                           [--modes clean,cost,slow,node,link] [--node-quota 0.35] [--link-rate 50mbit]
 """
 import argparse
 import json
@@ -49,9 +50,12 @@ def run_job(args, cluster, ratings, tmp, steps, env_extra, tag, slow_host=-1):
                 os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100000", "-b", "256",
                 "--warmup-iters", "20", "--timed-iters", str(steps), "--no-tensorboard",
                 "--bench-json", f"{tmp}/{tag}.bench{i}.json", "--output-dir", f"{tmp}/{tag}.out{i}"]
-        if i == slow_host:  # the whole host in the quota'd cgroup before anything of it starts
-            argv = ["sh", "-c", f'echo $$ > {CGROUP}/cgroup.procs && exec "$@"', "sh"] + argv
         nodes.append(Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1", **env_extra)))
+        if i == slow_host:
+            # The whole host into the quota'd cgroup, from outside the namespace (`ip netns exec`
+            # mounts its own /sys), before dtrun starts any worker: they inherit it.
+            with open(f"{CGROUP}/cgroup.procs", "w") as f:
+                f.write(str(nodes[-1].proc.pid))
     for i, node in enumerate(nodes):
         if node.proc.wait(timeout=steps * 2 + 300) != 0:
             raise SystemExit(f"{tag}: host {i} failed:\n" + node.text()[-3000:])
@@ -81,7 +85,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--modes", default="clean,cost,slow,node,link")
     ap.add_argument("--node-quota", type=float, default=0.35, help="of one core, for the slowed host")
-    ap.add_argument("--link-ms", type=float, default=5)
+    ap.add_argument("--link-rate", default="50mbit", help="tc tbf rate of the slowed host's link")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("stragglers.py needs root (network namespaces)")
@@ -155,13 +159,13 @@ def main():
                 for t in range(args.trials):
                     host = rng.randrange(1, args.nodes)
                     subprocess.run(["ip", "netns", "exec", cluster.ns(host), "tc", "qdisc", "add", "dev", "eth0", "root",
-                                    "netem", "delay", f"{args.link_ms}ms"], check=True)
+                                    "tbf", "rate", args.link_rate, "burst", "32kbit", "latency", "400ms"], check=True)
                     try:
                         _, ms_slow, events, _ = run_job(args, cluster, ratings, tmp, 300, {}, f"link{t}")
                     finally:
                         subprocess.run(["ip", "netns", "exec", cluster.ns(host), "tc", "qdisc", "del", "dev", "eth0",
                                         "root"], check=False)
-                    print(f"  link #{t + 1}: host {host} ({cluster.addrs[host]}) delayed {args.link_ms} ms, "
+                    print(f"  link #{t + 1}: host {host} ({cluster.addrs[host]}) limited to {args.link_rate}, "
                           f"{ms_slow:.1f} ms/step: names {sorted(set((e['rank'], e['node']) for e in named(events)))}",
                           flush=True)
     finally:
