@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "absl/strings/str_join.h"
 #include "snapshot/payload_toc.h"
 
 namespace dtrun::worker {
@@ -70,6 +71,26 @@ void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device
   if (differs) reports.Diverged(step, FingerprintHex(mine), vote.majority ? FingerprintHex(*vote.majority) : "none");
   const std::string line = DescribeDivergence(vote, by_rank, step);
   if (rank == 0 || differs) std::fprintf(stderr, "rank %d: %s; going back to the newest state they agreed on\n", rank, line.c_str());
+  throw ReplicasDiverged(line);
+}
+
+void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& device, bool mine_finite,
+                                 double not_finite, int rank, int world, int64_t step) {
+  if (pg == nullptr || not_finite < 0.5 || not_finite > world - 0.5) return;
+  std::vector<double> slots(static_cast<size_t>(world), 0.0);
+  slots[static_cast<size_t>(rank)] = mine_finite ? 0.0 : 1.0;
+  std::vector<torch::Tensor> t{torch::tensor(slots, torch::kFloat64).to(pg->nccl ? device : torch::Device(torch::kCPU))};
+  pg->backend->allreduce(t)->wait();
+  const torch::Tensor all = t[0].cpu();
+  std::vector<std::string> who;
+  for (int r = 0; r < world; ++r) {
+    if (all[r].item<double>() > 0.5) who.push_back(std::to_string(r));
+  }
+  const std::string line = "the loss of step " + std::to_string(step) + " is not finite on rank(s) " +
+                           absl::StrJoin(who, ", ") + " only, finite on the other " +
+                           std::to_string(world - static_cast<int>(who.size())) +
+                           ": silent corruption or a bad input on those ranks";
+  if (rank == 0 || !mine_finite) std::fprintf(stderr, "rank %d: %s; going back to the newest state they agreed on\n", rank, line.c_str());
   throw ReplicasDiverged(line);
 }
 

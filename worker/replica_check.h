@@ -50,6 +50,14 @@ void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device
 MemorySnapshots::Verifier ReplicaVerifier(ProcessGroupHandle* pg, const torch::Device& device, int rank, int world,
                                           const progress::ProgressClient& reports);
 
+// Every rank calls it after the step's flags all-reduce counted `not_finite` ranks whose loss was
+// NaN or infinite: when some but not all were, those ranks are named (an all-reduce says which),
+// rank 0 and they say so on stderr, and every rank throws ReplicasDiverged. The gradient all-reduce
+// has already spread the poison into every replica's parameters: only going back helps. All ranks
+// non-finite is the model diverging, not a corrupted rank: nothing is done here then.
+void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& device, bool mine_finite,
+                                 double not_finite, int rank, int world, int64_t step);
+
 // EnsureReplicasAgree with its cost counted, for the trainer's last lines.
 class ReplicaChecks {
  public:

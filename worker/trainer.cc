@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdarg>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -435,7 +436,8 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);
     if (ddp_) reports_.Sync(progress_.global_step, ddp_->last_sync().wait_s, ddp_->last_sync().step_s);
-    loss_sum += loss.item<double>() * count;
+    const double loss_value = loss.item<double>();
+    loss_sum += loss_value * count;
     correct1 += TopK(logits.detach(), y).first;
     seen += count;
     compute_s += Seconds(compute_start, Clock::now()) - data_wait;
@@ -445,8 +447,13 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     // so they are all-reduced together.
     bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
     bool want_snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
-    std::vector<double> flags =
-        AllReduceSum({StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0, want_snapshot ? 1.0 : 0.0});
+    // fp16's loss scaling overflows now and then on purpose; otherwise a loss that is not finite
+    // on some ranks only marks them (worker/replica_check.h).
+    const bool finite = std::isfinite(loss_value) || (autocast_ && autocast_dtype_ == at::kHalf);
+    std::vector<double> flags = AllReduceSum(
+        {StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0, want_snapshot ? 1.0 : 0.0, finite ? 0.0 : 1.0});
+    EnsureLossFiniteOnAllOrNone(pg_ ? &*pg_ : nullptr, device_, finite, flags[3], env_.rank, env_.world_size,
+                                progress_.global_step);
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {

@@ -342,7 +342,8 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     ++step;
     reports_.Beat(progress_.global_step, progress_.global_step * o_.batch_size);
     if (ddp_) reports_.Sync(progress_.global_step, ddp_->last_sync().wait_s, ddp_->last_sync().step_s);
-    loss_sum += loss.item<double>() * static_cast<double>(b.count);
+    const double loss_value = loss.item<double>();
+    loss_sum += loss_value * static_cast<double>(b.count);
     sq_err += rating_loss.item<double>() * static_cast<double>(b.count);
     seen += b.count;
     compute_s += Seconds(compute_start, Clock::now());
@@ -352,8 +353,12 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     // so they are all-reduced together.
     const bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
     const bool want_snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
-    std::vector<double> flags = AllReduceSum(
-        {worker::StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0, want_snapshot ? 1.0 : 0.0});
+    // A loss that is not finite on some ranks only marks them (worker/replica_check.h).
+    const bool finite = std::isfinite(loss_value);
+    std::vector<double> flags = AllReduceSum({worker::StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0,
+                                              want_snapshot ? 1.0 : 0.0, finite ? 0.0 : 1.0});
+    worker::EnsureLossFiniteOnAllOrNone(pg_ ? &*pg_ : nullptr, torch::kCPU, finite, flags[3], env_.rank,
+                                        env_.world_size, progress_.global_step);
     if (flags[0] > 0 || flags[1] > 0) {
       Save(epoch, step);
     } else if (flags[2] > 0 && snapshots_) {

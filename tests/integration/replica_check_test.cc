@@ -58,6 +58,31 @@ TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHap
   EXPECT_EQ(Digest(log), Digest(clean)) << log;
 }
 
+// An exponent bit: the rank's next loss is not finite, and its gradients poison every replica
+// through the all-reduce before any check could compare them. The loss check in the step's flags
+// names the rank, and the job starts over (no snapshots, no checkpoint yet) and ends as a clean run.
+TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack) {
+  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  const std::string dir = MakeTempDir();
+  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "120", "--items", "300"});
+  ASSERT_EQ(mrc, 0) << made;
+  auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
+    env.emplace("OMP_NUM_THREADS", "1");
+    return RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1", "--snapshot-memory",
+                     "0", BinDir() + "/train_recsys", dir + "/r.csv", "--output-dir", dir + "/" + name, "--epochs", "2",
+                     "-b", "64", "-p", "1000", "--save-every-minutes", "1000", "--no-tensorboard"},
+                    env);
+  };
+  auto [clean_rc, clean] = run("clean", {});
+  ASSERT_EQ(clean_rc, 0) << clean;
+  auto [rc, log] = run("poisoned", {{"DTRUN_FAULT_FLIP", "2:9:towers.mlp.0.weight:30"}});
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("the loss of step 10 is not finite on rank(s) 2 only, finite on the other 2"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("failed (exit code 78)"), std::string::npos) << log;
+  EXPECT_EQ(Digest(log), Digest(clean)) << log;
+}
+
 // The same in a Python DDP script: dtrun.check_replicas before each dtrun.snapshot. The reference
 // is a run that crashed right after the same snapshot, not an uninterrupted one: with 3 ranks,
 // PyTorch's DDP is not bitwise reproducible across a restart (its first step after construction
