@@ -36,7 +36,7 @@ struct RawFlags {
   std::string rdzv_conf, role = "default", log_dir, redirects = "0", tee = "0", ranks_filter;
   std::string master_addr = "127.0.0.1", local_addr, signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
-  std::string event_log, section_timeouts;
+  std::string event_log, section_timeouts, on_straggler = "warn";
   double heartbeat_timeout = 0, dstate_timeout = 300;
   int max_attempts_without_progress = 3;
   std::string snapshot_memory = "auto";
@@ -92,6 +92,10 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   app.add_option("-t,--tee", f.tee, "Streams sent to log files and the console: 0-3 or rank:mask,...")
       ->envname("PET_TEE");
   app.add_option("--event-log", f.event_log, "Also write this node's event log (JSON lines; docs/DESIGN.md) to FILE");
+  opt("on-straggler", f.on_straggler,
+      "warn: name a rank or node that holds the job back; replace: also swap its node for a spare, once "
+      "(elastic jobs)")
+      ->capture_default_str();
   opt("heartbeat-timeout", f.heartbeat_timeout,
       "Seconds without a progress report after which a worker that reports is hung (0: off)")
       ->capture_default_str();
@@ -373,6 +377,13 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
   a.run_id = f.rdzv_id;
   a.master_addr = f.master_addr;
   a.master_port = f.master_port;
+  if (f.on_straggler != "warn" && f.on_straggler != "replace") {
+    return Bad(absl::StrCat("--on-straggler ", f.on_straggler, " is not warn or replace"));
+  }
+  if (f.on_straggler == "replace" && (f.rdzv_backend != "c10d" || c.max_nodes < 2)) {
+    return Bad("--on-straggler replace needs an elastic multi-node job (--rdzv-backend c10d, --nnodes MIN:MAX) "
+               "with a spare node to swap in; use warn");
+  }
   if (f.rdzv_backend != "static" && f.rdzv_backend != "c10d") {
     return Bad(absl::StrCat("--rdzv-backend ", f.rdzv_backend, " is not supported; use c10d (dtrun's rendezvous "
                             "service) or static"));
@@ -409,6 +420,7 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
     return absl::OkStatus();
   }
   rdzv::RendezvousOptions& r = c.rdzv;
+  r.replace_stragglers = f.on_straggler == "replace";
   r.min_nodes = c.min_nodes;
   r.max_nodes = c.max_nodes;
   r.static_ranks = !dynamic;

@@ -26,6 +26,10 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   app.add_option("--rdzv-id,--rdzv_id", run_id, "The job's run id")->capture_default_str();
   app.add_option("--rdzv-conf,--rdzv_conf", conf, "key=value,... (as for dtrun)");
   app.add_option("--max-restarts,--max_restarts", max_restarts, "Job-wide restart budget")->capture_default_str();
+  std::string on_straggler = "warn";
+  app.add_option("--on-straggler", on_straggler, "warn, or replace: swap a straggler's node for a spare, once")
+      ->check(CLI::IsMember({"warn", "replace"}))
+      ->capture_default_str();
   AddCredentialFlags(app, credential_flags);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   auto fail = [](const absl::Status& st) {
@@ -37,6 +41,7 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   if (!nodes.ok()) return fail(nodes.status());
   std::tie(o.min_nodes, o.max_nodes) = *nodes;
   o.static_ranks = backend == "static";
+  o.replace_stragglers = on_straggler == "replace";
   o.max_restarts = max_restarts;
   o.run_id = run_id;
   absl::StatusOr<Credentials> creds = LoadCredentials(credential_flags);

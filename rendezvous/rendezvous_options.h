@@ -16,6 +16,9 @@ struct RendezvousOptions {
   int max_nodes = 1;
   bool static_ranks = true;  // --node-rank given (static backend); else the service assigns ranks
   int max_restarts = 0;      // job-wide, counted once per worker failure
+  // --on-straggler replace: an elastic job swaps the node that holds a named straggler for a spare,
+  // once (docs/DESIGN.md, "Stragglers").
+  bool replace_stragglers = false;
   std::string run_id = "none";
   std::string token;         // agents must present it; empty = no check
   // The workers' TCPStore for every round, when the service host serves it on the declared port

@@ -91,6 +91,7 @@ class Service final : public v1::Rendezvous::CallbackService {
           spdlog::warn("ignored a status summary ({} so far): {}", rejected_progress_, std::string(shown.message()));
         }
       }
+      if (st.ok()) state_.MaybeReplaceStraggler(Clock::now());  // its watchers are answered below
       if (st.ok() && state_.straggler()) ToWire(*state_.straggler(), resp->mutable_straggler());
       return st;
     }, req->auth());

@@ -152,6 +152,37 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
                                        std::min(1.0, v->cost_share), named_at};
 }
 
+bool RendezvousState::MaybeReplaceStraggler(TimePoint now) {
+  if (!options_.replace_stragglers || straggler_replaced_ || options_.static_ranks || !straggler_ ||
+      phase_ != JobPhase::kRunning) {
+    return false;
+  }
+  // The member that runs the named rank (or is the named node).
+  std::string slow;
+  for (const std::string& m : members_) {
+    const Node& n = nodes_.at(m);
+    if (!n.assignment) continue;
+    const int first = n.assignment->rank_offset;
+    const bool runs_it = straggler_->global_rank >= 0
+                             ? straggler_->global_rank >= first && straggler_->global_rank < first + n.info.nproc
+                             : NodeLabel(n.info) == straggler_->host;
+    if (runs_it) slow = m;
+  }
+  const bool has_spare = std::any_of(by_join_.begin(), by_join_.end(), [&](const auto& entry) {
+    return nodes_.at(entry.second).role == NodeRole::kSpare;
+  });
+  nodes_visited_ += by_join_.size();
+  if (slow.empty() || !has_spare) return false;
+  straggler_replaced_ = true;
+  Node& n = nodes_.at(slow);
+  by_join_.erase(n.join_seq);  // to the back: the next round's members are the first joined
+  n.join_seq = next_seq_++;
+  by_join_.emplace(n.join_seq, slow);
+  const std::string why = status::DescribeStraggler(*straggler_);
+  EndRound(absl::StrCat(NodeLabel(n.info), " is replaced by a spare (--on-straggler replace): ", why), now);
+  return true;
+}
+
 absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end() && !Terminal()) {

@@ -155,6 +155,10 @@ class RendezvousState {
   // The rank of the running round judged to hold the job back, from the all-reduce waits the
   // members' summaries carry (docs/DESIGN.md, "Stragglers"). O(1).
   const std::optional<status::StragglerStatus>& straggler() const { return straggler_; }
+  // --on-straggler replace: when a straggler is named in an elastic job that has a spare, and no node
+  // was replaced before, its node goes to the back of the join order and the round re-forms
+  // without it (the spare takes its group rank). Once per job. True if it did.
+  bool MaybeReplaceStraggler(TimePoint now);
 
   // Which nodes' views changed since the last call (so the service wakes only their watchers).
   struct Touched {
@@ -220,6 +224,7 @@ class RendezvousState {
   uint64_t all_version_ = 0;  // version_ when every node's view last changed
   bool program_parks_ = false;  // sticky: see NodeView::program_parks
   straggler::StragglerWatch stragglers_;  // the running round's; reset by FormRound
+  bool straggler_replaced_ = false;       // --on-straggler replace acts once per job
   std::optional<status::StragglerStatus> straggler_;
   void WatchForStragglers(const Node& node, const status::NodeStatus& progress);
   JobPhase phase_ = JobPhase::kForming;

@@ -561,6 +561,46 @@ TEST_F(MultiNodeTest, ARankSlowedOnOneHostIsNamedWithItsNodeOnEveryHost) {
   }
 }
 
+// --on-straggler replace: rank 1 is slowed in its backward; once it is named, the node running it
+// goes to the spares and the spare takes its group rank, and the job ends with every planned step.
+TEST_F(MultiNodeTest, OnStragglerReplaceSwapsTheSlowRanksNodeForTheSpareOnce) {
+  Cluster(3);
+  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  const std::string dir = MakeTempDir();
+  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "200", "--items", "400"});
+  ASSERT_EQ(mrc, 0) << made;
+  auto node = [&](int i) {
+    const std::string h = std::to_string(i);
+    std::vector<std::string> argv = cluster_->Exec(i);
+    for (const std::string& a : std::vector<std::string>{
+             DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+             cluster_->address(0) + ":29514", "--rdzv-id", "replace", "--local-addr", cluster_->address(i),
+             "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4", "--max-restarts", "0",
+             "--on-straggler", "replace", "--event-log", dir + "/events" + h + ".jsonl", BinDir() + "/train_recsys",
+             dir + "/r.csv", "--output-dir", dir + "/out" + h, "--epochs", "4", "-b", "64", "-p", "1000",
+             "--no-tensorboard"}) {
+      argv.push_back(a);
+    }
+    return std::make_unique<Harness>(argv, std::map<std::string, std::string>{{"DTRUN_FAULT_SLOW", "1:3:40"},
+                                                                              {"OMP_NUM_THREADS", "1"}});
+  };
+  auto a = node(0);
+  auto b = node(1);
+  ASSERT_TRUE(a->WaitForOutput("Epoch: [0]", std::chrono::seconds(120))) << a->all();
+  auto spare = node(2);
+  ASSERT_TRUE(spare->WaitForOutput("spare", std::chrono::seconds(60))) << spare->all();
+  for (auto* h : {a.get(), b.get(), spare.get()}) EXPECT_EQ(h->Wait(std::chrono::seconds(240)), 0) << h->all();
+  const std::string all = a->all() + b->all() + spare->all();
+  EXPECT_NE(all.find("is replaced by a spare (--on-straggler replace): rank 1"), std::string::npos) << all;
+  // Once, although rank 1 stays slow on the node that took it over.
+  size_t replaced = 0;
+  for (size_t at = a->all().find("is replaced by a spare"); at != std::string::npos;
+       at = a->all().find("is replaced by a spare", at + 1)) {
+    ++replaced;
+  }
+  EXPECT_EQ(replaced, 1u) << a->all();
+}
+
 TEST_F(MultiNodeTest, APythonScriptsLostRankResumesFromItsBuddyCopyOnTheSpare) {
   Cluster(3);
   const std::optional<std::string> py = TorchPython();

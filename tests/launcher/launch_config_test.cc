@@ -32,6 +32,24 @@ TEST(LaunchConfigTest, AcceptsBothSpellingsOfEveryFlag) {
   EXPECT_EQ(b->agent.max_restarts, 2);
 }
 
+TEST(LaunchConfigTest, OnStragglerReplaceIsForElasticJobsOnly) {
+  auto elastic = Parse({"--nnodes", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "--on-straggler",
+                        "replace", "/bin/true"});
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  EXPECT_TRUE(elastic->rdzv.replace_stragglers);
+  auto warn = Parse({"--nnodes", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h:29400", "/bin/true"});
+  ASSERT_TRUE(warn.ok()) << warn.status();
+  EXPECT_FALSE(warn->rdzv.replace_stragglers);
+  auto single = Parse({"--standalone", "--on-straggler", "replace", "/bin/true"});
+  ASSERT_FALSE(single.ok());
+  EXPECT_NE(single.status().message().find("--on-straggler replace needs an elastic multi-node job"), std::string::npos)
+      << single.status();
+  auto bogus = Parse({"--on_straggler", "kill", "/bin/true"});
+  ASSERT_FALSE(bogus.ok());
+  EXPECT_NE(bogus.status().message().find("--on-straggler kill is not warn or replace"), std::string::npos)
+      << bogus.status();
+}
+
 TEST(LaunchConfigTest, ArgumentsAfterTheProgramAreUntouched) {
   auto c = Parse({"--nproc-per-node", "2", "/bin/echo", "--nproc-per-node", "9", "-m"});
   ASSERT_TRUE(c.ok()) << c.status();

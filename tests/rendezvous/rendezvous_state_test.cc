@@ -395,6 +395,50 @@ TEST_F(RendezvousStateTest, TheMembersWaitsNameTheStragglerAndItsNode) {
   EXPECT_FALSE(s.straggler().has_value());
 }
 
+// --on-straggler replace: the node of the named rank goes to the spares, the spare takes its group
+// rank and the survivors keep theirs; it happens once per job, and never without a spare.
+TEST_F(RendezvousStateTest, AStragglersNodeIsSwappedForTheSpareOnce) {
+  RendezvousOptions o = Elastic(2, 2);
+  o.replace_stragglers = true;
+  RendezvousState s(o, now_);
+  std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
+  ASSERT_EQ(s.phase(), JobPhase::kRunning);
+  auto name_rank_3 = [&] {
+    for (const std::string& node : {a, b}) {
+      const NodeView v = *s.View(node);
+      status::NodeStatus p;
+      p.round = v.round;
+      p.ranks.resize(2);
+      for (int l = 0; l < 2; ++l) {
+        const int rank = v.assignment->rank_offset + l;
+        p.ranks[l].global_rank = rank;
+        p.ranks[l].local_rank = l;
+        for (int64_t step = 1; step <= 25; ++step) p.ranks[l].waits.push_back({step, rank == 3 ? 0.001 : 0.06, 0.3});
+      }
+      ASSERT_TRUE(s.SetProgress(node, p).ok());
+    }
+  };
+  ASSERT_EQ(s.View(b)->assignment->group_rank, 1);
+  name_rank_3();
+  ASSERT_TRUE(s.straggler().has_value());
+  EXPECT_FALSE(s.MaybeReplaceStraggler(now_)) << "no spare yet";
+  std::string spare = MustJoin(s, Node("spare"));
+  ASSERT_EQ(s.View(spare)->role, NodeRole::kSpare);
+  const int64_t round = s.round();
+  ASSERT_TRUE(s.MaybeReplaceStraggler(now_));
+  EXPECT_GT(s.round(), round);
+  EXPECT_EQ(s.View(b)->role, NodeRole::kSpare);
+  EXPECT_EQ(s.View(spare)->assignment->group_rank, 1);
+  EXPECT_EQ(s.View(a)->assignment->group_rank, 0);
+  EXPECT_NE(s.View(a)->reason.find("node b (b-addr) is replaced by a spare (--on-straggler replace): rank 3"),
+            std::string::npos) << s.View(a)->reason;
+  // Once: a straggler named again is only named.
+  b = spare;
+  name_rank_3();
+  ASSERT_TRUE(s.straggler().has_value());
+  EXPECT_FALSE(s.MaybeReplaceStraggler(now_));
+}
+
 // Both ranks of node b are late and take turns at being last: the node is named, as a node.
 TEST_F(RendezvousStateTest, AWholeSlowNodeIsNamedByItsLabel) {
   RendezvousState s(Static(2), now_);
