@@ -38,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     timers.TakeExpired(1e9);
     for (const RankProgress& rank : board.ranks()) {
       if (rank.sections.size() > kMaxOpenSections) std::abort();
+      if (rank.waits.size() > kMaxRecentWaits) std::abort();
     }
     if (timers.size() > kMaxTimers) std::abort();
   }

@@ -21,6 +21,7 @@ RendezvousOptions Options(uint8_t shape) {
   o.max_nodes = o.min_nodes + (shape >> 2) % 3;
   o.static_ranks = (shape & 0x80) != 0 && o.min_nodes == o.max_nodes;
   o.max_restarts = (shape >> 4) % 3;
+  o.replace_stragglers = (shape & 0x40) != 0;
   return o;
 }
 
@@ -58,7 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         v1::KeepAliveRequest req;
         if (!req.ParseFromArray(bytes, static_cast<int>(n))) break;
         const std::string id = node(req.node_id());
-        if (state.KeepAlive(id, now).ok() && req.has_progress()) (void)state.SetProgress(id, FromWire(req.progress()));
+        if (state.KeepAlive(id, now).ok() && req.has_progress()) {
+          (void)state.SetProgress(id, FromWire(req.progress()));
+          state.MaybeReplaceStraggler(now);  // the waits in the summary may name a straggler
+        }
         break;
       }
       case 3: {

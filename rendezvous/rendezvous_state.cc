@@ -154,9 +154,11 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
 
 bool RendezvousState::MaybeReplaceStraggler(TimePoint now) {
   if (!options_.replace_stragglers || straggler_replaced_ || options_.static_ranks || !straggler_ ||
-      phase_ != JobPhase::kRunning) {
+      phase_ != JobPhase::kRunning || now < next_replace_look_) {
     return false;
   }
+  // What follows walks the node table: at most once a second, however many nodes push.
+  next_replace_look_ = now + std::chrono::seconds(1);
   // The member that runs the named rank (or is the named node).
   std::string slow;
   for (const std::string& m : members_) {

@@ -157,7 +157,8 @@ class RendezvousState {
   const std::optional<status::StragglerStatus>& straggler() const { return straggler_; }
   // --on-straggler replace: when a straggler is named in an elastic job that has a spare, and no node
   // was replaced before, its node goes to the back of the join order and the round re-forms
-  // without it (the spare takes its group rank). Once per job. True if it did.
+  // without it (the spare takes its group rank). Once per job; looks at most once a second. True
+  // if it did.
   bool MaybeReplaceStraggler(TimePoint now);
 
   // Which nodes' views changed since the last call (so the service wakes only their watchers).
@@ -225,6 +226,7 @@ class RendezvousState {
   bool program_parks_ = false;  // sticky: see NodeView::program_parks
   straggler::StragglerWatch stragglers_;  // the running round's; reset by FormRound
   bool straggler_replaced_ = false;       // --on-straggler replace acts once per job
+  TimePoint next_replace_look_{};
   std::optional<status::StragglerStatus> straggler_;
   void WatchForStragglers(const Node& node, const status::NodeStatus& progress);
   JobPhase phase_ = JobPhase::kForming;

@@ -422,6 +422,7 @@ TEST_F(RendezvousStateTest, AStragglersNodeIsSwappedForTheSpareOnce) {
   name_rank_3();
   ASSERT_TRUE(s.straggler().has_value());
   EXPECT_FALSE(s.MaybeReplaceStraggler(now_)) << "no spare yet";
+  now_ += seconds(1);  // it looks at most once a second
   std::string spare = MustJoin(s, Node("spare"));
   ASSERT_EQ(s.View(spare)->role, NodeRole::kSpare);
   const int64_t round = s.round();
@@ -436,6 +437,7 @@ TEST_F(RendezvousStateTest, AStragglersNodeIsSwappedForTheSpareOnce) {
   b = spare;
   name_rank_3();
   ASSERT_TRUE(s.straggler().has_value());
+  now_ += seconds(1);
   EXPECT_FALSE(s.MaybeReplaceStraggler(now_));
 }
 
