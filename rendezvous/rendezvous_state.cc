@@ -50,6 +50,11 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
                                                    "; give every node its own --node-rank"));
     }
   }
+  if (node.nproc < 0 || static_cast<size_t>(node.nproc) > status::kMaxRanksPerNode) {
+    // The round's bookkeeping is per rank: a node's claim must not size it.
+    return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says it runs ", node.nproc,
+                                                   " workers; --nproc-per-node must be 0..", status::kMaxRanksPerNode));
+  }
   std::string id = absl::StrCat("node", next_seq_, "-", node.host);
   Node& n = nodes_[id];
   n.info = node;
@@ -370,10 +375,16 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   min_reached_at_.reset();
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
-  std::vector<int> node_of_rank;
-  node_of_rank.reserve(static_cast<size_t>(world));
-  for (size_t i = 0; i < members_.size(); ++i) node_of_rank.insert(node_of_rank.end(), nodes_.at(members_[i]).info.nproc, static_cast<int>(i));
-  stragglers_.Reset(world, std::move(node_of_rank));
+  if (world <= straggler::StragglerWatch::kMaxRanks) {
+    std::vector<int> node_of_rank;
+    node_of_rank.reserve(static_cast<size_t>(world));
+    for (size_t i = 0; i < members_.size(); ++i) {
+      node_of_rank.insert(node_of_rank.end(), nodes_.at(members_[i]).info.nproc, static_cast<int>(i));
+    }
+    stragglers_.Reset(world, std::move(node_of_rank));
+  } else {
+    stragglers_.Reset(0);  // past what the watch keeps: nobody is named
+  }
   NodeInfo master = nodes_.at(members_[0]).info;
   if (!options_.workers_store_addr.empty()) {
     master.store_addr = options_.workers_store_addr;

@@ -23,6 +23,8 @@ class StragglerWatch {
  public:
   // Steps waiting for their last rank's report; older ones are dropped first.
   static constexpr size_t kMaxPendingSteps = 256;
+  // Jobs of more ranks are not watched (16 bytes a rank).
+  static constexpr int kMaxRanks = 1 << 20;
 
   explicit StragglerWatch(JudgeOptions options = {}) : judge_(options), node_judge_(options) {}
 

@@ -62,6 +62,11 @@ TEST_F(RendezvousStateTest, RejectsDuplicateAndOutOfRangeStaticRanks) {
   MustJoin(s, Node("a", 0));
   EXPECT_EQ(s.Join(Node("a2", 0), now_).status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(s.Join(Node("c", 2), now_).status().code(), absl::StatusCode::kInvalidArgument);
+  // A node's claim of workers sizes per-rank bookkeeping: out of range, it is refused (fuzzer finding).
+  absl::StatusOr<std::string> huge = s.Join(Node("h", 1, 168'000'000), now_);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("--nproc-per-node must be 0..1024"), std::string::npos) << huge.status();
+  EXPECT_EQ(s.Join(Node("n", 1, -1), now_).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.View(MustJoin(s, Node("b", 1)))->phase, JobPhase::kRunning);  // the job is undisturbed
 }
 
