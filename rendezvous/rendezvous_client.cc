@@ -366,10 +366,10 @@ void GrpcRoundSource::KeepAliveLoop() {
     last_keep_alive_ = Clock::now();
     if (status) last_status_push_ = last_keep_alive_;
     if (st.ok()) {
-      absl::MutexLock lock(&mu_);
-      straggler_ = std::move(straggler);
-    }
-    if (st.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        straggler_ = std::move(straggler);
+      }
       misses = 0;
       last_ok = Clock::now();
       continue;

@@ -128,33 +128,20 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
     if (r.global_rank < first || r.global_rank >= first + node.info.nproc) continue;
     for (const status::StepWait& w : r.waits) stragglers_.Observe(r.global_rank, w.step, w.wait_s, w.step_s).IgnoreError();
   }
-  const std::optional<straggler::Verdict> v = stragglers_.Current();
-  if (!v) {
-    // No single rank: perhaps a whole node, whose ranks take turns at being last.
-    const std::optional<straggler::Verdict> n = stragglers_.CurrentNode();
-    if (n && n->rank >= 0 && static_cast<size_t>(n->rank) < members_.size()) {
-      const std::string label =
-          NodeLabel(nodes_.at(members_[static_cast<size_t>(n->rank)]).info).substr(0, status::kMaxStatusString);
-      const bool same = straggler_ && straggler_->global_rank < 0 && straggler_->host == label;
-      straggler_ = status::StragglerStatus{-1, label, n->last_in, n->window, std::min(1.0, n->cost_share),
-                                           same ? straggler_->named_at_step : stragglers_.judged_step()};
-    } else {
-      straggler_.reset();
-    }
+  // A rank, else perhaps a whole node whose ranks take turns at being last.
+  const std::optional<straggler::Verdict> rank = stragglers_.Current();
+  const std::optional<straggler::Verdict> verdict = rank ? rank : stragglers_.CurrentNode();
+  const int member = rank ? stragglers_.NodeOf(rank->rank) : verdict ? verdict->rank : -1;
+  if (!verdict || member < 0 || static_cast<size_t>(member) >= members_.size()) {
+    straggler_.reset();
+    straggler_member_.clear();
     return;
   }
-  const bool same = straggler_ && straggler_->global_rank == v->rank;
-  std::string host = same ? straggler_->host : "";
-  const int64_t named_at = stragglers_.named_since();
-  if (host.empty()) {  // a new name: which member runs it (rare; not per keep-alive)
-    for (const std::string& m : members_) {
-      const Node& n = nodes_.at(m);
-      const int offset = n.assignment ? n.assignment->rank_offset : -1;
-      if (offset >= 0 && v->rank >= offset && v->rank < offset + n.info.nproc) host = NodeLabel(n.info);
-    }
-  }
-  straggler_ = status::StragglerStatus{v->rank, host.substr(0, status::kMaxStatusString), v->last_in, v->window,
-                                       std::min(1.0, v->cost_share), named_at};
+  straggler_member_ = members_[static_cast<size_t>(member)];
+  straggler_ = status::StragglerStatus{rank ? rank->rank : -1,
+                                       NodeLabel(nodes_.at(straggler_member_).info).substr(0, status::kMaxStatusString),
+                                       verdict->last_in, verdict->window, std::min(1.0, verdict->cost_share),
+                                       stragglers_.named_since()};
 }
 
 bool RendezvousState::MaybeReplaceStraggler(TimePoint now) {
@@ -164,27 +151,17 @@ bool RendezvousState::MaybeReplaceStraggler(TimePoint now) {
   }
   // What follows walks the node table: at most once a second, however many nodes push.
   next_replace_look_ = now + std::chrono::seconds(1);
-  // The member that runs the named rank (or is the named node).
-  std::string slow;
-  for (const std::string& m : members_) {
-    const Node& n = nodes_.at(m);
-    if (!n.assignment) continue;
-    const int first = n.assignment->rank_offset;
-    const bool runs_it = straggler_->global_rank >= 0
-                             ? straggler_->global_rank >= first && straggler_->global_rank < first + n.info.nproc
-                             : NodeLabel(n.info) == straggler_->host;
-    if (runs_it) slow = m;
-  }
   const bool has_spare = std::any_of(by_join_.begin(), by_join_.end(), [&](const auto& entry) {
     return nodes_.at(entry.second).role == NodeRole::kSpare;
   });
   nodes_visited_ += by_join_.size();
-  if (slow.empty() || !has_spare) return false;
+  auto slow = nodes_.find(straggler_member_);
+  if (slow == nodes_.end() || !has_spare) return false;
   straggler_replaced_ = true;
-  Node& n = nodes_.at(slow);
+  Node& n = slow->second;
   by_join_.erase(n.join_seq);  // to the back: the next round's members are the first joined
   n.join_seq = next_seq_++;
-  by_join_.emplace(n.join_seq, slow);
+  by_join_.emplace(n.join_seq, slow->first);
   const std::string why = status::DescribeStraggler(*straggler_);
   EndRound(absl::StrCat(NodeLabel(n.info), " is replaced by a spare (--on-straggler replace): ", why), now);
   return true;
@@ -421,6 +398,7 @@ void RendezvousState::ClearRound(NodeRole everyone) {
   members_.clear();
   stragglers_.Reset(0);
   straggler_.reset();
+  straggler_member_.clear();
   succeeded_ = 0;
   ForEachNode([everyone](const std::string&, Node& n) {
     n.role = everyone;

@@ -228,6 +228,7 @@ class RendezvousState {
   bool straggler_replaced_ = false;       // --on-straggler replace acts once per job
   TimePoint next_replace_look_{};
   std::optional<status::StragglerStatus> straggler_;
+  std::string straggler_member_;  // the id of the member running straggler_ (or that is it)
   void WatchForStragglers(const Node& node, const status::NodeStatus& progress);
   JobPhase phase_ = JobPhase::kForming;
   int64_t round_ = -1;

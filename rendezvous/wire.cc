@@ -1,7 +1,6 @@
 #include "rendezvous/wire.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 
@@ -220,9 +219,7 @@ std::optional<status::StragglerStatus> StragglerFromWire(bool present, const v1:
   if (!present) return std::nullopt;
   status::StragglerStatus s{in.rank(), in.host().substr(0, status::kMaxStatusString), in.last_in(), in.window(),
                             in.cost_share(), in.has_named_at_step() ? in.named_at_step() : -1};
-  const bool sane = (s.global_rank >= 0 || !s.host.empty()) && s.global_rank >= -1 && s.window > 0 && s.last_in >= 0 && s.last_in <= s.window &&
-                    std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1;
-  return sane ? std::optional(s) : std::nullopt;
+  return status::CheckStraggler(s).ok() ? std::optional(s) : std::nullopt;
 }
 
 void ToWire(const JobSummary& in, v1::StatusResponse* out) {

@@ -64,6 +64,13 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
   return absl::OkStatus();
 }
 
+absl::Status CheckStraggler(const StragglerStatus& s) {
+  const bool sane = (s.global_rank >= 0 || (s.global_rank == -1 && !s.host.empty())) && Printable(s.host) &&
+                    s.window > 0 && s.last_in >= 0 && s.last_in <= s.window && std::isfinite(s.cost_share) &&
+                    s.cost_share >= 0 && s.cost_share <= 1 && s.named_at_step >= -1;
+  return sane ? absl::OkStatus() : absl::InvalidArgumentError("status: field 'straggler' is out of range");
+}
+
 std::string DescribeStraggler(const StragglerStatus& s) {
   if (s.global_rank < 0) {
     return absl::StrCat("the ranks of ", s.host, " arrived last at the gradient all-reduce in ", s.last_in,

@@ -92,6 +92,9 @@ inline constexpr size_t kMaxRanksPerNode = 1024;
 inline constexpr size_t kMaxStatusString = 64;
 inline constexpr size_t kMaxWaitsPerRank = 64;
 absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks);
+// The same for a named straggler: a rank (or -1 with a node's label), a short printable label,
+// last_in within a positive window, a cost share in [0, 1].
+absl::Status CheckStraggler(const StragglerStatus& s);
 
 // A summary not yet sent is replaced by `newer`: each rank's waits in `older` (same local rank) that
 // come before `newer`'s are put in front of them, and the newest kMaxWaitsPerRank kept.

@@ -1,7 +1,5 @@
 #include "status/status_json.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
@@ -101,9 +99,7 @@ absl::Status StragglerFromJson(const json& j, std::optional<StragglerStatus>& ou
   DTRUN_READ(j, "window", s.window);
   DTRUN_READ(j, "cost_share", s.cost_share);
   DTRUN_READ(j, "named_at_step", s.named_at_step);
-  const bool sane = (s.global_rank >= 0 || !s.host.empty()) && s.global_rank >= -1 && s.host.size() <= kMaxStatusString && s.window > 0 && s.last_in >= 0 &&
-                    s.last_in <= s.window && std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1;
-  if (!sane) return absl::InvalidArgumentError("status JSON: field 'straggler' is out of range");
+  if (absl::Status st = CheckStraggler(s); !st.ok()) return st;
   out = s;
   return absl::OkStatus();
 }

@@ -17,7 +17,7 @@ void StragglerWatch::Reset(int world, std::vector<int> node_of_rank) {
   node_of_rank_ = fits ? std::move(node_of_rank) : std::vector<int>{};
   pending_.clear();
   judged_ = -1;
-  named_rank_ = -1;
+  named_ = -1;
   named_since_ = -1;
 }
 
@@ -32,15 +32,20 @@ absl::Status StragglerWatch::Observe(int rank, int64_t step, double wait_s, doub
   if (step <= last_seen_[rank] || step <= judged_) return absl::OkStatus();
   last_seen_[rank] = step;
   Pending& p = pending_[step];
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  // With nodes: whether this wait and the smallest so far are on different nodes.
+  const bool other_node = p.count > 0 && !node_of_rank_.empty() && node_of_rank_[rank] != node_of_rank_[p.min_rank];
   if (p.count == 0 || wait_s < p.min_s) {
-    p.next_s = p.count == 0 ? std::numeric_limits<double>::infinity() : p.min_s;
+    p.next_s = p.count == 0 ? kNone : p.min_s;
+    // The old smallest becomes the smallest on another node, or that stays what it was.
+    p.other_node_s = p.count == 0 ? kNone : other_node ? p.min_s : p.other_node_s;
     p.min_s = wait_s;
     p.min_rank = rank;
-  } else if (wait_s < p.next_s) {
-    p.next_s = wait_s;
+  } else {
+    p.next_s = std::min(p.next_s, wait_s);
+    if (other_node) p.other_node_s = std::min(p.other_node_s, wait_s);
   }
   p.step_s = std::max(p.step_s, step_s);
-  if (!node_of_rank_.empty()) TrackNodes(p, node_of_rank_[rank], wait_s);
   if (++p.count == static_cast<int>(last_seen_.size())) {
     Judge(step, p);
   } else if (pending_.size() > kMaxPendingSteps) {
@@ -49,36 +54,18 @@ absl::Status StragglerWatch::Observe(int rank, int64_t step, double wait_s, doub
   return absl::OkStatus();
 }
 
-// The smallest wait with its node, and the smallest on any other node, kept as waits arrive.
-void StragglerWatch::TrackNodes(Pending& p, int node, double wait_s) const {
-  if (p.min_node < 0) {
-    p.min_node = node;
-    p.other_node_s = std::numeric_limits<double>::infinity();
-    p.node_min_s = wait_s;
-    return;
-  }
-  if (node == p.min_node) {
-    p.node_min_s = std::min(p.node_min_s, wait_s);
-  } else if (wait_s < p.node_min_s) {
-    p.other_node_s = p.node_min_s;  // the old last node is now the next
-    p.node_min_s = wait_s;
-    p.min_node = node;
-  } else {
-    p.other_node_s = std::min(p.other_node_s, wait_s);
-  }
-}
-
 void StragglerWatch::Judge(int64_t step, const Pending& p) {
   // Cannot fail: the step is after every judged one, the times were checked on the way in.
   judge_.Add(StepLead{step, p.min_rank, p.next_s - p.min_s, p.step_s}).IgnoreError();
-  if (p.min_node >= 0 && std::isfinite(p.other_node_s)) {
-    node_judge_.Add(StepLead{step, p.min_node, p.other_node_s - p.node_min_s, p.step_s}).IgnoreError();
+  if (!node_of_rank_.empty() && std::isfinite(p.other_node_s)) {
+    node_judge_.Add(StepLead{step, node_of_rank_[p.min_rank], p.other_node_s - p.min_s, p.step_s}).IgnoreError();
   }
   judged_ = step;
-  const std::optional<Verdict> v = judge_.Current();
-  const int rank = v ? v->rank : -1;
-  if (rank != named_rank_) named_since_ = v ? step : -1;
-  named_rank_ = rank;
+  const std::optional<Verdict> rank = judge_.Current();
+  const std::optional<Verdict> node = rank ? std::nullopt : node_judge_.Current();
+  const int named = rank ? rank->rank : node ? -2 - node->rank : -1;
+  if (named != named_) named_since_ = named == -1 ? -1 : step;
+  named_ = named;
   // Every rank has reported this step, and each reports its steps in order: an older step still
   // pending missed a report that will never come.
   pending_.erase(pending_.begin(), pending_.upper_bound(step));

@@ -42,8 +42,13 @@ class StragglerWatch {
   std::optional<Verdict> CurrentNode() const { return node_judge_.Current(); }
   int world() const { return static_cast<int>(last_seen_.size()); }
   int64_t judged_step() const { return judged_; }  // the newest step judged (-1: none)
-  // The step whose judgement first named the rank named now, without a break since (-1: none).
+  // The step whose judgement first named the rank (or else the node) named now, without a break
+  // since (-1: none).
   int64_t named_since() const { return named_since_; }
+  // The node of `rank` as Reset was told (-1: not told, or out of range).
+  int NodeOf(int rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < node_of_rank_.size() ? node_of_rank_[rank] : -1;
+  }
 
  private:
   struct Pending {
@@ -51,11 +56,8 @@ class StragglerWatch {
     int min_rank = -1;
     double min_s = 0, next_s = 0;  // the smallest wait and the next
     double step_s = 0;             // the longest step any rank saw
-    int min_node = -1;             // the node of the smallest wait
-    double node_min_s = 0;         // that wait (the same as min_s once every rank is in)
-    double other_node_s = 0;       // the smallest wait on any other node (infinity: none yet)
+    double other_node_s = 0;       // the smallest wait on a node other than min_rank's
   };
-  void TrackNodes(Pending& p, int node, double wait_s) const;
   void Judge(int64_t step, const Pending& p);
 
   StragglerJudge judge_;
@@ -64,7 +66,7 @@ class StragglerWatch {
   std::vector<int64_t> last_seen_;  // by rank: its newest step observed
   std::map<int64_t, Pending> pending_;
   int64_t judged_ = -1;
-  int named_rank_ = -1;
+  int named_ = -1;  // who is named: a rank, or -2 - node; -1: nobody
   int64_t named_since_ = -1;
 };
 

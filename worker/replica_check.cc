@@ -25,6 +25,19 @@ bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::
 
 namespace {
 
+// Every rank's `mine` (each the same length), rank by rank: each rank fills its own slots of one
+// sum. Rare paths only (a disagreement found): it moves world × mine.size() numbers.
+std::vector<double> GatherByRank(ProcessGroupHandle& pg, const torch::Device& device, const std::vector<double>& mine,
+                                 int rank, int world) {
+  std::vector<double> slots(mine.size() * static_cast<size_t>(world), 0.0);
+  std::copy(mine.begin(), mine.end(), slots.begin() + static_cast<std::ptrdiff_t>(mine.size() * rank));
+  std::vector<torch::Tensor> t{torch::tensor(slots, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU))};
+  pg.backend->allreduce(t)->wait();
+  const torch::Tensor all = t[0].cpu().contiguous();
+  const double* p = all.data_ptr<double>();
+  return std::vector<double>(p, p + slots.size());
+}
+
 // Halves of 32 bits: exact in a double.
 double High(uint64_t v) { return static_cast<double>(v >> 32); }
 double Low(uint64_t v) { return static_cast<double>(v & 0xFFFFFFFFu); }
@@ -34,16 +47,10 @@ double Low(uint64_t v) { return static_cast<double>(v & 0xFFFFFFFFu); }
 ReplicaVote CompareReplicas(ProcessGroupHandle& pg, const torch::Device& device, uint64_t mine, int rank, int world,
                             std::vector<uint64_t>& by_rank) {
   if (RanksAgree(pg, device, {High(mine), Low(mine)})) return ReplicaVote{};
-  // Rare: every rank's fingerprint, each in its own two slots of one sum.
-  std::vector<double> slots(2 * static_cast<size_t>(world), 0.0);
-  slots[2 * rank] = High(mine);
-  slots[2 * rank + 1] = Low(mine);
-  std::vector<torch::Tensor> t{torch::tensor(slots, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU))};
-  pg.backend->allreduce(t)->wait();
-  torch::Tensor all = t[0].cpu();
+  const std::vector<double> all = GatherByRank(pg, device, {High(mine), Low(mine)}, rank, world);
   by_rank.assign(static_cast<size_t>(world), 0);
   for (int r = 0; r < world; ++r) {
-    by_rank[r] = (static_cast<uint64_t>(all[2 * r].item<double>()) << 32) | static_cast<uint64_t>(all[2 * r + 1].item<double>());
+    by_rank[r] = (static_cast<uint64_t>(all[2 * r]) << 32) | static_cast<uint64_t>(all[2 * r + 1]);
   }
   return VoteOnFingerprints(by_rank);
 }
@@ -77,14 +84,10 @@ void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device
 void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& device, bool mine_finite,
                                  double not_finite, int rank, int world, int64_t step) {
   if (pg == nullptr || not_finite < 0.5 || not_finite > world - 0.5) return;
-  std::vector<double> slots(static_cast<size_t>(world), 0.0);
-  slots[static_cast<size_t>(rank)] = mine_finite ? 0.0 : 1.0;
-  std::vector<torch::Tensor> t{torch::tensor(slots, torch::kFloat64).to(pg->nccl ? device : torch::Device(torch::kCPU))};
-  pg->backend->allreduce(t)->wait();
-  const torch::Tensor all = t[0].cpu();
+  const std::vector<double> all = GatherByRank(*pg, device, {mine_finite ? 0.0 : 1.0}, rank, world);
   std::vector<std::string> who;
   for (int r = 0; r < world; ++r) {
-    if (all[r].item<double>() > 0.5) who.push_back(std::to_string(r));
+    if (all[r] > 0.5) who.push_back(std::to_string(r));
   }
   const std::string line = "the loss of step " + std::to_string(step) + " is not finite on rank(s) " +
                            absl::StrJoin(who, ", ") + " only, finite on the other " +

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <regex>
 
@@ -526,35 +525,27 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
   EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
 }
 
-// The same for a Python script (dtrun.snapshot / dtrun.restore): a lost node's rank resumes on the
-// spare from the buddy copy of its snapshot, every rank at that step, and the job ends with the
-// parameters of a run that never lost a node (Gloo on CPU, deterministic batches).
 // The waits of every rank meet at the rendezvous (in the keep-alives' status summaries): a rank
 // of host 1 slowed in its backward is named, with its node, on both hosts: a console line and an
 // event-log record.
 TEST_F(MultiNodeTest, ARankSlowedOnOneHostIsNamedWithItsNodeOnEveryHost) {
   Cluster(2);
-  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
-  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "200", "--items", "400"});
-  ASSERT_EQ(mrc, 0) << made;
+  const std::string ratings = MakeRatings(200, 400);
   std::vector<std::unique_ptr<Harness>> nodes;
   for (int i = 0; i < 2; ++i) {
     const std::string host = std::to_string(i);
     nodes.push_back(Node(i, {"--nproc-per-node", "2", "--event-log", dir + "/events" + host + ".jsonl"},
-                         {BinDir() + "/train_recsys", dir + "/r.csv", "--output-dir", dir + "/out" + host, "--epochs",
+                         {BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/out" + host, "--epochs",
                           "3", "-b", "64", "-p", "1000", "--no-tensorboard"},
                          {{"DTRUN_FAULT_SLOW", "3:3:40"}, {"OMP_NUM_THREADS", "1"}}));
   }
   for (auto& n : nodes) ASSERT_EQ(n->Wait(std::chrono::seconds(240)), 0) << n->all();
   for (int i = 0; i < 2; ++i) {
-    std::ifstream in(dir + "/events" + std::to_string(i) + ".jsonl");
-    nlohmann::json named;
-    for (std::string line; std::getline(in, line) && named.is_null();) {
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("event", "") == "straggler") named = j;
-    }
-    ASSERT_FALSE(named.is_null()) << "host " << i << ":\n" << nodes[i]->all();
+    const std::vector<nlohmann::json> events = EventsOfKind(dir + "/events" + std::to_string(i) + ".jsonl", "straggler");
+    ASSERT_FALSE(events.empty()) << "host " << i << ":\n" << nodes[i]->all();
+    const nlohmann::json& named = events[0];
     EXPECT_EQ(named["rank"], 3) << named.dump();
     EXPECT_NE(named["node"].get<std::string>().find(cluster_->address(1)), std::string::npos) << named.dump();
     EXPECT_NE(nodes[i]->all().find("straggler: rank 3 on node 1"), std::string::npos) << nodes[i]->all();
@@ -565,10 +556,9 @@ TEST_F(MultiNodeTest, ARankSlowedOnOneHostIsNamedWithItsNodeOnEveryHost) {
 // goes to the spares and the spare takes its group rank, and the job ends with every planned step.
 TEST_F(MultiNodeTest, OnStragglerReplaceSwapsTheSlowRanksNodeForTheSpareOnce) {
   Cluster(3);
-  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
-  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "200", "--items", "400"});
-  ASSERT_EQ(mrc, 0) << made;
+  const std::string ratings = MakeRatings(200, 400);
   auto node = [&](int i) {
     const std::string h = std::to_string(i);
     std::vector<std::string> argv = cluster_->Exec(i);
@@ -577,7 +567,7 @@ TEST_F(MultiNodeTest, OnStragglerReplaceSwapsTheSlowRanksNodeForTheSpareOnce) {
              cluster_->address(0) + ":29514", "--rdzv-id", "replace", "--local-addr", cluster_->address(i),
              "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4", "--max-restarts", "0",
              "--on-straggler", "replace", "--event-log", dir + "/events" + h + ".jsonl", BinDir() + "/train_recsys",
-             dir + "/r.csv", "--output-dir", dir + "/out" + h, "--epochs", "4", "-b", "64", "-p", "1000",
+             ratings, "--output-dir", dir + "/out" + h, "--epochs", "4", "-b", "64", "-p", "1000",
              "--no-tensorboard"}) {
       argv.push_back(a);
     }
@@ -601,6 +591,9 @@ TEST_F(MultiNodeTest, OnStragglerReplaceSwapsTheSlowRanksNodeForTheSpareOnce) {
   EXPECT_EQ(replaced, 1u) << a->all();
 }
 
+// The same for a Python script (dtrun.snapshot / dtrun.restore): a lost node's rank resumes on the
+// spare from the buddy copy of its snapshot, every rank at that step, and the job ends with the
+// parameters of a run that never lost a node (Gloo on CPU, deterministic batches).
 TEST_F(MultiNodeTest, APythonScriptsLostRankResumesFromItsBuddyCopyOnTheSpare) {
   Cluster(3);
   const std::optional<std::string> py = TorchPython();

@@ -3,8 +3,6 @@
 // rank is named on the console and in the event log, and the job goes back to the newest state the
 // replicas agreed on: it ends with exactly the planned steps and the parameters of a run that was
 // never corrupted (deterministic CPU Gloo).
-#include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "gtest/gtest.h"
@@ -22,14 +20,13 @@ std::string Digest(const std::string& log) {
 }
 
 TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHappened) {
-  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
-  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "120", "--items", "300"});
-  ASSERT_EQ(mrc, 0) << made;
+  const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
     env.emplace("OMP_NUM_THREADS", "1");
     return RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1", "--snapshot-every",
-                     "1", "--event-log", dir + "/" + name + ".jsonl", BinDir() + "/train_recsys", dir + "/r.csv",
+                     "1", "--event-log", dir + "/" + name + ".jsonl", BinDir() + "/train_recsys", ratings,
                      "--output-dir", dir + "/" + name, "--epochs", "2", "-b", "64", "-p", "1000", "--save-every-minutes",
                      "1000", "--no-tensorboard"},
                     env);
@@ -44,13 +41,9 @@ TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHap
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("rank 2: test fault: flipped bit 20 of towers.mlp.0.weight after step 9"), std::string::npos) << log;
   EXPECT_NE(log.find("the replicas diverged at step 9: rank 2 ("), std::string::npos) << log;
-  std::ifstream in(dir + "/flipped.jsonl");
-  nlohmann::json mismatch;
-  for (std::string line; std::getline(in, line) && mismatch.is_null();) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.value("event", "") == "replica_mismatch") mismatch = j;
-  }
-  ASSERT_FALSE(mismatch.is_null()) << log;
+  const std::vector<nlohmann::json> mismatches = EventsOfKind(dir + "/flipped.jsonl", "replica_mismatch");
+  ASSERT_FALSE(mismatches.empty()) << log;
+  const nlohmann::json& mismatch = mismatches[0];
   EXPECT_EQ(mismatch["rank"], 2);
   EXPECT_EQ(mismatch["step"], 9);
   EXPECT_NE(mismatch["fingerprint"], mismatch["majority"]);
@@ -62,14 +55,13 @@ TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHap
 // through the all-reduce before any check could compare them. The loss check in the step's flags
 // names the rank, and the job starts over (no snapshots, no checkpoint yet) and ends as a clean run.
 TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack) {
-  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
-  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "120", "--items", "300"});
-  ASSERT_EQ(mrc, 0) << made;
+  const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
     env.emplace("OMP_NUM_THREADS", "1");
     return RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1", "--snapshot-memory",
-                     "0", BinDir() + "/train_recsys", dir + "/r.csv", "--output-dir", dir + "/" + name, "--epochs", "2",
+                     "0", BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/" + name, "--epochs", "2",
                      "-b", "64", "-p", "1000", "--save-every-minutes", "1000", "--no-tensorboard"},
                     env);
   };
@@ -108,7 +100,7 @@ TEST(ReplicaCheckTest, APythonScriptsCorruptedRankIsNamedAndTheScriptResumesFrom
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("the replicas diverged at step 12: rank 1 ("), std::string::npos) << log;
   EXPECT_NE(log.find("RESTORED step=11"), std::string::npos) << log;
-  EXPECT_NE(ReadText(dir + "/corrupt.jsonl").find("\"event\":\"replica_mismatch\""), std::string::npos);
+  EXPECT_FALSE(EventsOfKind(dir + "/corrupt.jsonl", "replica_mismatch").empty());
   EXPECT_EQ(digest(log), digest(clean)) << log;
 }
 

@@ -3,9 +3,6 @@
 // console, in the event log and at the job's end — and a Python DDP script does the same with
 // dtrun.watch_ddp. The slow rank is made by the worker library's test-only fault
 // (DTRUN_FAULT_SLOW) or by the script itself.
-#include <filesystem>
-#include <fstream>
-
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/process_harness.h"
@@ -13,30 +10,18 @@
 namespace dtrun::testing {
 namespace {
 
-// The event log's records of `kind`.
-std::vector<nlohmann::json> Events(const std::string& path, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("event", "") == kind) out.push_back(j);
-  }
-  return out;
-}
-
 TEST(StragglerTest, ARecsysRankSlowedInItsBackwardIsNamedWithWhatItCosts) {
-  if (!std::filesystem::exists(BinDir() + "/train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
-  auto [mrc, made] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/r.csv", "--users", "200", "--items", "400"});
-  ASSERT_EQ(mrc, 0) << made;
+  const std::string ratings = MakeRatings(200, 400);
   // Rank 1 sleeps 40 ms in every backward from step 3: far more than a step of this size takes.
   auto [rc, log] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--event-log", dir + "/events.jsonl",
-                             BinDir() + "/train_recsys", dir + "/r.csv", "--output-dir", dir + "/run", "--epochs", "2",
+                             BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/run", "--epochs", "2",
                              "-b", "64", "-p", "1000"},
                             {{"DTRUN_FAULT_SLOW", "1:3:40"}, {"OMP_NUM_THREADS", "1"}});
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("straggler: rank 1 arrived last at the gradient all-reduce in"), std::string::npos) << log;
-  std::vector<nlohmann::json> named = Events(dir + "/events.jsonl", "straggler");
+  std::vector<nlohmann::json> named = EventsOfKind(dir + "/events.jsonl", "straggler");
   ASSERT_FALSE(named.empty()) << log;
   EXPECT_EQ(named[0]["rank"], 1);
   EXPECT_GE(named[0]["last_in"].get<int>(), 12);
@@ -51,7 +36,7 @@ TEST(StragglerTest, APythonDdpScriptWithWatchDdpGetsItsSlowRankNamed) {
                              Worker("ddp_straggler.py"), "--steps", "150", "--slow-rank", "0", "--slow-ms", "40"},
                             {{"PYTHON_EXEC", "/usr/bin/python3"}, {"OMP_NUM_THREADS", "1"}});
   ASSERT_EQ(rc, 0) << log;
-  std::vector<nlohmann::json> named = Events(dir + "/events.jsonl", "straggler");
+  std::vector<nlohmann::json> named = EventsOfKind(dir + "/events.jsonl", "straggler");
   ASSERT_FALSE(named.empty()) << log;
   EXPECT_EQ(named[0]["rank"], 0) << named[0].dump();
   EXPECT_NE(log.find("straggler: rank 0 arrived last"), std::string::npos) << log;

@@ -228,6 +228,24 @@ TEST(NodeStatusTest, WaitsAreBoundedAndCarriedOverWhenASummaryIsReplacedUnsent) 
   EXPECT_EQ(newer.ranks[0].waits.front().step, 70 - static_cast<int64_t>(kMaxWaitsPerRank) + 1);
 }
 
+// What the service and the status file both check before they keep a verdict from outside.
+TEST(NodeStatusTest, AStragglerFromOutsideIsCheckedFieldByField) {
+  EXPECT_TRUE(CheckStraggler({3, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, 40}).ok());
+  EXPECT_TRUE(CheckStraggler({-1, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, -1}).ok()) << "a whole node";
+  for (const StragglerStatus& bad : std::vector<StragglerStatus>{
+           {-1, "", 17, 20, 0.25, 1},                  // a node verdict without the node
+           {-2, "h", 17, 20, 0.25, 1},                 // no such rank
+           {3, "h\n", 17, 20, 0.25, 1},                // not printable
+           {3, std::string(65, 'h'), 17, 20, 0.25, 1}, // too long
+           {3, "h", 21, 20, 0.25, 1},                  // last in more steps than the window
+           {3, "h", 1, 0, 0.25, 1},                    // no window
+           {3, "h", 1, 20, std::nan(""), 1},           // cost not a number
+           {3, "h", 1, 20, 1.5, 1},                    // over everything
+           {3, "h", 1, 20, 0.5, -7}}) {                // a step before any
+    EXPECT_EQ(CheckStraggler(bad).code(), absl::StatusCode::kInvalidArgument) << bad.global_rank << " " << bad.host;
+  }
+}
+
 TEST(StatusTableTest, HumanSizesAndDurations) {
   EXPECT_EQ(HumanBytes(-1), "-");
   EXPECT_EQ(HumanBytes(512), "512 B");

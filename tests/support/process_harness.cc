@@ -176,6 +176,14 @@ std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args) {
   return dir;
 }
 
+std::string MakeRatings(int users, int items) {
+  const std::string path = MakeTempDir() + "/ratings.csv";
+  auto [rc, out] = RunToEnd({BinDir() + "/dtdata", "make-ratings", path, "--users", std::to_string(users), "--items",
+                             std::to_string(items)});
+  EXPECT_EQ(rc, 0) << out;
+  return path;
+}
+
 std::string TinyImageDataset() {
   static const std::string dir = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
   return dir;

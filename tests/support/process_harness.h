@@ -67,6 +67,8 @@ pid_t WorkerOf(pid_t launcher, int rank);
 // A fresh demo JPEG dataset (`dtdata make-demo DIR ARGS...`, train/ and val/); the test fails if
 // it cannot be made.
 std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args);
+// `dtdata make-ratings` of `users` × `items` into a fresh temporary dir; returns the CSV's path.
+std::string MakeRatings(int users, int items);
 // The trainers' tests' dataset: 10 classes of 64 px JPEGs, 24 train and 8 val each (made once).
 std::string TinyImageDataset();
 // Whether build/bin has `name` (the LibTorch targets are absent in a build without it).
