@@ -71,10 +71,13 @@ void StatusPublisher::Publish(Clock::time_point now) {
 
 void StatusPublisher::NoteStraggler(const std::optional<status::StragglerStatus>& now_named, int64_t round,
                                     int64_t step) {
-  // Who is named: a rank, or a whole node (rank -1 and its label); "" for nobody.
-  const std::string who = now_named ? absl::StrCat(now_named->global_rank, "@", now_named->host) : "";
+  // Who is named: a rank, a whole node (rank -1 and its label) or a link, by kind; "" for nobody.
+  const std::string who = now_named ? absl::StrCat(status::StragglerKindName(now_named->kind), ":",
+                                                  now_named->global_rank, "@", now_named->host)
+                                    : "";
   if (who == named_) {
-    if (now_named && worst_ && worst_->global_rank == now_named->global_rank && worst_->host == now_named->host) {
+    if (now_named && worst_ && worst_->global_rank == now_named->global_rank && worst_->host == now_named->host &&
+        worst_->kind == now_named->kind) {
       worst_->cost_share = std::max(worst_->cost_share, now_named->cost_share);
     }
     return;
@@ -88,7 +91,8 @@ void StatusPublisher::NoteStraggler(const std::optional<status::StragglerStatus>
   const std::string line = status::DescribeStraggler(*now_named);
   spdlog::warn("straggler: {} (step {})", line, step);
   events_.Record("straggler", round,
-                 {{"rank", now_named->global_rank}, {"node", now_named->host}, {"step", step},
+                 {{"rank", now_named->global_rank}, {"node", now_named->host},
+                  {"kind", status::StragglerKindName(now_named->kind)}, {"step", step},
                   {"last_in", now_named->last_in}, {"window", now_named->window},
                   {"cost_share", now_named->cost_share}, {"named_at_step", now_named->named_at_step}});
   if (!worst_ || now_named->cost_share > worst_->cost_share) worst_ = now_named;

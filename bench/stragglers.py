@@ -13,8 +13,8 @@ in its benchmark mode (--timed-iters: a fixed number of steps, then ratings/s). 
   node     a random host's processes (dtrun and its workers) in a cgroup (v1 cpu) whose quota is
            NODE_QUOTA of one core, from the start: what is named (the node, as a node) and when;
   link     a random host's outgoing link limited to LINK_RATE (tc tbf; this VM's kernel has no
-           netem): what is named. A slow link slows the collective for every rank, so the waits
-           may single out nobody.
+           netem): what is named. The rank just downstream of the slow link arrives last, so it
+           should be named as a slow link near its node (kind "link"), not as a slow rank.
 Every node's event log is read; the namespaces share one clock.
 
   sudo bench/stragglers.py BUILD_DIR [--nodes 4] [--trials 5] [--clean-steps 2000] [--slowdown 0.3]
@@ -70,6 +70,16 @@ def run_job(args, cluster, ratings, tmp, steps, env_extra, tag, slow_host=-1):
 
 def named(events):
     return [e for e in events if e.get("event") == "straggler"]
+
+
+def name_sequence(events):
+    """What was named, in time order, as (rank, node, kind, named_at_step) without repeats across hosts."""
+    seq = []
+    for e in sorted(named(events), key=lambda e: e["ts_ms"]):
+        key = (e["rank"], e["node"], e.get("kind"), e.get("named_at_step"))
+        if key not in seq:
+            seq.append(key)
+    return seq
 
 
 def main():
@@ -131,12 +141,13 @@ def main():
                 _, ms_slow, events, nodes = run_job(args, cluster, ratings, tmp, args.slow_from + 200,
                                                     {"DTRUN_FAULT_SLOW": fault}, f"slow{t}")
                 first = min(named(events), key=lambda e: e["ts_ms"], default=None)
-                wrong = [e for e in named(events) if e["rank"] != victim]
+                wrong = [e for e in named(events) if e["rank"] != victim or e.get("kind") != "rank"]
                 row = {"victim": victim, "sleep_ms": sleep_ms, "named": first["rank"] if first else None,
                        "judged_steps": first["named_at_step"] - args.slow_from if first else None,
                        "logged_at_step": first["step"] - args.slow_from if first else None,
                        "cost_share": round(first["cost_share"], 3) if first else None,
-                       "wrong_names": len(wrong), "ms_per_step": round(ms_slow, 1)}
+                       "wrong_names": len(wrong), "ms_per_step": round(ms_slow, 1),
+                       "names_in_order": [(r, k, at) for r, _, k, at in name_sequence(events)][:4]}
                 rows.append(row)
                 print(f"  slow #{t + 1}: {row}", file=sys.stderr, flush=True)
             if "slow" in modes:
@@ -154,7 +165,7 @@ def main():
                     print(f"  node #{t + 1}: host {host} ({cluster.addrs[host]}) at {args.node_quota:.0%} of a core, "
                           f"{ms_slow:.1f} ms/step: first named "
                           f"{(first['rank'], first['node'], first['named_at_step'], round(first['cost_share'], 3)) if first else None}; "
-                          f"all names {sorted(set((e['rank'], e['node']) for e in named(events)))}", flush=True)
+                          f"names in order {name_sequence(events)}", flush=True)
             if "link" in modes:
                 for t in range(args.trials):
                     host = rng.randrange(1, args.nodes)
@@ -166,7 +177,7 @@ def main():
                         subprocess.run(["ip", "netns", "exec", cluster.ns(host), "tc", "qdisc", "del", "dev", "eth0",
                                         "root"], check=False)
                     print(f"  link #{t + 1}: host {host} ({cluster.addrs[host]}) limited to {args.link_rate}, "
-                          f"{ms_slow:.1f} ms/step: names {sorted(set((e['rank'], e['node']) for e in named(events)))}",
+                          f"{ms_slow:.1f} ms/step: names in order {name_sequence(events)}",
                           flush=True)
     finally:
         cluster.close()

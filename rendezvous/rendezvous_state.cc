@@ -7,6 +7,18 @@
 #include "absl/strings/str_join.h"
 
 namespace dtrun::rdzv {
+namespace {
+
+status::StragglerKind KindOf(straggler::Culprit culprit) {
+  switch (culprit) {
+    case straggler::Culprit::kRank: return status::StragglerKind::kRank;
+    case straggler::Culprit::kNode: return status::StragglerKind::kNode;
+    case straggler::Culprit::kLink: return status::StragglerKind::kLink;
+  }
+  return status::StragglerKind::kRank;
+}
+
+}  // namespace
 
 std::string PhaseName(JobPhase phase) {
   switch (phase) {
@@ -128,25 +140,27 @@ void RendezvousState::WatchForStragglers(const Node& node, const status::NodeSta
     if (r.global_rank < first || r.global_rank >= first + node.info.nproc) continue;
     for (const status::StepWait& w : r.waits) stragglers_.Observe(r.global_rank, w.step, w.wait_s, w.step_s).IgnoreError();
   }
-  // A rank, else perhaps a whole node whose ranks take turns at being last.
-  const std::optional<straggler::Verdict> rank = stragglers_.Current();
-  const std::optional<straggler::Verdict> verdict = rank ? rank : stragglers_.CurrentNode();
-  const int member = rank ? stragglers_.NodeOf(rank->rank) : verdict ? verdict->rank : -1;
-  if (!verdict || member < 0 || static_cast<size_t>(member) >= members_.size()) {
+  // A rank, else perhaps a whole node whose ranks take turns at being last; or a slow link.
+  const std::optional<straggler::Finding> found = stragglers_.Named();
+  if (!found || found->node < 0 || static_cast<size_t>(found->node) >= members_.size()) {
     straggler_.reset();
     straggler_member_.clear();
     return;
   }
-  straggler_member_ = members_[static_cast<size_t>(member)];
-  straggler_ = status::StragglerStatus{rank ? rank->rank : -1,
+  straggler_member_ = members_[static_cast<size_t>(found->node)];
+  straggler_ = status::StragglerStatus{found->rank,
                                        NodeLabel(nodes_.at(straggler_member_).info).substr(0, status::kMaxStatusString),
-                                       verdict->last_in, verdict->window, std::min(1.0, verdict->cost_share),
-                                       stragglers_.named_since()};
+                                       found->verdict.last_in,
+                                       found->verdict.window,
+                                       std::min(1.0, found->verdict.cost_share),
+                                       stragglers_.named_since(),
+                                       KindOf(found->culprit)};
 }
 
 bool RendezvousState::MaybeReplaceStraggler(TimePoint now) {
+  // A slow link is not one node's fault: replacing the node at one end may not help.
   if (!options_.replace_stragglers || straggler_replaced_ || options_.static_ranks || !straggler_ ||
-      phase_ != JobPhase::kRunning || now < next_replace_look_) {
+      straggler_->kind == status::StragglerKind::kLink || phase_ != JobPhase::kRunning || now < next_replace_look_) {
     return false;
   }
   // What follows walks the node table: at most once a second, however many nodes push.

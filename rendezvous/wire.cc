@@ -213,12 +213,18 @@ void ToWire(const status::StragglerStatus& in, v1::Straggler* out) {
   out->set_window(in.window);
   out->set_cost_share(in.cost_share);
   if (in.named_at_step >= 0) out->set_named_at_step(in.named_at_step);
+  out->set_kind(in.kind == status::StragglerKind::kLink   ? v1::Straggler::LINK
+                : in.kind == status::StragglerKind::kNode ? v1::Straggler::NODE
+                                                          : v1::Straggler::RANK);
 }
 
 std::optional<status::StragglerStatus> StragglerFromWire(bool present, const v1::Straggler& in) {
   if (!present) return std::nullopt;
+  const status::StragglerKind kind = in.kind() == v1::Straggler::LINK                       ? status::StragglerKind::kLink
+                                     : in.kind() == v1::Straggler::NODE || in.rank() == -1 ? status::StragglerKind::kNode
+                                                                                           : status::StragglerKind::kRank;
   status::StragglerStatus s{in.rank(), in.host().substr(0, status::kMaxStatusString), in.last_in(), in.window(),
-                            in.cost_share(), in.has_named_at_step() ? in.named_at_step() : -1};
+                            in.cost_share(), in.has_named_at_step() ? in.named_at_step() : -1, kind};
   return status::CheckStraggler(s).ok() ? std::optional(s) : std::nullopt;
 }
 

@@ -65,22 +65,46 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
 }
 
 absl::Status CheckStraggler(const StragglerStatus& s) {
-  const bool sane = (s.global_rank >= 0 || (s.global_rank == -1 && !s.host.empty())) && Printable(s.host) &&
-                    s.window > 0 && s.last_in >= 0 && s.last_in <= s.window && std::isfinite(s.cost_share) &&
-                    s.cost_share >= 0 && s.cost_share <= 1 && s.named_at_step >= -1;
+  const bool who = s.kind == StragglerKind::kRank   ? s.global_rank >= 0
+                   : s.kind == StragglerKind::kNode ? s.global_rank == -1 && !s.host.empty()
+                   : s.kind == StragglerKind::kLink ? s.global_rank >= 0 || (s.global_rank == -1 && !s.host.empty())
+                                                    : false;
+  const bool sane = who && Printable(s.host) && s.window > 0 && s.last_in >= 0 && s.last_in <= s.window &&
+                    std::isfinite(s.cost_share) && s.cost_share >= 0 && s.cost_share <= 1 && s.named_at_step >= -1;
   return sane ? absl::OkStatus() : absl::InvalidArgumentError("status: field 'straggler' is out of range");
 }
 
-std::string DescribeStraggler(const StragglerStatus& s) {
-  if (s.global_rank < 0) {
-    return absl::StrCat("the ranks of ", s.host, " arrived last at the gradient all-reduce in ", s.last_in,
-                        " of the last ", s.window, " steps (a slow node or its link), costing every rank ",
-                        static_cast<int>(std::lround(s.cost_share * 100)), "% of the step time");
+std::string StragglerKindName(StragglerKind kind) {
+  switch (kind) {
+    case StragglerKind::kRank: return "rank";
+    case StragglerKind::kNode: return "node";
+    case StragglerKind::kLink: return "link";
   }
-  return absl::StrCat("rank ", s.global_rank, s.host.empty() ? "" : absl::StrCat(" on ", s.host),
-                      " arrived last at the gradient all-reduce in ", s.last_in, " of the last ", s.window,
-                      " steps, costing every rank ", static_cast<int>(std::lround(s.cost_share * 100)),
-                      "% of the step time");
+  return "?";
+}
+
+absl::StatusOr<StragglerKind> StragglerKindFromName(std::string_view name) {
+  for (StragglerKind k : {StragglerKind::kRank, StragglerKind::kNode, StragglerKind::kLink}) {
+    if (name == StragglerKindName(k)) return k;
+  }
+  return absl::InvalidArgumentError("status: field 'straggler.kind' is not rank, node or link");
+}
+
+std::string DescribeStraggler(const StragglerStatus& s) {
+  const std::string who = s.global_rank < 0 ? absl::StrCat("the ranks of ", s.host)
+                                            : absl::StrCat("rank ", s.global_rank, s.host.empty() ? "" : " on ", s.host);
+  const std::string last = absl::StrCat(" arrived last at the gradient all-reduce in ", s.last_in, " of the last ",
+                                        s.window, " steps");
+  const std::string cost = absl::StrCat(static_cast<int>(std::lround(s.cost_share * 100)), "% of the step time");
+  switch (s.kind) {
+    case StragglerKind::kRank: return absl::StrCat(who, last, ", costing every rank ", cost);
+    case StragglerKind::kNode: return absl::StrCat(who, last, " (a slow node), costing every rank ", cost);
+    case StragglerKind::kLink:
+      return absl::StrCat("a slow link, likely into ", s.host, ": ", who, last,
+                          ", but the other ranks waited unevenly, which one late rank does not cause (the all-reduce "
+                          "is slow along its path, costing about ", cost, "); no rank is blamed");
+  }
+  return "";
 }
 
 void CarryWaitsOver(const NodeStatus& older, NodeStatus& newer) {

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace dtrun::status {
 
@@ -45,6 +47,14 @@ struct RankStatus {
 };
 
 // The rank the job judged to be holding everyone back (straggler/straggler_judge.h).
+// What the rendezvous found holding the job back (straggler/straggler_watch.h).
+enum class StragglerKind {
+  kRank,  // one rank (`global_rank`)
+  kNode,  // the ranks of one node (`host`); global_rank is -1
+  kLink,  // the collective's path, near `host`: the rank that arrives last (or -1: its node's
+          // ranks) waits least because it finished the last step late, not because it is slow
+};
+
 struct StragglerStatus {
   int global_rank = -1;   // -1: a whole node (`host`), no one rank of it
   std::string host;       // the node that runs it, as messages name nodes ("node 1 (vm, 198.18.0.2)")
@@ -52,7 +62,11 @@ struct StragglerStatus {
   int window = 0;
   double cost_share = 0;  // the wait it caused every rank, as a share of the step time
   int64_t named_at_step = -1;  // the step whose judgement first named it (-1: not known)
+  StragglerKind kind = StragglerKind::kRank;
 };
+// "rank", "node", "link": the event log's and the status JSON's word for it.
+std::string StragglerKindName(StragglerKind kind);
+absl::StatusOr<StragglerKind> StragglerKindFromName(std::string_view name);
 
 struct NodeStatus {
   std::string node_id;            // the rendezvous's id for the node ("" on a single node)

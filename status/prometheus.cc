@@ -89,6 +89,11 @@ std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, 
   w.Sample("dtrun_straggler_rank", "", straggler ? straggler->global_rank : -1);
   w.Family("dtrun_straggler_cost_ratio", "gauge", "The wait the straggler causes every rank, as a share of the step time.");
   w.Sample("dtrun_straggler_cost_ratio", "", straggler ? straggler->cost_share : 0);
+  w.Family("dtrun_straggler_kind", "gauge",
+           "1 for what holds the job back: one rank, a whole node, or a slow link (the all-reduce's path).");
+  for (StragglerKind k : {StragglerKind::kRank, StragglerKind::kNode, StragglerKind::kLink}) {
+    w.Sample("dtrun_straggler_kind", absl::StrCat("kind=\"", StragglerKindName(k), "\""), straggler && straggler->kind == k ? 1 : 0);
+  }
   return w.Take();
 }
 

@@ -1,6 +1,7 @@
 #include "status/status_json.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun::status {
@@ -36,7 +37,7 @@ json RankToJson(const RankStatus& r) {
 json StragglerToJson(const std::optional<StragglerStatus>& s) {
   if (!s) return nullptr;
   return {{"rank", Known(static_cast<int64_t>(s->global_rank))}, {"host", s->host}, {"last_in", s->last_in}, {"window", s->window},
-          {"cost_share", s->cost_share}, {"named_at_step", Known(s->named_at_step)}};
+          {"cost_share", s->cost_share}, {"named_at_step", Known(s->named_at_step)}, {"kind", StragglerKindName(s->kind)}};
 }
 
 json NodeToJson(const NodeStatus& n) {
@@ -99,6 +100,9 @@ absl::Status StragglerFromJson(const json& j, std::optional<StragglerStatus>& ou
   DTRUN_READ(j, "window", s.window);
   DTRUN_READ(j, "cost_share", s.cost_share);
   DTRUN_READ(j, "named_at_step", s.named_at_step);
+  std::string kind = s.global_rank == -1 ? "node" : "rank";  // a file from before kinds
+  DTRUN_READ(j, "kind", kind);
+  DT_ASSIGN_OR_RETURN(s.kind, StragglerKindFromName(kind));
   if (absl::Status st = CheckStraggler(s); !st.ok()) return st;
   out = s;
   return absl::OkStatus();

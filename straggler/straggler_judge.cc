@@ -46,12 +46,15 @@ absl::Status StragglerJudge::Add(const StepLead& s) {
   }
   last_step_ = s.step;
   const double margin = std::max(options_.margin_fraction * s.step_s, options_.margin_floor_s);
-  window_.push_back(Seen{s.lead_s >= margin ? s.last_rank : -1, s.lead_s, s.step_s});
+  window_.push_back(Seen{s.lead_s >= margin ? s.last_rank : -1, s.via, s.lead_s, s.step_s});
   if (window_.size() > static_cast<size_t>(options_.window)) window_.pop_front();
+  current_ = Decide();
   return absl::OkStatus();
 }
 
-std::optional<Verdict> StragglerJudge::Current() const {
+std::optional<Verdict> StragglerJudge::Current() const { return current_; }
+
+std::optional<Verdict> StragglerJudge::Decide() const {
   if (window_.size() < static_cast<size_t>(options_.window)) return std::nullopt;
   std::map<int, int> last_in;
   double step_s = 0;
@@ -59,16 +62,32 @@ std::optional<Verdict> StragglerJudge::Current() const {
     step_s += s.step_s;
     if (s.last >= 0) ++last_in[s.last];
   }
-  for (const auto& [rank, n] : last_in) {
-    if (n < options_.majority * static_cast<double>(window_.size())) continue;
+  const double steps = static_cast<double>(window_.size());
+  auto verdict = [&](int rank, int n) {
     double caused = 0;
-    for (const Seen& s : window_) caused += s.last == rank ? s.caused_s : 0;
-    return Verdict{rank, n, static_cast<int>(window_.size()), step_s > 0 ? caused / step_s : 0};
+    std::map<int, int> via;
+    for (const Seen& s : window_) {
+      if (s.last != rank) continue;
+      caused += s.caused_s;
+      if (s.via >= 0) ++via[s.via];
+    }
+    int via_most = 0;
+    for (const auto& [v, k] : via) via_most = std::max(via_most, k);
+    return Verdict{rank, n, static_cast<int>(window_.size()), step_s > 0 ? caused / step_s : 0, via_most};
+  };
+  // The rank named now keeps its name at the lower bar; another needs the majority.
+  if (current_) {
+    auto it = last_in.find(current_->rank);
+    if (it != last_in.end() && it->second >= options_.keep * steps) return verdict(it->first, it->second);
+  }
+  for (const auto& [rank, n] : last_in) {
+    if (n >= options_.majority * steps) return verdict(rank, n);
   }
   return std::nullopt;
 }
 
 void StragglerJudge::Reset() {
+  current_.reset();
   window_.clear();
   world_ = 0;
   last_step_ = -1;

@@ -6,9 +6,12 @@
 // the smallest and the next is what the last rank cost everyone that step: had it arrived with the
 // second-last, every rank would have waited that much less.
 //
-// A rank is named when, over a full window of recent steps, it was the last by a margin in most
-// of them. The margin is a share of the step time with a floor in seconds, so ordinary jitter,
-// where a different rank is last each step by a little, never names anyone.
+// A rank is named when, over a full window of recent steps, it was the last by a margin in half of
+// them, and stays named while it is in `keep` of them (so a verdict does not flap as the share
+// wavers around the bar). The margin is a share of the step time with a floor in seconds, so
+// ordinary jitter, where a different rank is last each step by a little, never names anyone.
+// Measured on a noisy 2-core box (docs/BENCHMARKS.md): clean runs reach at most 5 of 20 steps
+// for one rank, a throttled node's ranks 7 each, a rank slowed by 30% 10 within 9-16 steps.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,8 @@ namespace dtrun::straggler {
 
 struct JudgeOptions {
   int window = 20;                 // steps looked at; no verdict before the window is full
-  double majority = 0.6;           // share of the window's steps a rank must be last in
+  double majority = 0.5;           // share of the window's steps a rank must be last in
+  double keep = 0.3;               // share that keeps a rank named once it is
   double margin_fraction = 0.05;   // of the step time: a smaller lead is not "last"
   double margin_floor_s = 0.002;
 };
@@ -39,9 +43,10 @@ struct StepWaits {
 // next rank (what a caller that cannot hold every rank's wait at once passes; see StragglerWatch).
 struct StepLead {
   int64_t step = 0;
-  int last_rank = -1;  // the rank with the smallest wait
+  int last_rank = -1;  // the rank with the smallest wait (for a judge of nodes: its node)
   double lead_s = 0;   // the next-smallest wait minus the smallest
   double step_s = 0;
+  int via = -1;        // for a judge of nodes: the rank of it that was last (-1: not said)
 };
 
 struct Verdict {
@@ -49,6 +54,7 @@ struct Verdict {
   int last_in = 0;          // steps of the window in which it was last by the margin
   int window = 0;
   double cost_share = 0;    // the wait it caused, as a share of the window's step time
+  int via_most = 0;         // of `last_in`: the most steps due to one `via` (0: none said)
 };
 
 class StragglerJudge {
@@ -67,8 +73,11 @@ class StragglerJudge {
   void Reset();
 
  private:
+  std::optional<Verdict> Decide() const;
+
   struct Seen {
     int last = -1;  // the rank that was last by the margin (-1: none)
+    int via = -1;
     double caused_s = 0;
     double step_s = 0;
   };
@@ -76,6 +85,7 @@ class StragglerJudge {
   std::deque<Seen> window_;
   size_t world_ = 0;
   int64_t last_step_ = -1;
+  std::optional<Verdict> current_;
 };
 
 }  // namespace dtrun::straggler

@@ -48,7 +48,11 @@ void BroadcastFromRankZero(ProcessGroupHandle& pg, std::vector<torch::Tensor> te
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, ProcessGroupHandle pg,
                                                  int world_size, DdpOptions options)
-    : module_(std::move(module)), pg_(std::move(pg)), world_size_(world_size), options_(options) {
+    : module_(std::move(module)),
+      pg_(std::move(pg)),
+      world_size_(world_size),
+      options_(options),
+      stopwatch_(!module_->parameters().empty() && module_->parameters().front().is_cuda()) {
   for (auto& p : module_->parameters()) {
     if (p.requires_grad()) params_.push_back(p);
   }
@@ -124,14 +128,10 @@ void DistributedDataParallel::FinishGradientSync() {
     }
   }
   CollectiveWatchdog::Scope guard(options_.watchdog, "the gradient all-reduce");
-  using Clock = std::chrono::steady_clock;
-  Clock::duration waited{0};
+  // Backward is done and every bucket launched: from here on this rank waits for the others.
+  stopwatch_.Start();
   for (auto& b : buckets_) {
-    // On CPU (Gloo) wait() blocks until the all-reduce is done. On CUDA (NCCL) it only orders the
-    // stream, so the figure is the host's wait and no host sync is added for it.
-    const Clock::time_point wait_start = Clock::now();
-    b->work->wait();
-    waited += Clock::now() - wait_start;
+    b->work->wait();  // Gloo: blocks until done; NCCL: orders the compute stream after it
     b->flat.div_(world_size_);
     for (size_t p : b->params) {
       auto [bi, offset] = where_[p];
@@ -142,10 +142,7 @@ void DistributedDataParallel::FinishGradientSync() {
     b->work.reset();
     b->ready = 0;
   }
-  const Clock::time_point end = Clock::now();
-  last_sync_.wait_s = std::chrono::duration<double>(waited).count();
-  last_sync_.step_s = last_sync_end_ == Clock::time_point{} ? 0 : std::chrono::duration<double>(end - last_sync_end_).count();
-  last_sync_end_ = end;
+  stopwatch_.Stop();
 }
 
 }  // namespace dtrun::worker

@@ -4,14 +4,15 @@
 // skips communication for gradient accumulation; BN buffers can be broadcast before each forward.
 #pragma once
 
-#include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "worker/collective_watchdog.h"
 #include "worker/process_group.h"
+#include "worker/sync_stopwatch.h"
 
 namespace dtrun::worker {
 
@@ -36,14 +37,11 @@ class DistributedDataParallel {
   // After backward: waits for every bucket and leaves the averaged gradients in param.grad().
   void FinishGradientSync();
 
-  // The last synced step, for the straggler watch (docs/DESIGN.md, "Stragglers"): how long this
-  // rank waited for the buckets' all-reduces after its backward (the last rank to arrive waits
-  // least), and the time since the previous synced step ended (0 for the first).
-  struct SyncTiming {
-    double wait_s = 0;
-    double step_s = 0;
-  };
-  const SyncTiming& last_sync() const { return last_sync_; }
+  // For the straggler watch (docs/DESIGN.md, "Stragglers"): how long this rank waited for the
+  // buckets' all-reduces after its backward (the last rank to arrive waits least) in the newest
+  // synced step whose times are known, and the time since the step before it ended. On CUDA
+  // that is the step before the last one (GPU time, read without a sync; worker/sync_stopwatch.h).
+  const std::optional<SyncStopwatch::Lap>& last_sync() const { return stopwatch_.newest(); }
 
   // While alive, backward passes accumulate locally without communication.
   class NoSync {
@@ -69,8 +67,7 @@ class DistributedDataParallel {
   std::vector<std::pair<size_t, int64_t>> where_;  // param → (bucket, offset)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive for the hooks
   bool sync_ = true;
-  SyncTiming last_sync_;
-  std::chrono::steady_clock::time_point last_sync_end_{};
+  SyncStopwatch stopwatch_;
 };
 
 }  // namespace dtrun::worker

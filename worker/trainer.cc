@@ -435,7 +435,10 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     ++step;
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);
-    if (ddp_) reports_.Sync(progress_.global_step, ddp_->last_sync().wait_s, ddp_->last_sync().step_s);
+    if (ddp_ && ddp_->last_sync()) {
+      const SyncStopwatch::Lap& lap = *ddp_->last_sync();
+      reports_.Sync(progress_.global_step - lap.steps_ago, lap.wait_s, lap.step_s);
+    }
     const double loss_value = loss.item<double>();
     loss_sum += loss_value * count;
     correct1 += TopK(logits.detach(), y).first;

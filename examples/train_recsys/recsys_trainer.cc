@@ -341,7 +341,10 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     worker::FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
     ++step;
     reports_.Beat(progress_.global_step, progress_.global_step * o_.batch_size);
-    if (ddp_) reports_.Sync(progress_.global_step, ddp_->last_sync().wait_s, ddp_->last_sync().step_s);
+    if (ddp_ && ddp_->last_sync()) {
+      const worker::SyncStopwatch::Lap& lap = *ddp_->last_sync();
+      reports_.Sync(progress_.global_step - lap.steps_ago, lap.wait_s, lap.step_s);
+    }
     const double loss_value = loss.item<double>();
     loss_sum += loss_value * static_cast<double>(b.count);
     sq_err += rating_loss.item<double>() * static_cast<double>(b.count);

@@ -11,6 +11,7 @@
 #include "tests/support/process_harness.h"
 #include "worker/grad_scaler.h"
 #include "worker/resnet.h"
+#include "worker/sync_stopwatch.h"
 #include "worker/torch_compat.h"
 
 namespace dtrun::worker {
@@ -26,6 +27,27 @@ using dtrun::testing::RunToEnd;
     if (!DTRUN_WITH_NCCL) GTEST_SKIP() << "LibTorch built without CUDA/NCCL";                   \
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device visible";                 \
   } while (0)
+
+// The all-reduce wait on CUDA is GPU time between events on the compute stream, read a step late
+// once complete: here the "wait" is a matmul queued between Start and Stop.
+TEST(CudaTest, SyncStopwatchReadsTheGpuTimeOfTheLapBeforeWithoutWaitingForIt) {
+  SKIP_WITHOUT_CUDA();
+  const torch::Tensor a = torch::randn({4096, 4096}, torch::kCUDA);
+  SyncStopwatch watch(/*cuda=*/true);
+  for (int lap = 0; lap < 3; ++lap) {
+    watch.Start();
+    for (int i = 0; i < 4; ++i) (void)torch::matmul(a, a);
+    watch.Stop();
+    if (lap == 0) {
+      EXPECT_FALSE(watch.newest().has_value()) << "nothing before the first lap";
+    }
+    torch::cuda::synchronize();  // the test's own wait: the next Stop finds the lap before complete
+  }
+  ASSERT_TRUE(watch.newest().has_value());
+  EXPECT_EQ(watch.newest()->steps_ago, 1);
+  EXPECT_GT(watch.newest()->wait_s, 0.0001) << "four 4096^3 matmuls take some GPU time";
+  EXPECT_GE(watch.newest()->step_s, watch.newest()->wait_s);
+}
 
 TEST(CudaTest, AutocastRunsMatmulsInTheRequestedPrecisionOnlyInsideTheScope) {
   SKIP_WITHOUT_CUDA();

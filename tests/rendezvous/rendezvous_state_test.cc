@@ -467,9 +467,43 @@ TEST_F(RendezvousStateTest, AWholeSlowNodeIsNamedByItsLabel) {
   }
   ASSERT_TRUE(s.straggler().has_value());
   EXPECT_EQ(s.straggler()->global_rank, -1);
+  EXPECT_EQ(s.straggler()->kind, status::StragglerKind::kNode);
   EXPECT_EQ(s.straggler()->host, "node 1 (b, b-addr)");
   EXPECT_NE(status::DescribeStraggler(*s.straggler()).find("the ranks of node 1 (b, b-addr) arrived last"),
             std::string::npos);
+}
+
+// Rank 5 arrives last, but the other ranks wait by where they sit on the ring, not alike: a slow
+// link near rank 5's node. It is said so, and --on-straggler replace leaves the node in.
+TEST_F(RendezvousStateTest, ASlowLinkIsNamedAsALinkAndNotReplaced) {
+  RendezvousOptions o = Elastic(2, 2);
+  o.replace_stragglers = true;
+  RendezvousState s(o, now_);
+  std::string a = MustJoin(s, Node("a", -1, 3)), b = MustJoin(s, Node("b", -1, 3));
+  ASSERT_EQ(s.phase(), JobPhase::kRunning);
+  const double ring_wait[] = {0.090, 0.130, 0.095, 0.050, 0.030, 0.010};
+  for (const std::string& node : {a, b}) {
+    const NodeView v = *s.View(node);
+    status::NodeStatus p;
+    p.round = v.round;
+    p.ranks.resize(3);
+    for (int l = 0; l < 3; ++l) {
+      const int rank = v.assignment->rank_offset + l;
+      p.ranks[l].global_rank = rank;
+      p.ranks[l].local_rank = l;
+      for (int64_t step = 1; step <= 25; ++step) p.ranks[l].waits.push_back({step, ring_wait[rank], 0.3});
+    }
+    ASSERT_TRUE(s.SetProgress(node, p).ok());
+  }
+  ASSERT_TRUE(s.straggler().has_value());
+  EXPECT_EQ(s.straggler()->kind, status::StragglerKind::kLink);
+  EXPECT_EQ(s.straggler()->global_rank, 5);
+  const std::string said = status::DescribeStraggler(*s.straggler());
+  EXPECT_NE(said.find("a slow link, likely into node b (b-addr): rank 5"), std::string::npos) << said;
+  EXPECT_NE(said.find("no rank is blamed"), std::string::npos) << said;
+  MustJoin(s, Node("spare"));
+  now_ += seconds(1);
+  EXPECT_FALSE(s.MaybeReplaceStraggler(now_));
 }
 
 }  // namespace

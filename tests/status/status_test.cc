@@ -185,13 +185,28 @@ TEST(StatusJsonTest, TheStragglerAndTheWaitsRoundTripAndBadOnesAreRefused) {
   EXPECT_DOUBLE_EQ(back->straggler->cost_share, 0.4);
   EXPECT_DOUBLE_EQ(back->nodes[0].ranks[0].sync_wait_s, 0.05);
   // A whole node: no rank, the node's label.
-  job.straggler = StragglerStatus{-1, "node 2 (vm, 198.19.1.12)", 15, 20, 0.3};
+  job.straggler = StragglerStatus{-1, "node 2 (vm, 198.19.1.12)", 15, 20, 0.3, -1, StragglerKind::kNode};
   absl::StatusOr<JobStatus> node = JobStatusFromJson(ToJson(job), kMaxRanksPerNode);
   ASSERT_TRUE(node.ok()) << node.status();
   EXPECT_TRUE(ToJson(job)["straggler"]["rank"].is_null());
+  EXPECT_EQ(ToJson(job)["straggler"]["kind"], "node");
   EXPECT_EQ(node->straggler->global_rank, -1);
+  EXPECT_EQ(node->straggler->kind, StragglerKind::kNode);
   EXPECT_EQ(node->straggler->host, "node 2 (vm, 198.19.1.12)");
+  // A file written before kinds: no rank is a node.
+  nlohmann::json old = ToJson(job);
+  old["straggler"].erase("kind");
+  ASSERT_TRUE(JobStatusFromJson(old, kMaxRanksPerNode).ok());
+  EXPECT_EQ(JobStatusFromJson(old, kMaxRanksPerNode)->straggler->kind, StragglerKind::kNode);
+  // A slow link.
+  job.straggler = StragglerStatus{6, "node 3 (vm, 198.19.1.13)", 18, 20, 0.1, 40, StragglerKind::kLink};
+  absl::StatusOr<JobStatus> link = JobStatusFromJson(ToJson(job), kMaxRanksPerNode);
+  ASSERT_TRUE(link.ok()) << link.status();
+  EXPECT_EQ(link->straggler->kind, StragglerKind::kLink);
+  EXPECT_EQ(link->straggler->global_rank, 6);
   for (const char* bad : {R"({"rank":-1,"host":"","last_in":1,"window":2,"cost_share":0.1})",
+                          R"({"rank":1,"host":"h","last_in":1,"window":2,"cost_share":0.1,"kind":"disk"})",
+                          R"({"rank":1,"host":"h","last_in":1,"window":2,"cost_share":0.1,"kind":"node"})",
                           R"({"rank":1,"host":"","last_in":3,"window":2,"cost_share":0.1})",
                           R"({"rank":1,"host":"","last_in":1,"window":2,"cost_share":7})", R"("rank 1")"}) {
     nlohmann::json j = ToJson(job);
@@ -231,9 +246,15 @@ TEST(NodeStatusTest, WaitsAreBoundedAndCarriedOverWhenASummaryIsReplacedUnsent) 
 // What the service and the status file both check before they keep a verdict from outside.
 TEST(NodeStatusTest, AStragglerFromOutsideIsCheckedFieldByField) {
   EXPECT_TRUE(CheckStraggler({3, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, 40}).ok());
-  EXPECT_TRUE(CheckStraggler({-1, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, -1}).ok()) << "a whole node";
+  EXPECT_TRUE(CheckStraggler({-1, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, -1, StragglerKind::kNode}).ok()) << "a node";
+  EXPECT_TRUE(CheckStraggler({3, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, -1, StragglerKind::kLink}).ok()) << "a link";
+  EXPECT_TRUE(CheckStraggler({-1, "node 1 (vm, 10.0.0.2)", 17, 20, 0.25, -1, StragglerKind::kLink}).ok());
   for (const StragglerStatus& bad : std::vector<StragglerStatus>{
-           {-1, "", 17, 20, 0.25, 1},                  // a node verdict without the node
+           {-1, "", 17, 20, 0.25, 1, StragglerKind::kNode},  // a node verdict without the node
+           {-1, "h", 17, 20, 0.25, 1},                 // a rank verdict without the rank
+           {3, "h", 17, 20, 0.25, 1, StragglerKind::kNode},  // a node verdict naming a rank
+           {-1, "", 17, 20, 0.25, 1, StragglerKind::kLink},  // a link near nothing
+           {3, "h", 17, 20, 0.25, 1, static_cast<StragglerKind>(9)},  // no such kind
            {-2, "h", 17, 20, 0.25, 1},                 // no such rank
            {3, "h\n", 17, 20, 0.25, 1},                // not printable
            {3, std::string(65, 'h'), 17, 20, 0.25, 1}, // too long
@@ -279,6 +300,8 @@ TEST(PrometheusTest, EveryFamilyIsTypedAndLabelValuesAreEscaped) {
   const std::string named = RenderPrometheus("r", node, AgentCounters{}, StragglerStatus{3, "x", 9, 10, 0.5});
   EXPECT_NE(named.find("dtrun_straggler_rank{run_id=\"r\",host=\"a\\\"b\\\\c\"} 3\n"), std::string::npos) << named;
   EXPECT_NE(named.find("dtrun_straggler_cost_ratio{run_id=\"r\",host=\"a\\\"b\\\\c\"} 0.5\n"), std::string::npos) << named;
+  EXPECT_NE(named.find("dtrun_straggler_kind{run_id=\"r\",host=\"a\\\"b\\\\c\",kind=\"rank\"} 1\n"), std::string::npos) << named;
+  EXPECT_NE(named.find("dtrun_straggler_kind{run_id=\"r\",host=\"a\\\"b\\\\c\",kind=\"link\"} 0\n"), std::string::npos) << named;
   EXPECT_NE(named.find("dtrun_sync_wait_seconds{run_id=\"r\",host=\"a\\\"b\\\\c\",rank=\"0\",local_rank=\"0\"} 0.25\n"),
             std::string::npos) << named;
   // Every sample line is NAME{LABELS} VALUE.

@@ -48,6 +48,9 @@ TEST(StragglerWatchTest, WaitsArrivingInInterleavedBatchesNameTheSlowRank) {
   ASSERT_TRUE(watch.Current().has_value());
   EXPECT_EQ(watch.Current()->rank, 4);
   EXPECT_GT(watch.Current()->cost_share, 0.1);
+  ASSERT_TRUE(watch.Named().has_value());
+  EXPECT_EQ(watch.Named()->culprit, Culprit::kRank) << "the others all wait for rank 4 alike";
+  EXPECT_EQ(watch.Named()->rank, 4);
 }
 
 TEST(StragglerWatchTest, CleanStepsNameNobody) {
@@ -150,6 +153,63 @@ TEST(StragglerWatchTest, AWholeSlowNodeIsNamedWhenNoOneRankOfItIs) {
   ASSERT_TRUE(watch.CurrentNode().has_value());
   EXPECT_EQ(watch.CurrentNode()->rank, 1);
   EXPECT_GT(watch.CurrentNode()->cost_share, 0.15);
+  ASSERT_TRUE(watch.Named().has_value());
+  EXPECT_EQ(watch.Named()->culprit, Culprit::kNode);
+  EXPECT_EQ(watch.Named()->node, 1);
+  EXPECT_EQ(watch.Named()->rank, -1);
+}
+
+// One slowed rank makes its node last as often as itself: the node judge must not name the node
+// for it (one rank makes the node's lead), whichever judge gets there first.
+TEST(StragglerWatchTest, ANodeWhoseLeadOneRankMakesIsNotNamedAsANode) {
+  StragglerWatch watch;
+  watch.Reset(6, {0, 0, 1, 1, 2, 2});
+  std::mt19937 rng(11);
+  for (const Wait& w : Pushes(6, 1, 40, /*slow=*/2, rng)) {
+    ASSERT_TRUE(watch.Observe(w.rank, w.step, w.wait_s, 0.27).ok());
+    EXPECT_FALSE(watch.CurrentNode().has_value()) << "step " << w.step;
+  }
+  ASSERT_TRUE(watch.Named().has_value());
+  EXPECT_EQ(watch.Named()->culprit, Culprit::kRank);
+  EXPECT_EQ(watch.Named()->rank, 2);
+  EXPECT_EQ(watch.Named()->node, 1);
+}
+
+// A slow link in a ring: the rank just downstream of it finishes each step's all-reduce late and
+// so arrives last at the next, and the others wait by where they sit on the ring (the pattern the
+// namespace cluster shows with one host's link at 50 Mbit/s; docs/BENCHMARKS.md).
+TEST(StragglerWatchTest, ALastRankWhoseOthersWaitUnevenlyIsASlowLinkNotASlowRank) {
+  const std::vector<double> ring_wait = {0.073, 0.104, 0.130, 0.100, 0.073, 0.043, 0.014, 0.042};
+  StragglerWatch watch;
+  watch.Reset(8, {0, 0, 1, 1, 2, 2, 3, 3});
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.003);
+  for (int64_t s = 1; s <= 40; ++s) {
+    for (int r = 0; r < 8; ++r) {
+      ASSERT_TRUE(watch.Observe(r, s, std::max(0.0, ring_wait[r] + noise(rng)), 0.25).ok());
+    }
+  }
+  ASSERT_TRUE(watch.Current().has_value());
+  EXPECT_EQ(watch.Current()->rank, 6);
+  ASSERT_TRUE(watch.Named().has_value());
+  EXPECT_EQ(watch.Named()->culprit, Culprit::kLink);
+  EXPECT_EQ(watch.Named()->rank, 6);
+  EXPECT_EQ(watch.Named()->node, 3);
+  EXPECT_EQ(watch.named_since(), 20);
+}
+
+// With two other ranks there is no telling uneven from even: the last rank is named.
+TEST(StragglerWatchTest, TooFewOtherRanksToTellALinkNameTheRank) {
+  StragglerWatch watch;
+  watch.Reset(3);
+  for (int64_t s = 1; s <= 20; ++s) {
+    ASSERT_TRUE(watch.Observe(0, s, 0.13, 0.25).ok());
+    ASSERT_TRUE(watch.Observe(1, s, 0.04, 0.25).ok());
+    ASSERT_TRUE(watch.Observe(2, s, 0.01, 0.25).ok());
+  }
+  ASSERT_TRUE(watch.Named().has_value());
+  EXPECT_EQ(watch.Named()->culprit, Culprit::kRank);
+  EXPECT_EQ(watch.Named()->rank, 2);
 }
 
 TEST(StragglerWatchTest, NodesThatDoNotFitTheWorldAreIgnored) {
