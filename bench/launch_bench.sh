@@ -12,6 +12,9 @@ gloo=$here/../tests/integration/workers/gloo_allreduce.py
 export OMP_NUM_THREADS=1 PYTHON_EXEC=$py
 out=$(mktemp -d)
 
+echo "## dtrun --help (hyperfine, mean ± σ): the start-up alone (libraries, static initialisers, parsing)"
+hyperfine -N --warmup 5 --runs 100 -n "dtrun --help" "$dtrun --help" 2>/dev/null | grep -E "Time \(mean"
+
 echo "## launch-to-exit (hyperfine, mean ± σ)"
 for n in 1 2 4; do
   hyperfine -N --warmup 3 --runs 30 --export-json "$out/noop$n.json" \

@@ -6,7 +6,7 @@ PKGS="build-essential cmake ninja-build pkg-config ccache git iproute2 procps
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-torch python3-torchvision python3-tqdm python3-matplotlib openssl libssl-dev
   clang libclang-rt-dev
-  nftables elfutils gdb libmicrohttpd-dev slurm-wlm munge"
+  nftables elfutils gdb strace libmicrohttpd-dev slurm-wlm munge"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

@@ -1,5 +1,7 @@
 #include "status/gpu_probe.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <set>
 
@@ -37,6 +39,8 @@ struct GpuProbe::Api {
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*processes)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;
 };
+
+bool GpuProbe::DriverLoaded() { return ::access("/proc/driver/nvidia/version", F_OK) == 0; }
 
 std::unique_ptr<GpuProbe> GpuProbe::Open() {
   absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({"libnvidia-ml.so.1"}, "the NVIDIA driver");

@@ -20,6 +20,9 @@ class GpuProbe {
  public:
   // Null when NVML cannot be loaded or initialised (no driver, no GPU): the caller shows "-".
   static std::unique_ptr<GpuProbe> Open();
+  // Whether NVIDIA's kernel driver is loaded (/proc/driver/nvidia): without it Open() cannot
+  // succeed, and a caller need not start a thread to find that out.
+  static bool DriverLoaded();
   ~GpuProbe();
   // Usage of those of `pids` that hold a context on some GPU. A process seen on several GPUs is
   // reported on the one where it holds the most memory.
