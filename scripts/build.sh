@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Configures and builds everything into build/ (Release-with-debug-info, ccache when present).
+# Configures and builds into build/ (Release-with-debug-info, ccache when present).
+#   scripts/build.sh              everything (the test command)
+#   scripts/build.sh TARGET...    only those (the main job builds what it runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build build -j"$(nproc)" "${targets[@]}"

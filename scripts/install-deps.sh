@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency from Debian's archive (bookworm). Idempotent.
+# Installs build and test dependencies from Debian's archive (bookworm). Idempotent.
+#   scripts/install-deps.sh          everything: the whole test suite's needs
+#   scripts/install-deps.sh main     only what the main job builds and runs (scripts/run-main-job.sh)
 set -euo pipefail
-PKGS="build-essential cmake ninja-build pkg-config ccache git iproute2 procps
+# What building dtrun, dtdata, train_imagenet and dtplot needs (GoogleTest too: configuring the
+# tree looks for it), and matplotlib for dtplot's pictures.
+MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-torch python3-torchvision python3-tqdm python3-matplotlib openssl libssl-dev
+  libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-matplotlib openssl libssl-dev
+  libmicrohttpd-dev"
+# The rest of the suite: Python workers, namespaces, sanitizers and fuzzers, stacks, Slurm.
+TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm
   clang libclang-rt-dev
-  nftables elfutils gdb strace libmicrohttpd-dev slurm-wlm munge"
+  nftables elfutils gdb strace slurm-wlm munge"
+PKGS="$MAIN_PKGS"
+[ "${1:-}" = main ] || PKGS="$MAIN_PKGS $TEST_PKGS"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
