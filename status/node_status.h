@@ -46,7 +46,6 @@ struct RankStatus {
   std::vector<StepWait> waits;   // the steps it reported since the node's previous summary, in order
 };
 
-// The rank the job judged to be holding everyone back (straggler/straggler_judge.h).
 // What the rendezvous found holding the job back (straggler/straggler_watch.h).
 enum class StragglerKind {
   kRank,  // one rank (`global_rank`)
@@ -55,6 +54,7 @@ enum class StragglerKind {
           // ranks) waits least because it finished the last step late, not because it is slow
 };
 
+// The rank, node or link the job judged to be holding everyone back.
 struct StragglerStatus {
   int global_rank = -1;   // -1: a whole node (`host`), no one rank of it
   std::string host;       // the node that runs it, as messages name nodes ("node 1 (vm, 198.18.0.2)")

@@ -71,8 +71,10 @@ std::map<pid_t, ProcessResources> ResourceSampler::Sample(const std::vector<pid_
     next[pid] = {usage->cpu_ticks, now};
   }
   last_.swap(next);  // processes that are gone are forgotten
-  // No thread for NVML on a machine without NVIDIA's driver (a CPU box, a no-op launch).
-  if (!gpu_ && !pids.empty() && GpuProbe::DriverLoaded()) gpu_ = GpuThread::Start();
+  if (!gpu_looked_for_ && !pids.empty()) {
+    gpu_looked_for_ = true;
+    if (GpuProbe::DriverLoaded()) gpu_ = GpuThread::Start();
+  }
   if (gpu_) {
     std::lock_guard<std::mutex> lock(gpu_->mu);
     gpu_->pids = pids;

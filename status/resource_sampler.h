@@ -37,6 +37,7 @@ class ResourceSampler {
   };
   std::map<pid_t, Last> last_;
   std::shared_ptr<GpuThread> gpu_;  // started at the first sample with workers
+  bool gpu_looked_for_ = false;     // once: no thread for NVML on a machine without NVIDIA's driver
 };
 
 }  // namespace dtrun::status

@@ -72,12 +72,10 @@ void StragglerWatch::Judge(int64_t step, const Pending& p) {
   const int named = rank ? rank->rank : node ? -2 - node->rank : -1;
   // The others' waits are looked at when a name is given, then once a window: they are means over
   // the window, and the look walks every rank.
-  bool link = false;
+  bool link = named != -1 && link_;
   if (named != -1 && (named != named_ || step >= next_link_look_)) {
     link = OthersWaitUnevenly(named);
     next_link_look_ = step + window_;
-  } else if (named != -1) {
-    link = link_;
   }
   if (named != named_ || link != link_) named_since_ = named == -1 ? -1 : step;
   named_ = named;

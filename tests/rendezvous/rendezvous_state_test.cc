@@ -1,5 +1,7 @@
 #include "rendezvous/rendezvous_state.h"
 
+#include <functional>
+
 #include "gtest/gtest.h"
 
 namespace dtrun::rdzv {
@@ -29,6 +31,21 @@ class RendezvousStateTest : public ::testing::Test {
   }
   static NodeInfo Node(const std::string& host, int rank = -1, int nproc = 2) {
     return NodeInfo{host, nproc, host + "-addr", 1000 + std::max(rank, 0), rank, "", 0};
+  }
+  // `node` (of `nproc` workers) pushes 25 steps of waits for the ranks its assignment gave it,
+  // `wait(rank)` each.
+  static void PushWaits(RendezvousState& s, const std::string& node, int nproc, const std::function<double(int)>& wait) {
+    const NodeView v = *s.View(node);
+    status::NodeStatus p;
+    p.round = v.round;
+    p.ranks.resize(static_cast<size_t>(nproc));
+    for (int l = 0; l < nproc; ++l) {
+      const int rank = v.assignment->rank_offset + l;
+      p.ranks[l].global_rank = rank;
+      p.ranks[l].local_rank = l;
+      for (int64_t step = 1; step <= 25; ++step) p.ranks[l].waits.push_back({step, wait(rank), 0.3});
+    }
+    ASSERT_TRUE(s.SetProgress(node, p).ok());
   }
   std::string MustJoin(RendezvousState& s, const NodeInfo& n) {
     auto id = s.Join(n, now_);
@@ -409,19 +426,7 @@ TEST_F(RendezvousStateTest, AStragglersNodeIsSwappedForTheSpareOnce) {
   std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
   ASSERT_EQ(s.phase(), JobPhase::kRunning);
   auto name_rank_3 = [&] {
-    for (const std::string& node : {a, b}) {
-      const NodeView v = *s.View(node);
-      status::NodeStatus p;
-      p.round = v.round;
-      p.ranks.resize(2);
-      for (int l = 0; l < 2; ++l) {
-        const int rank = v.assignment->rank_offset + l;
-        p.ranks[l].global_rank = rank;
-        p.ranks[l].local_rank = l;
-        for (int64_t step = 1; step <= 25; ++step) p.ranks[l].waits.push_back({step, rank == 3 ? 0.001 : 0.06, 0.3});
-      }
-      ASSERT_TRUE(s.SetProgress(node, p).ok());
-    }
+    for (const std::string& node : {a, b}) PushWaits(s, node, 2, [](int rank) { return rank == 3 ? 0.001 : 0.06; });
   };
   ASSERT_EQ(s.View(b)->assignment->group_rank, 1);
   name_rank_3();
@@ -482,19 +487,7 @@ TEST_F(RendezvousStateTest, ASlowLinkIsNamedAsALinkAndNotReplaced) {
   std::string a = MustJoin(s, Node("a", -1, 3)), b = MustJoin(s, Node("b", -1, 3));
   ASSERT_EQ(s.phase(), JobPhase::kRunning);
   const double ring_wait[] = {0.090, 0.130, 0.095, 0.050, 0.030, 0.010};
-  for (const std::string& node : {a, b}) {
-    const NodeView v = *s.View(node);
-    status::NodeStatus p;
-    p.round = v.round;
-    p.ranks.resize(3);
-    for (int l = 0; l < 3; ++l) {
-      const int rank = v.assignment->rank_offset + l;
-      p.ranks[l].global_rank = rank;
-      p.ranks[l].local_rank = l;
-      for (int64_t step = 1; step <= 25; ++step) p.ranks[l].waits.push_back({step, ring_wait[rank], 0.3});
-    }
-    ASSERT_TRUE(s.SetProgress(node, p).ok());
-  }
+  for (const std::string& node : {a, b}) PushWaits(s, node, 3, [&](int rank) { return ring_wait[rank]; });
   ASSERT_TRUE(s.straggler().has_value());
   EXPECT_EQ(s.straggler()->kind, status::StragglerKind::kLink);
   EXPECT_EQ(s.straggler()->global_rank, 5);
