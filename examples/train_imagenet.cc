@@ -8,6 +8,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "base/build_info.h"
 #include "examples/cli_checks.h"
 #include "torch/cuda.h"
 #include "worker/resnet.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   using dtrun::examples::Reals;
   dtrun::worker::TrainOptions o;
   CLI::App app("train_imagenet: ResNet training with DDP over the dtrun input pipeline", "train_imagenet");
+  app.set_version_flag("--version", dtrun::VersionText("train_imagenet"));
   app.add_option("data", o.data, "Folder with train/ and val/ (ImageFolder or tar shards)");
   app.add_flag("--synthetic", o.synthetic, "Random data, no files");
   app.add_option("--synthetic-size", o.synthetic_size, "Synthetic training images")->capture_default_str()->check(Ints(1));
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
   app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "train_imagenet: error: %s; run train_imagenet --help\n", e.what());

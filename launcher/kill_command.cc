@@ -79,33 +79,52 @@ int KillThroughRendezvous(const std::string& endpoint, const std::string& run_id
   return 0;
 }
 
-}  // namespace
-
-int KillCommand(const std::vector<std::string>& args) {
-  CLI::App app("dtrun kill: end the processes of dtrun jobs on this machine", "dtrun kill");
+struct KillFlags {
   std::string run_id, signal_name = "SIGTERM", endpoint;
   CredentialFlags credential_flags;
   bool all = false, dry_run = false;
   double grace = 10;
-  app.add_option("--run-id,--run_id,--rdzv-id", run_id, "The job's run id (see dtrun status)");
-  app.add_flag("--all", all, "Every dtrun job of this user on this machine");
-  app.add_option("--signal,-s", signal_name, "First signal to send")->capture_default_str();
-  app.add_option("--grace", grace, "Seconds before SIGKILL")->capture_default_str();
-  app.add_flag("--dry-run,-n", dry_run, "Only list the processes that would be signalled");
-  app.add_option("--endpoint", endpoint, "Multi-node: kill the job on every node through its rendezvous HOST:PORT");
-  AddCredentialFlags(app, credential_flags);  // with --endpoint
+};
+
+void DefineKillFlags(CLI::App& app, KillFlags& f) {
+  app.add_option("--run-id,--run_id,--rdzv-id", f.run_id, "The job's run id (see dtrun status)");
+  app.add_flag("--all", f.all, "Every dtrun job of this user on this machine");
+  app.add_option("--signal,-s", f.signal_name, "First signal to send")->capture_default_str();
+  app.add_option("--grace", f.grace, "Seconds before SIGKILL")->capture_default_str();
+  app.add_flag("--dry-run,-n", f.dry_run, "Only list the processes that would be signalled");
+  app.add_option("--endpoint", f.endpoint, "Multi-node: kill the job on every node through its rendezvous HOST:PORT");
+  AddCredentialFlags(app, f.credential_flags);  // with --endpoint
+}
+
+constexpr char kKillAbout[] = "dtrun kill: end the processes of dtrun jobs on this machine";
+
+}  // namespace
+
+std::vector<CliOption> KillCommandFlags() {
+  CLI::App app(kKillAbout, "dtrun kill");
+  KillFlags f;
+  DefineKillFlags(app, f);
+  return DescribeFlags(app);
+}
+
+int KillCommand(const std::vector<std::string>& args) {
+  CLI::App app(kKillAbout, "dtrun kill");
+  KillFlags f;
+  DefineKillFlags(app, f);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
-  absl::StatusOr<int> signo = ParseSignal(signal_name);
+  absl::StatusOr<int> signo = ParseSignal(f.signal_name);
   if (!signo.ok()) {
     std::fprintf(stderr, "dtrun kill: error: --signal: %s\n", std::string(signo.status().message()).c_str());
     return 2;
   }
-  if (!std::isfinite(grace) || grace < 0 || grace > 86400) {
-    std::fprintf(stderr, "dtrun kill: error: --grace %g: expected seconds between 0 and 86400\n", grace);
+  if (!std::isfinite(f.grace) || f.grace < 0 || f.grace > 86400) {
+    std::fprintf(stderr, "dtrun kill: error: --grace %g: expected seconds between 0 and 86400\n", f.grace);
     return 2;
   }
-  if (!endpoint.empty()) return KillThroughRendezvous(endpoint, run_id.empty() ? "none" : run_id, credential_flags);
-  if (run_id.empty() == !all) {
+  if (!f.endpoint.empty()) {
+    return KillThroughRendezvous(f.endpoint, f.run_id.empty() ? "none" : f.run_id, f.credential_flags);
+  }
+  if (f.run_id.empty() == !f.all) {
     std::fprintf(stderr, "dtrun kill: error: name one job with --run-id ID or use --all; "
                          "`dtrun status` lists the jobs\n");
     return 2;
@@ -114,19 +133,19 @@ int KillCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "dtrun kill: error: %s\n", std::string(dir.status().message()).c_str());
     return 1;
   }
-  std::vector<Target> targets = FindTargets(run_id, all);
+  std::vector<Target> targets = FindTargets(f.run_id, f.all);
   if (targets.empty()) {
     std::fprintf(stderr, "dtrun kill: no dtrun processes found%s\n",
-                 all ? "" : absl::StrCat(" for run id ", run_id).c_str());
+                 f.all ? "" : absl::StrCat(" for run id ", f.run_id).c_str());
     return 1;
   }
-  if (dry_run) {
+  if (f.dry_run) {
     PrintTable(targets);
     return 0;
   }
   std::vector<ProcessEntry> procs;
   for (const Target& t : targets) procs.push_back(t.proc);
-  int n = TerminateProcesses(procs, *signo, std::chrono::milliseconds(static_cast<int64_t>(grace * 1000)));
+  int n = TerminateProcesses(procs, *signo, std::chrono::milliseconds(static_cast<int64_t>(f.grace * 1000)));
   std::printf("dtrun kill: ended %d process(es)\n", n);
   return 0;
 }

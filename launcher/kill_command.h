@@ -5,9 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cli_option.h"
+
 namespace dtrun {
 
 // Returns the process exit code. `args` excludes the subcommand name.
 int KillCommand(const std::vector<std::string>& args);
+
+// The flags of `dtrun kill`, for shell completion.
+std::vector<CliOption> KillCommandFlags();
 
 }  // namespace dtrun

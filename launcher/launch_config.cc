@@ -16,10 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/build_info.h"
 #include "base/env_names.h"
 #include "base/signal_names.h"
 #include "agent/snapshot_store.h"
 #include "launcher/slurm_env.h"
+#include "launcher/subcommand_cli.h"
 #include "progress/report_protocol.h"
 
 namespace dtrun {
@@ -615,12 +617,20 @@ void AcceptOperatorSpellings() {
   }
 }
 
+std::vector<CliOption> LaunchFlags() {
+  CLI::App app("dtrun", "dtrun");
+  RawFlags f;
+  DefineFlags(app, f);
+  return DescribeFlags(app);
+}
+
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::map<std::string, std::string>& env,
                                                    const HostProbe& host) {
   CLI::App app("dtrun: launch distributed PyTorch training (torchrun-compatible)", "dtrun");
   app.footer(absl::StrCat("Usage: ", kUsage, "\nPROGRAM and its ARGS are passed to every worker untouched.\n"
-                          "Subcommands: dtrun status | dtrun kill --run-id ID | dtrun kill --all"));
+                          "Subcommands: dtrun status | dtrun kill --run-id ID | dtrun kill --all | dtrun rdzv-server | "
+                          "dtrun completion bash|zsh"));
   app.prefix_command();
   RawFlags f;
   DefineFlags(app, f);
@@ -636,7 +646,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   }
   f.prefix_template_given = app.get_option("--log-line-prefix-template")->count() > 0;
   if (f.version) {
-    parsed.exit_text = "dtrun 0.1.0\n";
+    parsed.exit_text = VersionText("dtrun") + "\n";
     return parsed;
   }
   LaunchConfig c;

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_options.h"
+#include "launcher/cli_option.h"
 #include "launcher/credentials.h"
 #include "launcher/host_probe.h"
 #include "rendezvous/rendezvous_options.h"
@@ -57,6 +58,9 @@ struct ParsedCommandLine {
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::map<std::string, std::string>& env,
                                                    const HostProbe& host = ThisHost());
+
+// The launch's flags (`dtrun [options] PROGRAM`), for shell completion.
+std::vector<CliOption> LaunchFlags();
 
 // The step after parsing that reads files: the token and TLS material of a multi-node job (one
 // rule for every command, see launcher/credentials.h). InvalidArgument naming the flag.

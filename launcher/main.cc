@@ -1,4 +1,5 @@
-// dtrun: the torchrun-compatible launcher. `dtrun kill` and `dtrun status` are subcommands.
+// dtrun: the torchrun-compatible launcher. `dtrun kill`, `status`, `rdzv-server` and `completion` are
+// subcommands.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "agent/worker_env.h"
 #include "base/env_names.h"
 #include "base/mutex_mode.h"
+#include "launcher/completion.h"
 #include "launcher/console_log.h"
 #include "launcher/kill_command.h"
 #include "launcher/status_command.h"
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "kill") return dtrun::KillCommand({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "status") return dtrun::StatusCommand({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "completion") return dtrun::CompletionCommand({args.begin() + 1, args.end()});
 
   // A closed console (dtrun ... | head) must not kill the launcher; writes just fail.
   ::signal(SIGPIPE, SIG_IGN);

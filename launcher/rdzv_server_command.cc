@@ -15,42 +15,62 @@
 
 namespace dtrun {
 
-int RdzvServerCommand(const std::vector<std::string>& args) {
-  CLI::App app("dtrun rdzv-server: host a job's rendezvous on this machine", "dtrun rdzv-server");
-  std::string endpoint, nnodes = "1", run_id = "none", conf, backend = "c10d";
+namespace {
+
+struct RdzvServerFlags {
+  std::string endpoint, nnodes = "1", run_id = "none", conf, backend = "c10d", on_straggler = "warn";
   CredentialFlags credential_flags;
   int max_restarts = 0;
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", endpoint, "HOST:PORT to listen on")->required();
-  app.add_option("--nnodes", nnodes, "N or MIN:MAX")->capture_default_str();
-  app.add_option("--rdzv-backend,--rdzv_backend", backend, "c10d (elastic ranks) or static")->capture_default_str();
-  app.add_option("--rdzv-id,--rdzv_id", run_id, "The job's run id")->capture_default_str();
-  app.add_option("--rdzv-conf,--rdzv_conf", conf, "key=value,... (as for dtrun)");
-  app.add_option("--max-restarts,--max_restarts", max_restarts, "Job-wide restart budget")->capture_default_str();
-  std::string on_straggler = "warn";
-  app.add_option("--on-straggler", on_straggler, "warn, or replace: swap a straggler's node for a spare, once")
+};
+
+void DefineRdzvServerFlags(CLI::App& app, RdzvServerFlags& f) {
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", f.endpoint, "HOST:PORT to listen on")->required();
+  app.add_option("--nnodes", f.nnodes, "N or MIN:MAX")->capture_default_str();
+  app.add_option("--rdzv-backend,--rdzv_backend", f.backend, "c10d (elastic ranks) or static")->capture_default_str();
+  app.add_option("--rdzv-id,--rdzv_id", f.run_id, "The job's run id")->capture_default_str();
+  app.add_option("--rdzv-conf,--rdzv_conf", f.conf, "key=value,... (as for dtrun)");
+  app.add_option("--max-restarts,--max_restarts", f.max_restarts, "Job-wide restart budget")->capture_default_str();
+  app.add_option("--on-straggler", f.on_straggler, "warn, or replace: swap a straggler's node for a spare, once")
       ->check(CLI::IsMember({"warn", "replace"}))
       ->capture_default_str();
-  AddCredentialFlags(app, credential_flags);
+  AddCredentialFlags(app, f.credential_flags);
+}
+
+constexpr char kRdzvServerAbout[] = "dtrun rdzv-server: host a job's rendezvous on this machine";
+
+}  // namespace
+
+std::vector<CliOption> RdzvServerCommandFlags() {
+  CLI::App app(kRdzvServerAbout, "dtrun rdzv-server");
+  RdzvServerFlags f;
+  DefineRdzvServerFlags(app, f);
+  return DescribeFlags(app);
+}
+
+int RdzvServerCommand(const std::vector<std::string>& args) {
+  CLI::App app(kRdzvServerAbout, "dtrun rdzv-server");
+  RdzvServerFlags f;
+  DefineRdzvServerFlags(app, f);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "dtrun rdzv-server: error: %s\n", std::string(st.message()).c_str());
     return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   };
   rdzv::RendezvousOptions o;
-  absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(nnodes);
+  absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(f.nnodes);
   if (!nodes.ok()) return fail(nodes.status());
   std::tie(o.min_nodes, o.max_nodes) = *nodes;
-  o.static_ranks = backend == "static";
-  o.replace_stragglers = on_straggler == "replace";
-  o.max_restarts = max_restarts;
-  o.run_id = run_id;
-  absl::StatusOr<Credentials> creds = LoadCredentials(credential_flags);
+  o.static_ranks = f.backend == "static";
+  o.replace_stragglers = f.on_straggler == "replace";
+  o.max_restarts = f.max_restarts;
+  o.run_id = f.run_id;
+  absl::StatusOr<Credentials> creds = LoadCredentials(f.credential_flags);
   if (!creds.ok()) return fail(creds.status());
   o.token = creds->token;
-  absl::StatusOr<std::map<std::string, std::string>> kv = ParseRdzvConf(conf);
+  absl::StatusOr<std::map<std::string, std::string>> kv = ParseRdzvConf(f.conf);
   if (!kv.ok()) return fail(kv.status());
   if (absl::Status st = rdzv::ApplyRdzvConf(*kv, o); !st.ok()) return fail(st);
-  absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(endpoint, 29400);
+  absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.endpoint, 29400);
   if (!ep.ok()) return fail(ep.status());
 
   sigset_t set;
@@ -63,7 +83,7 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
       (*grpc)->start_server(ep->first, ep->second, o, creds->tls);
   if (!server.ok()) return fail(server.status());
-  std::printf("dtrun rdzv-server: serving run %s on %s:%d\n", run_id.c_str(), ep->first.c_str(), (*server)->port());
+  std::printf("dtrun rdzv-server: serving run %s on %s:%d\n", f.run_id.c_str(), ep->first.c_str(), (*server)->port());
   std::fflush(stdout);
   // Ends on SIGINT/SIGTERM, or once the job is over and every node has left.
   std::thread watcher([s = server->get()] {

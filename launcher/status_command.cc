@@ -132,19 +132,33 @@ void SleepFor(double seconds) {
   }
 }
 
-}  // namespace
 
-int StatusCommand(const std::vector<std::string>& args) {
-  CLI::App app("dtrun status: every worker of this user's dtrun jobs on this machine (all nodes of a multi-node "
-               "job), with its step, speed, section, heartbeat, CPU, memory and GPU",
-               "dtrun status");
-  Flags flags;
+constexpr char kStatusAbout[] =
+    "dtrun status: every worker of this user's dtrun jobs on this machine (all nodes of a multi-node job), with "
+    "its step, speed, section, heartbeat, CPU, memory and GPU";
+
+void DefineStatusFlags(CLI::App& app, Flags& flags) {
   app.add_option("--run-id,--rdzv-id", flags.run_id, "Only this job");
   app.add_option("--endpoint", flags.endpoint, "Ask a multi-node job's rendezvous at HOST:PORT (from any machine)");
   app.add_flag("--watch,-w", flags.watch, "Refresh until interrupted or the jobs end (in place on a terminal)");
   app.add_option("--interval", flags.interval, "Seconds between refreshes with --watch")->capture_default_str();
   app.add_flag("--json", flags.json, "One dtrun.status/v1 JSON document per job and line (docs/DESIGN.md)");
   AddCredentialFlags(app, flags.credentials);  // a multi-node job's service
+}
+
+}  // namespace
+
+std::vector<CliOption> StatusCommandFlags() {
+  CLI::App app(kStatusAbout, "dtrun status");
+  Flags flags;
+  DefineStatusFlags(app, flags);
+  return DescribeFlags(app);
+}
+
+int StatusCommand(const std::vector<std::string>& args) {
+  CLI::App app(kStatusAbout, "dtrun status");
+  Flags flags;
+  DefineStatusFlags(app, flags);
   if (std::optional<int> rc = ParseSubcommand(app, args)) return *rc;
   if (!std::isfinite(flags.interval) || flags.interval < 0.1 || flags.interval > 3600) {
     std::fprintf(stderr, "dtrun status: error: --interval %g: expected seconds between 0.1 and 3600\n", flags.interval);

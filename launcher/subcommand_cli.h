@@ -1,4 +1,5 @@
-// Shared parsing for `dtrun kill`, `dtrun status` and `dtrun rdzv-server`.
+// Shared parsing for `dtrun kill`, `dtrun status` and `dtrun rdzv-server`, and the plain description
+// of a command's flags that `dtrun completion` writes scripts from.
 #pragma once
 
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "launcher/cli_option.h"
 
 namespace dtrun {
 
@@ -24,6 +26,21 @@ inline std::optional<int> ParseSubcommand(CLI::App& app, const std::vector<std::
     return 2;
   }
   return std::nullopt;
+}
+
+// The flags `app` defines (positional arguments left out), in definition order.
+inline std::vector<CliOption> DescribeFlags(const CLI::App& app) {
+  std::vector<CliOption> out;
+  for (const CLI::Option* opt : app.get_options()) {
+    if (!opt->nonpositional()) continue;
+    CliOption o;
+    for (const std::string& name : opt->get_lnames()) o.names.push_back("--" + name);
+    for (const std::string& name : opt->get_snames()) o.names.push_back("-" + name);
+    o.takes_value = opt->get_expected_max() > 0;  // flags expect no value
+    o.help = opt->get_description();
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 }  // namespace dtrun

@@ -29,6 +29,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+_VERSION = "0.1.0"  # the project's version: CMake stops when the two differ
+
 MAX_LINE_BYTES = 1 << 16  # a metrics line is a few hundred bytes; longer ones are not ours
 MAX_RECORD_BYTES = 1 << 20  # TensorBoard records holding scalars are small
 
@@ -410,6 +412,7 @@ def scaling_chart(study_path, out, data):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="dtplot", description="PNG charts from training runs' metrics")
+    parser.add_argument("--version", action="version", version="dtplot " + _VERSION)
     parser.add_argument("runs", nargs="*", help="run directories (a trainer's --output-dir)")
     parser.add_argument("-o", "--out", help="where the PNGs go (default: the first run directory)")
     parser.add_argument("--x", choices=["epoch", "time", "step"], default="epoch", help="x axis of learning curves")

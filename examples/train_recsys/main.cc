@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "base/build_info.h"
 #include "examples/cli_checks.h"
 #include "examples/train_recsys/recsys_trainer.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   using dtrun::examples::Reals;
   dtrun::recsys::RecsysOptions o;
   CLI::App app("train_recsys: neural collaborative filtering with DDP on MovieLens-style ratings", "train_recsys");
+  app.set_version_flag("--version", dtrun::VersionText("train_recsys"));
   app.add_option("ratings", o.ratings, "ratings.csv: userId,movieId,rating,timestamp (MovieLens layout)")->required();
   app.add_option("--epochs", o.epochs)->capture_default_str()->check(Ints(1));
   app.add_option("-b,--batch-size", o.batch_size, "Ratings per process and step")->capture_default_str()->check(Ints(1, 1 << 20));
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
   app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "train_recsys: error: %s; run train_recsys --help\n", e.what());

@@ -1,4 +1,5 @@
 #include "launcher/launch_config.h"
+#include "base/build_info.h"
 #include "launcher/slurm_env.h"
 
 #include <stdlib.h>
@@ -6,6 +7,9 @@
 
 #include <cstdio>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace dtrun {
@@ -198,7 +202,12 @@ TEST(LaunchConfigTest, HelpAndVersionExitCleanly) {
   EXPECT_NE(h->exit_text.find("--nproc-per-node"), std::string::npos);
   auto v = ParseCommandLine({"--version"}, Env());
   ASSERT_TRUE(v.ok());
-  EXPECT_NE(v->exit_text.find("dtrun"), std::string::npos);
+  // The version, the commit it was built from, and what the trainers were built with.
+  EXPECT_TRUE(absl::StartsWith(v->exit_text, absl::StrCat("dtrun ", ThisBuild().version, " (commit ")))
+      << v->exit_text;
+  EXPECT_THAT(v->exit_text, testing::HasSubstr("LibTorch"));
+  EXPECT_THAT(v->exit_text, testing::HasSubstr("compiler:"));
+  EXPECT_STRNE(ThisBuild().commit, "");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "base/build_info.h"
 #include "worker/data/dataset.h"
 #include "worker/data/decode.h"
 #include "worker/data/demo_images.h"
@@ -109,6 +110,7 @@ int DecodeOnlyBench(const std::string& src, int images) {
 int main(int argc, char** argv) {
   using namespace dtrun::data;
   CLI::App app("dtdata: dataset tools for dtrun", "dtdata");
+  app.set_version_flag("--version", dtrun::VersionText("dtdata"));
   app.require_subcommand(1);
   DemoOptions demo;
   std::string out, src;
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
   check_ratings->add_option("src", src, "ratings.csv")->required();
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "dtdata: error: %s; run dtdata --help\n", e.what());
