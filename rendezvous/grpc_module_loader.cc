@@ -23,7 +23,8 @@ absl::StatusOr<const GrpcModuleApi*> LoadGrpcModule() {
   if (n > 0) {
     std::string dir(exe, static_cast<size_t>(n));
     dir = dir.substr(0, dir.rfind('/'));
-    candidates.push_back(absl::StrCat(dir, "/../lib/", kName));
+    candidates.push_back(absl::StrCat(dir, "/../lib/", kName));        // the build tree
+    candidates.push_back(absl::StrCat(dir, "/../lib/dtrun/", kName));  // installed (/usr/lib/dtrun)
     candidates.push_back(absl::StrCat(dir, "/", kName));
   }
   std::vector<std::string> errors;

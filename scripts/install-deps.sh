@@ -2,6 +2,7 @@
 # Installs build and test dependencies from Debian's archive (bookworm). Idempotent.
 #   scripts/install-deps.sh          everything: the whole test suite's needs
 #   scripts/install-deps.sh main     only what the main job builds and runs (scripts/run-main-job.sh)
+#   scripts/install-deps.sh package  the main job's and what the Debian package needs (scripts/build-deb.sh)
 set -euo pipefail
 # What building dtrun, dtdata, train_imagenet and dtplot needs (GoogleTest too: configuring the
 # tree looks for it), and matplotlib for dtplot's pictures.
@@ -14,8 +15,13 @@ MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
 TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm
   clang libclang-rt-dev
   nftables elfutils gdb strace slurm-wlm munge"
-PKGS="$MAIN_PKGS"
-[ "${1:-}" = main ] || PKGS="$MAIN_PKGS $TEST_PKGS"
+# Making the Debian package and testing it in a clean root (scripts/build-deb.sh, test-deb.sh).
+PACKAGE_PKGS="dpkg-dev help2man lintian debootstrap zsh"
+case "${1:-}" in
+  main) PKGS="$MAIN_PKGS" ;;
+  package) PKGS="$MAIN_PKGS $PACKAGE_PKGS" ;;
+  *) PKGS="$MAIN_PKGS $TEST_PKGS $PACKAGE_PKGS" ;;
+esac
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

@@ -1,13 +1,16 @@
 // dtrun under a real Slurm (slurmctld, slurmd and munge from Debian, on namespace hosts): srun
-// starts one dtrun per node and dtrun takes the rest from the job.
+// starts one dtrun per node and dtrun takes the rest from the job. The nodes run the Debian
+// package's programs (found on PATH, as on a cluster where it is installed), not the build tree's.
 #include <poll.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "base/unique_fd.h"
 #include "gtest/gtest.h"
+#include "tests/support/packaged_tree.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/slurm_cluster.h"
 
@@ -20,18 +23,22 @@ class SlurmTest : public ::testing::Test {
     std::string why = SlurmCluster::Unavailable();
     if (!why.empty()) GTEST_SKIP() << why;
     if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+    absl::StatusOr<std::string> prefix = PackagedPrefix();
+    ASSERT_TRUE(prefix.ok()) << prefix.status();
+    path_ = PathWithPackage(*prefix);
     slurm_ = std::make_unique<SlurmCluster>(2);
     ASSERT_TRUE(slurm_->ok()) << slurm_->error();
   }
   std::pair<int, std::string> Srun(std::vector<std::string> args) {
     args.insert(args.begin(), "/usr/bin/srun");
-    return slurm_->Run(args, {{"PYTHON_EXEC", *TorchPython()}});
+    return slurm_->Run(args, {{"PYTHON_EXEC", *TorchPython()}, {"PATH", path_}});
   }
   std::unique_ptr<SlurmCluster> slurm_;
+  std::string path_;  // the package's bin/ first
 };
 
 TEST_F(SlurmTest, SrunDtrunFormsAGlooJobAcrossTwoNodesFromTheJobsVariables) {
-  auto [rc, out] = Srun({"-N2", "--ntasks-per-node=1", DtrunBinary(), "--nproc-per-node", "2", Worker("gloo_allreduce.py")});
+  auto [rc, out] = Srun({"-N2", "--ntasks-per-node=1", "dtrun", "--nproc-per-node", "2", Worker("gloo_allreduce.py")});
   ASSERT_EQ(rc, 0) << out;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_NE(out.find("ALLREDUCE_OK rank=" + std::to_string(rank) + " world=4"), std::string::npos) << out;
@@ -51,17 +58,18 @@ class SlurmTrainingTest : public SlurmTest {
     SlurmTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     if (::access((BinDir() + "/train_imagenet").c_str(), X_OK) != 0) GTEST_SKIP() << "built without LibTorch";
+    ASSERT_TRUE(std::filesystem::exists(*PackagedPrefix() + "/bin/train_imagenet"));
     data_ = MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
     out_ = slurm_->dir() + "/run";
   }
-  // sbatch of the example with `flags`, the binaries named as the script takes them.
+  // sbatch of the example with `flags`; the script finds dtrun and train_imagenet on PATH.
   std::pair<int, std::string> Sbatch(std::vector<std::string> flags) {
     std::vector<std::string> argv = {"/usr/bin/sbatch", "--parsable", "--output=" + slurm_->dir() + "/job-%j.out"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {std::string(DTRUN_SOURCE_DIR) + "/examples/slurm/train_imagenet.sbatch", data_, out_, "-b",
                              "16", "--lr", "0.02", "--image-size", "64", "-j", "1", "--epochs", "2", "-p", "1",
                              "--save-every-minutes", "1000"});
-    return slurm_->Run(argv, {{"DTRUN", DtrunBinary()}, {"TRAIN", BinDir() + "/train_imagenet"}});
+    return slurm_->Run(argv, {{"PATH", path_}});
   }
   std::string data_, out_;
 };
@@ -108,7 +116,7 @@ TEST_F(SlurmTrainingTest, APreemptionWarningCheckpointsRequeuesAndResumesExactly
 }
 
 TEST_F(SlurmTest, SeveralDtrunTasksOnANodeAreRefusedWithTheFix) {
-  auto [rc, out] = Srun({"-N1", "--ntasks-per-node=2", DtrunBinary(), "/bin/true"});
+  auto [rc, out] = Srun({"-N1", "--ntasks-per-node=2", "dtrun", "/bin/true"});
   EXPECT_NE(rc, 0) << out;
   EXPECT_NE(out.find("srun started 2 dtrun tasks on n0"), std::string::npos) << out;
   EXPECT_NE(out.find("srun --ntasks-per-node=1 dtrun"), std::string::npos) << out;

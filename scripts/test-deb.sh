@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the Debian package into a clean Debian bookworm root that has only what the package
+# declares, and runs jobs there as a user would: 2-process training with the packaged trainer, a
+# Python job importing the packaged module, a 2-node job (the gRPC module), completion, man pages.
+#   scripts/test-deb.sh [BUILD_DIR]     (root; debootstrap; Debian's archive reachable)
+# The package is made from BUILD_DIR (default build/) with CPack into a scratch directory; the clean
+# root is made once with debootstrap and kept as BUILD_DIR/package-test/bookworm-minbase.tar.gz.
+# Exit 77: cannot run here (not root, or no debootstrap), said on one line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(realpath "${1:-build}")
+[ "$(id -u)" = 0 ] || { echo "test-deb: skipped: needs root (chroot and mounts)"; exit 77; }
+command -v debootstrap >/dev/null || { echo "test-deb: skipped: no debootstrap (scripts/install-deps.sh package)"; exit 77; }
+[ -s "$build/package/man/dtrun.1.gz" ] || { echo "test-deb: skipped: no man pages in $build (help2man missing? scripts/install-deps.sh package)"; exit 77; }
+
+cache=$build/package-test
+mkdir -p "$cache"
+work=$(mktemp -d "$cache/run.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+step() { printf 'test-deb: %s (%ds)\n' "$1" "$SECONDS"; }
+
+step "making the package from $build"
+cpack -G DEB -B "$work/cpack" --config "$build/CPackConfig.cmake" >/dev/null
+deb=$(ls "$work"/cpack/dtrun_*.deb)
+
+base=$cache/bookworm-minbase.tar.gz
+if [ ! -s "$base" ]; then
+  step "debootstrap --variant=minbase bookworm (once; kept as $base)"
+  debootstrap --variant=minbase bookworm "$work/base" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
+    { tail -5 "$work/debootstrap.log"; exit 1; }
+  tar -C "$work/base" -czf "$base.tmp" . && mv "$base.tmp" "$base"
+  rm -rf "$work/base"
+fi
+root=$work/root
+mkdir "$root"
+tar -C "$root" -xzf "$base"
+# An installed Debian names localhost in /etc/hosts; debootstrap's minbase does not.
+printf '127.0.0.1 localhost\n::1 localhost ip6-localhost\n' > "$root/etc/hosts"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+# The host's Debian sources (bookworm with its updates and security, as on a cluster's nodes): the
+# package's versioned dependencies come from this host's libraries.
+if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
+  rm -f "$root/etc/apt/sources.list"
+  cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
+fi
+cp "$deb" "$root/tmp/"
+cp tests/package/in_root.sh "$root/tmp/in_root.sh"
+
+step "apt install ./$(basename "$deb") (no recommends) and the jobs, in the clean root"
+# A private mount namespace: /proc and /dev mounted for the root vanish with it. The host's apt
+# cache is lent read-only-in-spirit to spare downloads; the root's own lists decide what installs.
+unshare --mount --propagation private -- sh -euc '
+  root=$1 deb=$2
+  mount -t proc proc "$root/proc"
+  mount --rbind /dev "$root/dev"
+  mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
+  chroot "$root" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends "/tmp/$deb" >/dev/null
+  chroot "$root" sh /tmp/in_root.sh
+' sh "$root" "$(basename "$deb")"
+step "passed"

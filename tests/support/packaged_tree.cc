@@ -1,0 +1,39 @@
+#include "tests/support/packaged_tree.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+absl::StatusOr<std::string> MakePackagedPrefix() {
+  const std::string dir = MakeTempDir();
+  const std::string build = std::filesystem::canonical(BinDir() + "/..").string();
+  auto [rc, out] = RunToEnd({"cpack", "-G", "DEB", "-B", dir + "/cpack", "--config", build + "/CPackConfig.cmake"});
+  if (rc != 0) return absl::InternalError(absl::StrCat("cpack failed (", rc, "): ", out));
+  std::string deb;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/cpack")) {
+    if (entry.path().extension() == ".deb") deb = entry.path().string();
+  }
+  if (deb.empty()) return absl::InternalError(absl::StrCat("cpack made no .deb: ", out));
+  auto [xrc, xout] = RunToEnd({"dpkg-deb", "-x", deb, dir + "/root"});
+  if (xrc != 0) return absl::InternalError(absl::StrCat("dpkg-deb -x ", deb, ": ", xout));
+  return dir + "/root/usr";
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PackagedPrefix() {
+  static const absl::StatusOr<std::string> prefix = MakePackagedPrefix();
+  return prefix;
+}
+
+std::string PathWithPackage(const std::string& prefix) {
+  const char* path = std::getenv("PATH");
+  return absl::StrCat(prefix, "/bin:", path ? path : "/usr/bin:/bin");
+}
+
+}  // namespace dtrun::testing
