@@ -15,8 +15,9 @@ MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
 TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm
   clang libclang-rt-dev
   nftables elfutils gdb strace slurm-wlm munge"
-# Making the Debian package and testing it in a clean root (scripts/build-deb.sh, test-deb.sh).
-PACKAGE_PKGS="dpkg-dev help2man lintian debootstrap zsh"
+# Making the Debian package and testing it in a clean root and a container image (scripts/build-deb.sh,
+# test-deb.sh, test-container.sh).
+PACKAGE_PKGS="dpkg-dev help2man lintian debootstrap zsh podman"
 case "${1:-}" in
   main) PKGS="$MAIN_PKGS" ;;
   package) PKGS="$MAIN_PKGS $PACKAGE_PKGS" ;;

@@ -4,7 +4,7 @@
 # Python job importing the packaged module, a 2-node job (the gRPC module), completion, man pages.
 #   scripts/test-deb.sh [BUILD_DIR]     (root; debootstrap; Debian's archive reachable)
 # The package is made from BUILD_DIR (default build/) with CPack into a scratch directory; the clean
-# root is made once with debootstrap and kept as BUILD_DIR/package-test/bookworm-minbase.tar.gz.
+# root comes from scripts/bookworm-base.sh (debootstrap, once per build directory).
 # Exit 77: cannot run here (not root, or no debootstrap), said on one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,19 +23,10 @@ step "making the package from $build"
 cpack -G DEB -B "$work/cpack" --config "$build/CPackConfig.cmake" >/dev/null
 deb=$(ls "$work"/cpack/dtrun_*.deb)
 
-base=$cache/bookworm-minbase.tar.gz
-if [ ! -s "$base" ]; then
-  step "debootstrap --variant=minbase bookworm (once; kept as $base)"
-  debootstrap --variant=minbase bookworm "$work/base" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
-    { tail -5 "$work/debootstrap.log"; exit 1; }
-  tar -C "$work/base" -czf "$base.tmp" . && mv "$base.tmp" "$base"
-  rm -rf "$work/base"
-fi
+base=$(scripts/bookworm-base.sh "$build")
 root=$work/root
 mkdir "$root"
 tar -C "$root" -xzf "$base"
-# An installed Debian names localhost in /etc/hosts; debootstrap's minbase does not.
-printf '127.0.0.1 localhost\n::1 localhost ip6-localhost\n' > "$root/etc/hosts"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The host's Debian sources (bookworm with its updates and security, as on a cluster's nodes): the
 # package's versioned dependencies come from this host's libraries.

@@ -14,7 +14,7 @@ for p in dtdata train_imagenet train_recsys; do as_user $p --version >/dev/null 
 
 # The 2-process job: the packaged trainer on a tiny packaged-tool dataset.
 as_user dtdata make-demo /tmp/data --classes 4 --train-per-class 16 --val-per-class 4 --size 32 >/dev/null
-as_user dtrun --standalone --nproc-per-node 2 train_imagenet /tmp/data --epochs 1 -b 8 --image-size 32 -j 1 \
+as_user dtrun --standalone --nproc-per-node 2 train_imagenet /tmp/data --epochs 1 -b 8 --lr 0.02 --image-size 32 -j 1 \
   --output-dir /tmp/run > /tmp/train.log 2>&1 || { tail -20 /tmp/train.log; fail "2-process train_imagenet"; }
 grep -q 'best val top1' /tmp/train.log || { tail -20 /tmp/train.log; fail "train_imagenet printed no result"; }
 echo "in-root: 2-process train_imagenet under dtrun: $(grep -o 'best val top1 [0-9.]*%' /tmp/train.log)"
