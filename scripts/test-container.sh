@@ -27,7 +27,7 @@ build_opts=(--cgroup-manager=cgroupfs --isolation=chroot --network=host)
 step "the package, and the clean bookworm base as an image"
 cpack -G DEB -B "$work/cpack" --config "$build/CPackConfig.cmake" >/dev/null
 mkdir "$work/ctx"
-cp "$work"/cpack/dtrun_*.deb examples/container/Containerfile "$work/ctx/"
+cp "$work"/cpack/*.deb examples/container/Containerfile "$work/ctx/"
 podman import -q "$(scripts/bookworm-base.sh "$build")" "$base_image" >/dev/null
 
 step "podman build examples/container (C++ trainers only: EXTRA_PACKAGES=\"\")"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian package into a clean Debian bookworm root that has only what the package
-# declares, and runs jobs there as a user would: 2-process training with the packaged trainer, a
-# Python job importing the packaged module, a 2-node job (the gRPC module), completion, man pages.
+# Installs the Debian packages into a clean Debian bookworm root that has only what they declare,
+# and runs jobs there as a user would. First `dtrun` alone (it must not bring LibTorch): a Python
+# job importing the packaged module, a 2-node job (the gRPC module), completion, man page. Then
+# `dtrun-trainers`: a 2-process training with the packaged trainer on a dtdata dataset.
 #   scripts/test-deb.sh [BUILD_DIR]     (root; debootstrap; Debian's archive reachable)
 # The package is made from BUILD_DIR (default build/) with CPack into a scratch directory; the clean
 # root comes from scripts/bookworm-base.sh (debootstrap, once per build directory).
@@ -21,7 +22,8 @@ step() { printf 'test-deb: %s (%ds)\n' "$1" "$SECONDS"; }
 
 step "making the package from $build"
 cpack -G DEB -B "$work/cpack" --config "$build/CPackConfig.cmake" >/dev/null
-deb=$(ls "$work"/cpack/dtrun_*.deb)
+deb=$(basename "$work"/cpack/dtrun_*.deb)
+trainers=$(basename "$work"/cpack/dtrun-trainers_*.deb)
 
 base=$(scripts/bookworm-base.sh "$build")
 root=$work/root
@@ -34,19 +36,22 @@ if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
   rm -f "$root/etc/apt/sources.list"
   cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
 fi
-cp "$deb" "$root/tmp/"
+cp "$work/cpack/$deb" "$work/cpack/$trainers" "$root/tmp/"
 cp tests/package/in_root.sh "$root/tmp/in_root.sh"
 
-step "apt install ./$(basename "$deb") (no recommends) and the jobs, in the clean root"
+step "apt install ./$deb, then ./$trainers (no recommends), each with its jobs, in the clean root"
 # A private mount namespace: /proc and /dev mounted for the root vanish with it. The host's apt
 # cache is lent read-only-in-spirit to spare downloads; the root's own lists decide what installs.
 unshare --mount --propagation private -- sh -euc '
-  root=$1 deb=$2
+  root=$1 deb=$2 trainers=$3
+  install() { DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends "$@" >/dev/null; }
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
   mount --bind /var/cache/apt/archives "$root/var/cache/apt/archives"
   chroot "$root" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends "/tmp/$deb" >/dev/null
-  chroot "$root" sh /tmp/in_root.sh
-' sh "$root" "$(basename "$deb")"
+  install "/tmp/$deb"
+  chroot "$root" sh /tmp/in_root.sh launcher
+  install "/tmp/$trainers"
+  chroot "$root" sh /tmp/in_root.sh trainers
+' sh "$root" "$deb" "$trainers"
 step "passed"

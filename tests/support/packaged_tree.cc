@@ -14,13 +14,14 @@ absl::StatusOr<std::string> MakePackagedPrefix() {
   const std::string build = std::filesystem::canonical(BinDir() + "/..").string();
   auto [rc, out] = RunToEnd({"cpack", "-G", "DEB", "-B", dir + "/cpack", "--config", build + "/CPackConfig.cmake"});
   if (rc != 0) return absl::InternalError(absl::StrCat("cpack failed (", rc, "): ", out));
-  std::string deb;
+  int debs = 0;  // dtrun and dtrun-trainers, unpacked into one root as both installed
   for (const auto& entry : std::filesystem::directory_iterator(dir + "/cpack")) {
-    if (entry.path().extension() == ".deb") deb = entry.path().string();
+    if (entry.path().extension() != ".deb") continue;
+    auto [xrc, xout] = RunToEnd({"dpkg-deb", "-x", entry.path().string(), dir + "/root"});
+    if (xrc != 0) return absl::InternalError(absl::StrCat("dpkg-deb -x ", entry.path().string(), ": ", xout));
+    ++debs;
   }
-  if (deb.empty()) return absl::InternalError(absl::StrCat("cpack made no .deb: ", out));
-  auto [xrc, xout] = RunToEnd({"dpkg-deb", "-x", deb, dir + "/root"});
-  if (xrc != 0) return absl::InternalError(absl::StrCat("dpkg-deb -x ", deb, ": ", xout));
+  if (debs == 0) return absl::InternalError(absl::StrCat("cpack made no .deb: ", out));
   return dir + "/root/usr";
 }
 
