@@ -300,7 +300,7 @@ void Agent::Step() {
       std::vector<WorkerFailure> failures = view_->failures;
       if (view_->round == group_round_) AddUnreported(round_failures_, failures);
       std::string summary = FormatFailureSummary(options_.program_name, failures);
-      for (const std::string& line : {snapshots_->Summary(), status_->Summary()}) {
+      for (const std::string& line : {options_.interpreter_note, snapshots_->Summary(), status_->Summary()}) {
         if (!line.empty()) absl::StrAppend(&summary, line, "\n");
       }
       consoles_.err->WriteBlock(summary);

@@ -26,6 +26,9 @@ struct AgentOptions {
   std::string executable;
   std::vector<std::string> argv;
   std::string program_name;  // as the user typed it, for messages and the failure summary
+  // Python programs: the interpreter and where it was chosen from, named in the failure summary
+  // (a worker that cannot import torch most often ran another Python than the user meant).
+  std::string interpreter_note;
   // Legacy torch.distributed.launch: "--local-rank" → "--local-rank=3" per worker, inserted at
   // argv[script_args_at], between the script and its own arguments, where that launcher put it
   // (scripts that end in an argparse.REMAINDER list of overrides depend on it).

@@ -24,7 +24,7 @@ struct ValueHint {
 
 ValueHint HintFor(const std::string& flag) {
   static const std::map<std::string, ValueHint> kHints = {
-      {"--nproc-per-node", {ValueKind::kWords, {"cpu", "gpu", "auto"}}},
+      {"--nproc-per-node", {ValueKind::kWords, {"cpu", "gpu", "cuda", "xpu", "auto"}}},
       {"--rdzv-backend", {ValueKind::kWords, {"static", "c10d"}}},
       {"--on-straggler", {ValueKind::kWords, {"warn", "replace"}}},
       {"--warm-workers", {ValueKind::kWords, {"on", "off"}}},

@@ -4,7 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 
 #include "base/executable.h"
 #include "base/host_name.h"
@@ -13,15 +19,59 @@
 namespace dtrun {
 namespace {
 
+// The names in a directory (none if it cannot be read), sorted.
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The start of a small driver file ("" if unreadable): these are a few hundred bytes.
+std::string ReadSmall(const std::string& path) {
+  std::ifstream in(path);
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// The rest of the line after `key` ("GPU UUID:  GPU-…" -> "GPU-…"), trimmed; "" if absent.
+std::string ValueAfter(const std::string& text, absl::string_view key) {
+  size_t at = absl::string_view(text).find(key);
+  if (at == std::string::npos) return "";
+  size_t end = text.find('\n', at);
+  return std::string(absl::StripAsciiWhitespace(
+      absl::string_view(text).substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size())));
+}
+
 class RealHost final : public HostProbe {
  public:
-  int GpuCount() const override {
-    int n = 0;
-    if (DIR* d = ::opendir("/proc/driver/nvidia/gpus")) {
-      while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-      ::closedir(d);
+  AcceleratorInventory Accelerators() const override {
+    AcceleratorInventory inventory;
+    // NVIDIA: a directory per GPU, its `information` file naming the UUID.
+    for (const std::string& gpu : Entries("/proc/driver/nvidia/gpus")) {
+      inventory.nvidia_uuids.push_back(ValueAfter(ReadSmall("/proc/driver/nvidia/gpus/" + gpu + "/information"),
+                                                  "GPU UUID:"));
     }
-    return n;
+    // ROCm: the KFD topology's nodes with SIMDs are GPUs (CPU nodes have none).
+    const std::string kfd = "/sys/class/kfd/kfd/topology/nodes/";
+    for (const std::string& node : Entries(kfd)) {
+      int simds = 0;
+      inventory.amd_gpus += absl::SimpleAtoi(ValueAfter(ReadSmall(kfd + node + "/properties"), "simd_count"), &simds) &&
+                            simds > 0;
+    }
+    // Intel GPUs (xpu): render nodes of vendor 0x8086.
+    for (const std::string& card : Entries("/sys/class/drm")) {
+      inventory.intel_gpus += absl::StartsWith(card, "renderD") &&
+                              absl::StartsWith(ReadSmall("/sys/class/drm/" + card + "/device/vendor"), "0x8086");
+    }
+    return inventory;
   }
   int CpuCount() const override { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
   absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {

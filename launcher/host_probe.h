@@ -8,13 +8,15 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "launcher/device_count.h"
 
 namespace dtrun {
 
 class HostProbe {
  public:
   virtual ~HostProbe() = default;
-  virtual int GpuCount() const = 0;
+  // The accelerators the drivers show, before any visibility variable (launcher/device_count.h).
+  virtual AcceleratorInventory Accelerators() const = 0;
   virtual int CpuCount() const = 0;
   // As execvp would find it (base/executable.h).
   virtual absl::StatusOr<std::string> FindExecutable(const std::string& program) const = 0;

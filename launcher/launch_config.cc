@@ -39,6 +39,7 @@ struct RawFlags {
   std::string master_addr = "127.0.0.1", local_addr, signals = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
   std::string event_log, section_timeouts, on_straggler = "warn";
+  std::string python;  // --python: the interpreter of Python programs
   double heartbeat_timeout = 0, dstate_timeout = 300;
   int max_attempts_without_progress = 3;
   std::string snapshot_memory = "auto";
@@ -53,6 +54,9 @@ struct RawFlags {
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
   bool append_local_rank = false;
   bool prefix_template_given = false;  // an empty --log-line-prefix-template means "no prefix"
+  // Where the workers meet was chosen (--master-addr/-port, --rdzv-endpoint/-backend by flag or
+  // PET_ variable, or Slurm's port): else a single-node job gets a free port, as newest torchrun.
+  bool meeting_point_given = false;
   CredentialFlags credentials;
 };
 
@@ -70,7 +74,7 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
     return app.add_flag(names, var, help)->envname(env);
   };
   opt("nnodes", f.nnodes, "Number of nodes, N or MIN:MAX (elastic)")->capture_default_str();
-  opt("nproc-per-node", f.nproc, "Workers per node: an integer, cpu, gpu or auto")->capture_default_str();
+  opt("nproc-per-node", f.nproc, "Workers per node: an integer, cpu, gpu (or cuda), xpu, or auto (the visible accelerators, else cpu)")->capture_default_str();
   opt("node-rank", f.node_rank, "Rank of this node (static membership)")->capture_default_str();
   opt("master-addr", f.master_addr, "Address of the node with rank 0")->capture_default_str();
   opt("master-port", f.master_port, "Port of the workers' store on the master node")->capture_default_str();
@@ -87,6 +91,9 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   opt("role", f.role, "Worker role name")->capture_default_str();
   flag("-m,--module", "PET_MODULE", f.module, "Run PROGRAM as a Python module (python -m)");
   flag("--no-python,--no_python", "PET_NO_PYTHON", f.no_python, "Execute PROGRAM directly, not under Python");
+  opt("python", f.python,
+      "The Python that runs a .py PROGRAM or -m module, e.g. a venv's bin/python (default: $PYTHON_EXEC, else python3 "
+      "on PATH; `python -m dtrun` uses the Python it runs under)");
   flag("--run-path,--run_path", "PET_RUN_PATH", f.run_path, "Accepted for compatibility (same as a .py script)");
   opt("log-dir", f.log_dir, "Keep each attempt's logs under DIR/<run-id>/attempt_N/<local-rank>/");
   app.add_option("-r,--redirects", f.redirects, "Streams sent to log files only: 0-3 or rank:mask,...")
@@ -238,6 +245,7 @@ absl::StatusOr<std::string> ApplySlurmLaunch(const CLI::App& app, const std::map
   take("--node-rank", s.node_rank, f.node_rank, !single);
   take("--master-addr", s.master_addr, f.master_addr, !single);
   take("--master-port", s.master_port, f.master_port, !single);
+  f.meeting_point_given = f.meeting_point_given || (s.master_port && !single);
   take("--rdzv-id", s.run_id, f.rdzv_id, !f.standalone);
   take("--nproc-per-node", nproc, f.nproc, true);
   if (!given("--signals-to-handle")) {
@@ -272,10 +280,19 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
     if (!f.module && !host.Readable(program)) {
       return Bad(absl::StrCat(program, ": no such file (or not readable)"));
     }
-    std::string py = env.count(env::kPythonExec) ? env.at(env::kPythonExec) : "python3";
+    // As torchrun: PYTHON_EXEC, else the interpreter dtrun runs under (`python -m dtrun` sets
+    // PYTHON_EXEC to it), else python3 as the shell would find it; --python above all.
+    const bool from_env = env.count(env::kPythonExec) > 0;
+    const std::string py = !f.python.empty() ? f.python : from_env ? env.at(env::kPythonExec) : "python3";
+    const std::string origin = !f.python.empty() ? "--python" : from_env ? "PYTHON_EXEC" : "python3 on PATH";
     absl::StatusOr<std::string> exe = host.FindExecutable(py);
-    if (!exe.ok()) return Bad(absl::StrCat("Python interpreter: ", exe.status().message(), "; set PYTHON_EXEC"));
+    if (!exe.ok()) {
+      return Bad(absl::StrCat("Python interpreter (", origin, "): ", exe.status().message(),
+                              "; name one with --python PATH or PYTHON_EXEC"));
+    }
     a.executable = *exe;
+    a.interpreter_note = absl::StrCat("the workers' Python was ", *exe, " (", origin,
+                                      "); another (a venv's bin/python): --python PATH or PYTHON_EXEC");
     a.argv = {py, "-u"};
     if (f.module) a.argv.push_back("-m");
     a.argv.push_back(program);
@@ -291,13 +308,14 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(f.nnodes);
   if (!nodes.ok()) return nodes.status();
   std::tie(c.min_nodes, c.max_nodes) = *nodes;
-  absl::StatusOr<int> nproc = ParseNprocPerNode(f.nproc, host);
+  absl::StatusOr<NprocPerNode> nproc = ParseNprocPerNode(f.nproc, host, env);
   if (!nproc.ok()) return nproc.status();
-  if (*nproc > kMaxNprocPerNode) {
-    return Bad(absl::StrCat("--nproc-per-node ", *nproc, " is more than ", kMaxNprocPerNode,
+  if (nproc->count > kMaxNprocPerNode) {
+    return Bad(absl::StrCat("--nproc-per-node ", nproc->count, " is more than ", kMaxNprocPerNode,
                             " workers on one node; use at most one per GPU or core"));
   }
-  a.nproc_per_node = *nproc;
+  a.nproc_per_node = nproc->count;
+  c.device_note = nproc->counted;
   if (f.node_rank < 0 || f.node_rank >= c.max_nodes) {
     return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
                             "; use 0..", c.max_nodes - 1));
@@ -394,9 +412,11 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
     return Bad(absl::StrCat("--standalone runs one node, but --nnodes is ", f.nnodes,
                             "; drop --standalone for a multi-node job"));
   }
-  if (c.standalone) {
-    // A fresh run id and a kernel-chosen port: two standalone jobs on one host never collide.
-    // Workers see torchrun's "localhost"; the store listens on loopback only.
+  // --standalone, and (as torchrun since PR #175699) a single-node job that did not say where its
+  // workers meet: a kernel-chosen port, so two jobs on one host never collide (--standalone also
+  // gets a fresh run id, in RunJob). Workers see torchrun's "localhost"; the store listens on
+  // loopback only.
+  if (c.standalone || (c.max_nodes == 1 && !f.meeting_point_given)) {
     c.rdzv_backend = "c10d";
     c.rdzv_endpoint = "localhost:0";
     a.master_addr = "localhost";
@@ -522,19 +542,37 @@ absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value) {
   return std::make_pair(lo, hi);
 }
 
-absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const HostProbe& host) {
+absl::StatusOr<NprocPerNode> ParseNprocPerNode(const std::string& value, const HostProbe& host,
+                                               const std::map<std::string, std::string>& env) {
   int n = 0;
   if (absl::SimpleAtoi(value, &n)) {
-    if (n >= 1) return n;
-  } else if (value == "cpu") {
-    return host.CpuCount();
-  } else if (value == "gpu" || value == "auto") {
-    int gpus = host.GpuCount();
-    if (gpus > 0) return gpus;
-    if (value == "auto") return host.CpuCount();
-    return Bad("--nproc-per-node gpu: no NVIDIA GPU found on this host; use a number or cpu");
+    if (n >= 1) return NprocPerNode{n, ""};
+    return Bad(absl::StrCat("--nproc-per-node '", value, "': expected a positive integer, cpu, gpu, cuda, xpu or auto"));
   }
-  return Bad(absl::StrCat("--nproc-per-node '", value, "': expected a positive integer, cpu, gpu or auto"));
+  auto said = [&](int count, const std::string& what) {
+    return NprocPerNode{count, absl::StrCat("--nproc-per-node ", value, ": ", count, " (", what, ")")};
+  };
+  const bool gpu = value == "gpu" || value == "cuda";
+  if (value == "cpu") return said(host.CpuCount(), "this host's cores");
+  if (!gpu && value != "xpu" && value != "auto") {
+    return Bad(absl::StrCat("--nproc-per-node '", value, "': expected a positive integer, cpu, gpu, cuda, xpu or auto"));
+  }
+  const AcceleratorInventory inventory = host.Accelerators();
+  // PyTorch's "cuda" devices are NVIDIA's, or AMD's under ROCm.
+  std::vector<DeviceKind> kinds;
+  if (gpu || value == "auto") {
+    kinds.push_back(inventory.nvidia_uuids.empty() && inventory.amd_gpus > 0 ? DeviceKind::kAmd : DeviceKind::kNvidia);
+  }
+  if (value == "xpu" || value == "auto") kinds.push_back(DeviceKind::kIntel);
+  std::vector<std::string> looked;
+  for (DeviceKind kind : kinds) {
+    DeviceCount devices = CountVisibleDevices(kind, inventory, env);
+    if (devices.count > 0) return said(devices.count, devices.source);
+    looked.push_back(devices.source);
+  }
+  if (value == "auto") return said(host.CpuCount(), absl::StrCat("no accelerator visible: ", absl::StrJoin(looked, "; "), "; so this host's cores"));
+  return Bad(absl::StrCat("--nproc-per-node ", value, ": no device visible to the workers (", absl::StrJoin(looked, "; "),
+                          "); give a number, or cpu"));
 }
 
 absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
@@ -645,6 +683,9 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     return Bad(absl::StrCat(e.what(), "; run dtrun --help"));
   }
   f.prefix_template_given = app.get_option("--log-line-prefix-template")->count() > 0;
+  for (const char* flag : {"--master-addr", "--master-port", "--rdzv-endpoint", "--rdzv-backend"}) {
+    f.meeting_point_given = f.meeting_point_given || app.get_option(flag)->count() > 0;
+  }
   if (f.version) {
     parsed.exit_text = VersionText("dtrun") + "\n";
     return parsed;

@@ -38,6 +38,7 @@ struct LaunchConfig {
   rdzv::TlsCredentials tls;
   bool omp_warning = false;    // print torchrun's OMP_NUM_THREADS banner
   std::string scheduler_note;  // what was taken from Slurm's variables, said at start ("": none)
+  std::string device_note;     // what --nproc-per-node gpu|auto|... counted, said at start ("": none)
 };
 
 // Kubeflow's training-operator (pkg/controller.v1/pytorch/elastic.go) sets PET_N_PROC_PER_NODE,
@@ -74,7 +75,14 @@ bool HideTokenInArgv(int argc, char** argv);
 
 // Value parsers, exposed for tests.
 absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value);
-absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const HostProbe& host = ThisHost());
+// --nproc-per-node: a number, or what cpu, gpu (cuda), xpu or auto count on this host for workers
+// that inherit `env` (its visibility variables), with a line saying what was counted from where.
+struct NprocPerNode {
+  int count = 0;
+  std::string counted;  // "" for a number
+};
+absl::StatusOr<NprocPerNode> ParseNprocPerNode(const std::string& value, const HostProbe& host = ThisHost(),
+                                               const std::map<std::string, std::string>& env = {});
 absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
                                                           const std::string& value, int nproc);
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
                  "--rdzv-token-file or the DTRUN_RDZV_TOKEN environment variable");
   }
   if (!parsed->config->scheduler_note.empty()) spdlog::info("{}", parsed->config->scheduler_note);
+  if (!parsed->config->device_note.empty()) spdlog::info("{}", parsed->config->device_note);
   env.erase(dtrun::env::kRdzvToken);  // the workers never see the token
   const std::vector<int> signals = parsed->config->agent.signals_to_handle;
   int rc = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);

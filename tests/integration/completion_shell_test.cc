@@ -39,7 +39,7 @@ class CompletionShellTest : public ::testing::Test {
 TEST_F(CompletionShellTest, BashCompletesFlagsSubcommandsAndValues) {
   const std::string s = dir_ + "/bash";
   EXPECT_THAT(BashCompletes(s, "dtrun --nproc-p"), HasSubstr("<--nproc-per-node>"));
-  EXPECT_THAT(BashCompletes(s, "dtrun --nproc-per-node ''"), HasSubstr("<cpu gpu auto>"));
+  EXPECT_THAT(BashCompletes(s, "dtrun --nproc-per-node ''"), HasSubstr("<cpu gpu cuda xpu auto>"));
   EXPECT_THAT(BashCompletes(s, "dtrun --nproc-per-node = g"), HasSubstr("<gpu>"));  // --nproc-per-node=g
   EXPECT_THAT(BashCompletes(s, "dtrun ki"), HasSubstr("<kill>"));
   EXPECT_THAT(BashCompletes(s, "dtrun kill --sig"), HasSubstr("<--signal>"));

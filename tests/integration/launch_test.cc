@@ -1,4 +1,10 @@
 // dtrun launches workers with torchrun's wiring and exits with their status.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "gtest/gtest.h"
@@ -41,6 +47,23 @@ TEST(LaunchTest, TwoStandaloneJobsGetDifferentPortsAndRunIds) {
   EXPECT_EQ(b.Wait(), 128 + SIGTERM);
 }
 
+// As newest torchrun: a single-node job that names no port or endpoint gets a free port, so a
+// second job on the machine runs beside the first (both used to bind 29500).
+TEST(LaunchTest, TwoSingleNodeJobsWithoutPortsRunSideBySide) {
+  Harness a({DtrunBinary(), "--nproc-per-node", "1", "/bin/sh", "-c", "echo PORT=$MASTER_PORT; echo READY; exec sleep 300"});
+  ASSERT_TRUE(a.WaitForOutput("READY")) << a.all();
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "/bin/sh", "-c", "echo PORT=$MASTER_PORT"});
+  EXPECT_EQ(rc, 0) << out;
+  std::smatch ma, mb;
+  const std::string oa = a.out();
+  ASSERT_TRUE(std::regex_search(oa, ma, std::regex("PORT=(\\d+)"))) << oa;
+  ASSERT_TRUE(std::regex_search(out, mb, std::regex("PORT=(\\d+)"))) << out;
+  EXPECT_NE(ma[1], mb[1]);
+  EXPECT_NE(ma[1], "29500");
+  ::kill(a.pid(), SIGTERM);
+  EXPECT_EQ(a.Wait(), 128 + SIGTERM);
+}
+
 TEST(LaunchTest, LegacyLaunchScriptsReceiveLocalRankArgument) {
   auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0",
                              "--append-local-rank", "--local-rank-flag=--local_rank", "--no-python", "/bin/echo", "args:"});
@@ -64,6 +87,62 @@ TEST(LaunchTest, StaticModeServesTheStoreOnTheGivenPort) {
                              "echo ADDR=$MASTER_ADDR USE=$TORCHELASTIC_USE_AGENT_STORE RUN=$TORCHELASTIC_RUN_ID"});
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("ADDR=127.0.0.1 USE=True RUN=none"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace dtrun::testing
+
+namespace dtrun::testing {
+namespace {
+
+// The Python that runs a script's workers, with a `python3` first on PATH that is the wrong one
+// (as an activated environment other than the one meant, or a stale shim).
+class PythonChoiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = MakeTempDir();
+    WriteFile(dir_ + "/bin/python3", "#!/bin/sh\necho WRONG_PYTHON; exit 3\n", 0755);
+    WriteFile(dir_ + "/which.py", "import sys\nprint('EXE=' + sys.executable)\n", 0644);
+    path_ = dir_ + "/bin:" + std::string(std::getenv("PATH"));
+  }
+  static void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), mode);
+  }
+  // Runs argv with PYTHON_EXEC unset (the test command sets it) and the wrong python3 first.
+  std::pair<int, std::string> Run(std::vector<std::string> argv, std::map<std::string, std::string> env = {}) {
+    argv.insert(argv.begin(), {"/usr/bin/env", "-u", "PYTHON_EXEC"});
+    env["PATH"] = path_;
+    return RunToEnd(argv, env);
+  }
+  std::string dir_, path_;
+};
+
+TEST_F(PythonChoiceTest, PythonFlagNamesTheInterpreter) {
+  auto [rc, out] = Run({DtrunBinary(), "--python", "/usr/bin/python3.11", dir_ + "/which.py"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("EXE=/usr/bin/python3.11"), std::string::npos) << out;
+}
+
+TEST_F(PythonChoiceTest, PythonDashMDtrunRunsWorkersUnderThatPython) {
+  // As `python -m torch.distributed.run`: the interpreter it runs under, not python3 on PATH.
+  auto [rc, out] = Run({"/usr/bin/python3.11", "-m", "dtrun", "--nproc-per-node", "2", dir_ + "/which.py"},
+                       {{"PYTHONPATH", BinDir() + "/../lib/dtrun/python"}});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n') >= 2, true) << out;
+  EXPECT_NE(out.find("EXE=/usr/bin/python3.11"), std::string::npos) << out;
+  EXPECT_EQ(out.find("WRONG_PYTHON"), std::string::npos) << out;
+}
+
+TEST_F(PythonChoiceTest, AFailedJobNamesTheInterpreterItsWorkersRan) {
+  auto [rc, out] = Run({DtrunBinary(), dir_ + "/which.py"});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("WRONG_PYTHON"), std::string::npos) << out;
+  EXPECT_NE(out.find("the workers' Python was " + dir_ + "/bin/python3 (python3 on PATH); another (a venv's "
+                     "bin/python): --python PATH or PYTHON_EXEC"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

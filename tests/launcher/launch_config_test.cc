@@ -103,6 +103,29 @@ TEST(LaunchConfigTest, StandaloneUsesAFreePortAndLoopbackStore) {
   EXPECT_TRUE(c->omp_warning);
 }
 
+TEST(LaunchConfigTest, ASingleNodeJobThatNamesNoPortGetsAFreeOne) {
+  auto c = Parse({"--nproc-per-node", "2", "/bin/true"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->standalone);  // its run id stays as given
+  EXPECT_EQ(c->agent.master_port, 0);
+  EXPECT_EQ(c->agent.store_bind_addr, "127.0.0.1");
+  // A port or endpoint chosen by flag or PET_ variable, or several nodes: torchrun's 29500 path.
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--master-port", "29501", "/bin/true"},
+           {"--master-addr", "127.0.0.1", "/bin/true"},
+           {"--rdzv-backend", "static", "/bin/true"},
+           {"--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "/bin/true"}}) {
+    auto given = Parse(args);
+    ASSERT_TRUE(given.ok()) << args[0] << ": " << given.status();
+    EXPECT_NE(given->agent.master_port, 0) << args[0];
+  }
+  setenv("PET_MASTER_PORT", "29555", 1);
+  auto from_env = Parse({"/bin/true"});
+  unsetenv("PET_MASTER_PORT");
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->agent.master_port, 29555);
+}
+
 TEST(LaunchConfigTest, LegacyLaunchScriptsGetLocalRankArgument) {
   auto c = Parse({"--append-local-rank", "/bin/true"});
   ASSERT_TRUE(c.ok()) << c.status();
@@ -233,8 +256,8 @@ namespace {
 // Parsing asks the host through HostProbe only: a fake host gives fixed answers.
 class FakeHost : public HostProbe {
  public:
-  int gpus = 0;
-  int GpuCount() const override { return gpus; }
+  AcceleratorInventory inventory;
+  AcceleratorInventory Accelerators() const override { return inventory; }
   int CpuCount() const override { return 96; }
   absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {
     if (program == "train" || program == "python3") return "/opt/bin/" + program;
@@ -260,13 +283,13 @@ absl::StatusOr<LaunchConfig> ParseOn(const FakeHost& host, std::vector<std::stri
 
 TEST(LaunchConfigHostTest, WhatTheFlagsMeanComesFromTheHostProbeOnly) {
   FakeHost host;
-  host.gpus = 4;
+  host.inventory.nvidia_uuids = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
   auto gpu = ParseOn(host, {"--nproc-per-node", "gpu", "train"});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ(gpu->agent.nproc_per_node, 4);
   EXPECT_EQ(gpu->agent.executable, "/opt/bin/train");
   EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "cpu", "train"})->agent.nproc_per_node, 96);
-  host.gpus = 0;
+  host.inventory.nvidia_uuids.clear();
   EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "auto", "train"})->agent.nproc_per_node, 96);
   EXPECT_FALSE(ParseOn(host, {"--nproc-per-node", "gpu", "train"}).ok());
   auto py = ParseOn(host, {"train.py"});

@@ -1,0 +1,96 @@
+#include "launcher/device_count.h"
+
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace dtrun {
+namespace {
+
+constexpr int kInvalid = -1;
+constexpr int kUnchecked = -2;  // a UUID the driver's files cannot confirm (MIG, or no UUIDs shown)
+
+// The index of the device an entry names, kInvalid where the runtime would stop, or kUnchecked.
+int EntryIndex(absl::string_view entry, const std::vector<std::string>& uuids) {
+  int index = 0;
+  if (absl::SimpleAtoi(entry, &index)) return index >= 0 && index < static_cast<int>(uuids.size()) ? index : kInvalid;
+  if (absl::StartsWith(entry, "MIG-")) return kUnchecked;
+  if (!absl::StartsWith(entry, "GPU-")) return kInvalid;
+  int found = kInvalid;
+  for (int i = 0; i < static_cast<int>(uuids.size()); ++i) {
+    if (uuids[i].empty()) return kUnchecked;
+    if (absl::StartsWith(uuids[i], entry)) {
+      if (found != kInvalid) return kInvalid;  // an ambiguous prefix
+      found = i;
+    }
+  }
+  return found;
+}
+
+const std::string* Find(const std::map<std::string, std::string>& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? nullptr : &it->second;
+}
+
+std::string Plural(int n, const char* what) { return absl::StrCat(n, " ", what, n == 1 ? "" : "s"); }
+
+DeviceCount Narrowed(const std::vector<std::string>& uuids, const std::map<std::string, std::string>& env,
+                     std::initializer_list<const char*> variables, const char* devices, const char* where) {
+  const int physical = static_cast<int>(uuids.size());
+  DeviceCount out{physical, absl::StrCat(Plural(physical, devices), " in ", where)};
+  std::vector<std::string> left = uuids;
+  for (const char* variable : variables) {
+    const std::string* list = Find(env, variable);
+    if (!list) continue;
+    out.count = VisibleEntries(*list, left);
+    out.source = absl::StrCat(variable, "=", *list, " of ", out.source);
+    // A later variable indexes what the earlier left (ROCm applies ROCR_ then HIP_).
+    left = std::vector<std::string>(out.count);
+  }
+  return out;
+}
+
+}  // namespace
+
+int VisibleEntries(const std::string& list, const std::vector<std::string>& uuids) {
+  std::set<std::string> seen;  // "#<index>", or the unchecked UUID itself
+  for (absl::string_view raw : absl::StrSplit(list, ',')) {
+    absl::string_view entry = absl::StripAsciiWhitespace(raw);
+    const int index = EntryIndex(entry, uuids);
+    if (index == kInvalid) break;
+    const std::string key = index == kUnchecked ? std::string(entry) : absl::StrCat("#", index);
+    if (!seen.insert(key).second) break;
+  }
+  return static_cast<int>(seen.size());
+}
+
+DeviceCount CountVisibleDevices(DeviceKind kind, const AcceleratorInventory& inventory,
+                                const std::map<std::string, std::string>& env) {
+  switch (kind) {
+    case DeviceKind::kNvidia:
+      return Narrowed(inventory.nvidia_uuids, env, {"CUDA_VISIBLE_DEVICES"}, "NVIDIA GPU", "/proc/driver/nvidia/gpus");
+    case DeviceKind::kAmd: {
+      // HIP honours CUDA_VISIBLE_DEVICES too; ROCR_ narrows first, then HIP_ (or CUDA_).
+      std::vector<std::string> amd(inventory.amd_gpus);
+      return Narrowed(amd, env, {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}, "AMD GPU",
+                      "/sys/class/kfd");
+    }
+    case DeviceKind::kIntel: {
+      // ZE_AFFINITY_MASK lists devices ("0,1") or sub-devices ("0.0,0.1"): each entry is one.
+      DeviceCount out{inventory.intel_gpus, absl::StrCat(Plural(inventory.intel_gpus, "Intel GPU"), " in /sys/class/drm")};
+      if (const std::string* mask = Find(env, "ZE_AFFINITY_MASK"); mask && !mask->empty()) {
+        std::vector<absl::string_view> entries = absl::StrSplit(*mask, ',', absl::SkipWhitespace());
+        out.count = inventory.intel_gpus == 0 ? 0 : static_cast<int>(entries.size());
+        out.source = absl::StrCat("ZE_AFFINITY_MASK=", *mask, " of ", out.source);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+}  // namespace dtrun

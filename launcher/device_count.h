@@ -1,0 +1,37 @@
+// `--nproc-per-node gpu|cuda|xpu|auto`: how many accelerators this job may use, as PyTorch in the
+// workers will count them — the devices the machine has, narrowed by the visibility variables
+// Slurm, Kubernetes' device plugins and users set (CUDA_VISIBLE_DEVICES, HIP_/ROCR_VISIBLE_DEVICES,
+// ZE_AFFINITY_MASK) — with a line saying what was counted and from where. Pure functions over the
+// facts a HostProbe reads, so every rule is unit-tested without the hardware.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtrun {
+
+// What the machine has, as read from the drivers (HostProbe::Accelerators()).
+struct AcceleratorInventory {
+  std::vector<std::string> nvidia_uuids;  // one per NVIDIA GPU, "GPU-…" ("" where not readable)
+  int amd_gpus = 0;                       // ROCm's KFD GPU nodes
+  int intel_gpus = 0;                     // Intel GPUs (xpu) with a render node
+};
+
+enum class DeviceKind { kNvidia, kAmd, kIntel };
+
+struct DeviceCount {
+  int count = 0;
+  std::string source;  // e.g. "CUDA_VISIBLE_DEVICES=0,3 of 8 NVIDIA GPUs in /proc/driver/nvidia/gpus"
+};
+
+// The devices of `kind` the workers will see, given the environment they inherit.
+DeviceCount CountVisibleDevices(DeviceKind kind, const AcceleratorInventory& inventory,
+                                const std::map<std::string, std::string>& env);
+
+// How many entries of a CUDA_VISIBLE_DEVICES-style list the runtime accepts out of `physical`
+// devices: it reads indices or UUID prefixes up to the first entry that is invalid, out of range
+// or repeated (as CUDA and PyTorch do), so "0,2,-1,1" is two devices and "-1" none.
+int VisibleEntries(const std::string& list, const std::vector<std::string>& uuids);
+
+}  // namespace dtrun
