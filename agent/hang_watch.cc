@@ -1,5 +1,7 @@
 #include "agent/hang_watch.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,10 @@ std::string Seconds(Millis ms) { return absl::StrFormat("%.1f s", ms.count() / 1
 std::string Describe(const progress::Hang& h) {
   std::string where = h.section.empty() ? "" : absl::StrCat(" in section '", h.section, "'");
   std::string step = h.step >= 0 ? absl::StrCat(", after step ", h.step) : ", before its first step";
+  if (h.rule == "teardown") {
+    return absl::StrCat("still exiting ", Seconds(h.stuck_for), " after its last step or a finished peer",
+                        " (--teardown-timeout ", h.limit.count() / 1000.0, ")", step);
+  }
   if (h.rule == "section") {
     return absl::StrCat("stuck", where, " for ", Seconds(h.stuck_for), " (--section-timeout ", h.section, "=",
                         h.limit.count() / 1000.0, ")", step);
@@ -42,6 +48,7 @@ void HangWatch::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round
   round_ = round.round;
   nodes_ = round.group_world_size;
   declared_ = false;
+  group_done_.reset();
 }
 
 void HangWatch::OnGroupExited(WorkerGroup& /*group*/) {
@@ -56,9 +63,17 @@ void HangWatch::OnGroupExited(WorkerGroup& /*group*/) {
 
 void HangWatch::OnWake(Clock::time_point now) {
   if (!group_ || declared_ || !round_open_()) return;
+  if (!group_done_) {
+    for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
+      std::optional<int> status = w.process.wait_status();
+      if (status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) group_done_ = now;
+    }
+  }
   const progress::ProgressBoard* board = progress_.board();
   if (board && options_.hang.enabled()) {
-    if (std::optional<progress::Hang> h = board->FindHang(options_.hang, now)) return Declare(*h, Describe(*h));
+    if (std::optional<progress::Hang> h = board->FindHang(options_.hang, now, group_done_)) {
+      return Declare(*h, Describe(*h));
+    }
   }
   CheckDState(now);
 }
@@ -72,7 +87,9 @@ std::optional<AgentComponent::Clock::time_point> HangWatch::NextDeadline() const
   if (dumper_.active()) consider(dumper_.next_check(now));
   if (pending_ && pending_->report_after) consider(*pending_->report_after);
   if (!group_ || declared_ || !round_open_()) return next;
-  if (progress_.board() && options_.hang.enabled()) consider(progress_.board()->NextDeadline(options_.hang));
+  if (progress_.board() && options_.hang.enabled()) {
+    consider(progress_.board()->NextDeadline(options_.hang, group_done_));
+  }
   if (options_.dstate_timeout.count() > 0) consider(std::max(next_dstate_check_, now));
   return next;
 }

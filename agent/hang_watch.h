@@ -78,6 +78,9 @@ class HangWatch : public AgentComponent {
   ReportFn report_;
 
   WorkerGroup* group_ = nullptr;
+  // When a worker of the round first exited successfully: the others are tearing down (the
+  // heartbeat rule yields to --teardown-timeout).
+  std::optional<Clock::time_point> group_done_;
   int64_t round_ = -1;
   int nodes_ = 1;
   bool declared_ = false;

@@ -40,7 +40,7 @@ struct RawFlags {
   std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
   std::string event_log, section_timeouts, on_straggler = "warn";
   std::string python;  // --python: the interpreter of Python programs
-  double heartbeat_timeout = 0, dstate_timeout = 300;
+  double heartbeat_timeout = 0, dstate_timeout = 300, teardown_timeout = 300;
   int max_attempts_without_progress = 3;
   std::string snapshot_memory = "auto";
   int snapshot_every = 0;
@@ -108,6 +108,10 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   opt("heartbeat-timeout", f.heartbeat_timeout,
       "Seconds without a progress report after which a worker that reports is hung (0: off)")
       ->capture_default_str();
+  opt("teardown-timeout", f.teardown_timeout,
+      "With --heartbeat-timeout: seconds a worker may take to exit after its last step, or after a worker of its "
+      "group exited successfully, before it is hung (0: no bound)")
+      ->capture_default_str();
   opt("section-timeout", f.section_timeouts, "Longest time in a reported section: NAME=SECONDS,... e.g. step=60,checkpoint=900");
   opt("dstate-timeout", f.dstate_timeout,
       "Seconds a worker may stay in uninterruptible sleep (D state) before it is hung (0: off)")
@@ -161,6 +165,9 @@ absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
   absl::StatusOr<std::chrono::milliseconds> beat = TimeoutFlag("--heartbeat-timeout", f.heartbeat_timeout);
   if (!beat.ok()) return beat.status();
   if (beat->count() > 0) a.hang.heartbeat_timeout = *beat;
+  absl::StatusOr<std::chrono::milliseconds> teardown = TimeoutFlag("--teardown-timeout", f.teardown_timeout);
+  if (!teardown.ok()) return teardown.status();
+  a.hang.teardown_timeout = teardown->count() > 0 ? std::optional<std::chrono::milliseconds>(*teardown) : std::nullopt;
   absl::StatusOr<std::chrono::milliseconds> dstate = TimeoutFlag("--dstate-timeout", f.dstate_timeout);
   if (!dstate.ok()) return dstate.status();
   a.dstate_timeout = *dstate;

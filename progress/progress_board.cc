@@ -75,8 +75,17 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
   }
 }
 
-std::optional<std::pair<Clock::time_point, Hang>> ProgressBoard::DeadlineOf(int local_rank,
-                                                                          const HangPolicy& policy) const {
+std::optional<Clock::time_point> ProgressBoard::TeardownSince(const RankProgress& r,
+                                                               std::optional<Clock::time_point> group_done) const {
+  std::optional<Clock::time_point> since;
+  // Steps may be counted from 0 or 1: the step numbered total-1 is taken as the last either way.
+  if (total_steps_ && *total_steps_ > 0 && r.step + 1 >= *total_steps_) since = r.last_report;
+  if (group_done) since = since ? std::min(*since, std::max(*group_done, r.last_report)) : std::max(*group_done, r.last_report);
+  return since;
+}
+
+std::optional<std::pair<Clock::time_point, Hang>> ProgressBoard::DeadlineOf(
+    int local_rank, const HangPolicy& policy, std::optional<Clock::time_point> group_done) const {
   const RankProgress& r = ranks_[local_rank];
   if (!r.active) return std::nullopt;
   Hang h;
@@ -92,14 +101,21 @@ std::optional<std::pair<Clock::time_point, Hang>> ProgressBoard::DeadlineOf(int 
   }
   if (!policy.heartbeat_timeout) return std::nullopt;
   h.section = r.sections.empty() ? "" : r.sections.back().name;
+  if (std::optional<Clock::time_point> teardown = TeardownSince(r, group_done)) {
+    if (!policy.teardown_timeout) return std::nullopt;
+    h.limit = *policy.teardown_timeout;
+    h.rule = "teardown";
+    return std::make_pair(*teardown + *policy.teardown_timeout, h);
+  }
   h.limit = *policy.heartbeat_timeout;
   h.rule = "heartbeat";
   return std::make_pair(r.last_report + *policy.heartbeat_timeout, h);
 }
 
-std::optional<Hang> ProgressBoard::FindHang(const HangPolicy& policy, Clock::time_point now) const {
+std::optional<Hang> ProgressBoard::FindHang(const HangPolicy& policy, Clock::time_point now,
+                                            std::optional<Clock::time_point> group_done) const {
   for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
-    auto d = DeadlineOf(i, policy);
+    auto d = DeadlineOf(i, policy, group_done);
     if (!d || now < d->first) continue;
     Hang h = d->second;
     h.stuck_for = std::chrono::duration_cast<Millis>(now - (d->first - h.limit));
@@ -108,10 +124,11 @@ std::optional<Hang> ProgressBoard::FindHang(const HangPolicy& policy, Clock::tim
   return std::nullopt;
 }
 
-std::optional<Clock::time_point> ProgressBoard::NextDeadline(const HangPolicy& policy) const {
+std::optional<Clock::time_point> ProgressBoard::NextDeadline(const HangPolicy& policy,
+                                                             std::optional<Clock::time_point> group_done) const {
   std::optional<Clock::time_point> next;
   for (int i = 0; i < static_cast<int>(ranks_.size()); ++i) {
-    auto d = DeadlineOf(i, policy);
+    auto d = DeadlineOf(i, policy, group_done);
     if (d && (!next || d->first < *next)) next = d->first;
   }
   return next;

@@ -6,6 +6,10 @@
 // section (a hello alone arms nothing: start-up may take long before the first step):
 //   - inside a section that has its own timeout, the innermost such section rules: the rank hangs
 //     when that section has been open longer than its timeout;
+//   - otherwise, once the rank is tearing down — it reported its last step (of the total it
+//     announced), or a worker of its group has exited successfully — the heartbeat rule yields
+//     to the teardown bound: it hangs when its teardown has lasted longer than that (an exiting
+//     rank sends no heartbeats, and destroying a process group on a busy machine is slow);
 //   - otherwise the rank hangs when its last report is older than the heartbeat timeout.
 // A long checkpoint therefore needs its own timeout, and gets it without raising the step's.
 #pragma once
@@ -28,6 +32,7 @@ using Millis = std::chrono::milliseconds;
 struct HangPolicy {
   std::optional<Millis> heartbeat_timeout;  // --heartbeat-timeout
   std::map<std::string, Millis> section_timeouts;  // --section-timeout NAME=SECONDS
+  std::optional<Millis> teardown_timeout = Millis(300000);  // --teardown-timeout (nullopt: no bound)
   bool enabled() const { return heartbeat_timeout || !section_timeouts.empty(); }
 };
 
@@ -74,7 +79,7 @@ struct Hang {
   int64_t step = -1;     // the last step it reported
   Millis stuck_for{0};   // how long: since its last report, or since the section began
   Millis limit{0};       // the timeout that was passed
-  std::string rule;      // "heartbeat" or "section"
+  std::string rule;      // "heartbeat", "section" or "teardown"
 };
 
 inline constexpr size_t kMaxOpenSections = 8;
@@ -86,10 +91,13 @@ class ProgressBoard {
   // A report from `local_rank` (in range; the caller identified the sender).
   void Apply(int local_rank, const Report& report, Clock::time_point now);
 
-  // The first rank (lowest local rank) that breaks a rule at `now`.
-  std::optional<Hang> FindHang(const HangPolicy& policy, Clock::time_point now) const;
+  // The first rank (lowest local rank) that breaks a rule at `now`. `group_done` is when a worker
+  // of the group first exited successfully (the others are then tearing down), if one has.
+  std::optional<Hang> FindHang(const HangPolicy& policy, Clock::time_point now,
+                               std::optional<Clock::time_point> group_done = std::nullopt) const;
   // When FindHang can next change its answer (nullopt: no deadline pending).
-  std::optional<Clock::time_point> NextDeadline(const HangPolicy& policy) const;
+  std::optional<Clock::time_point> NextDeadline(const HangPolicy& policy,
+                                                std::optional<Clock::time_point> group_done = std::nullopt) const;
 
   bool any_reported() const;
   int64_t best_step() const;  // the highest step any rank reported (-1: none)
@@ -97,7 +105,11 @@ class ProgressBoard {
   const std::vector<RankProgress>& ranks() const { return ranks_; }
 
  private:
-  std::optional<std::pair<Clock::time_point, Hang>> DeadlineOf(int local_rank, const HangPolicy& policy) const;
+  std::optional<std::pair<Clock::time_point, Hang>> DeadlineOf(int local_rank, const HangPolicy& policy,
+                                                                std::optional<Clock::time_point> group_done) const;
+  // Since when `r` has been tearing down, if it is.
+  std::optional<Clock::time_point> TeardownSince(const RankProgress& r,
+                                                 std::optional<Clock::time_point> group_done) const;
   std::vector<RankProgress> ranks_;
   std::optional<int64_t> total_steps_;
 };

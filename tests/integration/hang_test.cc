@@ -39,6 +39,24 @@ class HangTest : public ::testing::Test {
   std::string python_, logs_;
 };
 
+// --heartbeat-timeout 1 and workers that take 3 s to exit after their last step: not a hang. The
+// teardown bound (--teardown-timeout) rules once a rank reported its last step, or once a worker of
+// its group exited successfully; past that bound it is a hang.
+TEST_F(HangTest, ARankTearingDownAfterItsLastStepIsNotAHang) {
+  for (const char* mode : {"announce", "peer"}) {
+    auto [rc, out] = Dtrun({"--nproc-per-node", "2", "--heartbeat-timeout", "1", Worker("slow_teardown.py"), "20", "3",
+                            mode});
+    EXPECT_EQ(rc, 0) << mode << ": " << out;
+    EXPECT_NE(out.find("EXITED 1"), std::string::npos) << mode << ": " << out;
+    EXPECT_TRUE(Events(RunDir(logs_), "hang").empty()) << mode;
+    fs::remove_all(logs_);
+  }
+  auto [rc, out] = Dtrun({"--nproc-per-node", "2", "--heartbeat-timeout", "1", "--teardown-timeout", "1",
+                          Worker("slow_teardown.py"), "20", "30", "announce"});
+  EXPECT_EQ(rc, kHangExitCode) << out;
+  EXPECT_NE(out.find("(--teardown-timeout 1)"), std::string::npos) << out;
+}
+
 // Rank 1 blocks before its all_reduce; rank 0 waits in it. Both stop reporting; the stacks tell
 // which is elsewhere. Every rank's Python stacks are in the attempt's dir, the job restarts and
 // completes.

@@ -76,6 +76,35 @@ TEST_F(ProgressBoardTest, TheHeartbeatTimeoutNamesTheSilentRankItsStepAndHowLong
   EXPECT_EQ(board.best_step(), 11);
 }
 
+// A rank that reported its last step, or whose peer exited successfully, is tearing down: it sends
+// no more heartbeats, and a busy machine can make that take longer than the heartbeat timeout.
+TEST_F(ProgressBoardTest, AfterTheLastStepTheTeardownBoundRulesNotTheHeartbeat) {
+  policy.heartbeat_timeout = seconds(1);
+  policy.teardown_timeout = seconds(60);
+  Report total;
+  total.kind = Report::Kind::kTotal;
+  total.total_steps = 100;
+  board.Apply(0, total, t0);
+  board.Apply(0, Beat(99), t0);  // its last step (steps counted from 0 or 1)
+  board.Apply(1, Beat(98), t0);
+  std::optional<Hang> rank1 = board.FindHang(policy, t0 + seconds(2));
+  ASSERT_TRUE(rank1);
+  EXPECT_EQ(rank1->local_rank, 1) << "rank 0 is past its last step";
+  EXPECT_EQ(rank1->rule, "heartbeat");
+  // Rank 0 exited successfully at t0+1 s: rank 1 is tearing down too, from then or its last report.
+  const Clock::time_point done = t0 + seconds(1);
+  EXPECT_FALSE(board.FindHang(policy, t0 + seconds(30), done));
+  EXPECT_EQ(*board.NextDeadline(policy, done), t0 + seconds(60));
+  std::optional<Hang> late = board.FindHang(policy, t0 + seconds(62), done);
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->local_rank, 0);
+  EXPECT_EQ(late->rule, "teardown");
+  EXPECT_EQ(late->stuck_for, seconds(62));
+  // No bound: a rank that is tearing down is never hung by the heartbeat rule.
+  policy.teardown_timeout.reset();
+  EXPECT_FALSE(board.FindHang(policy, t0 + std::chrono::hours(1), done));
+}
+
 TEST_F(ProgressBoardTest, ASectionWithItsOwnTimeoutOutlastsTheHeartbeatTimeout) {
   policy.heartbeat_timeout = seconds(5);
   policy.section_timeouts["checkpoint"] = seconds(600);
