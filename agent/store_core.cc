@@ -96,15 +96,51 @@ bool StoreCore::OnData(StoreClientId id, absl::string_view data) {
   return ok && c.in.size() <= kMaxRequestBytes;
 }
 
+bool StoreCore::Waits(const Client& c) const {
+  return c.out.size() + c.unsent >= kMaxClientBacklogBytes || backlog_ >= kMaxBacklogBytes;
+}
+
+bool StoreCore::Waiting(StoreClientId id) const {
+  auto it = clients_.find(id);
+  return it != clients_.end() && Waits(it->second);
+}
+
+std::vector<StoreClientId> StoreCore::RunUnblocked() {
+  std::vector<StoreClientId> broken;
+  const std::vector<StoreClientId> held(held_.begin(), held_.end());
+  for (StoreClientId id : held) {
+    Client& c = clients_[id];
+    if (Waits(c)) continue;
+    const size_t before = c.in.size();
+    const bool ok = RunComplete(id, c);
+    buffered_ = buffered_ - before + c.in.size();
+    if (!ok) broken.push_back(id);
+  }
+  return broken;
+}
+
+void StoreCore::SetUnsent(StoreClientId id, size_t bytes) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  backlog_ = backlog_ - it->second.unsent + bytes;
+  it->second.unsent = bytes;
+}
+
 bool StoreCore::RunComplete(StoreClientId id, Client& c) {
   size_t consumed = 0;
-  while (consumed < c.in.size()) {
+  while (consumed < c.in.size() && !Waits(c)) {
     long n = RunOne(id, c, absl::string_view(c.in).substr(consumed));
     if (n < 0) return false;
     if (n == 0) break;
     consumed += static_cast<size_t>(n);
   }
   c.in.erase(0, consumed);
+  // Stopped with input left: whether a complete request waits is found when it runs.
+  if (!c.in.empty() && Waits(c)) {
+    held_.insert(id);
+  } else {
+    held_.erase(id);
+  }
   return true;
 }
 
@@ -273,6 +309,7 @@ void StoreCore::CancelWait(StoreClientId id, Client& c) {
 
 void StoreCore::Reply(StoreClientId id, Client& c, absl::string_view bytes) {
   c.out.append(bytes.data(), bytes.size());
+  backlog_ += bytes.size();
   pending_output_.insert(id);
 }
 
@@ -281,6 +318,8 @@ void StoreCore::OnDisconnect(StoreClientId id) {
   if (it == clients_.end()) return;
   CancelWait(id, it->second);
   buffered_ -= it->second.in.size();
+  backlog_ -= it->second.out.size() + it->second.unsent;
+  held_.erase(id);
   clients_.erase(it);
   pending_output_.erase(id);
 }
@@ -288,6 +327,7 @@ void StoreCore::OnDisconnect(StoreClientId id) {
 std::string StoreCore::TakeOutput(StoreClientId id) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return {};
+  backlog_ -= it->second.out.size();
   return std::exchange(it->second.out, {});
 }
 

@@ -24,6 +24,13 @@ class StoreCore {
   static constexpr uint64_t kMaxRequestBytes = 64ull << 20;
   // Unfinished input of all clients together.
   static constexpr uint64_t kMaxBufferedBytes = 256ull << 20;
+  // Replies a client has not read (queued here or held unsent by the server): at this much its
+  // further requests wait unrun in its input (a client that pipelines GETs of a large value and
+  // never reads cannot make the store hold more than this plus one reply). And the same for all
+  // clients together: past it, every client's requests wait until replies are read or the server
+  // closes the clients that do not read.
+  static constexpr uint64_t kMaxClientBacklogBytes = 64ull << 20;
+  static constexpr uint64_t kMaxBacklogBytes = 256ull << 20;
 
   // Appends `data` from `client` and executes every complete request in it. Returns false on a
   // protocol violation; the caller then closes the connection (and calls OnDisconnect).
@@ -32,6 +39,16 @@ class StoreCore {
 
   // Moves out the bytes queued for `client` (responses and wake-ups).
   std::string TakeOutput(StoreClientId client);
+  // The server still holds `bytes` of `client`'s replies unsent (its socket did not take them).
+  void SetUnsent(StoreClientId client, size_t bytes);
+  // Whether `client`'s requests wait for replies to be read (the server stops reading it then).
+  bool Waiting(StoreClientId client) const;
+  // Runs the requests of clients that no longer wait; returns those that broke the protocol (to
+  // close). Their output shows in TakeClientsWithOutput.
+  std::vector<StoreClientId> RunUnblocked();
+  // Whether some client's complete requests wait unrun.
+  bool holds_requests() const { return !held_.empty(); }
+  uint64_t backlog() const { return backlog_; }
   // Clients that have queued output since the last call; clears the set.
   std::vector<StoreClientId> TakeClientsWithOutput();
 
@@ -43,12 +60,14 @@ class StoreCore {
     Dialect dialect = Dialect::kUnknown;
     std::string in;
     std::string out;
+    size_t unsent = 0;        // replies the server took but could not send yet
     size_t keys_awaited = 0;  // > 0 while a WAIT is pending
   };
   class Reader;
 
-  // Runs every complete request buffered for `c`; false on a protocol error.
+  // Runs every complete request buffered for `c` while it does not wait; false on a protocol error.
   bool RunComplete(StoreClientId id, Client& c);
+  bool Waits(const Client& c) const;
   // Parses and runs one request at the head of `input`; returns bytes consumed, 0 if the request
   // is incomplete, or -1 on a protocol error.
   long RunOne(StoreClientId id, Client& c, absl::string_view input);
@@ -63,6 +82,8 @@ class StoreCore {
   std::map<StoreClientId, Client> clients_;
   std::set<StoreClientId> pending_output_;
   uint64_t buffered_ = 0;  // sum of clients_[*].in sizes
+  uint64_t backlog_ = 0;   // sum of clients_[*].out and .unsent sizes
+  std::set<StoreClientId> held_;  // clients whose requests wait for their replies to be read
 };
 
 }  // namespace dtrun

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/store_core.h"
@@ -68,14 +70,16 @@ void Watch(int epoll, int fd, uint32_t events) {
   if (::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &ev) != 0) ::epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &ev);
 }
 
+using Clock = std::chrono::steady_clock;
+
 // One accepted client; `pending` holds bytes the socket did not take yet.
 struct Connection {
   UniqueFd fd;
   std::string pending;
-  bool classified = false;  // its first byte has been seen
+  Clock::time_point stalled_since;  // while `pending` is not empty: since the socket last took bytes
+  bool paused = false;              // not read: its requests wait for its replies to be read
+  bool classified = false;          // its first byte has been seen
 };
-
-constexpr size_t kMaxPendingOutput = 64 << 20;  // replies queued for one client
 
 // At most half the descriptors this process may open (the rest are for the workers' pipes and
 // dtrun itself), and never more than 16,384.
@@ -91,8 +95,8 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host,
-                                                                      uint16_t port, uint16_t forward_port) {
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
+    const std::string& host, uint16_t port, uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout) {
   absl::StatusOr<UniqueFd> listener = BindListener(host, port);
   if (!listener.ok()) return listener.status();
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
@@ -102,7 +106,8 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   }
   uint16_t bound = BoundPort(listener->get());
   std::unique_ptr<TcpStoreServer> server(
-      new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound, forward_port));
+      new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound, forward_port,
+                         stalled_client_timeout));
   server->thread_ = std::thread([s = server.get()] {
     RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {
       spdlog::error("{}; the workers' next store call fails and the job ends with their failure",
@@ -113,9 +118,9 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
 }
 
 TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port,
-                               uint16_t forward_port)
+                               uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout)
     : listener_(std::move(listener)), epoll_(std::move(epoll)), wakeup_(std::move(wakeup)), port_(port),
-      forward_port_(forward_port) {}
+      forward_port_(forward_port), stalled_client_timeout_(stalled_client_timeout) {}
 
 TcpStoreServer::~TcpStoreServer() {
   uint64_t one = 1;
@@ -143,22 +148,69 @@ void TcpStoreServer::Serve() {
       Watch(epoll_.get(), listener_.get(), EPOLLIN);
     }
   };
+  // Sends what `fd`'s socket takes; reads it only while its requests need not wait for replies to
+  // be read (StoreCore's backlog caps).
   auto flush = [&](int fd) {
     auto it = conns.find(fd);
     if (it == conns.end()) return;
     Connection& conn = it->second;
+    const size_t held = conn.pending.size();
     conn.pending += core.TakeOutput(static_cast<StoreClientId>(fd));
+    const size_t before = conn.pending.size();
     if (!SendPending(fd, conn.pending)) return close_conn(fd);
-    // A client that does not read its replies gets no more requests served until it does.
-    uint32_t events = conn.pending.size() < kMaxPendingOutput ? static_cast<uint32_t>(EPOLLIN) : 0u;
+    if (held == 0 || conn.pending.size() < before) conn.stalled_since = Clock::now();
+    core.SetUnsent(static_cast<StoreClientId>(fd), conn.pending.size());
+    conn.paused = core.Waiting(static_cast<StoreClientId>(fd));
+    uint32_t events = conn.paused ? 0u : static_cast<uint32_t>(EPOLLIN);
     if (!conn.pending.empty()) events |= EPOLLOUT;
     Watch(epoll_.get(), fd, events);
+  };
+  // Replies were read (or clients closed): requests that waited run, and their clients are read again.
+  auto resume_waiting = [&] {
+    if (!core.holds_requests()) return;
+    for (StoreClientId id : core.RunUnblocked()) {
+      spdlog::warn("store: closing a client that broke the TCPStore protocol");
+      close_conn(static_cast<int>(id));
+    }
+    for (StoreClientId id : core.TakeClientsWithOutput()) flush(static_cast<int>(id));
+    std::vector<int> unpaused;  // flush may close a connection: not while iterating
+    for (const auto& [fd, conn] : conns) {
+      if (conn.paused && !core.Waiting(static_cast<StoreClientId>(fd))) unpaused.push_back(fd);
+    }
+    for (int fd : unpaused) flush(fd);
+  };
+  // A client that has read nothing of its replies for the timeout: closed. Returns the next such
+  // deadline's wait in ms for epoll_wait (-1: none).
+  auto close_stalled = [&]() -> int {
+    const Clock::time_point now = Clock::now();
+    std::optional<Clock::time_point> next;
+    std::vector<int> stalled;
+    for (auto& [fd, conn] : conns) {
+      if (conn.pending.empty()) continue;
+      const Clock::time_point deadline = conn.stalled_since + stalled_client_timeout_;
+      if (deadline <= now) {
+        stalled.push_back(fd);
+      } else if (!next || deadline < *next) {
+        next = deadline;
+      }
+    }
+    for (int fd : stalled) {
+      spdlog::warn("store: closing a client that read none of its {} bytes of replies for {} s", conns[fd].pending.size(),
+                   stalled_client_timeout_.count() / 1000.0);
+      // A reset, not a FIN queued behind what it never reads: the kernel drops those bytes too.
+      linger reset{1, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+      close_conn(fd);
+    }
+    if (!stalled.empty()) resume_waiting();
+    if (!next) return -1;
+    return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*next - now).count());
   };
 
   epoll_event events[64];
   char buf[65536];
   for (;;) {
-    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    int n = ::epoll_wait(epoll_.get(), events, 64, close_stalled());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     for (int i = 0; i < n; ++i) {
@@ -212,7 +264,10 @@ void TcpStoreServer::Serve() {
         continue;
       }
       for (StoreClientId id : core.TakeClientsWithOutput()) flush(static_cast<int>(id));
+      auto it = conns.find(fd);  // a client that added no output may wait all the same (the total cap)
+      if (it != conns.end() && !it->second.paused && core.Waiting(static_cast<StoreClientId>(fd))) flush(fd);
     }
+    resume_waiting();  // replies read or clients gone: requests held for them run now
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,14 +24,19 @@ class TcpStoreServer {
   // TCPStore request: an HTTP/2 preface, a TLS handshake) are relayed to 127.0.0.1:forward_port,
   // so the rendezvous service and the workers' store share the one declared port. Known at start,
   // so that no early connection is mistaken for a TCPStore client.
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, uint16_t port,
-                                                               uint16_t forward_port = 0);
+  // A client that has not read any of its queued replies for `stalled_client_timeout` is closed
+  // (with replies past StoreCore's backlog caps, its further requests already wait unrun).
+  static constexpr std::chrono::milliseconds kStalledClientTimeout = std::chrono::seconds(30);
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
+      const std::string& host, uint16_t port, uint16_t forward_port = 0,
+      std::chrono::milliseconds stalled_client_timeout = kStalledClientTimeout);
   ~TcpStoreServer();  // stops the thread and closes every connection
 
   uint16_t port() const { return port_; }
 
  private:
-  TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port);
+  TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
+                 std::chrono::milliseconds stalled_client_timeout);
   void Serve();
 
   UniqueFd listener_;
@@ -38,6 +44,7 @@ class TcpStoreServer {
   UniqueFd wakeup_;  // eventfd: written by the destructor to stop Serve()
   uint16_t port_;
   uint16_t forward_port_;
+  std::chrono::milliseconds stalled_client_timeout_;
   std::thread thread_;
 };
 

@@ -171,3 +171,41 @@ TEST(StoreCoreTest, DisconnectDropsPendingWaits) {
 
 }  // namespace
 }  // namespace dtrun
+
+namespace dtrun {
+namespace {
+
+std::string GetRequest(const std::string& key) { return Raw<uint8_t>(2) + Str(key); }  // legacy GET
+
+// A client that pipelines GETs of a large value and never reads: what the store holds for it stops
+// at the backlog cap plus one reply; the rest waits unrun until the replies are read.
+TEST(StoreCoreBacklogTest, RepliesNobodyReadsStopAtTheCapAndTheRestRunsOnceRead) {
+  StoreCore core;
+  const std::string big(8 << 20, 'v');
+  ASSERT_TRUE(core.OnData(1, Raw<uint8_t>(0) + Str("big") + Str(big)));  // SET
+  std::string gets;
+  for (int i = 0; i < 64; ++i) gets += GetRequest("big");
+  ASSERT_TRUE(core.OnData(1, gets));
+  std::string out = core.TakeOutput(1);
+  const size_t reply = 8 + big.size();
+  EXPECT_EQ(out.size(), 8 * reply) << "64 MiB of replies, then the client waits";
+  EXPECT_LE(out.size(), StoreCore::kMaxClientBacklogBytes + reply);
+  core.SetUnsent(1, out.size());  // the server could not send them: the client is not reading
+  EXPECT_TRUE(core.Waiting(1));
+  EXPECT_TRUE(core.RunUnblocked().empty());
+  EXPECT_TRUE(core.TakeOutput(1).empty()) << "nothing more runs while the replies are unread";
+  // Another client is served meanwhile: its own backlog is empty and the total is under its cap.
+  ASSERT_TRUE(core.OnData(2, GetRequest("big")));
+  EXPECT_EQ(core.TakeOutput(2).size(), reply);
+  core.SetUnsent(1, 0);  // read at last
+  EXPECT_FALSE(core.Waiting(1));
+  EXPECT_TRUE(core.RunUnblocked().empty());
+  EXPECT_EQ(core.TakeOutput(1).size(), 8 * reply);
+  EXPECT_EQ(core.backlog(), 0u) << "taken output is the server's to report as unsent";
+  core.OnDisconnect(1);
+  core.OnDisconnect(2);
+  EXPECT_EQ(core.backlog(), 0u);
+}
+
+}  // namespace
+}  // namespace dtrun

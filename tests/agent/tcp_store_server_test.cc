@@ -6,6 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+
 #include "gtest/gtest.h"
 
 namespace dtrun {
@@ -111,6 +114,47 @@ TEST(TcpStoreServerTest, PortInUseIsUnavailable) {
   ASSERT_TRUE(first.ok());
   auto second = TcpStoreServer::Start("127.0.0.1", (*first)->port());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// This process's resident memory in bytes (the server runs on a thread of it).
+size_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<size_t>(resident) * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// A client pipelines 64 GETs of an 8 MiB value and never reads (this held 1.09 GB before the
+// caps): the store holds at most its backlog cap for it, serves others meanwhile, and closes it
+// once it has read nothing for the stalled-client timeout.
+TEST(TcpStoreServerTest, AClientThatNeverReadsItsRepliesIsBoundedThenClosed) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, 0, std::chrono::seconds(2));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string big(8 << 20, 'v');
+  int setter = Connect((*server)->port());
+  std::string set = Raw<uint8_t>(0) + Str("big") + Str(big) + Raw<uint8_t>(4) + Raw<uint64_t>(1) + Str("big");
+  ASSERT_EQ(::send(setter, set.data(), set.size(), 0), static_cast<ssize_t>(set.size()));
+  ASSERT_EQ(ReadN(setter, 1).size(), 1u);  // CHECK: the value is in
+  const size_t before = ResidentBytes();
+  int hog = Connect((*server)->port());
+  std::string gets;
+  for (int i = 0; i < 64; ++i) gets += Raw<uint8_t>(2) + Str("big");
+  ASSERT_EQ(::send(hog, gets.data(), gets.size(), 0), static_cast<ssize_t>(gets.size()));
+  // Served meanwhile: another client's GET (after the hog's requests, on the same thread).
+  std::string get = Raw<uint8_t>(2) + Str("big");
+  ASSERT_EQ(::send(setter, get.data(), get.size(), 0), static_cast<ssize_t>(get.size()));
+  EXPECT_EQ(ReadN(setter, 8 + big.size()).size(), 8 + big.size());
+  const size_t grown = ResidentBytes() > before ? ResidentBytes() - before : 0;
+  EXPECT_LT(grown, size_t{160} << 20) << "the hog's replies are held up to the cap (64 MiB) plus one";
+  // The hog read nothing: reset after the timeout, its unread replies dropped.
+  pollfd hangup{hog, POLLRDHUP, 0};
+  ASSERT_EQ(::poll(&hangup, 1, 20000), 1) << "not closed within 20 s";
+  EXPECT_TRUE(hangup.revents & (POLLHUP | POLLERR)) << hangup.revents;
+  ::close(hog);
+  ::close(setter);
 }
 
 TEST(TcpStoreServerTest, UnresolvableHostIsInvalidArgument) {
