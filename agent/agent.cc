@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
 #include "base/env_names.h"
 #include "base/host_name.h"
 #include "base/process_table.h"
@@ -300,6 +301,11 @@ void Agent::Step() {
       std::vector<WorkerFailure> failures = view_->failures;
       if (view_->round == group_round_) AddUnreported(round_failures_, failures);
       std::string summary = FormatFailureSummary(options_.program_name, failures);
+      if (!options_.launcher_error_file.empty()) {
+        // As torchrun's @record: the root cause where our own caller (TorchX, a scheduler) looks.
+        absl::Status written = WriteFileAtomically(options_.launcher_error_file, LauncherErrorRecord(failures), 0644);
+        if (!written.ok()) spdlog::warn("TORCHELASTIC_ERROR_FILE: {}", std::string(written.message()));
+      }
       for (const std::string& line : {options_.interpreter_note, snapshots_->Summary(), status_->Summary()}) {
         if (!line.empty()) absl::StrAppend(&summary, line, "\n");
       }

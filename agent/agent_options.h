@@ -29,6 +29,10 @@ struct AgentOptions {
   // Python programs: the interpreter and where it was chosen from, named in the failure summary
   // (a worker that cannot import torch most often ran another Python than the user meant).
   std::string interpreter_note;
+  bool virtual_local_rank = false;  // --virtual-local-rank
+  // dtrun's own TORCHELASTIC_ERROR_FILE (set by TorchX and other callers): a failed job's root
+  // cause is written there in torchelastic's format, as torchrun's @record does ("": none).
+  std::string launcher_error_file;
   // Legacy torch.distributed.launch: "--local-rank" → "--local-rank=3" per worker, inserted at
   // argv[script_args_at], between the script and its own arguments, where that launcher put it
   // (scripts that end in an argparse.REMAINDER list of overrides depend on it).

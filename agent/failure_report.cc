@@ -103,6 +103,23 @@ void ReadErrorFile(WorkerFailure& f) {
   }
 }
 
+std::string LauncherErrorRecord(const std::vector<WorkerFailure>& failures) {
+  const WorkerFailure& root = failures[RootCauseIndex(failures)];
+  std::string message = root.message;
+  if (message.empty()) {
+    message = absl::StrCat("rank ", root.global_rank, " on ", root.host, " ",
+                           root.signal > 0 ? absl::StrCat("was killed by signal ", root.signal)
+                                           : absl::StrCat("exited with code ", root.exit_code),
+                           root.kind.empty() ? "" : absl::StrCat(" (", root.kind, ")"));
+  }
+  const double ts = root.error_timestamp > 0 ? root.error_timestamp : root.time_unix_ms / 1000.0;
+  nlohmann::json record = {{"message",
+                            {{"message", message},
+                             {"extraInfo", {{"py_callstack", root.traceback}, {"timestamp", absl::StrCat(static_cast<int64_t>(ts))}}},
+                             {"errorCode", ExitCodeOf(root)}}}};
+  return record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
   size_t best = 0;
   for (size_t i = 1; i < failures.size(); ++i) {

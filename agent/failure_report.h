@@ -31,6 +31,11 @@ inline constexpr size_t kMaxErrorTextBytes = 16 << 10;
 // The root cause: the failure with the earliest error-file timestamp, else the first observed.
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);
 
+// The failed job's root cause as torchelastic's error file (`record` format: message, extraInfo
+// with py_callstack and timestamp, errorCode), which torchrun's own @record writes to the
+// launcher's TORCHELASTIC_ERROR_FILE and TorchX reads. `failures` non-empty.
+std::string LauncherErrorRecord(const std::vector<WorkerFailure>& failures);
+
 // torchrun's summary ("<program> FAILED", Failures, Root Cause) for `failures` (non-empty; the
 // root cause is chosen by RootCauseIndex).
 std::string FormatFailureSummary(const std::string& program, const std::vector<WorkerFailure>& failures);

@@ -1,14 +1,29 @@
 #include "agent/worker_env.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/env_names.h"
 
 namespace dtrun {
+
+std::string VirtualDeviceOf(const std::map<std::string, std::string>& base, int local_rank) {
+  auto visible = base.find(env::kCudaVisibleDevices);
+  if (visible == base.end()) return absl::StrCat(local_rank);
+  std::vector<std::string> devices = absl::StrSplit(visible->second, ',');
+  // More workers than listed devices: the same index past the list (CUDA then sees none, as the
+  // worker would have under torchrun).
+  return local_rank < static_cast<int>(devices.size()) ? devices[local_rank] : absl::StrCat(local_rank);
+}
 
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const AgentOptions& o, const WorkerIdentity& id) {
   std::map<std::string, std::string> env = base;
   env[env::kLocalRank] = absl::StrCat(id.local_rank);
+  if (o.virtual_local_rank) {
+    // As torchrun's --virtual-local-rank: every worker is local rank 0 of a one-device view.
+    env[env::kLocalRank] = "0";
+    env[env::kCudaVisibleDevices] = VirtualDeviceOf(base, id.local_rank);
+  }
   env[env::kRank] = absl::StrCat(id.global_rank);
   env[env::kGroupRank] = absl::StrCat(id.group_rank);
   env[env::kRoleRank] = absl::StrCat(id.global_rank);

@@ -28,6 +28,10 @@ struct WorkerIdentity {
 // Returns "NAME=value" entries. `base` is the agent's environment (inherited by workers);
 // dtrun's variables override it, except the tunables the user may set: TORCH_NCCL_ASYNC_ERROR_HANDLING,
 // OMP_NUM_THREADS, the socket interfaces, PYTHONFAULTHANDLER and the NCCL flight recorder's.
+// --virtual-local-rank: the one device local rank `local_rank` sees, from the launcher's
+// CUDA_VISIBLE_DEVICES (its entry at that index) or, without one, the index itself.
+std::string VirtualDeviceOf(const std::map<std::string, std::string>& base, int local_rank);
+
 std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>& base,
                                         const AgentOptions& options, const WorkerIdentity& id);
 

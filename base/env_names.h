@@ -20,6 +20,11 @@ inline constexpr char kMaxRestarts[] = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr char kRunId[] = "TORCHELASTIC_RUN_ID";
 inline constexpr char kUseAgentStore[] = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr char kErrorFile[] = "TORCHELASTIC_ERROR_FILE";
+inline constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
+// torchrun's environment defaults for --shutdown-timeout and --signals-to-handle, and its log level.
+inline constexpr char kShutdownTimeout[] = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT";
+inline constexpr char kSignalsToHandle[] = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+inline constexpr char kLogLevel[] = "LOGLEVEL";
 inline constexpr char kNcclAsyncErrorHandling[] = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
 inline constexpr char kOmpNumThreads[] = "OMP_NUM_THREADS";
 inline constexpr char kGlooSocketIfname[] = "GLOO_SOCKET_IFNAME";

@@ -4,8 +4,12 @@
 #include <sys/signalfd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <mutex>
+#include <string>
 
+#include "base/env_names.h"
 #include "base/unique_fd.h"
 
 #include "spdlog/sinks/base_sink.h"
@@ -36,6 +40,19 @@ void LogToConsole(std::shared_ptr<ConsoleWriter> err) {
   auto logger = std::make_shared<spdlog::logger>("dtrun", std::make_shared<ConsoleSink>(std::move(err)));
   logger->set_pattern("[dtrun] %v");
   spdlog::set_default_logger(logger);
+}
+
+void SetLogLevelFromEnvironment() {
+  const char* value = std::getenv(env::kLogLevel);
+  if (!value) return;
+  std::string level(value);
+  std::transform(level.begin(), level.end(), level.begin(), ::toupper);
+  static const std::map<std::string, spdlog::level::level_enum> kLevels = {
+      {"DEBUG", spdlog::level::debug}, {"INFO", spdlog::level::info},   {"WARNING", spdlog::level::warn},
+      {"WARN", spdlog::level::warn},   {"ERROR", spdlog::level::err},   {"CRITICAL", spdlog::level::critical},
+      {"FATAL", spdlog::level::critical}};
+  auto it = kLevels.find(level);
+  if (it != kLevels.end()) spdlog::set_level(it->second);
 }
 
 void FinishConsoleOutput(const StdioWriters& stdio, const std::vector<int>& signals, int exit_code) {

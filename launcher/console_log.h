@@ -13,6 +13,9 @@ namespace dtrun {
 
 // Makes a logger writing to `err` spdlog's default logger.
 void LogToConsole(std::shared_ptr<ConsoleWriter> err);
+// torchrun's LOGLEVEL (DEBUG, INFO, WARNING, ERROR, CRITICAL; any case): dtrun's lines below it are
+// not written. Unset or unknown: INFO.
+void SetLogLevelFromEnvironment();
 
 // Before dtrun exits: delivers what its consoles still hold. A reader that takes nothing is
 // waited for until one of `signals` arrives (as for any program writing to a full pipe); after a

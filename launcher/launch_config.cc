@@ -40,6 +40,9 @@ struct RawFlags {
   std::string prefix_template, start_method = "spawn", logs_specs, local_rank_flag = "--local-rank";
   std::string event_log, section_timeouts, on_straggler = "warn";
   std::string python;  // --python: the interpreter of Python programs
+  bool virtual_local_rank = false;
+  // Newer torchrun flags accepted, not applied (CliNotes says so at start).
+  std::string numa_binding, event_log_handler, duplicate_stdout_filters, duplicate_stderr_filters;
   double heartbeat_timeout = 0, dstate_timeout = 300, teardown_timeout = 300;
   int max_attempts_without_progress = 3;
   std::string snapshot_memory = "auto";
@@ -149,6 +152,16 @@ void DefineFlags(CLI::App& app, RawFlags& f) {
   app.add_option("--local-rank-flag", f.local_rank_flag,
                  "The flag --append-local-rank appends (older scripts: --local_rank)")
       ->capture_default_str();
+  flag("--virtual-local-rank,--virtual_local_rank", "PET_VIRTUAL_LOCAL_RANK", f.virtual_local_rank,
+       "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES of its one device (as torchrun)");
+  opt("numa-binding", f.numa_binding, "Accepted for torchrun compatibility; not applied (bind with numactl or "
+                                      "taskset in PROGRAM)");
+  opt("event-log-handler", f.event_log_handler, "Accepted for torchrun compatibility; dtrun's event log is "
+                                                "--event-log FILE");
+  opt("duplicate-stdout-filters", f.duplicate_stdout_filters, "Accepted for torchrun compatibility; not applied "
+                                                              "(--tee and --log-dir keep every line)");
+  opt("duplicate-stderr-filters", f.duplicate_stderr_filters, "Accepted for torchrun compatibility; not applied "
+                                                              "(--tee and --log-dir keep every line)");
   AddCredentialFlags(app, f.credentials);
   app.add_flag("--version", f.version, "Print the version and exit");
 }
@@ -226,6 +239,19 @@ absl::Status FillStatusOptions(const RawFlags& f, AgentOptions& a) {
   }
   a.metrics_host = f.metrics_host;
   a.progress_line = !f.no_progress_line;  // and only on a terminal (decided at launch)
+  return absl::OkStatus();
+}
+
+// torchrun's environment defaults for flags not given (by flag or PET_ variable).
+absl::Status ApplyTorchElasticEnvironment(const CLI::App& app, const std::map<std::string, std::string>& env,
+                                          RawFlags& f) {
+  auto given = [&](const char* flag) { return app.get_option(flag)->count() > 0; };
+  if (auto v = env.find(env::kShutdownTimeout); v != env.end() && !given("--shutdown-timeout")) {
+    if (!absl::SimpleAtod(v->second, &f.shutdown_timeout)) {
+      return Bad(absl::StrCat(env::kShutdownTimeout, "='", v->second, "': expected seconds, e.g. 120"));
+    }
+  }
+  if (auto v = env.find(env::kSignalsToHandle); v != env.end() && !given("--signals-to-handle")) f.signals = v->second;
   return absl::OkStatus();
 }
 
@@ -322,7 +348,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
                             " workers on one node; use at most one per GPU or core"));
   }
   a.nproc_per_node = nproc->count;
-  c.device_note = nproc->counted;
+  if (!nproc->counted.empty()) c.notes.push_back(nproc->counted);
   if (f.node_rank < 0 || f.node_rank >= c.max_nodes) {
     return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
                             "; use 0..", c.max_nodes - 1));
@@ -337,6 +363,13 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   }
   a.max_restarts = f.max_restarts;
   a.role = f.role;
+  a.virtual_local_rank = f.virtual_local_rank;
+  if (auto file = env.find(env::kErrorFile); file != env.end()) a.launcher_error_file = file->second;
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--numa-binding", &f.numa_binding},
+                                    {"--duplicate-stdout-filters", &f.duplicate_stdout_filters},
+                                    {"--duplicate-stderr-filters", &f.duplicate_stderr_filters}}) {
+    if (!value->empty()) c.notes.push_back(absl::StrCat(flag, " ", *value, ": accepted, not applied (docs/MIGRATING.md)"));
+  }
   a.local_addr = f.local_addr;
   if (!a.local_addr.empty()) {
     std::optional<std::string> ifname = host.InterfaceWithAddress(a.local_addr);
@@ -391,7 +424,15 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   if (!conf.ok()) return conf.status();
   c.rdzv_conf = *conf;
   rdzv::RendezvousOptions checked;  // every key and value is checked, single-node jobs too
-  return rdzv::ApplyRdzvConf(c.rdzv_conf, checked);
+  std::vector<std::string> ignored;
+  if (absl::Status st = rdzv::ApplyRdzvConf(c.rdzv_conf, checked, &ignored); !st.ok()) return st;
+  if (!ignored.empty()) {
+    c.notes.push_back(absl::StrCat("--rdzv-conf ", absl::StrJoin(ignored, ", "), ": ignored (dtrun's rendezvous reads "
+                                   "join_timeout, last_call_timeout, close_timeout, keep_alive_interval, "
+                                   "keep_alive_max_attempt, heartbeat_timeout, read_timeout, exit_barrier_timeout, "
+                                   "timeout, is_host)"));
+  }
+  return absl::OkStatus();
 }
 
 // Where the workers' store lives and what they are told (single node), or which rendezvous
@@ -402,7 +443,10 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
   c.rdzv_backend = f.rdzv_backend;
   c.rdzv_endpoint = f.rdzv_endpoint;
   a.run_id = f.rdzv_id;
-  a.master_addr = f.master_addr;
+  // "[::1]" as torchrun users write IPv6 addresses: the address itself for the store and workers.
+  a.master_addr = f.master_addr.size() > 2 && f.master_addr.front() == '[' && f.master_addr.back() == ']'
+                      ? f.master_addr.substr(1, f.master_addr.size() - 2)
+                      : f.master_addr;
   a.master_port = f.master_port;
   if (f.on_straggler != "warn" && f.on_straggler != "replace") {
     return Bad(absl::StrCat("--on-straggler ", f.on_straggler, " is not warn or replace"));
@@ -693,6 +737,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   for (const char* flag : {"--master-addr", "--master-port", "--rdzv-endpoint", "--rdzv-backend"}) {
     f.meeting_point_given = f.meeting_point_given || app.get_option(flag)->count() > 0;
   }
+  if (absl::Status st = ApplyTorchElasticEnvironment(app, env, f); !st.ok()) return st;
   if (f.version) {
     parsed.exit_text = VersionText("dtrun") + "\n";
     return parsed;

@@ -38,7 +38,9 @@ struct LaunchConfig {
   rdzv::TlsCredentials tls;
   bool omp_warning = false;    // print torchrun's OMP_NUM_THREADS banner
   std::string scheduler_note;  // what was taken from Slurm's variables, said at start ("": none)
-  std::string device_note;     // what --nproc-per-node gpu|auto|... counted, said at start ("": none)
+  // Said at start, one line each: what --nproc-per-node gpu|auto|... counted, --rdzv-conf keys
+  // dtrun has no use for, torchrun flags accepted but not applied.
+  std::vector<std::string> notes;
 };
 
 // Kubeflow's training-operator (pkg/controller.v1/pytorch/elastic.go) sets PET_N_PROC_PER_NODE,

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   // Console writes happen on threads of their own: an unread console never stalls the job.
   const dtrun::StdioWriters stdio = dtrun::StdioWriters::Start();
   dtrun::LogToConsole(stdio.err);
+  dtrun::SetLogLevelFromEnvironment();  // torchrun's LOGLEVEL
   if (!args.empty() && args[0] == "rdzv-server") {
     int rc = dtrun::RdzvServerCommand({args.begin() + 1, args.end()});
     dtrun::FinishConsoleOutput(stdio, {SIGINT, SIGTERM}, rc);
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
                  "--rdzv-token-file or the DTRUN_RDZV_TOKEN environment variable");
   }
   if (!parsed->config->scheduler_note.empty()) spdlog::info("{}", parsed->config->scheduler_note);
-  if (!parsed->config->device_note.empty()) spdlog::info("{}", parsed->config->device_note);
+  for (const std::string& note : parsed->config->notes) spdlog::info("{}", note);
   env.erase(dtrun::env::kRdzvToken);  // the workers never see the token
   const std::vector<int> signals = parsed->config->agent.signals_to_handle;
   int rc = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);

@@ -22,7 +22,8 @@ absl::StatusOr<Duration> ParseSeconds(const std::string& key, const std::string&
 
 }  // namespace
 
-absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& o) {
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& o,
+                           std::vector<std::string>* ignored) {
   const std::map<std::string, Duration*> durations = {
       {"join_timeout", &o.join_timeout},         {"last_call_timeout", &o.last_call_timeout},
       {"close_timeout", &o.close_timeout},       {"keep_alive_interval", &o.keep_alive_interval},
@@ -40,10 +41,8 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Rende
     }
     auto it = durations.find(key);
     if (it == durations.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-conf: unknown key '", key, "'; known: join_timeout, last_call_timeout, "
-          "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
-          "read_timeout, exit_barrier_timeout, is_host"));
+      if (ignored) ignored->push_back(key);
+      continue;
     }
     absl::StatusOr<Duration> d = ParseSeconds(key, value, key == "keep_alive_interval" ? 0.01 : 0);
     if (!d.ok()) return d.status();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -55,8 +56,11 @@ struct ClientOptions {
   TlsCredentials tls;
 };
 
-// Applies --rdzv-conf keys (seconds, as torchrun takes them; fractions allowed). Unknown keys and
-// bad values are InvalidArgument naming the key. `is_host` is read by the launcher, not here.
-absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& options);
+// Applies --rdzv-conf keys (seconds, as torchrun takes them; fractions allowed); a bad value is
+// InvalidArgument naming the key. `is_host` is read by the launcher, not here. Keys dtrun has no
+// use for (torchrun's store options such as use_libuv and store_type, and any other: torchrun's
+// backends ignore what they do not read) are left to `ignored`, for a line at start.
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, RendezvousOptions& options,
+                           std::vector<std::string>* ignored = nullptr);
 
 }  // namespace dtrun::rdzv

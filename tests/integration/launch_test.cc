@@ -147,3 +147,48 @@ TEST_F(PythonChoiceTest, AFailedJobNamesTheInterpreterItsWorkersRan) {
 
 }  // namespace
 }  // namespace dtrun::testing
+
+namespace dtrun::testing {
+namespace {
+
+// Newer torchrun's flags and variables, as workers and callers see them.
+TEST(TorchrunParityTest, VirtualLocalRankGivesEachWorkerItsOneDeviceAsLocalRankZero) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "--virtual-local-rank", "/bin/sh", "-c",
+                             "echo RANK=$RANK LOCAL=$LOCAL_RANK DEV=$CUDA_VISIBLE_DEVICES"},
+                            {{"CUDA_VISIBLE_DEVICES", "3,5"}});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("RANK=0 LOCAL=0 DEV=3"), std::string::npos) << out;
+  EXPECT_NE(out.find("RANK=1 LOCAL=0 DEV=5"), std::string::npos) << out;
+}
+
+TEST(TorchrunParityTest, AFailedJobsRootCauseGoesToTheLaunchersOwnErrorFile) {
+  const std::string file = MakeTempDir() + "/launcher_error.json";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "/bin/sh", "-c", "[ $RANK = 1 ] && exit 7; exit 0"},
+                            {{"TORCHELASTIC_ERROR_FILE", file}});
+  EXPECT_EQ(rc, 7) << out;
+  const std::string json = ReadText(file);
+  EXPECT_NE(json.find("\"errorCode\": 7"), std::string::npos) << json;
+  EXPECT_NE(json.find("rank 1 on "), std::string::npos) << json;
+  EXPECT_NE(json.find("exited with code 7"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"py_callstack\""), std::string::npos) << json;
+}
+
+TEST(TorchrunParityTest, LoglevelWarningSilencesDtrunsInfoLines) {
+  std::vector<std::string> argv = {DtrunBinary(), "--nproc-per-node", "auto", "/bin/true"};
+  auto [rc, out] = RunToEnd(argv);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("--nproc-per-node auto: "), std::string::npos) << out;
+  auto [qrc, quiet] = RunToEnd(argv, {{"LOGLEVEL", "WARNING"}});
+  EXPECT_EQ(qrc, 0) << quiet;
+  EXPECT_EQ(quiet.find("--nproc-per-node auto: "), std::string::npos) << quiet;
+}
+
+TEST(TorchrunParityTest, ABracketedIpv6MasterAddressReachesWorkersWithoutBrackets) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--master-addr", "[::1]", "--master-port", "0", "/bin/sh", "-c",
+                             "echo ADDR=$MASTER_ADDR"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("ADDR=::1\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace dtrun::testing
