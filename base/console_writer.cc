@@ -220,6 +220,11 @@ void ConsoleWriter::ClearWake() {
   [[maybe_unused]] ssize_t n = ::read(state_->wake.get(), &count, sizeof(count));
 }
 
+size_t ConsoleWriter::unwritten() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->broken ? 0 : state_->queued();
+}
+
 bool ConsoleWriter::WaitWritten(int interrupt_fd, std::chrono::milliseconds stall_limit) {
   const Clock::time_point start = Clock::now();
   for (;;) {

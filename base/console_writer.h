@@ -46,6 +46,8 @@ class ConsoleWriter {
   // taken nothing for `stall_limit` (kNoStallLimit: however long it takes).
   static constexpr std::chrono::milliseconds kNoStallLimit = std::chrono::hours(24);
   bool WaitWritten(int interrupt_fd, std::chrono::milliseconds stall_limit);
+  // Bytes queued and not yet written.
+  size_t unwritten() const;
 
   // For a terminal: one line kept below everything written (dtrun's progress line). It is drawn
   // only when the console is at the start of a line, so it never lands inside a worker's open

@@ -4,7 +4,9 @@
 // At exit, what is still queued is delivered within bounds a user controls.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/console_writer.h"
@@ -17,9 +19,12 @@ void LogToConsole(std::shared_ptr<ConsoleWriter> err);
 // not written. Unset or unknown: INFO.
 void SetLogLevelFromEnvironment();
 
-// Before dtrun exits: delivers what its consoles still hold. A reader that takes nothing is
-// waited for until one of `signals` arrives (as for any program writing to a full pipe); after a
-// job stopped by one of them (`exit_code` 128 + signal), for at most a second without progress.
-void FinishConsoleOutput(const StdioWriters& stdio, const std::vector<int>& signals, int exit_code);
+// Before dtrun exits: delivers what its consoles still hold, while the reader takes it. A reader
+// that takes nothing gets kDrainStallLimit (DTRUN_CONSOLE_DRAIN_TIMEOUT seconds overrides it),
+// a quarter second after a job stopped by one of `signals` (`exit_code` 128 + signal), none once one
+// of them arrives now. What is dropped is said in one line on stderr, with `where_logs_are`.
+inline constexpr std::chrono::seconds kDrainStallLimit{30};
+void FinishConsoleOutput(const StdioWriters& stdio, const std::vector<int>& signals, int exit_code,
+                         const std::string& where_logs_are = "");
 
 }  // namespace dtrun

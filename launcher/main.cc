@@ -85,7 +85,9 @@ int main(int argc, char** argv) {
   for (const std::string& note : parsed->config->notes) spdlog::info("{}", note);
   env.erase(dtrun::env::kRdzvToken);  // the workers never see the token
   const std::vector<int> signals = parsed->config->agent.signals_to_handle;
+  const std::string where_logs_are =
+      parsed->config->log_dir.empty() ? "" : "every line is in the log files under " + parsed->config->log_dir;
   int rc = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);
-  dtrun::FinishConsoleOutput(stdio, signals, rc);
+  dtrun::FinishConsoleOutput(stdio, signals, rc, where_logs_are);
   return rc;
 }

@@ -54,5 +54,34 @@ TEST(UnreadConsoleTest, AReaderThatComesBackGetsEveryLineInOrder) {
   }
 }
 
+// 600 KiB: more than the pipes hold, less than the console writer queues before it holds the
+// workers back, so the job ends with output still unwritten.
+constexpr char kWriteThenExit[] = "yes 0123456789abcdef | head -c 614400; echo WROTE >&2";
+
+// `dtrun ... | reader-that-never-reads`: once the job has ended, what the console did not take
+// gets a bounded time (DTRUN_CONSOLE_DRAIN_TIMEOUT here, 30 s by default), then is dropped with
+// one line saying so; SIGTERM ends that wait at once.
+TEST(UnreadConsoleTest, AfterTheJobEndsAnUnreadConsoleGetsABoundedTimeAndTheDropIsNamed) {
+  Harness h({DtrunBinary(), "--standalone", "--nproc-per-node", "1", "/bin/sh", "-c", kWriteThenExit},
+            {{"DTRUN_CONSOLE_DRAIN_TIMEOUT", "1"}});
+  h.ReadStdout(false);
+  EXPECT_EQ(h.Wait(seconds(60)), 0) << h.err();
+  EXPECT_NE(h.err().find("dtrun: dropped "), std::string::npos) << h.err();
+  EXPECT_NE(h.err().find("(it took nothing for 1 s after the job ended); --log-dir DIR keeps every line"),
+            std::string::npos)
+      << h.err();
+}
+
+TEST(UnreadConsoleTest, SigtermEndsTheWaitForAnUnreadConsole) {
+  Harness h({DtrunBinary(), "--standalone", "--nproc-per-node", "1", "/bin/sh", "-c", kWriteThenExit});
+  h.ReadStdout(false);
+  ASSERT_TRUE(h.WaitForOutput("WROTE", seconds(30))) << h.err();
+  ::kill(h.pid(), SIGTERM);
+  // Bounded well below the 30 s a reader that takes nothing would otherwise get.
+  std::optional<int> rc = h.Wait(seconds(20));
+  ASSERT_TRUE(rc.has_value()) << h.err();
+  EXPECT_NE(h.err().find("dtrun: dropped "), std::string::npos) << h.err();
+}
+
 }  // namespace
 }  // namespace dtrun::testing
