@@ -37,6 +37,9 @@ Silent corruption: dtrun.check_replicas(model, optimizer) every few steps (befor
 compares a fingerprint of every rank's parameters and optimizer state, names a rank that differs
 from the others and raises ReplicaMismatch, so that the restart resumes from agreed state.
 
+Launching from Python: dtrun.elastic_launch(dtrun.LaunchConfig(...), fn)(*args) mirrors
+torch.distributed.launcher.api (dtrun/_launch.py).
+
 Warm restarts: call dtrun.await_round() after the imports (torch, your model code) and before
 reading RANK and the rest; dtrun then keeps the next attempt's processes started and parked there.
 """
@@ -50,7 +53,19 @@ import socket
 import time
 
 __all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round",
-           "watch_ddp", "check_replicas", "ReplicaMismatch"]
+           "watch_ddp", "check_replicas", "ReplicaMismatch", "LaunchConfig", "elastic_launch", "launch_agent",
+           "ChildFailedError", "patch_torchrun"]
+
+_LAUNCH_API = ("LaunchConfig", "elastic_launch", "launch_agent", "ChildFailedError", "patch_torchrun")
+
+
+def __getattr__(name):
+    # The launch API (dtrun/_launch.py) loads on first use: workers never pay for it.
+    if name in _LAUNCH_API:
+        from dtrun import _launch
+
+        return getattr(_launch, name)
+    raise AttributeError("module 'dtrun' has no attribute %r" % name)
 
 _PATH = ""
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")

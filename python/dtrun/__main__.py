@@ -8,20 +8,13 @@ PATH. PYTHON_EXEC, or --python, still wins when given.
 """
 
 import os
-import shutil
 import sys
 
-
-def _dtrun_binary():
-    here = os.path.dirname(os.path.abspath(__file__))
-    beside = os.path.normpath(os.path.join(here, "..", "..", "..", "..", "bin", "dtrun"))
-    if os.access(beside, os.X_OK):
-        return beside
-    return shutil.which("dtrun")
+from dtrun._binary import dtrun_binary
 
 
 def main():
-    binary = _dtrun_binary()
+    binary = dtrun_binary()
     if binary is None:
         sys.stderr.write("python -m dtrun: no dtrun binary next to this module or on PATH; install dtrun\n")
         return 127

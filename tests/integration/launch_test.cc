@@ -192,3 +192,41 @@ TEST(TorchrunParityTest, ABracketedIpv6MasterAddressReachesWorkersWithoutBracket
 
 }  // namespace
 }  // namespace dtrun::testing
+
+namespace dtrun::testing {
+namespace {
+
+// Python callers of torch's launch API, pointed at dtrun's: the same script gets the same results.
+class PythonLaunchApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::optional<std::string> py = TorchPython();
+    if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+    py_ = *py;
+  }
+  std::pair<int, std::string> Run(std::vector<std::string> argv) {
+    argv.insert(argv.begin(), py_);
+    return RunToEnd(argv, {{"PYTHONPATH", BinDir() + "/../lib/dtrun/python"}});
+  }
+  std::string py_;
+};
+
+TEST_F(PythonLaunchApiTest, ElasticLaunchReturnsEveryRanksValueAndRaisesChildFailedError) {
+  auto [rc, out] = Run({Worker("elastic_launch_caller.py"), "dtrun"});
+  EXPECT_EQ(rc, 0) << out;
+  // Gloo all-reduce of 1 + 2 across the two ranks, times the argument 10, from each rank.
+  EXPECT_NE(out.find("RESULTS [(0, 0, 30.0), (1, 1, 30.0)]"), std::string::npos) << out;
+  // torch's own exception type, naming the root cause's message.
+  EXPECT_NE(out.find("CHILD FAILED torch.distributed.elastic.multiprocessing.errors True"), std::string::npos) << out;
+  EXPECT_NE(out.find("dtrun._entry FAILED"), std::string::npos) << out;  // dtrun's failure summary
+}
+
+TEST_F(PythonLaunchApiTest, PatchedTorchrunRunsAnInProcessWrappersWorkersUnderDtrun) {
+  auto [rc, out] = Run({Worker("torchrun_in_process.py")});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("WORKER 0 of 2 dtrun=yes"), std::string::npos) << out;
+  EXPECT_NE(out.find("WORKER 1 of 2 dtrun=yes"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace dtrun::testing
