@@ -85,15 +85,24 @@ class StoreCore::Reader {
 };
 
 bool StoreCore::OnData(StoreClientId id, absl::string_view data) {
+  last_error_.clear();
   // All clients' unfinished input together is bounded: the client that would go beyond it goes.
-  if (buffered_ + data.size() > kMaxBufferedBytes) return false;
+  if (buffered_ + data.size() > kMaxBufferedBytes) {
+    last_error_ = "the clients' unfinished input would pass 256 MiB";
+    return false;
+  }
   Client& c = clients_[id];
   const size_t before = c.in.size();
   c.in.append(data.data(), data.size());
   const bool ok = RunComplete(id, c);
   buffered_ = buffered_ - before + c.in.size();
+  if (!ok && last_error_.empty()) last_error_ = "a malformed request";
   // An incomplete request never grows past the limit: the next bytes would only make it larger.
-  return ok && c.in.size() <= kMaxRequestBytes;
+  if (ok && c.in.size() > kMaxRequestBytes) {
+    last_error_ = "a request larger than 64 MiB";
+    return false;
+  }
+  return ok;
 }
 
 bool StoreCore::Waits(const Client& c) const {
@@ -112,9 +121,13 @@ std::vector<StoreClientId> StoreCore::RunUnblocked() {
     Client& c = clients_[id];
     if (Waits(c)) continue;
     const size_t before = c.in.size();
+    last_error_.clear();
     const bool ok = RunComplete(id, c);
     buffered_ = buffered_ - before + c.in.size();
-    if (!ok) broken.push_back(id);
+    if (!ok) {
+      if (last_error_.empty()) last_error_ = "a malformed request";
+      broken.push_back(id);
+    }
   }
   return broken;
 }
@@ -161,8 +174,17 @@ long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
   Op op = kInvalid;
   if (c.dialect == Dialect::kLegacy && code < std::size(kLegacyOps)) op = kLegacyOps[code];
   if (c.dialect == Dialect::kValidated && code < std::size(kValidatedOps)) op = kValidatedOps[code];
-  if (op == kInvalid) return -1;
-  if (!Execute(id, c, op, r)) return r.too_large() ? -1 : 0;
+  if (op == kInvalid) {
+    last_error_ = absl::StrCat("request type ", static_cast<int>(code), " is not one ",
+                               c.dialect == Dialect::kValidated ? "LibTorch 2.3+ clients send (after VALIDATE)"
+                                                                : "LibTorch 1.13 clients send (no VALIDATE)",
+                               "; this store serves SET through CANCEL_WAIT and PING, not 2.x's queue or list requests");
+    return -1;
+  }
+  if (!Execute(id, c, op, r)) {
+    if (r.too_large()) last_error_ = "a request claimed more bytes than a request may have (64 MiB)";
+    return r.too_large() ? -1 : 0;
+  }
   return static_cast<long>(r.pos());
 }
 

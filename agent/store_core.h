@@ -49,6 +49,8 @@ class StoreCore {
   // Whether some client's complete requests wait unrun.
   bool holds_requests() const { return !held_.empty(); }
   uint64_t backlog() const { return backlog_; }
+  // Why the last OnData or RunUnblocked that failed did ("" if it was not said).
+  const std::string& last_error() const { return last_error_; }
   // Clients that have queued output since the last call; clears the set.
   std::vector<StoreClientId> TakeClientsWithOutput();
 
@@ -84,6 +86,7 @@ class StoreCore {
   uint64_t buffered_ = 0;  // sum of clients_[*].in sizes
   uint64_t backlog_ = 0;   // sum of clients_[*].out and .unsent sizes
   std::set<StoreClientId> held_;  // clients whose requests wait for their replies to be read
+  std::string last_error_;
 };
 
 }  // namespace dtrun

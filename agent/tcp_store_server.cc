@@ -169,7 +169,7 @@ void TcpStoreServer::Serve() {
   auto resume_waiting = [&] {
     if (!core.holds_requests()) return;
     for (StoreClientId id : core.RunUnblocked()) {
-      spdlog::warn("store: closing a client that broke the TCPStore protocol");
+      spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core.last_error());
       close_conn(static_cast<int>(id));
     }
     for (StoreClientId id : core.TakeClientsWithOutput()) flush(static_cast<int>(id));
@@ -259,7 +259,7 @@ void TcpStoreServer::Serve() {
         conn.classified = true;
       }
       if (got <= 0 || !core.OnData(static_cast<StoreClientId>(fd), absl::string_view(buf, got))) {
-        if (got > 0) spdlog::warn("store: closing a client that broke the TCPStore protocol");
+        if (got > 0) spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core.last_error());
         close_conn(fd);
         continue;
       }

@@ -119,7 +119,14 @@ TEST(StoreCoreTest, CancelWaitAnswersWaitCanceled) {
 TEST(StoreCoreTest, RejectsUnknownOpCodesAndAbsurdLengths) {
   StoreCore core;
   EXPECT_FALSE(core.OnData(1, Op(200)));
+  EXPECT_NE(core.last_error().find("request type 200 is not one LibTorch 1.13 clients send"), std::string::npos)
+      << core.last_error();
   EXPECT_FALSE(core.OnData(2, Op(kGet) + Raw<uint64_t>(1ull << 40)));
+  EXPECT_NE(core.last_error().find("64 MiB"), std::string::npos) << core.last_error();
+  // A 2.x request this store does not serve (a queue push, after VALIDATE) is named the same way.
+  EXPECT_FALSE(core.OnData(3, Validate() + Op(14) + Str("q") + Str("v")));
+  EXPECT_NE(core.last_error().find("request type 14 is not one LibTorch 2.3+ clients send"), std::string::npos)
+      << core.last_error();
 }
 
 TEST(StoreCoreTest, ClaimedCountsAndLengthsAreBoundedByWhatWasSent) {
