@@ -100,12 +100,7 @@ constexpr char kKillAbout[] = "dtrun kill: end the processes of dtrun jobs on th
 
 }  // namespace
 
-std::vector<CliOption> KillCommandFlags() {
-  CLI::App app(kKillAbout, "dtrun kill");
-  KillFlags f;
-  DefineKillFlags(app, f);
-  return DescribeFlags(app);
-}
+std::vector<CliOption> KillCommandFlags() { return DescribeCommand(kKillAbout, "dtrun kill", &DefineKillFlags); }
 
 int KillCommand(const std::vector<std::string>& args) {
   CLI::App app(kKillAbout, "dtrun kill");

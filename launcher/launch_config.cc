@@ -706,12 +706,7 @@ void AcceptOperatorSpellings() {
   }
 }
 
-std::vector<CliOption> LaunchFlags() {
-  CLI::App app("dtrun", "dtrun");
-  RawFlags f;
-  DefineFlags(app, f);
-  return DescribeFlags(app);
-}
+std::vector<CliOption> LaunchFlags() { return DescribeCommand("dtrun", "dtrun", &DefineFlags); }
 
 absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                                    const std::map<std::string, std::string>& env,

@@ -41,10 +41,7 @@ constexpr char kRdzvServerAbout[] = "dtrun rdzv-server: host a job's rendezvous 
 }  // namespace
 
 std::vector<CliOption> RdzvServerCommandFlags() {
-  CLI::App app(kRdzvServerAbout, "dtrun rdzv-server");
-  RdzvServerFlags f;
-  DefineRdzvServerFlags(app, f);
-  return DescribeFlags(app);
+  return DescribeCommand(kRdzvServerAbout, "dtrun rdzv-server", &DefineRdzvServerFlags);
 }
 
 int RdzvServerCommand(const std::vector<std::string>& args) {

@@ -149,10 +149,7 @@ void DefineStatusFlags(CLI::App& app, Flags& flags) {
 }  // namespace
 
 std::vector<CliOption> StatusCommandFlags() {
-  CLI::App app(kStatusAbout, "dtrun status");
-  Flags flags;
-  DefineStatusFlags(app, flags);
-  return DescribeFlags(app);
+  return DescribeCommand(kStatusAbout, "dtrun status", &DefineStatusFlags);
 }
 
 int StatusCommand(const std::vector<std::string>& args) {

@@ -43,4 +43,13 @@ inline std::vector<CliOption> DescribeFlags(const CLI::App& app) {
   return out;
 }
 
+// The flags of a command whose CLI `define` builds into an app bound to a Flags struct.
+template <typename Flags>
+std::vector<CliOption> DescribeCommand(const char* about, const char* name, void (*define)(CLI::App&, Flags&)) {
+  CLI::App app(about, name);
+  Flags flags;
+  define(app, flags);
+  return DescribeFlags(app);
+}
+
 }  // namespace dtrun

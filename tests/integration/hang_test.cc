@@ -39,19 +39,19 @@ class HangTest : public ::testing::Test {
   std::string python_, logs_;
 };
 
-// --heartbeat-timeout 1 and workers that take 3 s to exit after their last step: not a hang. The
+// --heartbeat-timeout 2 and workers that take 5 s to exit after their last step: not a hang. The
 // teardown bound (--teardown-timeout) rules once a rank reported its last step, or once a worker of
 // its group exited successfully; past that bound it is a hang.
 TEST_F(HangTest, ARankTearingDownAfterItsLastStepIsNotAHang) {
   for (const char* mode : {"announce", "peer"}) {
-    auto [rc, out] = Dtrun({"--nproc-per-node", "2", "--heartbeat-timeout", "1", Worker("slow_teardown.py"), "20", "3",
+    auto [rc, out] = Dtrun({"--nproc-per-node", "2", "--heartbeat-timeout", "2", Worker("slow_teardown.py"), "20", "5",
                             mode});
     EXPECT_EQ(rc, 0) << mode << ": " << out;
     EXPECT_NE(out.find("EXITED 1"), std::string::npos) << mode << ": " << out;
     EXPECT_TRUE(Events(RunDir(logs_), "hang").empty()) << mode;
     fs::remove_all(logs_);
   }
-  auto [rc, out] = Dtrun({"--nproc-per-node", "2", "--heartbeat-timeout", "1", "--teardown-timeout", "1",
+  auto [rc, out] = Dtrun({"--nproc-per-node", "2", "--heartbeat-timeout", "2", "--teardown-timeout", "1",
                           Worker("slow_teardown.py"), "20", "30", "announce"});
   EXPECT_EQ(rc, kHangExitCode) << out;
   EXPECT_NE(out.find("(--teardown-timeout 1)"), std::string::npos) << out;

@@ -89,11 +89,6 @@ TEST(LaunchTest, StaticModeServesTheStoreOnTheGivenPort) {
   EXPECT_NE(out.find("ADDR=127.0.0.1 USE=True RUN=none"), std::string::npos) << out;
 }
 
-}  // namespace
-}  // namespace dtrun::testing
-
-namespace dtrun::testing {
-namespace {
 
 // The Python that runs a script's workers, with a `python3` first on PATH that is the wrong one
 // (as an activated environment other than the one meant, or a stale shim).
@@ -145,11 +140,6 @@ TEST_F(PythonChoiceTest, AFailedJobNamesTheInterpreterItsWorkersRan) {
       << out;
 }
 
-}  // namespace
-}  // namespace dtrun::testing
-
-namespace dtrun::testing {
-namespace {
 
 // Newer torchrun's flags and variables, as workers and callers see them.
 TEST(TorchrunParityTest, VirtualLocalRankGivesEachWorkerItsOneDeviceAsLocalRankZero) {
@@ -190,11 +180,6 @@ TEST(TorchrunParityTest, ABracketedIpv6MasterAddressReachesWorkersWithoutBracket
   EXPECT_NE(out.find("ADDR=::1\n"), std::string::npos) << out;
 }
 
-}  // namespace
-}  // namespace dtrun::testing
-
-namespace dtrun::testing {
-namespace {
 
 // Python callers of torch's launch API, pointed at dtrun's: the same script gets the same results.
 class PythonLaunchApiTest : public ::testing::Test {
