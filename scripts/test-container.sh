@@ -12,6 +12,10 @@ build=$(realpath "${1:-build}")
 [ "$(id -u)" = 0 ] || { echo "test-container: skipped: needs root"; exit 77; }
 command -v podman >/dev/null || { echo "test-container: skipped: no podman (scripts/install-deps.sh package)"; exit 77; }
 command -v debootstrap >/dev/null || { echo "test-container: skipped: no debootstrap (scripts/install-deps.sh package)"; exit 77; }
+# podman itself unusable here (no storage driver, no user namespaces): a machine's limit, not the recipe's.
+if ! why=$(podman info 2>&1 >/dev/null); then
+  echo "test-container: skipped: podman cannot run on this machine: $(echo "$why" | head -1)"; exit 77
+fi
 
 work=$(mktemp -d "$build/package-test/container.XXXXXX")
 tag=$(basename "$work" | tr 'A-Z.' 'a-z-')
