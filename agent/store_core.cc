@@ -9,18 +9,22 @@
 namespace dtrun {
 namespace {
 
-// Requests by meaning. LibTorch 1.13–2.2 number them kSet=0..kCancelWait=12 (with WATCH_KEY at 7);
-// clients that open with VALIDATE (2.3+) number them VALIDATE=0, SET=1, … without WATCH_KEY.
+// Requests by meaning. LibTorch 1.13 numbers them kSet=0..kCancelWait=12 (with WATCH_KEY at 7);
+// clients that open with VALIDATE (2.3+) number them VALIDATE=0, SET=1, … without WATCH_KEY, then
+// PING and the newest clients' queue, list and barrier requests (numbered in the order PyTorch's
+// libuv backend dispatches them, PING's place included; docs/DESIGN.md). The 2.2-era numbering
+// without either (DELETE_KEY=7) is not told apart (DESIGN).
 enum Op {
   kValidate, kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey,
-  kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kInvalid,
+  kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kQueuePush, kQueuePop, kQueueLen, kListKeys,
+  kBarrier, kInvalid,
 };
 constexpr Op kLegacyOps[] = {kSet,       kCompareSet, kGet,    kAdd,     kCheck,
                              kWait,      kGetNumKeys, kWatchKey, kDeleteKey, kAppend,
                              kMultiGet,  kMultiSet,   kCancelWait};
-constexpr Op kValidatedOps[] = {kValidate, kSet,      kCompareSet, kGet,       kAdd,
-                                kCheck,    kWait,     kGetNumKeys, kDeleteKey, kAppend,
-                                kMultiGet, kMultiSet, kCancelWait, kPing};
+constexpr Op kValidatedOps[] = {kValidate, kSet,       kCompareSet, kGet,      kAdd,     kCheck,   kWait,
+                                kGetNumKeys, kDeleteKey, kAppend,     kMultiGet, kMultiSet, kCancelWait,
+                                kPing,     kQueuePush, kQueuePop,   kQueueLen, kListKeys, kBarrier};
 constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 // Every length a client claims is checked against what it has sent and against these limits
 // before anything is allocated; a request beyond them closes the connection.
@@ -178,7 +182,7 @@ long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
     last_error_ = absl::StrCat("request type ", static_cast<int>(code), " is not one ",
                                c.dialect == Dialect::kValidated ? "LibTorch 2.3+ clients send (after VALIDATE)"
                                                                 : "LibTorch 1.13 clients send (no VALIDATE)",
-                               "; this store serves SET through CANCEL_WAIT and PING, not 2.x's queue or list requests");
+                               "; this store serves SET through BARRIER");
     return -1;
   }
   if (!Execute(id, c, op, r)) {
@@ -239,7 +243,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
     }
     case kCheck: {
       if (!r.Get(&n) || !r.Strs(n, &keys)) return false;
-      bool all = std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return kv_.count(k); });
+      bool all = std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return Present(k); });
       Reply(id, c, Raw<uint8_t>(all ? kCheckReady : kCheckNotReady));
       return true;
     }
@@ -294,6 +298,53 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       Reply(id, c, Raw<uint32_t>(nonce));
       return true;
     }
+    case kQueuePush:
+      if (!r.Str(&key) || !r.Str(&value)) return false;
+      queues_[key].push_back(std::move(value));
+      WakeOne(key);
+      return true;
+    case kQueuePop: {
+      if (!r.Str(&key)) return false;
+      auto it = queues_.find(key);
+      const size_t size = it == queues_.end() ? 0 : it->second.size();
+      std::string out = Raw<int64_t>(static_cast<int64_t>(size));
+      if (size > 0) {
+        out += Bytes(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) queues_.erase(it);
+      }
+      Reply(id, c, out);
+      return true;
+    }
+    case kQueueLen: {
+      if (!r.Str(&key)) return false;
+      auto it = queues_.find(key);
+      Reply(id, c, Raw<int64_t>(it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size())));
+      return true;
+    }
+    case kListKeys: {
+      std::string out = Raw<int64_t>(static_cast<int64_t>(kv_.size()));
+      for (const auto& [k, v] : kv_) out += Bytes(k);
+      Reply(id, c, out);
+      return true;
+    }
+    case kBarrier: {
+      int64_t world_size = 0;
+      if (!r.Str(&key) || !r.Get(&world_size)) return false;
+      int64_t count = 0;
+      auto it = kv_.find(key);
+      if (it != kv_.end() && !absl::SimpleAtoi(it->second, &count)) count = 0;
+      ++count;
+      if (count >= world_size) {
+        Set(key, absl::StrCat(count));  // wakes the ranks that arrived before
+        Reply(id, c, Raw<uint8_t>(kStopWaiting));
+      } else {
+        kv_[key] = absl::StrCat(count);  // counted without waking anyone, as LibTorch's server
+        waiters_[key].push_back(id);
+        c.keys_awaited = 1;
+      }
+      return true;
+    }
     case kInvalid:
       return false;
   }
@@ -313,10 +364,28 @@ void StoreCore::Set(const std::string& key, std::string value) {
   }
 }
 
+bool StoreCore::Present(const std::string& key) const {
+  auto q = queues_.find(key);
+  return kv_.count(key) > 0 || (q != queues_.end() && !q->second.empty());
+}
+
+void StoreCore::WakeOne(const std::string& key) {
+  auto it = waiters_.find(key);
+  while (it != waiters_.end() && !it->second.empty()) {
+    const StoreClientId waiter = it->second.front();
+    it->second.erase(it->second.begin());
+    auto cit = clients_.find(waiter);
+    if (cit == clients_.end() || cit->second.keys_awaited == 0) continue;
+    if (--cit->second.keys_awaited == 0) Reply(waiter, cit->second, Raw<uint8_t>(kStopWaiting));
+    break;  // one item, one waiter
+  }
+  if (it != waiters_.end() && it->second.empty()) waiters_.erase(it);
+}
+
 void StoreCore::StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys) {
   size_t missing = 0;
   for (const std::string& k : keys) {
-    if (kv_.count(k)) continue;
+    if (Present(k)) continue;
     waiters_[k].push_back(id);
     ++missing;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -76,10 +77,15 @@ class StoreCore {
   bool Execute(StoreClientId id, Client& c, int op, Reader& r);
   void Set(const std::string& key, std::string value);
   void StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys);
+  // A key is there for CHECK and WAIT when it has a value or a non-empty queue.
+  bool Present(const std::string& key) const;
+  // A queue got an item: the first client waiting on `key` is woken (one item, one waiter).
+  void WakeOne(const std::string& key);
   void CancelWait(StoreClientId id, Client& c);
   void Reply(StoreClientId id, Client& c, absl::string_view bytes);
 
   std::unordered_map<std::string, std::string> kv_;
+  std::unordered_map<std::string, std::deque<std::string>> queues_;  // QUEUE_PUSH/POP (2.x)
   std::unordered_map<std::string, std::vector<StoreClientId>> waiters_;
   std::map<StoreClientId, Client> clients_;
   std::set<StoreClientId> pending_output_;

@@ -123,9 +123,9 @@ TEST(StoreCoreTest, RejectsUnknownOpCodesAndAbsurdLengths) {
       << core.last_error();
   EXPECT_FALSE(core.OnData(2, Op(kGet) + Raw<uint64_t>(1ull << 40)));
   EXPECT_NE(core.last_error().find("64 MiB"), std::string::npos) << core.last_error();
-  // A 2.x request this store does not serve (a queue push, after VALIDATE) is named the same way.
-  EXPECT_FALSE(core.OnData(3, Validate() + Op(14) + Str("q") + Str("v")));
-  EXPECT_NE(core.last_error().find("request type 14 is not one LibTorch 2.3+ clients send"), std::string::npos)
+  // Past the newest numbering, after VALIDATE: named the same way.
+  EXPECT_FALSE(core.OnData(3, Validate() + Op(30) + Str("q")));
+  EXPECT_NE(core.last_error().find("request type 30 is not one LibTorch 2.3+ clients send"), std::string::npos)
       << core.last_error();
 }
 
@@ -212,6 +212,53 @@ TEST(StoreCoreBacklogTest, RepliesNobodyReadsStopAtTheCapAndTheRestRunsOnceRead)
   core.OnDisconnect(1);
   core.OnDisconnect(2);
   EXPECT_EQ(core.backlog(), 0u);
+}
+
+}  // namespace
+}  // namespace dtrun
+
+namespace dtrun {
+namespace {
+
+// The newest clients' requests, after VALIDATE: QUEUE_PUSH 14, QUEUE_POP 15, QUEUE_LEN 16,
+// LIST_KEYS 17, BARRIER 18, with the replies PyTorch's libuv backend sends.
+constexpr uint8_t kVSet = 1, kVWait = 6, kVQueuePush = 14, kVQueuePop = 15, kVQueueLen = 16, kVListKeys = 17,
+                  kVBarrier = 18;
+
+TEST(StoreCoreNewestTest, QueuesPushPopAndCountAndWakeOneWaiterPerItem) {
+  StoreCore core;
+  for (StoreClientId id : {1, 2, 3}) ASSERT_TRUE(core.OnData(id, Validate()));
+  // Two consumers wait for the queue (a blocking pop waits on its key first).
+  ASSERT_TRUE(core.OnData(2, Op(kVWait) + Raw<uint64_t>(1) + Str("jobs")));
+  ASSERT_TRUE(core.OnData(3, Op(kVWait) + Raw<uint64_t>(1) + Str("jobs")));
+  EXPECT_TRUE(core.TakeOutput(2).empty());
+  ASSERT_TRUE(core.OnData(1, Op(kVQueuePush) + Str("jobs") + Str("a")));
+  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(0)) << "the first waiter is woken";
+  EXPECT_TRUE(core.TakeOutput(3).empty()) << "one item wakes one waiter";
+  ASSERT_TRUE(core.OnData(1, Op(kVQueuePush) + Str("jobs") + Str("b")));
+  EXPECT_EQ(core.TakeOutput(3), Raw<uint8_t>(0));
+  ASSERT_TRUE(core.OnData(1, Op(kVQueueLen) + Str("jobs")));
+  EXPECT_EQ(core.TakeOutput(1), Raw<int64_t>(2));
+  ASSERT_TRUE(core.OnData(2, Op(kVQueuePop) + Str("jobs")));
+  EXPECT_EQ(core.TakeOutput(2), Raw<int64_t>(2) + Str("a")) << "the size before the pop, then the item";
+  ASSERT_TRUE(core.OnData(3, Op(kVQueuePop) + Str("jobs")));
+  EXPECT_EQ(core.TakeOutput(3), Raw<int64_t>(1) + Str("b"));
+  ASSERT_TRUE(core.OnData(3, Op(kVQueuePop) + Str("jobs")));
+  EXPECT_EQ(core.TakeOutput(3), Raw<int64_t>(0)) << "empty: the size alone";
+}
+
+TEST(StoreCoreNewestTest, ListKeysNamesEveryKeyAndABarrierReleasesEveryRankAtTheLast) {
+  StoreCore core;
+  for (StoreClientId id : {1, 2, 3}) ASSERT_TRUE(core.OnData(id, Validate()));
+  ASSERT_TRUE(core.OnData(1, Op(kVSet) + Str("only") + Str("v")));
+  ASSERT_TRUE(core.OnData(1, Op(kVListKeys)));
+  EXPECT_EQ(core.TakeOutput(1), Raw<int64_t>(1) + Str("only"));
+  ASSERT_TRUE(core.OnData(1, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
+  ASSERT_TRUE(core.OnData(2, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
+  EXPECT_TRUE(core.TakeOutput(1).empty());
+  EXPECT_TRUE(core.TakeOutput(2).empty());
+  ASSERT_TRUE(core.OnData(3, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
+  for (StoreClientId id : {1, 2, 3}) EXPECT_EQ(core.TakeOutput(id), Raw<uint8_t>(0)) << "rank " << id;
 }
 
 }  // namespace
