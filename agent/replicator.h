@@ -98,7 +98,7 @@ class Replicator {
   absl::Duration RetryLater(absl::Duration backoff);
   void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
-  std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round);
+  std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Pace(double seconds);  // sleeps to keep the duty cycle; false when stopping
 
   static constexpr absl::Duration kLastRetry = absl::Seconds(30);

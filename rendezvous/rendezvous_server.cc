@@ -64,7 +64,7 @@ class Service final : public v1::Rendezvous::CallbackService {
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
                                  v1::JoinResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
+    return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       absl::StatusOr<std::string> id = state_.Join(FromWire(*req), Clock::now());
       if (!id.ok()) return id.status();
       resp->set_node_id(*id);
@@ -81,7 +81,7 @@ class Service final : public v1::Rendezvous::CallbackService {
                                       v1::KeepAliveResponse* resp) override {
     std::optional<status::NodeStatus> progress;
     if (req->has_progress()) progress = FromWire(req->progress());  // converted outside the lock
-    return Respond(ctx, [&]() -> absl::Status {
+    return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       resp->set_round(state_.round());
       absl::Status st = state_.KeepAlive(req->node_id(), Clock::now());
       if (st.ok() && progress) {
@@ -99,7 +99,7 @@ class Service final : public v1::Rendezvous::CallbackService {
 
   grpc::ServerUnaryReactor* ReportOutcome(grpc::CallbackServerContext* ctx, const v1::OutcomeRequest* req,
                                           v1::OutcomeResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
+    return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       absl::Status st;
       if (req->success()) {
         st = state_.ReportSuccess(req->node_id(), req->round(), Clock::now());
@@ -113,7 +113,7 @@ class Service final : public v1::Rendezvous::CallbackService {
 
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* ctx, const v1::LeaveRequest* req,
                                   v1::LeaveResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
+    return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       absl::Status st = state_.Leave(req->node_id(), Clock::now());
       resp->set_round(state_.round());
       return st;
@@ -122,7 +122,7 @@ class Service final : public v1::Rendezvous::CallbackService {
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const v1::StatusRequest* req,
                                    v1::StatusResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
+    return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       JobSummary s = state_.Summary();
       s.progress = state_.Progress();
       s.straggler = state_.straggler();
@@ -133,7 +133,7 @@ class Service final : public v1::Rendezvous::CallbackService {
 
   grpc::ServerUnaryReactor* Kill(grpc::CallbackServerContext* ctx, const v1::KillRequest* req,
                                  v1::KillResponse* resp) override {
-    return Respond(ctx, [&]() -> absl::Status {
+    return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       state_.Kill(req->reason().empty() ? "killed by dtrun kill" : req->reason());
       resp->set_round(state_.round());
       return absl::OkStatus();
@@ -221,7 +221,8 @@ class Service final : public v1::Rendezvous::CallbackService {
   std::vector<std::pair<WatchReactor*, grpc::Status>> TakeAnswersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::pair<WatchReactor*, grpc::Status>> out;
     RendezvousState::Touched touched = state_.TakeTouched();
-    auto answer = [&](std::multimap<std::string, WatchReactor*>::iterator it) {
+    auto answer = [&](std::multimap<std::string, WatchReactor*>::iterator it)
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       WatchReactor* r = it->second;
       absl::StatusOr<NodeView> view = state_.View(r->node_id_);
       if (view.ok() && view->version <= r->after_) return std::next(it);

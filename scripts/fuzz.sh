@@ -10,7 +10,7 @@ SECONDS_EACH=${FUZZ_SECONDS:-30}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(store_core_fuzz error_file_fuzz rendezvous_fuzz decode_fuzz tar_shards_fuzz progress_fuzz status_json_fuzz hostlist_fuzz ratings_fuzz snapshot_fuzz replica_fuzz)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRUN_WITH_TORCH=OFF \
-  -DDTRUN_WITH_TESTS=OFF -DDTRUN_FUZZ=ON -DDTRUN_SANITIZE=address,undefined >/dev/null
+  -DDTRUN_WITH_TESTS=OFF -DDTRUN_FUZZ=ON -DDTRUN_SANITIZE=address,undefined -DDTRUN_WERROR=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
 mkdir -p build-fuzz/findings
 for t in "${targets[@]}"; do

@@ -20,8 +20,9 @@ for kind in "${kinds[@]}"; do
     *) echo "unknown sanitizer build: $kind (asan or tsan)" >&2; exit 2 ;;
   esac
   dir=build-$kind
+  # -DDTRUN_WERROR: warnings are errors and clang checks the lock annotations (-Wthread-safety).
   CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRUN_WITH_TORCH=OFF \
-    -DDTRUN_SANITIZE="$sanitize" >/dev/null
+    -DDTRUN_SANITIZE="$sanitize" -DDTRUN_WERROR=ON >/dev/null
   # A compiler that dies without a diagnostic (a CI run once lost two at once) is retried once, one
   # job at a time, with the machine's memory printed: a real compile error fails again, visibly.
   cmake --build "$dir" -j"$(nproc)" || {
