@@ -11,11 +11,11 @@
 
 #include <algorithm>
 #include <climits>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "base/checked_mutex.h"
 #include "base/guarded_thread.h"
 #include "base/unique_fd.h"
 
@@ -23,16 +23,20 @@ namespace dtrun {
 
 using Clock = std::chrono::steady_clock;
 
+// Shared by the writer thread and every caller; `mu` guards all that changes (clang checks it:
+// DTRUN_WERROR builds with -Wthread-safety). A CheckedMutex, not absl::Mutex: the TSan build must
+// see this lock (base/checked_mutex.h).
 struct ConsoleWriter::State {
   State(int fd, size_t high_water) : fd(fd), high_water(high_water) {}
 
-  size_t queued() const { return pending.size() + in_flight; }
+  size_t queued() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return pending.size() + in_flight; }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return !pending.empty() || closing || status_dirty; }
   void Wake() const {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(wake.get(), &one, sizeof(one));
   }
   // After the writer has made progress: tells the event loop what it may be waiting for.
-  void AfterProgress() {
+  void AfterProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (was_congested && queued() <= high_water / 2) {
       was_congested = false;
       Wake();
@@ -42,31 +46,31 @@ struct ConsoleWriter::State {
       Wake();
     }
   }
-  bool WriteChunk(const char* data, size_t size, std::unique_lock<std::mutex>& lock);
-  void Run();
+  bool WriteChunk(const char* data, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Run() ABSL_LOCKS_EXCLUDED(mu);
   // Wraps `batch` (maybe empty) in the status line's erase and redraw.
-  void FrameWithStatusLine(std::string& batch);
+  void FrameWithStatusLine(std::string& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   const int fd;
   const size_t high_water;
-  UniqueFd wake{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
-  std::mutex mu;
-  std::condition_variable has_work;   // the thread waits on it
-  std::condition_variable thread_done;
-  std::string pending;                // queued, not yet taken by the thread
-  size_t in_flight = 0;               // taken by the thread, not yet written
-  bool was_congested = false;         // someone saw congested(): wake them when it clears
-  bool want_empty = false;            // WaitWritten is waiting for an empty queue
-  bool broken = false;                // the reader is gone: bytes are dropped
-  bool idle = false;                  // the thread waits for work: notify it
-  bool closing = false;
-  bool done = false;
-  uint64_t dropped_logs = 0;
-  Clock::time_point last_progress = Clock::now();
-  std::string status_line;            // SetStatusLine's text ("" for none)
-  bool status_dirty = false;          // it changed since it was last drawn
-  bool status_shown = false;          // it is on the terminal now (the cursor is at its end)
-  bool at_line_start = true;          // the last byte written was a newline
+  const UniqueFd wake{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  mutable CheckedMutex mu;
+  CheckedCondVar has_work{&mu};                         // the thread waits on it
+  CheckedCondVar thread_done{&mu};
+  std::string pending ABSL_GUARDED_BY(mu);              // queued, not yet taken by the thread
+  size_t in_flight ABSL_GUARDED_BY(mu) = 0;             // taken by the thread, not yet written
+  bool was_congested ABSL_GUARDED_BY(mu) = false;       // someone saw congested(): wake them when it clears
+  bool want_empty ABSL_GUARDED_BY(mu) = false;          // WaitWritten is waiting for an empty queue
+  bool broken ABSL_GUARDED_BY(mu) = false;              // the reader is gone: bytes are dropped
+  bool idle ABSL_GUARDED_BY(mu) = false;                // the thread waits for work: signal it
+  bool closing ABSL_GUARDED_BY(mu) = false;
+  bool done ABSL_GUARDED_BY(mu) = false;
+  uint64_t dropped_logs ABSL_GUARDED_BY(mu) = 0;
+  Clock::time_point last_progress ABSL_GUARDED_BY(mu) = Clock::now();
+  std::string status_line ABSL_GUARDED_BY(mu);          // SetStatusLine's text ("" for none)
+  bool status_dirty ABSL_GUARDED_BY(mu) = false;        // it changed since it was last drawn
+  bool status_shown ABSL_GUARDED_BY(mu) = false;        // it is on the terminal now (the cursor is at its end)
+  bool at_line_start ABSL_GUARDED_BY(mu) = true;        // the last byte written was a newline
 };
 
 void ConsoleWriter::State::FrameWithStatusLine(std::string& batch) {
@@ -85,10 +89,10 @@ void ConsoleWriter::State::FrameWithStatusLine(std::string& batch) {
   batch.swap(framed);
 }
 
-// Writes one chunk with `lock` released while the kernel takes it; false if the reader is gone.
-bool ConsoleWriter::State::WriteChunk(const char* data, size_t size, std::unique_lock<std::mutex>& lock) {
+// Writes one chunk with `mu` released while the kernel takes it; false if the reader is gone.
+bool ConsoleWriter::State::WriteChunk(const char* data, size_t size) {
   while (size > 0) {
-    lock.unlock();
+    mu.Unlock();
     ssize_t n = ::write(fd, data, size);
     const int err = errno;
     if (n < 0 && err == EAGAIN) {
@@ -97,7 +101,7 @@ bool ConsoleWriter::State::WriteChunk(const char* data, size_t size, std::unique
       pollfd p{fd, POLLOUT, 0};
       ::poll(&p, 1, -1);
     }
-    lock.lock();
+    mu.Lock();
     if (n < 0 && (err == EINTR || err == EAGAIN)) continue;
     if (n <= 0) return false;
     in_flight -= static_cast<size_t>(n);
@@ -111,17 +115,17 @@ bool ConsoleWriter::State::WriteChunk(const char* data, size_t size, std::unique
 void ConsoleWriter::State::Run() {
   constexpr size_t kChunk = 64 * 1024;  // progress (and congestion's end) is seen per chunk
   std::string batch;
-  std::unique_lock<std::mutex> lock(mu);
+  CheckedMutexLock lock(&mu);
   for (;;) {
     idle = true;
-    has_work.wait(lock, [&] { return !pending.empty() || closing || status_dirty; });
+    has_work.Wait([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return HasWork(); });
     idle = false;
     if (pending.empty() && !status_dirty) break;
     batch.swap(pending);
     FrameWithStatusLine(batch);
     in_flight = batch.size();
     for (size_t at = 0; at < batch.size() && !broken; at += kChunk) {
-      if (!WriteChunk(batch.data() + at, std::min(kChunk, batch.size() - at), lock)) {
+      if (!WriteChunk(batch.data() + at, std::min(kChunk, batch.size() - at))) {
         broken = true;  // EPIPE and friends: as before, output to a gone reader is dropped
         pending.clear();
       }
@@ -132,7 +136,7 @@ void ConsoleWriter::State::Run() {
     AfterProgress();
   }
   done = true;
-  thread_done.notify_all();
+  thread_done.SignalAll();
 }
 
 ConsoleWriter::ConsoleWriter(int fd, size_t high_water)
@@ -144,12 +148,12 @@ ConsoleWriter::ConsoleWriter(int fd, size_t high_water)
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   std::thread([state = state_] {
     RunGuarded("console writer", [&] { state->Run(); }, [&](const absl::Status&) {
-      std::lock_guard<std::mutex> lock(state->mu);  // as a gone reader: later bytes are dropped
+      CheckedMutexLock lock(&state->mu);  // as a gone reader: later bytes are dropped
       state->broken = true;
       state->pending.clear();
       state->in_flight = 0;
       state->done = true;
-      state->thread_done.notify_all();
+      state->thread_done.SignalAll();
       state->Wake();
     });
   }).detach();
@@ -157,18 +161,21 @@ ConsoleWriter::ConsoleWriter(int fd, size_t high_water)
 }
 
 ConsoleWriter::~ConsoleWriter() {
-  std::unique_lock<std::mutex> lock(state_->mu);
+  State* const state = state_.get();
+  CheckedMutexLock lock(&state->mu);
   // What a stuck reader has not taken by now is dropped; a thread blocked in write(2) keeps the
   // state alive and ends with the process.
-  state_->pending.clear();
-  state_->closing = true;
-  state_->has_work.notify_all();
-  if (state_->in_flight == 0) state_->thread_done.wait(lock, [&] { return state_->done; });
+  state->pending.clear();
+  state->closing = true;
+  state->has_work.SignalAll();
+  if (state->in_flight == 0) {
+    state->thread_done.Wait([state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state->mu) { return state->done; });
+  }
 }
 
 void ConsoleWriter::Write(std::string& bytes) {
   if (bytes.empty()) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  CheckedMutexLock lock(&state_->mu);
   if (!state_->broken) {
     // Taking the caller's buffer whole saves a copy; it gets an empty one back to fill again.
     if (state_->pending.empty()) {
@@ -176,13 +183,13 @@ void ConsoleWriter::Write(std::string& bytes) {
     } else {
       state_->pending.append(bytes);
     }
-    if (state_->idle) state_->has_work.notify_one();
+    if (state_->idle) state_->has_work.SignalAll();
   }
   bytes.clear();
 }
 
 bool ConsoleWriter::WriteLog(absl::string_view line) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  CheckedMutexLock lock(&state_->mu);
   if (state_->broken) return false;
   if (state_->queued() > 4 * state_->high_water) {
     ++state_->dropped_logs;
@@ -194,23 +201,23 @@ bool ConsoleWriter::WriteLog(absl::string_view line) {
     state_->dropped_logs = 0;
   }
   state_->pending.append(line.data(), line.size());
-  if (state_->idle) state_->has_work.notify_one();
+  if (state_->idle) state_->has_work.SignalAll();
   return true;
 }
 
 bool ConsoleWriter::congested() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  CheckedMutexLock lock(&state_->mu);
   if (state_->queued() <= state_->high_water) return false;
   state_->was_congested = true;
   return true;
 }
 
 void ConsoleWriter::SetStatusLine(std::string line) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  CheckedMutexLock lock(&state_->mu);
   if (line == state_->status_line) return;
   state_->status_line = std::move(line);
   state_->status_dirty = true;
-  if (state_->idle) state_->has_work.notify_one();
+  if (state_->idle) state_->has_work.SignalAll();
 }
 
 int ConsoleWriter::wake_fd() const { return state_->wake.get(); }
@@ -221,7 +228,7 @@ void ConsoleWriter::ClearWake() {
 }
 
 size_t ConsoleWriter::unwritten() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  CheckedMutexLock lock(&state_->mu);
   return state_->broken ? 0 : state_->queued();
 }
 
@@ -230,7 +237,7 @@ bool ConsoleWriter::WaitWritten(int interrupt_fd, std::chrono::milliseconds stal
   for (;;) {
     Clock::time_point stalled_since;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
+      CheckedMutexLock lock(&state_->mu);
       if (state_->queued() == 0 || state_->broken) return true;
       state_->want_empty = true;
       stalled_since = std::max(start, state_->last_progress);
