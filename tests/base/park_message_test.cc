@@ -3,6 +3,7 @@
 #include "base/park_message.h"
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun {
 namespace {
@@ -28,7 +29,9 @@ TEST(ParkMessageTest, TheEnvironmentComesBackAsSent) {
 
 TEST(ParkMessageTest, AHeaderThatIsNotASmallCountIsRefused) {
   for (const char* bad : {"", "-1", "12x", " 12", "99999999999999", "1048577"}) {
-    EXPECT_FALSE(DecodeReleaseSize(bad).ok()) << bad;
+    EXPECT_THAT(DecodeReleaseSize(bad), ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                                   ::testing::HasSubstr("must start with its size")))
+        << bad;
   }
   EXPECT_EQ(*DecodeReleaseSize("1048576"), kMaxReleaseBytes);
 }
@@ -37,7 +40,8 @@ TEST(ParkMessageTest, EntriesThatAreNotNameEqualsValueAreRefused) {
   using namespace std::string_literals;
   for (const std::string& bad : {"RANK=1"s, "RANK\0"s, "=1\0"s, "A=1\0\0"s}) {
     absl::StatusOr<std::vector<std::string>> got = DecodeReleaseEnv(bad);
-    EXPECT_FALSE(got.ok()) << bad;
+    EXPECT_THAT(got, ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("release")))
+        << bad;
   }
 }
 

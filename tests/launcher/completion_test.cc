@@ -2,11 +2,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 TEST(CompletionTest, EveryFlagOfEveryCommandIsInBothScripts) {
   std::vector<CompletedCommand> commands = DtrunCommands();
@@ -57,11 +58,9 @@ TEST(CompletionTest, ZshSpecsEscapeWhatZshWouldReadAsSyntax) {
 }
 
 TEST(CompletionTest, AnUnknownShellIsNamedWithTheOnesThereAre) {
-  absl::StatusOr<std::string> script = CompletionScript("fish", DtrunCommands());
-  ASSERT_FALSE(script.ok());
-  EXPECT_EQ(script.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(script.status().message(), HasSubstr("'fish'"));
-  EXPECT_THAT(script.status().message(), HasSubstr("bash zsh"));
+  EXPECT_THAT(CompletionScript("fish", DtrunCommands()),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                         ::testing::AllOf(HasSubstr("'fish'"), HasSubstr("bash zsh"))));
 }
 
 }  // namespace

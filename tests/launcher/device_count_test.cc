@@ -3,6 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/launch_config.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun {
 namespace {
@@ -78,9 +79,8 @@ TEST(NprocPerNodeTest, GpuCudaXpuAndAutoCountWhatTheWorkersWillSee) {
   }
   // Every GPU hidden: gpu is an error naming why, auto falls back to the cores (as torchrun).
   const std::map<std::string, std::string> hidden = {{"CUDA_VISIBLE_DEVICES", ""}};
-  absl::StatusOr<NprocPerNode> none = ParseNprocPerNode("gpu", host, hidden);
-  ASSERT_FALSE(none.ok());
-  EXPECT_THAT(none.status().message(), HasSubstr("CUDA_VISIBLE_DEVICES= of 8 NVIDIA GPUs"));
+  EXPECT_THAT(ParseNprocPerNode("gpu", host, hidden),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("CUDA_VISIBLE_DEVICES= of 8 NVIDIA GPUs")));
   absl::StatusOr<NprocPerNode> cores = ParseNprocPerNode("auto", host, hidden);
   ASSERT_TRUE(cores.ok());
   EXPECT_EQ(cores->count, 32);
@@ -92,8 +92,10 @@ TEST(NprocPerNodeTest, GpuCudaXpuAndAutoCountWhatTheWorkersWillSee) {
   EXPECT_EQ(ParseNprocPerNode("gpu", host, {{"HIP_VISIBLE_DEVICES", "1,2,3"}})->count, 3);
   EXPECT_EQ(ParseNprocPerNode("xpu", host, {})->count, 1);
   EXPECT_EQ(ParseNprocPerNode("7", host, {})->counted, "");
-  EXPECT_FALSE(ParseNprocPerNode("tpu", host, {}).ok());
-  EXPECT_FALSE(ParseNprocPerNode("0", host, {}).ok());
+  EXPECT_THAT(ParseNprocPerNode("tpu", host, {}),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cpu, gpu, cuda, xpu or auto")));
+  EXPECT_THAT(ParseNprocPerNode("0", host, {}),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("a positive integer")));
 }
 
 }  // namespace

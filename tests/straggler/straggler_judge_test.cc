@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun::straggler {
 namespace {
@@ -98,16 +99,20 @@ TEST(StragglerJudgeTest, StepsThatDoNotFitAreRefusedAndChangeNothing) {
   ASSERT_EQ(judge.Current()->rank, 1);
 
   StepWaits three = Step(21, 3, rng, 0.004);
-  EXPECT_FALSE(judge.Add(three).ok());  // another world size
+  using ::dtrun::testing::StatusIs;
+  using ::testing::HasSubstr;
+  const absl::StatusCode kBad = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(judge.Add(three), StatusIs(kBad, HasSubstr("step 21 has 3 ranks, the job 4")));
   StepWaits again = Step(20, 4, rng, 0.004, 3, 2.0);
-  EXPECT_FALSE(judge.Add(again).ok());  // not after the last step
+  EXPECT_THAT(judge.Add(again), StatusIs(kBad, HasSubstr("step 20 is not after step 20")));
   StepWaits nan = Step(21, 4, rng, 0.004, 3, 2.0);
   nan.wait_s[0] = NAN;
-  EXPECT_FALSE(judge.Add(nan).ok());
+  EXPECT_THAT(judge.Add(nan), StatusIs(kBad, HasSubstr("negative or non-finite time")));
   StepWaits negative = Step(21, 4, rng, 0.004, 3, 2.0);
   negative.wait_s[2] = -1;
-  EXPECT_FALSE(judge.Add(negative).ok());
-  EXPECT_FALSE(judge.Add(StepWaits{21, {0.1}, 0.2}).ok());  // one rank: nobody to compare with
+  EXPECT_THAT(judge.Add(negative), StatusIs(kBad, HasSubstr("negative or non-finite time")));
+  EXPECT_THAT(judge.Add(StepWaits{21, {0.1}, 0.2}),  // one rank: nobody to compare with
+              StatusIs(kBad, HasSubstr("at least two ranks")));
   EXPECT_EQ(judge.Current()->rank, 1);
   EXPECT_EQ(judge.Current()->last_in, 20);
 
