@@ -1,6 +1,12 @@
 // `dtrun rdzv-server` on a dedicated "host" (loopback here), elastic agents joining it, remote
 // `dtrun kill --endpoint`, and TLS between agents and service.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
 
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
@@ -20,13 +26,38 @@ std::unique_ptr<Harness> Agent(int port, std::vector<std::string> extra = {}) {
   return std::make_unique<Harness>(argv);
 }
 
-int FreePortGuess() { return 20000 + ::getpid() % 20000; }
+// The port a dedicated server bound (it was given port 0), read from its "serving run ID on
+// HOST:PORT" line; -1 if it did not say.
+int ServingPort(Harness& server) {
+  if (!server.WaitForOutput("serving run ")) return -1;
+  const std::string out = server.out();
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("serving run \\S+ on \\S+:(\\d+)"))) return -1;
+  return std::stoi(m[1]);
+}
+
+// A port nothing listens on now, from the kernel: for the agent-hosted service, which needs a
+// fixed one on every node's command line.
+int UnusedPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
 
 TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
-  const int port = FreePortGuess();
-  Harness server({DtrunBinary(), "rdzv-server", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--nnodes",
-                  "2", "--rdzv-id", "rs", "--rdzv-token", "t"});
-  ASSERT_TRUE(server.WaitForOutput("serving run rs")) << server.all();
+  Harness server({DtrunBinary(), "rdzv-server", "--rdzv-endpoint", "127.0.0.1:0", "--nnodes", "2", "--rdzv-id", "rs",
+                  "--rdzv-token", "t"});
+  const int port = ServingPort(server);
+  ASSERT_GT(port, 0) << server.all();
   auto a = Agent(port), b = Agent(port);
   ASSERT_TRUE(a->WaitForOutput("world=2")) << a->all();
   ASSERT_TRUE(b->WaitForOutput("world=2")) << b->all();
@@ -52,13 +83,12 @@ std::vector<std::string> MakeTlsFlags(const std::string& dir = MakeTempDir(), co
 TEST(RdzvServerTest, TlsAgentsJoinAndPlaintextAgentsCannot) {
   std::vector<std::string> tls = MakeTlsFlags();
   if (tls.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
-  const int port = FreePortGuess() + 1;
-  std::vector<std::string> server_argv = {DtrunBinary(), "rdzv-server", "--rdzv-endpoint",
-                                          "127.0.0.1:" + std::to_string(port), "--nnodes", "2", "--rdzv-id", "rs",
-                                          "--rdzv-token", "t"};
+  std::vector<std::string> server_argv = {DtrunBinary(), "rdzv-server", "--rdzv-endpoint", "127.0.0.1:0", "--nnodes",
+                                          "2", "--rdzv-id", "rs", "--rdzv-token", "t"};
   server_argv.insert(server_argv.end(), tls.begin(), tls.end());
   Harness server(server_argv);
-  ASSERT_TRUE(server.WaitForOutput("serving run rs")) << server.all();
+  const int port = ServingPort(server);
+  ASSERT_GT(port, 0) << server.all();
   auto plain = Agent(port, {"--rdzv-conf", "join_timeout=1"});
   EXPECT_EQ(plain->Wait(), 1) << plain->all();
   auto a = Agent(port, tls), b = Agent(port, tls);
@@ -77,7 +107,7 @@ TEST(RdzvServerTest, AgentHostedTlsServiceSharesTheWorkersStorePort) {
   if (tls.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
   // No dedicated server: the first agent binds the endpoint and serves TLS gRPC and the workers'
   // TCPStore on that one port.
-  const int port = FreePortGuess() + 2;
+  const int port = UnusedPort();
   std::vector<std::string> argv = {DtrunBinary(), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                                    "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--rdzv-id", "tl",
                                    "--rdzv-token", "t", "--local-addr", "127.0.0.1"};
@@ -113,7 +143,7 @@ TEST(RdzvServerTest, TlsFlagMistakesAreNamedAtStartByEveryCommand) {
       {{"--rdzv-tls-cert", b[1], "--rdzv-tls-key", b[3], "--rdzv-tls-ca", a[5]}, "does not verify against --rdzv-tls-ca"},
       {{"--rdzv-tls-cert", dir + "/missing.pem", "--rdzv-tls-key", a[3], "--rdzv-tls-ca", a[5]}, "cannot open"},
   };
-  const std::string ep = "127.0.0.1:" + std::to_string(FreePortGuess() + 3);
+  const std::string ep = "127.0.0.1:" + std::to_string(UnusedPort());
   const std::vector<std::vector<std::string>> commands = {
       {DtrunBinary(), "rdzv-server", "--rdzv-endpoint", ep, "--nnodes", "2"},
       {DtrunBinary(), "status", "--endpoint", ep},
@@ -137,12 +167,12 @@ TEST(RdzvServerTest, AFailedHandshakeIsNamedAtTheFirstConnectOnBothSides) {
   const std::string dir = MakeTempDir();
   std::vector<std::string> a = MakeTlsFlags(dir, "a"), b = MakeTlsFlags(dir, "b");
   if (a.empty() || b.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
-  const int port = FreePortGuess() + 4;
-  std::vector<std::string> server_argv = {DtrunBinary(), "rdzv-server", "--rdzv-endpoint",
-                                          "127.0.0.1:" + std::to_string(port), "--nnodes", "2", "--rdzv-id", "rs"};
+  std::vector<std::string> server_argv = {DtrunBinary(), "rdzv-server", "--rdzv-endpoint", "127.0.0.1:0", "--nnodes",
+                                          "2", "--rdzv-id", "rs"};
   server_argv.insert(server_argv.end(), a.begin(), a.end());
   Harness server(server_argv);
-  ASSERT_TRUE(server.WaitForOutput("serving run rs")) << server.all();
+  const int port = ServingPort(server);
+  ASSERT_GT(port, 0) << server.all();
   auto other_ca = Agent(port, b);
   EXPECT_TRUE(other_ca->WaitForOutput("not trust this node's certificate", std::chrono::seconds(30))) << other_ca->all();
   EXPECT_NE(other_ca->err().find("certificate verify failed"), std::string::npos) << other_ca->all();
