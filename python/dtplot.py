@@ -35,9 +35,12 @@ MAX_LINE_BYTES = 1 << 16  # a metrics line is a few hundred bytes; longer ones a
 MAX_RECORD_BYTES = 1 << 20  # TensorBoard records holding scalars are small
 
 
+class DtplotError(Exception):
+    """Input dtplot cannot draw from; main() prints it in one line and exits 2."""
+
+
 def fail(message):
-    print(f"dtplot: error: {message}", file=sys.stderr)
-    sys.exit(2)
+    raise DtplotError(message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,6 +414,14 @@ def scaling_chart(study_path, out, data):
 
 
 def main(argv=None):
+    try:
+        return _main(argv)
+    except DtplotError as e:
+        print(f"dtplot: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(argv):
     parser = argparse.ArgumentParser(prog="dtplot", description="PNG charts from training runs' metrics")
     parser.add_argument("--version", action="version", version="dtplot " + _VERSION)
     parser.add_argument("runs", nargs="*", help="run directories (a trainer's --output-dir)")
