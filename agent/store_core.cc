@@ -232,9 +232,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
     case kAdd: {
       int64_t delta = 0;
       if (!r.Str(&key) || !r.Get(&delta)) return false;
-      int64_t current = 0;
-      auto it = kv_.find(key);
-      if (it != kv_.end() && !absl::SimpleAtoi(it->second, &current)) current = 0;
+      int64_t current = CounterAt(key);
       // Wraps like LibTorch's server does, without signed overflow (a hostile delta is just a number).
       current = static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(delta));
       Set(key, absl::StrCat(current));
@@ -331,10 +329,8 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
     case kBarrier: {
       int64_t world_size = 0;
       if (!r.Str(&key) || !r.Get(&world_size)) return false;
-      int64_t count = 0;
-      auto it = kv_.find(key);
-      if (it != kv_.end() && !absl::SimpleAtoi(it->second, &count)) count = 0;
-      ++count;
+      // Wraps as ADD does: a hostile count is just a number.
+      const int64_t count = static_cast<int64_t>(static_cast<uint64_t>(CounterAt(key)) + 1);
       if (count >= world_size) {
         Set(key, absl::StrCat(count));  // wakes the ranks that arrived before
         Reply(id, c, Raw<uint8_t>(kStopWaiting));
@@ -362,6 +358,13 @@ void StoreCore::Set(const std::string& key, std::string value) {
     if (cit == clients_.end() || cit->second.keys_awaited == 0) continue;
     if (--cit->second.keys_awaited == 0) Reply(waiter, cit->second, Raw<uint8_t>(kStopWaiting));
   }
+}
+
+int64_t StoreCore::CounterAt(const std::string& key) const {
+  int64_t value = 0;
+  auto it = kv_.find(key);
+  if (it != kv_.end() && !absl::SimpleAtoi(it->second, &value)) value = 0;
+  return value;
 }
 
 bool StoreCore::Present(const std::string& key) const {

@@ -77,6 +77,8 @@ class StoreCore {
   bool Execute(StoreClientId id, Client& c, int op, Reader& r);
   void Set(const std::string& key, std::string value);
   void StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys);
+  // ADD's and BARRIER's counter: the key's value as a number, 0 if it has none or another.
+  int64_t CounterAt(const std::string& key) const;
   // A key is there for CHECK and WAIT when it has a value or a non-empty queue.
   bool Present(const std::string& key) const;
   // A queue got an item: the first client waiting on `key` is woken (one item, one waiter).

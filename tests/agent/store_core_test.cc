@@ -259,6 +259,10 @@ TEST(StoreCoreNewestTest, ListKeysNamesEveryKeyAndABarrierReleasesEveryRankAtThe
   EXPECT_TRUE(core.TakeOutput(2).empty());
   ASSERT_TRUE(core.OnData(3, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
   for (StoreClientId id : {1, 2, 3}) EXPECT_EQ(core.TakeOutput(id), Raw<uint8_t>(0)) << "rank " << id;
+  // A counter at the top of int64 wraps (as ADD does) instead of overflowing.
+  ASSERT_TRUE(core.OnData(1, Op(kVSet) + Str("top") + Str("9223372036854775807")));
+  ASSERT_TRUE(core.OnData(1, Op(kVBarrier) + Str("top") + Raw<int64_t>(2)));
+  EXPECT_TRUE(core.TakeOutput(1).empty()) << "the wrapped count is below the world size: it waits";
 }
 
 }  // namespace
