@@ -11,9 +11,10 @@
 #include "base/shared_library.h"
 
 namespace dtrun::status {
-namespace {
 
-// The few libmicrohttpd entry points used, resolved from the library opened at run time.
+// The few libmicrohttpd entry points used, resolved from the library opened at run time. Outside
+// the anonymous namespace: it is a member of MetricsServer::Impl (GCC warns otherwise, -Wsubobject-
+// linkage, when a unity build includes this file).
 struct Mhd {
   SharedLibrary lib;
   decltype(&MHD_start_daemon) start_daemon = nullptr;
@@ -24,6 +25,8 @@ struct Mhd {
   decltype(&MHD_queue_response) queue_response = nullptr;
   decltype(&MHD_destroy_response) destroy_response = nullptr;
 };
+
+namespace {
 
 absl::StatusOr<Mhd> LoadMhd() {
   absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({"libmicrohttpd.so.12"}, "libmicrohttpd12");
