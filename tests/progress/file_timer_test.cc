@@ -1,6 +1,7 @@
 #include "progress/file_timer.h"
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun::progress {
 namespace {
@@ -25,7 +26,9 @@ TEST(FileTimerTest, MalformedRequestsAreRefused) {
                           R"({"pid": 1, "scope_id": 5, "expiration_time": 1})",
                           R"({"pid": 1, "scope_id": "a"})", R"({"pid": 1, "scope_id": "a", "expiration_time": 1, "signal": 99})",
                           R"({"pid": 1, "scope_id": "a", "expiration_time": 1, "signal": 1.5})"}) {
-    EXPECT_FALSE(ParseTimerRequest(bad).ok()) << bad;
+    EXPECT_THAT(ParseTimerRequest(bad), ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                                    ::testing::Not(::testing::IsEmpty())))
+        << bad;
   }
 }
 

@@ -1,6 +1,7 @@
 #include "progress/report_protocol.h"
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun::progress {
 namespace {
@@ -74,7 +75,9 @@ TEST(ReportProtocolTest, DivergedReportsCarryHexFingerprints) {
                           "diverged step=12 fingerprint=none majority=none",              // not hex
                           "diverged step=12 majority=none", "diverged fingerprint=00ab12cd34ef5678 majority=none",
                           "diverged step=12 fingerprint=00ab12cd34ef5678"}) {
-    EXPECT_FALSE(ParseReport(bad).ok()) << bad;
+    EXPECT_THAT(ParseReport(bad), ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                              ::testing::Not(::testing::IsEmpty())))
+        << bad;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun::worker {
 namespace {
@@ -23,11 +24,9 @@ TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheFo
   EXPECT_EQ(flip->bit, 30);
 
   for (const char* bad : {"", "1:20", "1:20:0", "1:20:60001", "-1:20:5", "x:1:5", "1:2:3:4", "1:20:15O"}) {
-    absl::StatusOr<SlowFault> s = ParseSlowFault(bad);
-    EXPECT_FALSE(s.ok()) << bad;
-    if (!s.ok()) {
-      EXPECT_NE(s.status().message().find("RANK:FROM_STEP:MS"), std::string::npos);
-    }
+    EXPECT_THAT(ParseSlowFault(bad), ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                                 ::testing::HasSubstr("RANK:FROM_STEP:MS")))
+        << bad;
   }
   for (const char* bad : {"0:30:fc.weight", "0:0:fc.weight:3", "0:30::3", "0:30:fc.weight:64", "0:30:fc.weight:-1"}) {
     EXPECT_FALSE(ParseFlipFault(bad).ok()) << bad;

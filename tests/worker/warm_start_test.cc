@@ -11,6 +11,7 @@
 
 #include "base/park_message.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 extern char** environ;
 
@@ -63,7 +64,8 @@ TEST_F(WarmStartTest, TheReleaseReplacesTheWholeEnvironment) {
 TEST_F(WarmStartTest, AClosedOrMalformedPipeIsAnErrorAndChangesNothing) {
   ::setenv("KEPT", "1", 1);
   Park("");  // the agent went away before releasing it
-  EXPECT_FALSE(AwaitRound().ok());
+  EXPECT_THAT(AwaitRound(), ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable,
+                                                       ::testing::HasSubstr("before releasing this worker")));
   EXPECT_STREQ(std::getenv("KEPT"), "1");
   Park("12\nRANK=3");  // shorter than it says
   EXPECT_FALSE(AwaitRound().ok());
@@ -71,9 +73,8 @@ TEST_F(WarmStartTest, AClosedOrMalformedPipeIsAnErrorAndChangesNothing) {
   EXPECT_FALSE(AwaitRound().ok());
   EXPECT_STREQ(std::getenv("KEPT"), "1");
   ::setenv("DTRUN_PARK_FD", "not-a-number", 1);
-  absl::Status st = AwaitRound();
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("DTRUN_PARK_FD"), std::string::npos) << st;
+  EXPECT_THAT(AwaitRound(),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("DTRUN_PARK_FD")));
 }
 
 }  // namespace
