@@ -41,11 +41,10 @@ def _record(error):
 
 def main(work):
     with open(os.path.join(work, "call.pkl"), "rb") as f:
-        raw = f.read()
-    _import_caller(_peek_main(raw))
-    call = pickle.loads(raw)
+        _import_caller(pickle.load(f))  # before the function, which may live there, unpickles
+        fn, args = pickle.load(f)
     try:
-        value = call["fn"](*call["args"])
+        value = fn(*args)
     except BaseException as e:  # noqa: B902 (every failure is the rank's root cause)
         _record(e)
         raise
@@ -54,20 +53,6 @@ def main(work):
     with open(tmp, "wb") as f:
         pickle.dump(value, f)
     os.rename(tmp, os.path.join(work, "result_%d.pkl" % rank))
-
-
-def _peek_main(raw):
-    """The caller's main-module path, read before the function (which may live there) unpickles."""
-    class _Lenient(pickle.Unpickler):
-        def find_class(self, module, name):
-            try:
-                return super().find_class(module, name)
-            except (AttributeError, ImportError):
-                return None
-
-    import io
-
-    return _Lenient(io.BytesIO(raw)).load()["main"]
 
 
 if __name__ == "__main__":

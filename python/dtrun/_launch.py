@@ -138,7 +138,10 @@ def launch_agent(config: LaunchConfig, entrypoint: Union[Callable, str], args):
         if callable(entrypoint):
             name = getattr(entrypoint, "__qualname__", repr(entrypoint))
             with open(os.path.join(work, "call.pkl"), "wb") as f:
-                pickle.dump({"main": _main_module_path(), "fn": entrypoint, "args": tuple(args)}, f)
+                # Two records: the caller's main module first, so that a worker imports it before
+                # the function (which may live there) is unpickled.
+                pickle.dump(_main_module_path(), f)
+                pickle.dump((entrypoint, tuple(args)), f)
             program = ["--python", sys.executable, "-m", "dtrun._entry", work]
         else:
             name = os.path.basename(entrypoint)
@@ -152,7 +155,7 @@ def launch_agent(config: LaunchConfig, entrypoint: Union[Callable, str], args):
                 with open(os.path.join(work, entry), "rb") as f:
                     results[int(entry[len("result_"):-len(".pkl")])] = pickle.load(f)
         if not callable(entrypoint):
-            return {rank: None for rank in results} or {}
+            return {rank: None for rank in range(config.nproc_per_node)}  # a program returns nothing
         return results
     finally:
         shutil.rmtree(work, ignore_errors=True)
