@@ -9,19 +9,23 @@
 namespace dtrun {
 namespace {
 
-// Requests by meaning. LibTorch 1.13 numbers them kSet=0..kCancelWait=12 (with WATCH_KEY at 7);
-// clients that open with VALIDATE (2.3+) number them VALIDATE=0, SET=1, … without WATCH_KEY, then
-// PING and the newest clients' queue, list and barrier requests (numbered in the order PyTorch's
-// libuv backend dispatches them, PING's place included; docs/DESIGN.md). The 2.2-era numbering
-// without either (DELETE_KEY=7) is not told apart (DESIGN).
+// Requests by meaning, numbered three ways on the wire (docs/DESIGN.md, "The store's numberings"):
+//  - LibTorch 1.13 and 2.0 send no VALIDATE and number SET=0 .. GETNUMKEYS=6, WATCH_KEY=7,
+//    DELETE_KEY=8 (measured with Debian's 1.13; APPEND and the rest came in May 2023).
+//  - PyTorch main from July to August 2023 (2.1 nightlies) dropped WATCH_KEY but did not send
+//    VALIDATE yet: DELETE_KEY=7, APPEND=8, MULTI_GET=9, MULTI_SET=10, CANCEL_WAIT=11. Codes 9-11
+//    exist only there, so the first of them moves its connection to this numbering.
+//  - Clients that open with VALIDATE (2.2 at the latest) number VALIDATE=0, SET=1, … without
+//    WATCH_KEY, then PING and the newest clients' queue, list and barrier requests (numbered in the
+//    order PyTorch's libuv backend dispatches them, PING's place included).
 enum Op {
   kValidate, kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey,
   kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kQueuePush, kQueuePop, kQueueLen, kListKeys,
   kBarrier, kInvalid,
 };
-constexpr Op kLegacyOps[] = {kSet,       kCompareSet, kGet,    kAdd,     kCheck,
-                             kWait,      kGetNumKeys, kWatchKey, kDeleteKey, kAppend,
-                             kMultiGet,  kMultiSet,   kCancelWait};
+constexpr Op kTorch20Ops[] = {kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kGetNumKeys, kWatchKey, kDeleteKey};
+constexpr Op kTorch21NightlyOps[] = {kSet,       kCompareSet, kGet,    kAdd,      kCheck,    kWait,
+                                     kGetNumKeys, kDeleteKey, kAppend, kMultiGet, kMultiSet, kCancelWait};
 constexpr Op kValidatedOps[] = {kValidate, kSet,       kCompareSet, kGet,      kAdd,     kCheck,   kWait,
                                 kGetNumKeys, kDeleteKey, kAppend,     kMultiGet, kMultiSet, kCancelWait,
                                 kPing,     kQueuePush, kQueuePop,   kQueueLen, kListKeys, kBarrier};
@@ -31,6 +35,31 @@ constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;
 constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
 constexpr uint8_t kWatchRegistered = 3;
+
+template <size_t N>
+Op Lookup(const Op (&ops)[N], uint8_t code) {
+  return code < N ? ops[code] : kInvalid;
+}
+
+Op OpFor(StoreNumbering numbering, uint8_t code) {
+  switch (numbering) {
+    case StoreNumbering::kTorch20: return Lookup(kTorch20Ops, code);
+    case StoreNumbering::kTorch21Nightly: return Lookup(kTorch21NightlyOps, code);
+    case StoreNumbering::kValidated: return Lookup(kValidatedOps, code);
+    case StoreNumbering::kUnknown: break;
+  }
+  return kInvalid;
+}
+
+const char* NumberingName(StoreNumbering numbering) {
+  switch (numbering) {
+    case StoreNumbering::kTorch20: return "LibTorch 1.13-2.0 clients send (no VALIDATE)";
+    case StoreNumbering::kTorch21Nightly: return "2.1 nightly clients send (no VALIDATE, no WATCH_KEY)";
+    case StoreNumbering::kValidated: return "LibTorch 2.2+ clients send (after VALIDATE)";
+    case StoreNumbering::kUnknown: break;
+  }
+  return "any client sends";
+}
 
 template <typename T>
 std::string Raw(T value) {
@@ -165,23 +194,22 @@ long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
   Reader r(input);
   uint8_t code = 0;
   if (!r.Get(&code)) return 0;
-  if (c.dialect == Dialect::kUnknown) {
-    // A 2.3+ client opens with VALIDATE(0) + magic; a legacy client's first byte 0 is SET,
+  if (c.numbering == StoreNumbering::kUnknown) {
+    // A 2.2+ client opens with VALIDATE(0) + magic; an older client's first byte 0 is SET,
     // followed by an 8-byte key length that never equals the magic in its low half.
     uint32_t magic = 0;
     if (code == 0 && !r.Get(&magic)) return 0;
-    c.dialect = (code == 0 && magic == kValidationMagic) ? Dialect::kValidated : Dialect::kLegacy;
-    if (c.dialect == Dialect::kValidated) return static_cast<long>(r.pos());
+    c.numbering = (code == 0 && magic == kValidationMagic) ? StoreNumbering::kValidated : StoreNumbering::kTorch20;
+    if (c.numbering == StoreNumbering::kValidated) return static_cast<long>(r.pos());
     r = Reader(input);
     r.Get(&code);
   }
-  Op op = kInvalid;
-  if (c.dialect == Dialect::kLegacy && code < std::size(kLegacyOps)) op = kLegacyOps[code];
-  if (c.dialect == Dialect::kValidated && code < std::size(kValidatedOps)) op = kValidatedOps[code];
+  if (c.numbering == StoreNumbering::kTorch20 && code >= std::size(kTorch20Ops) && code < std::size(kTorch21NightlyOps)) {
+    c.numbering = StoreNumbering::kTorch21Nightly;
+  }
+  Op op = OpFor(c.numbering, code);
   if (op == kInvalid) {
-    last_error_ = absl::StrCat("request type ", static_cast<int>(code), " is not one ",
-                               c.dialect == Dialect::kValidated ? "LibTorch 2.3+ clients send (after VALIDATE)"
-                                                                : "LibTorch 1.13 clients send (no VALIDATE)",
+    last_error_ = absl::StrCat("request type ", static_cast<int>(code), " is not one ", NumberingName(c.numbering),
                                "; this store serves SET through BARRIER");
     return -1;
   }

@@ -1,6 +1,6 @@
 // The key-value core of a c10d TCPStore server, without sockets: it consumes the bytes each client
 // sends and queues the bytes to send back. Speaks the wire protocol of LibTorch 1.13 and 2.x
-// clients (2.x announces itself with a VALIDATE message; see docs/DESIGN.md). Not thread-safe:
+// clients (2.2+ announces itself with a VALIDATE message; see docs/DESIGN.md). Not thread-safe:
 // the server drives it from one thread.
 #pragma once
 
@@ -17,6 +17,10 @@
 namespace dtrun {
 
 using StoreClientId = uint64_t;
+
+// How a client numbers its requests, learnt from what it sends: VALIDATE first (2.2+), else the
+// 1.13/2.0 numbering until a request only the 2.1 nightlies' numbering has (codes 9-11).
+enum class StoreNumbering { kUnknown, kTorch20, kTorch21Nightly, kValidated };
 
 class StoreCore {
  public:
@@ -58,9 +62,8 @@ class StoreCore {
   size_t num_keys() const { return kv_.size(); }
 
  private:
-  enum class Dialect { kUnknown, kLegacy, kValidated };
   struct Client {
-    Dialect dialect = Dialect::kUnknown;
+    StoreNumbering numbering = StoreNumbering::kUnknown;
     std::string in;
     std::string out;
     size_t unsent = 0;        // replies the server took but could not send yet

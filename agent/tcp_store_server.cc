@@ -90,7 +90,7 @@ size_t MaxConnections() {
   return std::clamp<size_t>(nofile / 2, 16, 16384);
 }
 
-// Every TCPStore request starts with its opcode (0..13 in every LibTorch dialect); HTTP/2 starts
+// A TCPStore client's first byte is VALIDATE (0) or an older client's request (0..11); HTTP/2 starts
 // with "PRI * HTTP/2.0" and TLS with a handshake record (0x16).
 bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_byte) < 0x10; }
 

@@ -100,7 +100,7 @@ TEST(StoreCoreTest, RequestsSplitAcrossReadsAreReassembled) {
 
 TEST(StoreCoreTest, ValidatedClientsUseTheShiftedOpCodes) {
   StoreCore core;
-  // 2.3+: VALIDATE, then SET=1, GET=3, PING=13.
+  // 2.2+: VALIDATE, then SET=1, GET=3, PING=13.
   ASSERT_TRUE(core.OnData(1, Validate() + Op(1) + Str("k") + Str("v") + Op(3) + Str("k")));
   EXPECT_EQ(core.TakeOutput(1), Str("v"));
   ASSERT_TRUE(core.OnData(1, Op(13) + Raw<uint32_t>(4242)));
@@ -116,16 +116,45 @@ TEST(StoreCoreTest, CancelWaitAnswersWaitCanceled) {
   EXPECT_EQ(core.TakeOutput(1), "");  // the cancelled wait is not woken
 }
 
+// 1.13 and 2.0 (no VALIDATE) number WATCH_KEY 7 and DELETE_KEY 8, and send nothing past 8.
+TEST(StoreCoreTest, UnvalidatedClientsUseTheTorch20NumberingForSevenAndEight) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("v") + Op(7) + Str("k")));
+  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(3));  // WATCH_KEY acknowledged
+  ASSERT_TRUE(core.OnData(1, Op(8) + Str("k")));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY
+}
+
+// The 2.1 nightlies (no VALIDATE, no WATCH_KEY) number CANCEL_WAIT 11: that moves the connection to
+// their numbering, where 7 is DELETE_KEY and 8 APPEND. Another connection keeps 1.13's.
+TEST(StoreCoreTest, ACodeOnlyThe21NightliesSendSwitchesThatConnectionToTheirNumbering) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kWait) + Raw<uint64_t>(1) + Str("never") + Op(11)));
+  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(1));  // WAIT_CANCELED
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("ab") + Op(8) + Str("k") + Str("cd")));
+  ASSERT_TRUE(core.OnData(1, Op(kGet) + Str("k")));
+  EXPECT_EQ(core.TakeOutput(1), Str("abcd"));  // APPEND, no reply of its own
+  ASSERT_TRUE(core.OnData(1, Op(7) + Str("k")));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY
+  ASSERT_TRUE(core.OnData(1, Op(9) + Raw<uint64_t>(1) + Str("gone")));
+  EXPECT_EQ(core.TakeOutput(1), Str(""));  // MULTI_GET
+  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("w") + Str("v") + Op(7) + Str("w")));
+  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(3));  // still 1.13's WATCH_KEY here
+  EXPECT_FALSE(core.OnData(1, Op(12)));
+  EXPECT_NE(core.last_error().find("request type 12 is not one 2.1 nightly clients send"), std::string::npos)
+      << core.last_error();
+}
+
 TEST(StoreCoreTest, RejectsUnknownOpCodesAndAbsurdLengths) {
   StoreCore core;
   EXPECT_FALSE(core.OnData(1, Op(200)));
-  EXPECT_NE(core.last_error().find("request type 200 is not one LibTorch 1.13 clients send"), std::string::npos)
+  EXPECT_NE(core.last_error().find("request type 200 is not one LibTorch 1.13-2.0 clients send"), std::string::npos)
       << core.last_error();
   EXPECT_FALSE(core.OnData(2, Op(kGet) + Raw<uint64_t>(1ull << 40)));
   EXPECT_NE(core.last_error().find("64 MiB"), std::string::npos) << core.last_error();
   // Past the newest numbering, after VALIDATE: named the same way.
   EXPECT_FALSE(core.OnData(3, Validate() + Op(30) + Str("q")));
-  EXPECT_NE(core.last_error().find("request type 30 is not one LibTorch 2.3+ clients send"), std::string::npos)
+  EXPECT_NE(core.last_error().find("request type 30 is not one LibTorch 2.2+ clients send"), std::string::npos)
       << core.last_error();
 }
 
@@ -143,8 +172,8 @@ TEST(StoreCoreTest, ClaimedCountsAndLengthsAreBoundedByWhatWasSent) {
   EXPECT_EQ(As<uint8_t>(core.TakeOutput(1)), 1);  // not ready
   // A value larger than the request limit closes the client before its bytes arrive.
   EXPECT_FALSE(core.OnData(3, Op(kSet) + Str("k") + Raw<uint64_t>(StoreCore::kMaxRequestBytes + 1)));
-  // MULTI_SET (legacy 11) with an absurd pair count, too.
-  EXPECT_FALSE(core.OnData(4, Op(11) + Raw<uint64_t>(uint64_t{1} << 40)));
+  // MULTI_SET (10 without VALIDATE) with an absurd pair count, too.
+  EXPECT_FALSE(core.OnData(4, Op(10) + Raw<uint64_t>(uint64_t{1} << 40)));
   // Closing the offenders leaves the accounting whole: other clients are still served.
   for (StoreClientId id : {3, 4}) core.OnDisconnect(id);
   ASSERT_TRUE(core.OnData(5, Op(kSet) + Str("k") + Str("v")));

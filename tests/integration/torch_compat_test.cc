@@ -39,6 +39,17 @@ TEST(TorchCompatTest, PythonWorkersReinitialiseAfterARestart) {
   EXPECT_NE(out.find("[default1]:INIT_OK attempt 1"), std::string::npos) << out;
 }
 
+// 1.13's numbering (DELETE_KEY 8) with every request its Python client has, and a timed-out WAIT.
+TEST(TorchCompatTest, Torch113StoreClientRunsEveryRequestItHas) {
+  std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("store_ops_1x.py")},
+                            {{"PYTHON_EXEC", *py}});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("STORE1X_OK 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("STORE1X_OK 1"), std::string::npos) << out;
+}
+
 TEST(TorchCompatTest, CppLibTorchWorkersAllReduce) {
   std::string bin = BinDir() + "/allreduce_check";
   if (!std::filesystem::exists(bin)) GTEST_SKIP() << "built without LibTorch (DTRUN_WITH_TORCH=OFF)";
