@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace dtrun {
 namespace {
@@ -51,22 +52,16 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
   std::optional<Pipe> out, err;
   if (req.capture_output) {
-    absl::StatusOr<Pipe> o = MakePipe(/*nonblocking_read=*/true);
-    absl::StatusOr<Pipe> e = MakePipe(/*nonblocking_read=*/true);
-    if (!o.ok()) return o.status();
-    if (!e.ok()) return e.status();
-    out = std::move(*o);
-    err = std::move(*e);
+    DT_ASSIGN_OR_RETURN(out, MakePipe(/*nonblocking_read=*/true));
+    DT_ASSIGN_OR_RETURN(err, MakePipe(/*nonblocking_read=*/true));
   }
   std::optional<Pipe> in;
   if (req.pipe_stdin) {
-    absl::StatusOr<Pipe> i = MakePipe(/*nonblocking_read=*/false);
-    if (!i.ok()) return i.status();
-    ::fcntl(i->write.get(), F_SETFL, ::fcntl(i->write.get(), F_GETFL) | O_NONBLOCK);
-    in = std::move(*i);
+    DT_ASSIGN_OR_RETURN(Pipe i, MakePipe(/*nonblocking_read=*/false));
+    ::fcntl(i.write.get(), F_SETFL, ::fcntl(i.write.get(), F_GETFL) | O_NONBLOCK);
+    in = std::move(i);
   }
-  absl::StatusOr<Pipe> exec_errors = MakePipe(/*nonblocking_read=*/false);
-  if (!exec_errors.ok()) return exec_errors.status();
+  DT_ASSIGN_OR_RETURN(Pipe exec_errors, MakePipe(/*nonblocking_read=*/false));
 
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
@@ -75,11 +70,11 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
     ExecChild(req, argv.data(), envp.data(), in ? in->read.get() : -1, out ? out->write.get() : -1,
-              err ? err->write.get() : -1, exec_errors->write.get(), parent);
+              err ? err->write.get() : -1, exec_errors.write.get(), parent);
   }
   // Also set the group from the parent, so signals sent right after Spawn reach it.
   ::setpgid(pid, pid);
-  exec_errors->write.Reset();
+  exec_errors.write.Reset();
 
   ChildProcess child;
   child.pid_ = pid;
@@ -90,7 +85,7 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
   int child_errno = 0;
   ssize_t n;
   do {
-    n = ::read(exec_errors->read.get(), &child_errno, sizeof(child_errno));
+    n = ::read(exec_errors.read.get(), &child_errno, sizeof(child_errno));
   } while (n < 0 && errno == EINTR);
   if (n == sizeof(child_errno)) {
     int status = 0;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "replica/replica_schedule.h"
 #include "snapshot/snapshot_region.h"
 #include "spdlog/spdlog.h"
@@ -50,7 +51,7 @@ absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& h
     return absl::ResourceExhaustedError(absl::StrCat("a snapshot of ", Megabytes(header.payload_bytes),
                                                      " does not fit this node's --snapshot-memory"));
   }
-  if (absl::Status st = region.Reserve(slot, header.payload_bytes); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(region.Reserve(slot, header.payload_bytes));
   std::memcpy(region.Payload(slot), payload, header.payload_bytes);
   if (absl::Status st = region.Verify(slot, header); !st.ok()) {
     region.Invalidate(slot);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace dtrun {
 
@@ -12,13 +13,12 @@ absl::StatusOr<SnapshotStore> SnapshotStore::Create(int nproc_per_node, uint64_t
   SnapshotStore store;
   if (bytes_per_worker == 0) return store;
   for (int lr = 0; lr < nproc_per_node; ++lr) {
-    absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-snapshot-", lr));
-    if (!fd.ok()) return fd.status();
-    store.regions_.push_back(std::move(*fd));
+    DT_ASSIGN_OR_RETURN(UniqueFd own, snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-snapshot-", lr)));
+    store.regions_.push_back(std::move(own));
     if (!with_replicas) continue;
-    fd = snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-replica-", lr));
-    if (!fd.ok()) return fd.status();
-    store.replicas_.push_back(std::move(*fd));
+    DT_ASSIGN_OR_RETURN(UniqueFd replica,
+                        snapshot::CreateRegion(bytes_per_worker, absl::StrCat("dtrun-replica-", lr)));
+    store.replicas_.push_back(std::move(replica));
   }
   return store;
 }

@@ -23,6 +23,7 @@
 #include "agent/store_core.h"
 #include "agent/stream_forwarder.h"
 #include "base/guarded_thread.h"
+#include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
@@ -98,16 +99,15 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const std::string& host, uint16_t port, uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout) {
-  absl::StatusOr<UniqueFd> listener = BindListener(host, port);
-  if (!listener.ok()) return listener.status();
+  DT_ASSIGN_OR_RETURN(UniqueFd listener, BindListener(host, port));
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wakeup(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!epoll.valid() || !wakeup.valid()) {
     return absl::ResourceExhaustedError(absl::StrCat("store: epoll/eventfd: ", strerror(errno)));
   }
-  uint16_t bound = BoundPort(listener->get());
+  uint16_t bound = BoundPort(listener.get());
   std::unique_ptr<TcpStoreServer> server(
-      new TcpStoreServer(std::move(*listener), std::move(epoll), std::move(wakeup), bound, forward_port,
+      new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup), bound, forward_port,
                          stalled_client_timeout));
   server->thread_ = std::thread([s = server.get()] {
     RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/worker_env.h"
 #include "base/host_name.h"
+#include "base/status_macros.h"
 #include "base/unix_time.h"
 
 namespace dtrun {
@@ -46,10 +47,7 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
   // With a log root every stream is also written to its file, so --tee needs nothing more here.
   UniqueFd file;
   if (!p.log_root.empty()) {
-    absl::StatusOr<UniqueFd> f =
-        OpenLog(absl::StrCat(rank_dir, bit == kStdoutBit ? "/stdout.log" : "/stderr.log"));
-    if (!f.ok()) return f.status();
-    file = std::move(*f);
+    DT_ASSIGN_OR_RETURN(file, OpenLog(absl::StrCat(rank_dir, bit == kStdoutBit ? "/stdout.log" : "/stderr.log")));
   }
   std::shared_ptr<Console> console = !shown ? nullptr : bit == kStdoutBit ? consoles.out : consoles.err;
   std::string prefix = ExpandPrefixTemplate(o.log_line_prefix_template, o.role, global_rank, local_rank);
@@ -114,23 +112,20 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
     const WorkerIdentity id = IdentityOf(paths, layout, io, lr);
     const std::string error_dir = std::filesystem::path(id.error_file).parent_path();
-    if (absl::Status st = MakeDirs(error_dir); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(MakeDirs(error_dir));
     if (!id.log_dir.empty()) {
-      if (absl::Status st = MakeDirs(id.log_dir); !st.ok()) return st;
+      DT_RETURN_IF_ERROR(MakeDirs(id.log_dir));
     }
     SpawnRequest req = RequestFor(o, base_env, id, io.pipe_stdin);
-    absl::StatusOr<std::unique_ptr<OutputRelay>> out =
-        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStdoutBit, io.consoles);
-    if (!out.ok()) return out.status();
-    absl::StatusOr<std::unique_ptr<OutputRelay>> err =
-        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStderrBit, io.consoles);
-    if (!err.ok()) return err.status();
+    DT_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> out,
+                        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStdoutBit, io.consoles));
+    DT_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> err,
+                        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStderrBit, io.consoles));
     std::optional<ChildProcess> parked = io.warm ? io.warm->Release(lr, req) : std::nullopt;
-    absl::StatusOr<ChildProcess> proc = parked ? std::move(*parked) : ChildProcess::Spawn(req);
-    if (!proc.ok()) return proc.status();
+    DT_ASSIGN_OR_RETURN(ChildProcess proc, parked ? std::move(*parked) : ChildProcess::Spawn(req));
     group->error_files_[lr] = id.error_file;
     group->workers_.push_back(
-        Worker{lr, id.global_rank, std::move(*proc), std::move(*out), std::move(*err), error_dir, parked.has_value()});
+        Worker{lr, id.global_rank, std::move(proc), std::move(out), std::move(err), error_dir, parked.has_value()});
     group->requests_.push_back(std::move(req));
   }
   return group;

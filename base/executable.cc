@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace dtrun {
 
@@ -21,8 +22,7 @@ absl::StatusOr<std::string> FindExecutable(const std::string& program) {
     return absl::OkStatus();
   };
   if (program.find('/') != std::string::npos) {
-    absl::Status st = check(program);
-    if (!st.ok()) return st;
+    DT_RETURN_IF_ERROR(check(program));
     return program;
   }
   const char* path_env = std::getenv("PATH");

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace dtrun {
 namespace {
@@ -85,9 +86,8 @@ absl::StatusOr<std::vector<std::string>> StatFields(pid_t pid) {
 
 // Parses PPID (field 4) and start time (field 22) from /proc/PID/stat.
 absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) {
-  absl::StatusOr<std::vector<std::string>> fields = StatFields(pid);
-  if (!fields.ok()) return fields.status();
-  if (!absl::SimpleAtoi((*fields)[1], ppid) || !absl::SimpleAtoi((*fields)[19], start_ticks)) {
+  DT_ASSIGN_OR_RETURN(std::vector<std::string> fields, StatFields(pid));
+  if (!absl::SimpleAtoi(fields[1], ppid) || !absl::SimpleAtoi(fields[19], start_ticks)) {
     return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
   }
   return absl::OkStatus();
@@ -96,12 +96,11 @@ absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) 
 }  // namespace
 
 absl::StatusOr<ProcessUsage> ReadProcessUsage(pid_t pid) {
-  absl::StatusOr<std::vector<std::string>> fields = StatFields(pid);
-  if (!fields.ok()) return fields.status();
+  DT_ASSIGN_OR_RETURN(std::vector<std::string> fields, StatFields(pid));
   uint64_t utime = 0, stime = 0;
   int64_t rss_pages = 0;
-  if (!absl::SimpleAtoi((*fields)[11], &utime) || !absl::SimpleAtoi((*fields)[12], &stime) ||
-      !absl::SimpleAtoi((*fields)[21], &rss_pages)) {
+  if (!absl::SimpleAtoi(fields[11], &utime) || !absl::SimpleAtoi(fields[12], &stime) ||
+      !absl::SimpleAtoi(fields[21], &rss_pages)) {
     return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
   }
   static const int64_t page = ::sysconf(_SC_PAGESIZE);
@@ -141,16 +140,14 @@ std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid) {
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid) {
   pid_t ppid = 0;
   unsigned long long ticks = 0;
-  absl::Status st = ParseStat(pid, &ppid, &ticks);
-  if (!st.ok()) return st;
+  DT_RETURN_IF_ERROR(ParseStat(pid, &ppid, &ticks));
   return ticks;
 }
 
 absl::StatusOr<ProcessEntry> ReadProcess(pid_t pid, const std::vector<std::string>& env_names) {
   ProcessEntry entry;
   entry.pid = pid;
-  absl::Status st = ParseStat(pid, &entry.ppid, &entry.start_ticks);
-  if (!st.ok()) return st;
+  DT_RETURN_IF_ERROR(ParseStat(pid, &entry.ppid, &entry.start_ticks));
   for (const std::string& var : SplitNul(ReadWholeFile(absl::StrCat("/proc/", pid, "/environ")))) {
     size_t eq = var.find('=');
     if (eq == std::string::npos) continue;

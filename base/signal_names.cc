@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace dtrun {
 namespace {
@@ -41,9 +42,8 @@ absl::StatusOr<int> ParseSignal(absl::string_view name) {
 absl::StatusOr<std::vector<int>> ParseSignalList(absl::string_view list) {
   std::vector<int> out;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    absl::StatusOr<int> signo = ParseSignal(part);
-    if (!signo.ok()) return signo.status();
-    out.push_back(*signo);
+    DT_ASSIGN_OR_RETURN(int signo, ParseSignal(part));
+    out.push_back(signo);
   }
   return out;
 }

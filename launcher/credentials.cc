@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/env_names.h"
+#include "base/status_macros.h"
 #include "base/untrusted_file.h"
 #include "rendezvous/grpc_module.h"
 
@@ -24,12 +25,11 @@ absl::StatusOr<std::string> ReadFlagFile(const char* flag, const std::string& pa
 }
 
 absl::StatusOr<std::string> ReadPem(const char* flag, const std::string& path, absl::string_view kind) {
-  absl::StatusOr<std::string> pem = ReadFlagFile(flag, path, kMaxPemFile);
-  if (!pem.ok()) return pem;
+  DT_ASSIGN_OR_RETURN(std::string pem, ReadFlagFile(flag, path, kMaxPemFile));
   // "-----BEGIN CERTIFICATE-----", "-----BEGIN PRIVATE KEY-----", "-----BEGIN RSA PRIVATE KEY-----"...
-  const size_t begin = pem->find("-----BEGIN ");
-  const size_t kind_at = begin == std::string::npos ? begin : pem->find(absl::StrCat(kind, "-----"), begin);
-  if (kind_at == std::string::npos || pem->find('\n', begin) < kind_at) {
+  const size_t begin = pem.find("-----BEGIN ");
+  const size_t kind_at = begin == std::string::npos ? begin : pem.find(absl::StrCat(kind, "-----"), begin);
+  if (kind_at == std::string::npos || pem.find('\n', begin) < kind_at) {
     return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, " is not a PEM ", absl::AsciiStrToLower(kind),
                                                    " (no -----BEGIN ...", kind, "----- line); give the PEM file"));
   }
@@ -52,9 +52,8 @@ absl::StatusOr<Credentials> LoadCredentials(const CredentialFlags& f) {
   Credentials c;
   c.token = f.token;
   if (!f.token_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFlagFile("--rdzv-token-file", f.token_file, kMaxTokenFile);
-    if (!text.ok()) return text.status();
-    c.token = text->substr(0, text->find('\n'));
+    DT_ASSIGN_OR_RETURN(std::string text, ReadFlagFile("--rdzv-token-file", f.token_file, kMaxTokenFile));
+    c.token = text.substr(0, text.find('\n'));
     if (!c.token.empty() && c.token.back() == '\r') c.token.pop_back();
     if (c.token.empty()) {
       return absl::InvalidArgumentError(
@@ -71,18 +70,14 @@ absl::StatusOr<Credentials> LoadCredentials(const CredentialFlags& f) {
         "TLS needs --rdzv-tls-cert, --rdzv-tls-key and --rdzv-tls-ca together (missing ", absl::StrJoin(missing, ", "),
         "): the service and every node show a certificate signed by the CA and check the other's"));
   }
-  absl::StatusOr<std::string> cert = ReadPem("--rdzv-tls-cert", f.tls_cert, "CERTIFICATE");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem("--rdzv-tls-key", f.tls_key, "PRIVATE KEY");
-  if (!key.ok()) return key.status();
-  absl::StatusOr<std::string> ca = ReadPem("--rdzv-tls-ca", f.tls_ca, "CERTIFICATE");
-  if (!ca.ok()) return ca.status();
-  c.tls = rdzv::TlsCredentials{std::move(*cert), std::move(*key), std::move(*ca)};
+  DT_ASSIGN_OR_RETURN(std::string cert, ReadPem("--rdzv-tls-cert", f.tls_cert, "CERTIFICATE"));
+  DT_ASSIGN_OR_RETURN(std::string key, ReadPem("--rdzv-tls-key", f.tls_key, "PRIVATE KEY"));
+  DT_ASSIGN_OR_RETURN(std::string ca, ReadPem("--rdzv-tls-ca", f.tls_ca, "CERTIFICATE"));
+  c.tls = rdzv::TlsCredentials{std::move(cert), std::move(key), std::move(ca)};
   // The module has OpenSSL (the launcher does not link it): key and certificate belong together
   // and the certificate chains to the CA.
-  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
-  if (!grpc.ok()) return grpc.status();
-  if (absl::Status st = (*grpc)->check_tls(c.tls); !st.ok()) return st;
+  DT_ASSIGN_OR_RETURN(const rdzv::GrpcModuleApi* grpc, rdzv::LoadGrpcModule());
+  DT_RETURN_IF_ERROR(grpc->check_tls(c.tls));
   return c;
 }
 

@@ -20,6 +20,7 @@
 #include "base/env_names.h"
 #include "base/signal_names.h"
 #include "agent/snapshot_store.h"
+#include "base/status_macros.h"
 #include "launcher/slurm_env.h"
 #include "launcher/subcommand_cli.h"
 #include "progress/report_protocol.h"
@@ -175,18 +176,14 @@ absl::StatusOr<std::chrono::milliseconds> TimeoutFlag(const std::string& flag, d
 }
 
 absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
-  absl::StatusOr<std::chrono::milliseconds> beat = TimeoutFlag("--heartbeat-timeout", f.heartbeat_timeout);
-  if (!beat.ok()) return beat.status();
-  if (beat->count() > 0) a.hang.heartbeat_timeout = *beat;
-  absl::StatusOr<std::chrono::milliseconds> teardown = TimeoutFlag("--teardown-timeout", f.teardown_timeout);
-  if (!teardown.ok()) return teardown.status();
-  a.hang.teardown_timeout = teardown->count() > 0 ? std::optional<std::chrono::milliseconds>(*teardown) : std::nullopt;
-  absl::StatusOr<std::chrono::milliseconds> dstate = TimeoutFlag("--dstate-timeout", f.dstate_timeout);
-  if (!dstate.ok()) return dstate.status();
-  a.dstate_timeout = *dstate;
-  absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> sections = ParseSectionTimeouts(f.section_timeouts);
-  if (!sections.ok()) return sections.status();
-  a.hang.section_timeouts = *sections;
+  DT_ASSIGN_OR_RETURN(std::chrono::milliseconds beat, TimeoutFlag("--heartbeat-timeout", f.heartbeat_timeout));
+  if (beat.count() > 0) a.hang.heartbeat_timeout = beat;
+  DT_ASSIGN_OR_RETURN(std::chrono::milliseconds teardown, TimeoutFlag("--teardown-timeout", f.teardown_timeout));
+  a.hang.teardown_timeout = teardown.count() > 0 ? std::optional<std::chrono::milliseconds>(teardown) : std::nullopt;
+  DT_ASSIGN_OR_RETURN(std::chrono::milliseconds dstate, TimeoutFlag("--dstate-timeout", f.dstate_timeout));
+  a.dstate_timeout = dstate;
+  DT_ASSIGN_OR_RETURN(auto sections, ParseSectionTimeouts(f.section_timeouts));
+  a.hang.section_timeouts = sections;
   if (f.max_attempts_without_progress < 0) {
     return Bad(absl::StrCat("--max-attempts-without-progress ", f.max_attempts_without_progress,
                             ": expected 0 (never) or a count of attempts"));
@@ -338,17 +335,15 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
 absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std::string>& env,
                               const HostProbe& host, LaunchConfig& c) {
   AgentOptions& a = c.agent;
-  absl::StatusOr<std::pair<int, int>> nodes = ParseNnodes(f.nnodes);
-  if (!nodes.ok()) return nodes.status();
-  std::tie(c.min_nodes, c.max_nodes) = *nodes;
-  absl::StatusOr<NprocPerNode> nproc = ParseNprocPerNode(f.nproc, host, env);
-  if (!nproc.ok()) return nproc.status();
-  if (nproc->count > kMaxNprocPerNode) {
-    return Bad(absl::StrCat("--nproc-per-node ", nproc->count, " is more than ", kMaxNprocPerNode,
+  DT_ASSIGN_OR_RETURN(auto nodes, ParseNnodes(f.nnodes));
+  std::tie(c.min_nodes, c.max_nodes) = nodes;
+  DT_ASSIGN_OR_RETURN(NprocPerNode nproc, ParseNprocPerNode(f.nproc, host, env));
+  if (nproc.count > kMaxNprocPerNode) {
+    return Bad(absl::StrCat("--nproc-per-node ", nproc.count, " is more than ", kMaxNprocPerNode,
                             " workers on one node; use at most one per GPU or core"));
   }
-  a.nproc_per_node = nproc->count;
-  if (!nproc->counted.empty()) c.notes.push_back(nproc->counted);
+  a.nproc_per_node = nproc.count;
+  if (!nproc.counted.empty()) c.notes.push_back(nproc.counted);
   if (f.node_rank < 0 || f.node_rank >= c.max_nodes) {
     return Bad(absl::StrCat("--node-rank ", f.node_rank, " is out of range for --nnodes ", f.nnodes,
                             "; use 0..", c.max_nodes - 1));
@@ -392,9 +387,8 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.signals_to_handle = *signals;
   for (auto [flag, value, out] : {std::make_tuple("--redirects", &f.redirects, &a.redirects),
                                   std::make_tuple("--tee", &f.tee, &a.tee)}) {
-    absl::StatusOr<std::map<int, StreamMask>> spec = ParseStreamSpec(flag, *value, a.nproc_per_node);
-    if (!spec.ok()) return spec.status();
-    *out = *spec;
+    DT_ASSIGN_OR_RETURN(auto spec, ParseStreamSpec(flag, *value, a.nproc_per_node));
+    *out = spec;
   }
   if (!f.ranks_filter.empty()) {
     std::set<int> ranks;
@@ -415,17 +409,14 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   }
   if (f.append_local_rank) a.local_rank_arg = f.local_rank_flag;
   a.event_log = f.event_log;
-  absl::Status hang = FillHangOptions(f, a);
-  if (!hang.ok()) return hang;
-  absl::Status shown = FillStatusOptions(f, a);
-  if (!shown.ok()) return shown;
-  if (absl::Status snap = FillSnapshotOptions(f, a); !snap.ok()) return snap;
-  absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(f.rdzv_conf);
-  if (!conf.ok()) return conf.status();
-  c.rdzv_conf = *conf;
+  DT_RETURN_IF_ERROR(FillHangOptions(f, a));
+  DT_RETURN_IF_ERROR(FillStatusOptions(f, a));
+  DT_RETURN_IF_ERROR(FillSnapshotOptions(f, a));
+  DT_ASSIGN_OR_RETURN(auto conf, ParseRdzvConf(f.rdzv_conf));
+  c.rdzv_conf = conf;
   rdzv::RendezvousOptions checked;  // every key and value is checked, single-node jobs too
   std::vector<std::string> ignored;
-  if (absl::Status st = rdzv::ApplyRdzvConf(c.rdzv_conf, checked, &ignored); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(rdzv::ApplyRdzvConf(c.rdzv_conf, checked, &ignored));
   if (!ignored.empty()) {
     c.notes.push_back(absl::StrCat("--rdzv-conf ", absl::StrJoin(ignored, ", "), ": ignored (dtrun's rendezvous reads "
                                    "join_timeout, last_call_timeout, close_timeout, keep_alive_interval, "
@@ -480,15 +471,13 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
   if (!dynamic && !f.rdzv_endpoint.empty()) {
     // As torchrun: with the static backend the endpoint is the master's address and port
     // (PyTorch's own examples launch this way).
-    absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, f.master_port);
-    if (!ep.ok()) return ep.status();
-    std::tie(a.master_addr, a.master_port) = *ep;
+    DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, f.master_port));
+    std::tie(a.master_addr, a.master_port) = ep;
   }
   if (!c.multi_node) {
     if (dynamic && !f.rdzv_endpoint.empty()) {
-      absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, 29400);
-      if (!ep.ok()) return ep.status();
-      std::tie(a.master_addr, a.master_port) = *ep;
+      DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, 29400));
+      std::tie(a.master_addr, a.master_port) = ep;
     }
     return absl::OkStatus();
   }
@@ -499,16 +488,14 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
   r.static_ranks = !dynamic;
   r.max_restarts = a.max_restarts;
   r.run_id = a.run_id;
-  absl::Status st = rdzv::ApplyRdzvConf(c.rdzv_conf, r);
-  if (!st.ok()) return st;
+  DT_RETURN_IF_ERROR(rdzv::ApplyRdzvConf(c.rdzv_conf, r));
   if (!dynamic && c.min_nodes != c.max_nodes) {
     return Bad(absl::StrCat("--nnodes ", f.nnodes, " is elastic; use --rdzv-backend c10d with --rdzv-endpoint"));
   }
   if (dynamic) {
     if (f.rdzv_endpoint.empty()) return Bad("--rdzv-backend c10d needs --rdzv-endpoint HOST[:PORT]");
-    absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(f.rdzv_endpoint, 29400);
-    if (!ep.ok()) return ep.status();
-    std::tie(c.service_host, c.service_port) = *ep;
+    DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, 29400));
+    std::tie(c.service_host, c.service_port) = ep;
     auto is_host = c.rdzv_conf.find("is_host");
     if (is_host != c.rdzv_conf.end()) {
       c.host_service = is_host->second == "1" || is_host->second == "true" || is_host->second == "True";
@@ -560,10 +547,9 @@ std::vector<std::pair<size_t, size_t>> TokenValues(const std::vector<std::string
 
 absl::Status LoadLaunchCredentials(LaunchConfig& config) {
   if (!config.multi_node) return absl::OkStatus();
-  absl::StatusOr<Credentials> creds = LoadCredentials(config.credential_flags);
-  if (!creds.ok()) return creds.status();
-  config.rdzv.token = creds->token;
-  config.tls = std::move(creds->tls);
+  DT_ASSIGN_OR_RETURN(Credentials creds, LoadCredentials(config.credential_flags));
+  config.rdzv.token = creds.token;
+  config.tls = std::move(creds.tls);
   return absl::OkStatus();
 }
 
@@ -732,21 +718,17 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   for (const char* flag : {"--master-addr", "--master-port", "--rdzv-endpoint", "--rdzv-backend"}) {
     f.meeting_point_given = f.meeting_point_given || app.get_option(flag)->count() > 0;
   }
-  if (absl::Status st = ApplyTorchElasticEnvironment(app, env, f); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(ApplyTorchElasticEnvironment(app, env, f));
   if (f.version) {
     parsed.exit_text = VersionText("dtrun") + "\n";
     return parsed;
   }
   LaunchConfig c;
-  absl::StatusOr<std::string> slurm = ApplySlurmLaunch(app, env, f);
-  if (!slurm.ok()) return slurm.status();
-  c.scheduler_note = *slurm;
-  absl::Status st = FillAgentOptions(f, env, host, c);
-  if (!st.ok()) return st;
-  st = FillRendezvous(f, host, c);
-  if (!st.ok()) return st;
-  st = ResolveProgram(f, app.remaining(), env, host, c.agent);
-  if (!st.ok()) return st;
+  DT_ASSIGN_OR_RETURN(std::string slurm, ApplySlurmLaunch(app, env, f));
+  c.scheduler_note = slurm;
+  DT_RETURN_IF_ERROR(FillAgentOptions(f, env, host, c));
+  DT_RETURN_IF_ERROR(FillRendezvous(f, host, c));
+  DT_RETURN_IF_ERROR(ResolveProgram(f, app.remaining(), env, host, c.agent));
   c.log_dir = f.log_dir;
   c.omp_warning = c.agent.nproc_per_node > 1 && !env.count(env::kOmpNumThreads);
   c.agent.set_omp_num_threads = c.omp_warning;

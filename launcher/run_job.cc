@@ -22,6 +22,7 @@
 #include "base/env_names.h"
 #include "base/host_name.h"
 #include "base/process_table.h"
+#include "base/status_macros.h"
 #include "launcher/host_probe.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
@@ -116,13 +117,13 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
   rdzv::RendezvousOptions options = config.rdzv;
   options.workers_store_addr = config.service_host;
   options.workers_store_port = config.service_port;  // never 0 for multi-node jobs
-  absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> s = grpc.start_server("127.0.0.1", 0, options, config.tls);
-  if (!s.ok()) return s.status();
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> s,
+                      grpc.start_server("127.0.0.1", 0, options, config.tls));
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared = TcpStoreServer::Start(
-      config.service_host, static_cast<uint16_t>(config.service_port), static_cast<uint16_t>((*s)->port()));
+      config.service_host, static_cast<uint16_t>(config.service_port), static_cast<uint16_t>(s->port()));
   if (!shared.ok()) return config.host_service_if_free ? absl::OkStatus() : shared.status();
   store = std::move(*shared);
-  server = std::move(*s);
+  server = std::move(s);
   spdlog::info("hosting the rendezvous and the workers' store for run {} on {}:{}", config.agent.run_id,
                config.service_host, store->port());
   return absl::OkStatus();

@@ -60,17 +60,16 @@ absl::Status CheckOneTaskPerNode(const Env& env) {
 // In a step: how many nodes, this one's rank (its task's: one task per node), the master (the
 // step's first node) and the job's port.
 absl::Status ReadNodes(const Env& env, SlurmLaunch& s) {
-  absl::StatusOr<std::optional<Count>> nodes = FirstCount(env, {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"});
-  if (!nodes.ok()) return nodes.status();
-  if (!*nodes || (*nodes)->value < 1) return absl::OkStatus();
-  s.nnodes = (*nodes)->value;
-  s.source["--nnodes"] = (*nodes)->from;
+  DT_ASSIGN_OR_RETURN(std::optional<Count> nodes,
+                      FirstCount(env, {"SLURM_STEP_NUM_NODES", "SLURM_JOB_NUM_NODES", "SLURM_NNODES"}));
+  if (!nodes || nodes->value < 1) return absl::OkStatus();
+  s.nnodes = nodes->value;
+  s.source["--nnodes"] = nodes->from;
   if (*s.nnodes == 1) return absl::OkStatus();
-  absl::StatusOr<std::optional<Count>> rank = FirstCount(env, {"SLURM_PROCID", "SLURM_NODEID"});
-  if (!rank.ok()) return rank.status();
-  if (*rank) {
-    s.node_rank = (*rank)->value;
-    s.source["--node-rank"] = (*rank)->from;
+  DT_ASSIGN_OR_RETURN(std::optional<Count> rank, FirstCount(env, {"SLURM_PROCID", "SLURM_NODEID"}));
+  if (rank) {
+    s.node_rank = rank->value;
+    s.source["--node-rank"] = rank->from;
   }
   const char* list_var = Find(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
   if (const std::string* list = Find(env, list_var)) {
@@ -89,10 +88,9 @@ absl::Status ReadNodes(const Env& env, SlurmLaunch& s) {
 // The node's GPUs, else the job's tasks on this node (sbatch --ntasks-per-node=8), not the step's
 // single dtrun task.
 absl::Status ReadWorkersPerNode(const Env& env, SlurmLaunch& s) {
-  absl::StatusOr<std::optional<Count>> gpus = FirstCount(env, {"SLURM_GPUS_ON_NODE"});
-  if (!gpus.ok()) return gpus.status();
-  if (*gpus && (*gpus)->value > 0) {
-    s.nproc_per_node = (*gpus)->value;
+  DT_ASSIGN_OR_RETURN(std::optional<Count> gpus, FirstCount(env, {"SLURM_GPUS_ON_NODE"}));
+  if (gpus && gpus->value > 0) {
+    s.nproc_per_node = gpus->value;
     s.source["--nproc-per-node"] = "SLURM_GPUS_ON_NODE";
     return absl::OkStatus();
   }

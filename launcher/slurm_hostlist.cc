@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace dtrun {
 namespace {
@@ -54,13 +55,13 @@ absl::Status ExpandOne(absl::string_view list, absl::string_view expr, size_t ma
     if (open == absl::string_view::npos) break;
     const size_t close = expr.find(']', open);
     if (close == absl::string_view::npos) return Bad(list, "a '[' without its ']'");
-    absl::StatusOr<std::vector<std::string>> values = ExpandRanges(list, expr.substr(open + 1, close - open - 1), max);
-    if (!values.ok()) return values.status();
-    if (names.size() * values->size() > max) return Bad(list, absl::StrCat("more than ", max, " hosts"));
+    DT_ASSIGN_OR_RETURN(std::vector<std::string> values,
+                        ExpandRanges(list, expr.substr(open + 1, close - open - 1), max));
+    if (names.size() * values.size() > max) return Bad(list, absl::StrCat("more than ", max, " hosts"));
     std::vector<std::string> product;
-    product.reserve(names.size() * values->size());
+    product.reserve(names.size() * values.size());
     for (const std::string& n : names) {
-      for (const std::string& v : *values) product.push_back(absl::StrCat(n, v));
+      for (const std::string& v : values) product.push_back(absl::StrCat(n, v));
     }
     names.swap(product);
     at = close + 1;
@@ -85,7 +86,7 @@ absl::StatusOr<std::vector<std::string>> ExpandHostlist(absl::string_view list, 
     if (c != ',' || depth != 0) continue;
     absl::string_view expr = absl::StripAsciiWhitespace(list.substr(start, i - start));
     if (!expr.empty()) {
-      if (absl::Status st = ExpandOne(list, expr, max_hosts, hosts); !st.ok()) return st;
+      DT_RETURN_IF_ERROR(ExpandOne(list, expr, max_hosts, hosts));
     }
     start = i + 1;
   }

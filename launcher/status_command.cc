@@ -13,6 +13,7 @@
 #include "agent/agent_options.h"
 #include "agent/run_registry.h"
 #include "base/runtime_dir.h"
+#include "base/status_macros.h"
 #include "base/unix_time.h"
 #include "base/untrusted_file.h"
 #include "launcher/credentials.h"
@@ -43,15 +44,14 @@ struct Shown {
 };
 
 absl::StatusOr<status::JobStatus> AskService(const RemoteJob& remote) {
-  absl::StatusOr<rdzv::JobSummary> s = remote.grpc->job_status(remote.options);
-  if (!s.ok()) return s.status();
+  DT_ASSIGN_OR_RETURN(rdzv::JobSummary s, remote.grpc->job_status(remote.options));
   status::JobStatus job;
   job.run_id = remote.options.run_id;
-  job.phase = absl::AsciiStrToLower(rdzv::PhaseName(s->phase));
-  job.round = s->round;
-  job.restarts_used = s->restarts_used;
-  job.nodes = std::move(s->progress);
-  job.straggler = std::move(s->straggler);
+  job.phase = absl::AsciiStrToLower(rdzv::PhaseName(s.phase));
+  job.round = s.round;
+  job.restarts_used = s.restarts_used;
+  job.nodes = std::move(s.progress);
+  job.straggler = std::move(s.straggler);
   return job;
 }
 
@@ -91,18 +91,15 @@ Shown ShowLaunch(const LaunchRecord& r, const std::string& runtime_dir, const Fl
 absl::StatusOr<std::vector<Shown>> Collect(const Flags& flags) {
   std::vector<Shown> out;
   if (!flags.endpoint.empty()) {
-    absl::StatusOr<RemoteJob> remote =
-        ConnectRemote(flags.endpoint, flags.run_id.empty() ? "none" : flags.run_id, flags.credentials);
-    if (!remote.ok()) return remote.status();
-    absl::StatusOr<status::JobStatus> job = AskService(*remote);
-    if (!job.ok()) return job.status();
-    out.push_back({std::move(*job), ""});
+    DT_ASSIGN_OR_RETURN(RemoteJob remote,
+                        ConnectRemote(flags.endpoint, flags.run_id.empty() ? "none" : flags.run_id, flags.credentials));
+    DT_ASSIGN_OR_RETURN(status::JobStatus job, AskService(remote));
+    out.push_back({std::move(job), ""});
     return out;
   }
-  absl::StatusOr<std::string> dir = RuntimeDir();
-  if (!dir.ok()) return dir.status();
+  DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
   for (const LaunchRecord& r : ListLaunches()) {
-    if (flags.run_id.empty() || r.run_id == flags.run_id) out.push_back(ShowLaunch(r, *dir, flags));
+    if (flags.run_id.empty() || r.run_id == flags.run_id) out.push_back(ShowLaunch(r, dir, flags));
   }
   return out;
 }

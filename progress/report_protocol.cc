@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace dtrun::progress {
 namespace {
@@ -128,8 +129,7 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   for (size_t i = 1; i < words.size(); ++i) {
     size_t eq = words[i].find('=');
     if (eq == absl::string_view::npos || eq == 0) return Bad("a field is not key=value");
-    absl::Status st = ApplyField(words[i].substr(0, eq), words[i].substr(eq + 1), r);
-    if (!st.ok()) return st;
+    DT_RETURN_IF_ERROR(ApplyField(words[i].substr(0, eq), words[i].substr(eq + 1), r));
   }
   if ((r.kind == Report::Kind::kBegin || r.kind == Report::Kind::kEnd) && r.name.empty()) {
     return Bad("begin/end need name=");

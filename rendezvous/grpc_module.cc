@@ -1,6 +1,7 @@
 // The module's entry point (compiled into libdtrun_rdzv_grpc.so only).
 #include "rendezvous/grpc_module.h"
 
+#include "base/status_macros.h"
 #include "rendezvous/rendezvous_client.h"
 #include "rendezvous/tls_check.h"
 #include "replica/replica_grpc.h"
@@ -10,21 +11,18 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<RoundSource>> StartRoundSource(const ClientOptions& options, const NodeInfo& node,
                                                               std::chrono::steady_clock::time_point deadline) {
-  absl::StatusOr<std::unique_ptr<RendezvousClient>> client = RendezvousClient::Create(options);
-  if (!client.ok()) return client.status();
-  return std::unique_ptr<RoundSource>(GrpcRoundSource::Start(std::move(*client), node, deadline));
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client, RendezvousClient::Create(options));
+  return std::unique_ptr<RoundSource>(GrpcRoundSource::Start(std::move(client), node, deadline));
 }
 
 absl::Status KillJob(const ClientOptions& options, const std::string& reason) {
-  absl::StatusOr<std::unique_ptr<RendezvousClient>> client = RendezvousClient::Create(options);
-  if (!client.ok()) return client.status();
-  return (*client)->Kill(reason);
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client, RendezvousClient::Create(options));
+  return client->Kill(reason);
 }
 
 absl::StatusOr<JobSummary> JobStatus(const ClientOptions& options) {
-  absl::StatusOr<std::unique_ptr<RendezvousClient>> client = RendezvousClient::Create(options);
-  if (!client.ok()) return client.status();
-  return (*client)->Status();
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<RendezvousClient> client, RendezvousClient::Create(options));
+  return client->Status();
 }
 
 constexpr GrpcModuleApi kApi = {&RendezvousServer::Start, &StartRoundSource, &KillJob, &JobStatus,

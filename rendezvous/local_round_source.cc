@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include "rendezvous/round_source.h"
+#include "base/status_macros.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -36,9 +37,8 @@ absl::StatusOr<std::optional<NodeView>> LocalRoundSource::Latest() {
   uint64_t count;
   ssize_t ignored = ::read(event_fd_, &count, sizeof(count));
   (void)ignored;
-  absl::StatusOr<NodeView> view = state_.View(node_id_);
-  if (!view.ok()) return view.status();
-  return std::optional<NodeView>(*view);
+  DT_ASSIGN_OR_RETURN(NodeView view, state_.View(node_id_));
+  return std::optional<NodeView>(view);
 }
 
 void LocalRoundSource::ReportSuccess(int64_t round) {

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/guarded_thread.h"
+#include "base/status_macros.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/tls_check.h"
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const
   RouteGrpcLogs();
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (options.tls.enabled()) {
-    if (absl::Status st = CheckTlsCredentials(options.tls); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(CheckTlsCredentials(options.tls));
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls.ca_pem;
     ssl.pem_cert_chain = options.tls.cert_pem;
@@ -203,8 +204,7 @@ absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uin
   req.set_node_id(node_id);
   req.set_after_version(after);
   v1::WatchResponse resp;
-  absl::Status st = Invoke(&v1::Rendezvous::Stub::Watch, req, &resp, max_wait);
-  if (!st.ok()) return st;
+  DT_RETURN_IF_ERROR(Invoke(&v1::Rendezvous::Stub::Watch, req, &resp, max_wait));
   return FromWire(resp);
 }
 

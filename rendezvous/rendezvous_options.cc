@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace dtrun::rdzv {
 
@@ -44,14 +45,12 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Rende
       if (ignored) ignored->push_back(key);
       continue;
     }
-    absl::StatusOr<Duration> d = ParseSeconds(key, value, key == "keep_alive_interval" ? 0.01 : 0);
-    if (!d.ok()) return d.status();
-    *it->second = *d;
+    DT_ASSIGN_OR_RETURN(Duration d, ParseSeconds(key, value, key == "keep_alive_interval" ? 0.01 : 0));
+    *it->second = d;
   }
   if (conf.count("timeout") && !conf.count("join_timeout")) {
-    absl::StatusOr<Duration> d = ParseSeconds("timeout", conf.at("timeout"), 0);
-    if (!d.ok()) return d.status();
-    o.join_timeout = *d;
+    DT_ASSIGN_OR_RETURN(Duration d, ParseSeconds("timeout", conf.at("timeout"), 0));
+    o.join_timeout = d;
   }
   return absl::OkStatus();
 }

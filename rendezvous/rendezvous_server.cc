@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/rendezvous_state.h"
@@ -65,9 +66,8 @@ class Service final : public v1::Rendezvous::CallbackService {
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* ctx, const v1::JoinRequest* req,
                                  v1::JoinResponse* resp) override {
     return Respond(ctx, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-      absl::StatusOr<std::string> id = state_.Join(FromWire(*req), Clock::now());
-      if (!id.ok()) return id.status();
-      resp->set_node_id(*id);
+      DT_ASSIGN_OR_RETURN(std::string id, state_.Join(FromWire(*req), Clock::now()));
+      resp->set_node_id(id);
       resp->set_version(state_.version());
       resp->set_keep_alive_interval_ms(options_.keep_alive_interval.count());
       resp->set_keep_alive_max_attempt(options_.keep_alive_max_attempt);
@@ -312,7 +312,7 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const 
   RouteGrpcLogs();
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (tls.enabled()) {
-    if (absl::Status st = CheckTlsCredentials(tls); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(CheckTlsCredentials(tls));
     grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
     ssl.pem_root_certs = tls.ca_pem;

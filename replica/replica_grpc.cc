@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/wire.h"
@@ -195,12 +196,12 @@ class Channel final : public BuddyChannel {
     CopyAssembler copy(job_hash_, max_payload_bytes_);
     absl::Status bad;
     auto finish = [&] {
-      absl::StatusOr<Copy> done = copy.Finish();
-      if (!done.ok()) return done.status();
-      if (done->header.rank != rank || done->header.world_size != world_size) {
-        return absl::DataLossError(absl::StrCat("the buddy sent a copy of rank ", done->header.rank, " for rank ", rank));
+      DT_ASSIGN_OR_RETURN(Copy done, copy.Finish());
+      if (done.header.rank != rank || done.header.world_size != world_size) {
+        return absl::DataLossError(
+            absl::StrCat("the buddy sent a copy of rank ", done.header.rank, " for rank ", rank));
       }
-      copies.push_back(std::move(*done));
+      copies.push_back(std::move(done));
       return absl::OkStatus();
     };
     v1::ReplicaChunk chunk;

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "xxhash.h"
 
 namespace dtrun::snapshot {
@@ -169,13 +170,12 @@ int SlotToWrite(const std::vector<absl::StatusOr<SlotHeader>>& slots, int64_t st
 }
 
 absl::StatusOr<MappedRegion> MappedRegion::Map(int fd) {
-  absl::StatusOr<uint64_t> size = RegionSize(fd);
-  if (!size.ok()) return size.status();
-  void* base = ::mmap(nullptr, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  DT_ASSIGN_OR_RETURN(uint64_t size, RegionSize(fd));
+  void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot map snapshot memory: ", strerror(errno)));
   }
-  return MappedRegion(fd, static_cast<char*>(base), LayoutOf(*size));
+  return MappedRegion(fd, static_cast<char*>(base), LayoutOf(size));
 }
 
 MappedRegion::MappedRegion(MappedRegion&& other) noexcept { *this = std::move(other); }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/shared_library.h"
+#include "base/status_macros.h"
 
 namespace dtrun::status {
 
@@ -29,9 +30,8 @@ struct Mhd {
 namespace {
 
 absl::StatusOr<Mhd> LoadMhd() {
-  absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({"libmicrohttpd.so.12"}, "libmicrohttpd12");
-  if (!lib.ok()) return lib.status();
-  Mhd m{std::move(*lib)};
+  DT_ASSIGN_OR_RETURN(SharedLibrary lib, SharedLibrary::Open({"libmicrohttpd.so.12"}, "libmicrohttpd12"));
+  Mhd m{std::move(lib)};
   m.start_daemon = m.lib.Find<decltype(m.start_daemon)>("MHD_start_daemon");
   m.stop_daemon = m.lib.Find<decltype(m.stop_daemon)>("MHD_stop_daemon");
   m.get_daemon_info = m.lib.Find<decltype(m.get_daemon_info)>("MHD_get_daemon_info");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace dtrun::status {
 namespace {
@@ -59,7 +60,7 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
     return absl::InvalidArgumentError("status: round, restarts, time or total steps out of range");
   }
   for (size_t i = 0; i < node.ranks.size(); ++i) {
-    if (absl::Status st = CheckRank(node.ranks[i], i); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(CheckRank(node.ranks[i], i));
   }
   return absl::OkStatus();
 }

@@ -103,7 +103,7 @@ absl::Status StragglerFromJson(const json& j, std::optional<StragglerStatus>& ou
   std::string kind = s.global_rank == -1 ? "node" : "rank";  // a file from before kinds
   DTRUN_READ(j, "kind", kind);
   DT_ASSIGN_OR_RETURN(s.kind, StragglerKindFromName(kind));
-  if (absl::Status st = CheckStraggler(s); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(CheckStraggler(s));
   out = s;
   return absl::OkStatus();
 }
@@ -126,12 +126,11 @@ absl::StatusOr<NodeStatus> NodeFromJson(const json& j, size_t max_ranks) {
   if (ranks != j.end()) {
     if (ranks->size() > max_ranks) return absl::InvalidArgumentError("status JSON: too many ranks for one node");
     for (const json& r : *ranks) {
-      absl::StatusOr<RankStatus> rank = RankFromJson(r);
-      if (!rank.ok()) return rank.status();
-      n.ranks.push_back(std::move(*rank));
+      DT_ASSIGN_OR_RETURN(RankStatus rank, RankFromJson(r));
+      n.ranks.push_back(std::move(rank));
     }
   }
-  if (absl::Status st = CheckNodeStatus(n, max_ranks); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(CheckNodeStatus(n, max_ranks));
   return n;
 }
 
@@ -156,14 +155,13 @@ absl::StatusOr<JobStatus> JobStatusFromJson(const json& j, size_t max_ranks_per_
   DTRUN_READ(j, "round", job.round);
   DTRUN_READ(j, "restarts_used", job.restarts_used);
   if (auto s = j.find("straggler"); s != j.end()) {
-    if (absl::Status st = StragglerFromJson(*s, job.straggler); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(StragglerFromJson(*s, job.straggler));
   }
   auto nodes = j.find("nodes");
   if (nodes == j.end() || !nodes->is_array()) return absl::InvalidArgumentError("status JSON: 'nodes' is not a list");
   for (const json& n : *nodes) {
-    absl::StatusOr<NodeStatus> node = NodeFromJson(n, max_ranks_per_node);
-    if (!node.ok()) return node.status();
-    job.nodes.push_back(std::move(*node));
+    DT_ASSIGN_OR_RETURN(NodeStatus node, NodeFromJson(n, max_ranks_per_node));
+    job.nodes.push_back(std::move(node));
   }
   return job;
 }

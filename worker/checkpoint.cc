@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "base/unique_fd.h"
 #include "worker/train_state.h"
 #include "worker/zip_check.h"
@@ -123,13 +124,13 @@ absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module&
   // full disk is "No space left on device", not an assertion inside the zip writer).
   std::ostringstream bytes;
   archive.save_to(bytes);
-  if (absl::Status st = WriteDurably(tmp, bytes.str(), dir); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(WriteDurably(tmp, bytes.str(), dir));
   if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", std::strerror(err)));
   }
-  if (absl::Status st = SyncDir(dir); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(SyncDir(dir));
   std::vector<fs::path> all = Checkpoints(dir);
   for (size_t i = 0; i + keep < all.size(); ++i) fs::remove(all[i], ec);
   return absl::OkStatus();
@@ -255,7 +256,7 @@ absl::StatusOr<Progress> LoadCheckpointBytes(const std::string& bytes, torch::nn
   // All or nothing: a checkpoint that fails half-way (a model that loaded, an optimizer that did
   // not) must not leave the half it loaded behind.
   // LibTorch's reader can crash on corrupt input: nothing it has not seen whole gets to it.
-  if (absl::Status st = VerifyZipChecksums(bytes); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(VerifyZipChecksums(bytes));
   const std::string model_before = Serialized(model), optimizer_before = Serialized(optimizer);
   try {
     return Apply(bytes, model, optimizer, scaler);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "worker/replica_check.h"
 
 namespace dtrun::worker {
@@ -109,10 +110,9 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
   torch::optim::Optimizer& optimizer = *state.optimizer;
   GradScaler* scaler = state.scaler;
   if (request.snapshots != nullptr && request.path.empty()) {
-    absl::StatusOr<std::optional<Progress>> memory = ResumeFromMemory(*request.snapshots, pg, rank, device, state);
-    if (!memory.ok()) return memory.status();
-    if (memory->has_value()) {
-      const Progress& p = **memory;
+    DT_ASSIGN_OR_RETURN(std::optional<Progress> memory, ResumeFromMemory(*request.snapshots, pg, rank, device, state));
+    if (memory.has_value()) {
+      const Progress& p = *memory;
       const uint64_t h = ParameterDigest(model);
       const std::vector<double> digest = {double(p.global_step), double(p.epoch), double(p.next_batch),
                                           double(h >> 32), double(h & 0xFFFFFFFFu)};

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/env_names.h"
+#include "base/status_macros.h"
 #include "base/unix_time.h"
 #include "snapshot/payload_toc.h"
 
@@ -155,18 +156,17 @@ absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
     }
   }
   if (slot < 0) return absl::NotFoundError(absl::StrCat("no in-memory snapshot of step ", step));
-  if (absl::Status st = from->Verify(slot, header); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(from->Verify(slot, header));
   restored_from_buddy_ = from != &region_ && !own;
   char* base = from->Payload(slot);
-  absl::StatusOr<std::vector<snapshot::TensorRecord>> toc =
-      snapshot::DecodeToc(absl::string_view(base, header.payload_bytes));
-  if (!toc.ok()) return toc.status();
-  if (absl::Status st = MaterializeOptimizerState(*state.optimizer); !st.ok()) return st;
+  DT_ASSIGN_OR_RETURN(std::vector<snapshot::TensorRecord> toc,
+                      snapshot::DecodeToc(absl::string_view(base, header.payload_bytes)));
+  DT_RETURN_IF_ERROR(MaterializeOptimizerState(*state.optimizer));
   std::vector<StateTensor> tensors = StateTensors(state);
   std::map<std::string, const snapshot::TensorRecord*> by_name;
-  for (const snapshot::TensorRecord& r : *toc) by_name[r.name] = &r;
-  if (by_name.size() != toc->size() || toc->size() != tensors.size()) {
-    return absl::FailedPreconditionError(absl::StrCat("the snapshot holds ", toc->size(),
+  for (const snapshot::TensorRecord& r : toc) by_name[r.name] = &r;
+  if (by_name.size() != toc.size() || toc.size() != tensors.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("the snapshot holds ", toc.size(),
                                                       " tensors, this trainer's state has ", tensors.size()));
   }
   for (const StateTensor& t : tensors) {

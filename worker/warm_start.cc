@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
 #include "base/park_message.h"
+#include "base/status_macros.h"
 #include "base/unique_fd.h"
 
 namespace dtrun::worker {
@@ -38,9 +39,8 @@ absl::StatusOr<std::string> ReadRelease(int fd) {
   char c = 0;
   while (header.size() < kMaxReleaseHeaderBytes && ReadExactly(fd, &c, 1) && c != '\n') header.push_back(c);
   if (c != '\n') return absl::UnavailableError("dtrun closed the park pipe before releasing this worker");
-  absl::StatusOr<size_t> n = DecodeReleaseSize(header);
-  if (!n.ok()) return n.status();
-  std::string payload(*n, '\0');
+  DT_ASSIGN_OR_RETURN(size_t n, DecodeReleaseSize(header));
+  std::string payload(n, '\0');
   if (!ReadExactly(fd, payload.data(), payload.size())) {
     return absl::UnavailableError("dtrun closed the park pipe in the middle of a release");
   }
@@ -61,10 +61,8 @@ absl::Status AwaitRound() {
                                                    " names no open pipe; run this program under dtrun or unset it"));
   }
   UniqueFd pipe(fd);
-  absl::StatusOr<std::string> payload = ReadRelease(pipe.get());
-  if (!payload.ok()) return payload.status();
-  absl::StatusOr<std::vector<std::string>> env = DecodeReleaseEnv(*payload);
-  if (!env.ok()) return env.status();
+  DT_ASSIGN_OR_RETURN(std::string payload, ReadRelease(pipe.get()));
+  DT_ASSIGN_OR_RETURN(std::vector<std::string> env, DecodeReleaseEnv(payload));
   // Tools read /proc/PID/environ, which shows the block this process was started with, not
   // what setenv makes: rename the marker there in place, so that a released worker no longer
   // reads as parked (DTRUN_PARK_FD becomes DTRUN_WARM_FD, of the same length).
@@ -77,7 +75,7 @@ absl::Status AwaitRound() {
   // The round's environment replaces ours whole: a parked worker must see exactly what a worker
   // spawned for the round would.
   ::clearenv();
-  for (const std::string& entry : *env) {
+  for (const std::string& entry : env) {
     const size_t eq = entry.find('=');
     ::setenv(entry.substr(0, eq).c_str(), entry.substr(eq + 1).c_str(), 1);
   }

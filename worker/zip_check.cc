@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace dtrun::worker {
 namespace {
@@ -124,7 +125,7 @@ void ApplyZip64Extra(const Reader& r, uint64_t extra, uint64_t extra_len, uint64
 absl::Status VerifyZipChecksums(std::string_view bytes) {
   Reader r(bytes);
   Directory dir;
-  if (absl::Status st = FindDirectory(r, &dir); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(FindDirectory(r, &dir));
   if (dir.entries == 0) return Bad("an empty zip");
   uint64_t at = dir.offset;
   for (uint64_t i = 0; i < dir.entries; ++i) {

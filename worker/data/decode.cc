@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "worker/data/stb_decode.h"
 
 namespace dtrun::data {
@@ -48,21 +49,19 @@ absl::StatusOr<ImageInfo> Decoder::Info(std::string_view bytes) {
                             bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
       return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(static_cast<tjhandle>(tj_))));
     }
-    if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(CheckBudget(w, h));
     return ImageInfo{w, h, true};
   }
-  absl::StatusOr<StbSize> size = StbReadSize(bytes);
-  if (!size.ok()) return size.status();
-  if (absl::Status st = CheckBudget(size->width, size->height); !st.ok()) return st;
-  return ImageInfo{size->width, size->height, false};
+  DT_ASSIGN_OR_RETURN(StbSize size, StbReadSize(bytes));
+  DT_RETURN_IF_ERROR(CheckBudget(size.width, size.height));
+  return ImageInfo{size.width, size.height, false};
 }
 
 absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, int min_w, int min_h, double* scale) {
   if (scale) *scale = 1;
   if (!LooksLikeJpeg(bytes)) {
-    absl::StatusOr<ImageInfo> info = Info(bytes);  // the budget, before stb allocates
-    if (!info.ok()) return info.status();
-    return StbDecodeRgb(bytes, StbSize{info->width, info->height});
+    DT_ASSIGN_OR_RETURN(ImageInfo info, Info(bytes));  // the budget, before stb allocates
+    return StbDecodeRgb(bytes, StbSize{info.width, info.height});
   }
   tjhandle tj = static_cast<tjhandle>(tj_);
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
@@ -70,7 +69,7 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
     return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
   }
-  if (absl::Status st = CheckBudget(w, h); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(CheckBudget(w, h));
   // The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps the needed region at least
   // min_w × min_h: the IDCT does less work and the resampler has less to shrink. (libjpeg-turbo
   // has SIMD code for these; odd eighths would be slower than decoding at full size.)

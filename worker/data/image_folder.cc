@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "worker/data/dataset.h"
+#include "base/status_macros.h"
 
 namespace dtrun::data {
 namespace {
@@ -48,7 +49,7 @@ absl::Status Walk(const fs::path& dir, std::vector<std::pair<std::string, std::v
   std::sort(files.begin(), files.end());
   out->emplace_back(dir.string(), std::move(files));
   for (const fs::path& d : dirs) {
-    if (absl::Status st = Walk(d, out); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(Walk(d, out));
   }
   return absl::OkStatus();
 }
@@ -57,7 +58,7 @@ absl::Status Walk(const fs::path& dir, std::vector<std::pair<std::string, std::v
 // `sorted(fnames)`: directories in the string order of their paths, not depth-first.
 absl::Status ImagesOf(const fs::path& class_dir, std::vector<std::string>* out) {
   std::vector<std::pair<std::string, std::vector<std::string>>> dirs;
-  if (absl::Status st = Walk(class_dir, &dirs); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(Walk(class_dir, &dirs));
   std::sort(dirs.begin(), dirs.end());
   for (const auto& [root, files] : dirs) {
     for (const std::string& f : files) out->push_back(root + "/" + f);
@@ -105,7 +106,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenImageFolder(const std::string& root
   std::vector<std::string> empty;
   for (size_t c = 0; c < classes.size(); ++c) {
     size_t before = paths.size();
-    if (absl::Status st = ImagesOf(fs::path(root) / classes[c], &paths); !st.ok()) return st;
+    DT_RETURN_IF_ERROR(ImagesOf(fs::path(root) / classes[c], &paths));
     labels.insert(labels.end(), paths.size() - before, static_cast<int>(c));
     if (paths.size() == before) empty.push_back(classes[c]);
   }

@@ -36,6 +36,7 @@ void* BoundedRealloc(void* p, size_t n) {
 #define STBI_NO_HDR
 #define STBI_NO_LINEAR
 #include <stb_image.h>  // libstb-dev's header (pkg-config stb)
+#include "base/status_macros.h"
 
 namespace dtrun::data {
 namespace {
@@ -82,7 +83,7 @@ size_t AllocLimitFor(const StbSize& header, size_t file_bytes) {
 }  // namespace
 
 absl::StatusOr<StbSize> StbReadSize(std::string_view bytes) {
-  if (absl::Status st = CheckLength(bytes); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(CheckLength(bytes));
   StbSize size;
   int channels = 0;
   AllocLimit limit(kHeaderAllocLimit);
@@ -93,7 +94,7 @@ absl::StatusOr<StbSize> StbReadSize(std::string_view bytes) {
 }
 
 absl::StatusOr<Image> StbDecodeRgb(std::string_view bytes, const StbSize& header) {
-  if (absl::Status st = CheckLength(bytes); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(CheckLength(bytes));
   if (IsSixteenBitPnm(bytes)) {
     return absl::DataLossError("16-bit PNM (maxval over 255) is not supported; convert it to PNG");
   }

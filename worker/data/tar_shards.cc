@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
+#include "base/status_macros.h"
 #include "worker/data/dataset.h"
 #include "worker/data/decode.h"
 #include "worker/data/encode.h"
@@ -197,8 +198,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenTarShards(const std::string& dir) {
     }
   } else {
     for (size_t i = 0; i < shards.size(); ++i) {
-      absl::Status st = ScanTar(dir + "/" + shards[i], static_cast<int>(i), &entries);
-      if (!st.ok()) return st;
+      DT_RETURN_IF_ERROR(ScanTar(dir + "/" + shards[i], static_cast<int>(i), &entries));
     }
   }
   std::vector<std::string> classes;
@@ -246,35 +246,33 @@ absl::StatusOr<size_t> PackShards(const Dataset& src, const std::string& out_dir
   };
   for (size_t i = 0; i < src.size(); ++i) {
     if (i % o.samples_per_shard == 0) {
-      if (absl::Status st = finish_shard(); !st.ok()) return st;
+      DT_RETURN_IF_ERROR(finish_shard());
       shard_name = absl::StrFormat("shard-%06d.tar", i / o.samples_per_shard);
       tar.clear();
       tar.open(out_dir + "/" + shard_name, std::ios::binary | std::ios::trunc);
       pos = 0;
     }
-    absl::StatusOr<std::string> bytes = src.ReadBytes(i);
-    if (!bytes.ok()) return bytes.status();
+    DT_ASSIGN_OR_RETURN(std::string bytes, src.ReadBytes(i));
     if (o.resize_shorter_side > 0) {
-      absl::StatusOr<ImageInfo> info = decoder.Info(*bytes);
+      absl::StatusOr<ImageInfo> info = decoder.Info(bytes);
       if (!info.ok()) continue;  // corrupt source images are left out (dtdata verify lists them)
       const double shorter = std::min(info->width, info->height);
       const int target = o.resize_shorter_side;
       absl::StatusOr<Image> img = decoder.Decode(
-          *bytes, Box{0, 0, static_cast<double>(info->width), static_cast<double>(info->height)},
+          bytes, Box{0, 0, static_cast<double>(info->width), static_cast<double>(info->height)},
           static_cast<int>(std::ceil(target * info->width / shorter)),
           static_cast<int>(std::ceil(target * info->height / shorter)));
       if (!img.ok()) continue;
-      absl::StatusOr<std::string> re = EncodeJpeg(ResizeShorterSide(*img, o.resize_shorter_side), 90);
-      if (!re.ok()) return re.status();
-      *bytes = std::move(*re);
+      DT_ASSIGN_OR_RETURN(std::string re, EncodeJpeg(ResizeShorterSide(*img, o.resize_shorter_side), 90));
+      bytes = std::move(re);
     }
     std::string key = absl::StrFormat("%09d", i);
-    uint64_t offset = put(key + ".jpg", *bytes);
+    uint64_t offset = put(key + ".jpg", bytes);
     put(key + ".cls", absl::StrCat(src.label(i)));
-    index << shard_name << '\t' << key << '\t' << offset << '\t' << bytes->size() << '\t' << src.label(i) << '\n';
+    index << shard_name << '\t' << key << '\t' << offset << '\t' << bytes.size() << '\t' << src.label(i) << '\n';
     ++written;
   }
-  if (absl::Status st = finish_shard(); !st.ok()) return st;
+  DT_RETURN_IF_ERROR(finish_shard());
   index.close();
   classes.close();
   if (!index || !classes) {
