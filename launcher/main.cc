@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/worker_env.h"
 #include "base/env_names.h"
+#include "base/exit_code.h"
 #include "base/mutex_mode.h"
 #include "launcher/completion.h"
 #include "launcher/console_log.h"
@@ -87,7 +88,9 @@ int main(int argc, char** argv) {
   const std::vector<int> signals = parsed->config->agent.signals_to_handle;
   const std::string where_logs_are =
       parsed->config->log_dir.empty() ? "" : "every line is in the log files under " + parsed->config->log_dir;
-  int rc = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);
+  absl::StatusOr<int> ran = dtrun::RunJob(std::move(*parsed->config), env, dtrun::RedactedCommandLine(args), stdio);
+  if (!ran.ok()) spdlog::error("{}", std::string(ran.status().message()));
+  const int rc = ran.ok() ? *ran : dtrun::ExitCodeFor(ran.status());
   dtrun::FinishConsoleOutput(stdio, signals, rc, where_logs_are);
   return rc;
 }

@@ -19,7 +19,4 @@ struct RemoteJob {
 absl::StatusOr<RemoteJob> ConnectRemote(const std::string& endpoint, const std::string& run_id,
                                         const CredentialFlags& flags);
 
-// A command's exit code for a failed call: 2 for a bad flag or file, 1 otherwise.
-inline int ExitCodeFor(const absl::Status& st) { return st.code() == absl::StatusCode::kInvalidArgument ? 2 : 1; }
-
 }  // namespace dtrun

@@ -91,18 +91,14 @@ bool WantsLogFiles(const AgentOptions& a) {
 }
 
 // A single-node job: the workers' store on the declared (or a free) port, rounds in-process.
-int RunLocalAgent(const LaunchConfig& config, const AttemptPaths& paths,
-                  const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
+absl::StatusOr<int> RunLocalAgent(const LaunchConfig& config, const AttemptPaths& paths,
+                                  const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
   const AgentOptions& a = config.agent;
   std::string bind = a.store_bind_addr.empty() ? a.master_addr : a.store_bind_addr;
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
-      TcpStoreServer::Start(bind, static_cast<uint16_t>(a.master_port));
-  if (!store.ok()) {
-    spdlog::error("{}", std::string(store.status().message()));
-    return 1;
-  }
-  auto rounds = std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr,
-                                                         (*store)->port());
+  DT_ASSIGN_OR_RETURN(std::unique_ptr<TcpStoreServer> store,
+                      TcpStoreServer::Start(bind, static_cast<uint16_t>(a.master_port)));
+  auto rounds =
+      std::make_unique<rdzv::LocalRoundSource>(a.max_restarts, a.nproc_per_node, a.master_addr, store->port());
   return Agent(a, paths, env, std::move(rounds), stdio).Run();
 }
 
@@ -157,32 +153,17 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
 
 // Starts this node's store and round source (the rendezvous service, hosted here if this node
 // hosts it), then runs the agent.
-int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
-             const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
+absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
+                             const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
   if (!config.multi_node) return RunLocalAgent(config, paths, env, stdio);
   const AgentOptions& a = config.agent;
-  absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
-  if (!grpc.ok()) {
-    spdlog::error("{}", std::string(grpc.status().message()));
-    return 1;
-  }
+  DT_ASSIGN_OR_RETURN(const rdzv::GrpcModuleApi* grpc, rdzv::LoadGrpcModule());
   std::unique_ptr<TcpStoreServer> store;
   std::unique_ptr<rdzv::RendezvousServer> server;
-  if (config.host_service) {
-    absl::Status st = HostRendezvous(config, **grpc, store, server);
-    if (!st.ok()) {
-      spdlog::error("{}", std::string(st.message()));
-      return 1;
-    }
-  }
+  if (config.host_service) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, store, server));
   if (!store) {
     // Used when no service host serves the store (a standalone `dtrun rdzv-server`).
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> own = TcpStoreServer::Start(a.local_addr, 0);
-    if (!own.ok()) {
-      spdlog::error("{}", std::string(own.status().message()));
-      return 1;
-    }
-    store = std::move(*own);
+    DT_ASSIGN_OR_RETURN(store, TcpStoreServer::Start(a.local_addr, 0));
   }
   rdzv::ClientOptions copts;
   copts.endpoint = absl::StrCat(config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]"
@@ -193,20 +174,17 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
   copts.tls = config.tls;
   rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store->port(),
                       config.rdzv.static_ranks ? a.node_rank : -1, "", 0};
-  std::optional<BuddyReplication> replication = ServeBuddyCopies(config, **grpc, copts);
+  std::optional<BuddyReplication> replication = ServeBuddyCopies(config, *grpc, copts);
   if (replication) {
     node.replica_addr = a.local_addr;
     node.replica_port = replication->server->port();
   }
-  absl::StatusOr<std::unique_ptr<rdzv::RoundSource>> rounds = (*grpc)->start_round_source(
-      copts, node, std::chrono::steady_clock::now() + config.rdzv.join_timeout);
-  if (!rounds.ok()) {
-    spdlog::error("{}", std::string(rounds.status().message()));
-    return 1;
-  }
+  DT_ASSIGN_OR_RETURN(
+      std::unique_ptr<rdzv::RoundSource> rounds,
+      grpc->start_round_source(copts, node, std::chrono::steady_clock::now() + config.rdzv.join_timeout));
   AgentOptions with_endpoint = a;
   with_endpoint.rdzv_endpoint = copts.endpoint;
-  Agent agent(std::move(with_endpoint), paths, env, std::move(*rounds), stdio);
+  Agent agent(std::move(with_endpoint), paths, env, std::move(rounds), stdio);
   if (replication) agent.SetReplication(std::move(*replication));
   int rc = agent.Run();
   // Let the other nodes learn the outcome before the service (and the port it shares with the
@@ -217,8 +195,9 @@ int RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
 
 // A rendezvous host whose name does not resolve yet (a Kubernetes service resolves once its pod is
 // up) is looked up again, backing off to 2 s, until join_timeout; a handled signal (blocked, so
-// waited for here) ends the wait. Returns 0 once this node's address facing it is known.
-int AwaitRendezvousHost(LaunchConfig& config) {
+// waited for here) ends the wait. Returns 0 once this node's address facing it is known, or 128 +
+// the signal that ended the wait.
+absl::StatusOr<int> AwaitRendezvousHost(LaunchConfig& config) {
   AgentOptions& a = config.agent;
   const auto deadline = std::chrono::steady_clock::now() + config.rdzv.join_timeout;
   sigset_t handled;
@@ -234,10 +213,10 @@ int AwaitRendezvousHost(LaunchConfig& config) {
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      spdlog::error("cannot reach the rendezvous host {} within join_timeout ({} s); check --master-addr / "
-                    "--rdzv-endpoint, or give this node's address with --local-addr",
-                    config.service_host, config.rdzv.join_timeout.count() / 1000.0);
-      return 1;
+      return absl::DeadlineExceededError(
+          absl::StrCat("cannot reach the rendezvous host ", config.service_host, " within join_timeout (",
+                       config.rdzv.join_timeout.count() / 1000.0,
+                       " s); check --master-addr / --rdzv-endpoint, or give this node's address with --local-addr"));
     }
     if (!said) {
       spdlog::warn("the rendezvous host {} does not resolve (or is unreachable) yet; waiting up to {} s (join_timeout): "
@@ -253,67 +232,56 @@ int AwaitRendezvousHost(LaunchConfig& config) {
   }
 }
 
-}  // namespace
+// Where this launch's logs go: a fresh DIR/<run_id> under --log-dir; without it, when hang
+// detection or --redirects/--tee need files, a private fresh directory in /tmp (never one another
+// user placed there; the event log opens in it before any worker writes); else none ("").
+absl::StatusOr<std::string> LogRootFor(const LaunchConfig& config) {
+  const AgentOptions& a = config.agent;
+  if (!config.log_dir.empty()) return FreshLogRoot(config.log_dir, a.run_id);
+  if (!WantsLogFiles(a)) return std::string();
+  for (int tries = 0; tries < 8; ++tries) {
+    std::string root = absl::StrCat("/tmp/dtrun_", a.run_id, "_", RandomHex(6));
+    if (::mkdir(root.c_str(), 0700) == 0) {
+      spdlog::info("{} without --log-dir: logs go to {}", a.hang.enabled() ? "hang detection" : "--redirects/--tee",
+                   root);
+      return root;
+    }
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("cannot create a log directory in /tmp: ", strerror(errno), "; give one with --log-dir"));
+}
 
-int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
-           const std::string& command_line, const StdioWriters& stdio) {
+// This launch's entry in the registry `dtrun kill` and `dtrun status` read.
+LaunchRecord RecordOf(const LaunchConfig& config, const std::string& command_line) {
+  LaunchRecord record;
+  record.launch_id = config.agent.launch_id;
+  record.run_id = config.agent.run_id;
+  record.pid = ::getpid();
+  record.start_ticks = ProcessStartTicks(record.pid).value_or(0);
+  record.nproc_per_node = config.agent.nproc_per_node;
+  record.command = command_line;
+  record.started_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return record;
+}
+
+// Everything after the launch's private directory exists: log paths, the registry entry and
+// launch guard, then the agent.
+absl::StatusOr<int> RunInLaunchDir(LaunchConfig& config, const std::map<std::string, std::string>& env,
+                                   const std::string& command_line, const StdioWriters& stdio,
+                                   const std::string& private_dir) {
   AgentOptions& a = config.agent;
-  a.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));
-  if (config.standalone) {
-    std::string h = RandomHex(32);  // formatted like torchrun's uuid4 run ids
-    a.run_id = absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
-                            h.substr(16, 4), "-", h.substr(20));
-  }
-
   AttemptPaths paths;
-  absl::StatusOr<std::string> runtime_dir = RuntimeDir();
-  if (!runtime_dir.ok()) {
-    spdlog::error("{}", std::string(runtime_dir.status().message()));
-    return 2;
-  }
-  RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
-  std::string private_dir = absl::StrCat(*runtime_dir, "/", a.launch_id);
-  if (::mkdir(private_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    spdlog::error("cannot create {}: {}; check DTRUN_RUNTIME_DIR", private_dir, strerror(errno));
-    return 2;
-  }
   SetUpProgressChannels(env, private_dir, a);
   auto term = env.find("TERM");
   a.progress_line = a.progress_line && ::isatty(STDOUT_FILENO) && (term == env.end() || term->second != "dumb");
-  if (!config.log_dir.empty()) {
-    absl::StatusOr<std::string> root = FreshLogRoot(config.log_dir, a.run_id);
-    if (!root.ok()) {
-      spdlog::error("{}", std::string(root.status().message()));
-      return 2;
-    }
-    paths.log_root = *root;
-  } else if (WantsLogFiles(a)) {
-    // Made now, private and fresh (never one that another user placed in /tmp): the event log
-    // opens in it before any worker writes there.
-    for (int tries = 0; tries < 8 && paths.log_root.empty(); ++tries) {
-      std::string root = absl::StrCat("/tmp/dtrun_", a.run_id, "_", RandomHex(6));
-      if (::mkdir(root.c_str(), 0700) == 0) paths.log_root = root;
-    }
-    if (paths.log_root.empty()) {
-      spdlog::error("cannot create a log directory in /tmp: {}; give one with --log-dir", strerror(errno));
-      return 2;
-    }
-    spdlog::info("{} without --log-dir: logs go to {}", a.hang.enabled() ? "hang detection" : "--redirects/--tee",
-                 paths.log_root);
-  }
+  DT_ASSIGN_OR_RETURN(paths.log_root, LogRootFor(config));
   paths.error_root = paths.log_root.empty() ? private_dir : paths.log_root;
 
-  LaunchRecord record;
-  record.launch_id = a.launch_id;
-  record.run_id = a.run_id;
-  record.pid = ::getpid();
-  record.start_ticks = ProcessStartTicks(record.pid).value_or(0);
-  record.nproc_per_node = a.nproc_per_node;
-  record.command = command_line;
-  record.started_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
-  absl::StatusOr<std::string> registry_file = RegisterLaunch(record);
-  if (!registry_file.ok()) spdlog::warn("{}; `dtrun kill` will still find the workers", std::string(registry_file.status().message()));
+  absl::StatusOr<std::string> registry_file = RegisterLaunch(RecordOf(config, command_line));
+  if (!registry_file.ok()) {
+    spdlog::warn("{}; `dtrun kill` will still find the workers", std::string(registry_file.status().message()));
+  }
   LaunchGuard guard = LaunchGuard::Start(a.launch_id, registry_file.value_or(""));
   a.guard_pid = guard.pid();
   BlockAgentSignals(a.signals_to_handle);
@@ -325,12 +293,34 @@ int RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
         "your system being overloaded, please further tune the variable for optimal performance in "
         "your application as needed. \n*****************************************");
   }
-  int rc = config.multi_node && a.local_addr.empty() ? AwaitRendezvousHost(config) : 0;
-  if (rc == 0) rc = RunAgent(config, paths, env, stdio);
-  std::error_code ec;
-  std::filesystem::remove_all(private_dir, ec);
+  absl::StatusOr<int> rc = config.multi_node && a.local_addr.empty() ? AwaitRendezvousHost(config) : 0;
+  if (rc.ok() && *rc == 0) rc = RunAgent(config, paths, env, stdio);
   if (registry_file.ok()) ::unlink(registry_file->c_str());
   guard.Dismiss();
+  return rc;
+}
+
+}  // namespace
+
+absl::StatusOr<int> RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
+                           const std::string& command_line, const StdioWriters& stdio) {
+  AgentOptions& a = config.agent;
+  a.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));
+  if (config.standalone) {
+    std::string h = RandomHex(32);  // formatted like torchrun's uuid4 run ids
+    a.run_id = absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
+                            h.substr(16, 4), "-", h.substr(20));
+  }
+  DT_ASSIGN_OR_RETURN(std::string runtime_dir, RuntimeDir());
+  RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
+  std::string private_dir = absl::StrCat(runtime_dir, "/", a.launch_id);
+  if (::mkdir(private_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create ", private_dir, ": ", strerror(errno), "; check DTRUN_RUNTIME_DIR"));
+  }
+  absl::StatusOr<int> rc = RunInLaunchDir(config, env, command_line, stdio, private_dir);
+  std::error_code ec;
+  std::filesystem::remove_all(private_dir, ec);
   return rc;
 }
 

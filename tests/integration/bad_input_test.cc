@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "gtest/gtest.h"
 #include "tests/support/loopback.h"
@@ -45,6 +46,19 @@ TEST(BadInputTest, EachMistakeGetsOneLineNamingIt) {
     EXPECT_NE(h.err().find(c.mentions), std::string::npos) << h.err();
     EXPECT_TRUE(h.out().empty()) << h.out();
   }
+}
+
+// A launch that fails after its private directory exists reports once (main) and leaves nothing
+// in the runtime directory (it used to leave the launch's directory behind).
+TEST(BadInputTest, ALaunchThatCannotSetUpItsLogsLeavesNoLaunchDirectory) {
+  std::string runtime = MakeTempDir();
+  std::string a_file = MakeTempDir() + "/file";
+  std::fclose(std::fopen(a_file.c_str(), "w"));
+  Harness h({DtrunBinary(), "--log-dir", a_file + "/logs", "/bin/true"}, {{"DTRUN_RUNTIME_DIR", runtime}});
+  EXPECT_EQ(h.Wait(std::chrono::seconds(30)), 2) << h.all();
+  EXPECT_EQ(std::count(h.err().begin(), h.err().end(), '\n'), 1) << h.err();
+  EXPECT_NE(h.err().find("--log-dir " + a_file + "/logs is not writable"), std::string::npos) << h.err();
+  EXPECT_TRUE(std::filesystem::is_empty(runtime)) << std::filesystem::directory_iterator(runtime)->path();
 }
 
 TEST(BadInputTest, PortInUseIsAClearError) {
