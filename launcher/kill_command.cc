@@ -16,7 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/run_registry.h"
 #include "base/env_names.h"
-#include "base/exit_code.h"
+#include "base/exit_codes.h"
 #include "base/process_table.h"
 #include "base/signal_names.h"
 #include "rendezvous/grpc_module.h"

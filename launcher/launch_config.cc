@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "base/build_info.h"
 #include "base/env_names.h"
+#include "base/random_hex.h"
 #include "base/signal_names.h"
 #include "agent/snapshot_store.h"
 #include "base/status_macros.h"
@@ -32,6 +33,13 @@ constexpr char kUsage[] = "dtrun [options] PROGRAM [ARGS...]";
 constexpr int kMaxNprocPerNode = 1024;
 
 absl::Status Bad(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+// Formatted like torchrun's uuid4 run ids.
+std::string FreshRunId() {
+  std::string h = RandomHex(32);
+  return absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-", h.substr(16, 4), "-",
+                      h.substr(20));
+}
 
 // The raw flag values, before validation.
 struct RawFlags {
@@ -430,7 +438,6 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
 // service this node joins and whether it hosts it (multi-node).
 absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConfig& c) {
   AgentOptions& a = c.agent;
-  c.standalone = f.standalone;
   c.rdzv_backend = f.rdzv_backend;
   c.rdzv_endpoint = f.rdzv_endpoint;
   a.run_id = f.rdzv_id;
@@ -450,15 +457,16 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
     return Bad(absl::StrCat("--rdzv-backend ", f.rdzv_backend, " is not supported; use c10d (dtrun's rendezvous "
                             "service) or static"));
   }
-  if (c.standalone && c.max_nodes > 1) {
+  if (f.standalone && c.max_nodes > 1) {
     return Bad(absl::StrCat("--standalone runs one node, but --nnodes is ", f.nnodes,
                             "; drop --standalone for a multi-node job"));
   }
   // --standalone, and (as torchrun since PR #175699) a single-node job that did not say where its
   // workers meet: a kernel-chosen port, so two jobs on one host never collide (--standalone also
-  // gets a fresh run id, in RunJob). Workers see torchrun's "localhost"; the store listens on
-  // loopback only.
-  if (c.standalone || (c.max_nodes == 1 && !f.meeting_point_given)) {
+  // gets a fresh run id). Workers see torchrun's "localhost"; the store listens on loopback only.
+  if (f.standalone || (c.max_nodes == 1 && !f.meeting_point_given)) {
+    c.topology = f.standalone ? Topology::kStandalone : Topology::kSingleNode;
+    if (f.standalone) a.run_id = FreshRunId();
     c.rdzv_backend = "c10d";
     c.rdzv_endpoint = "localhost:0";
     a.master_addr = "localhost";
@@ -466,7 +474,7 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
     a.master_port = 0;
     return absl::OkStatus();
   }
-  c.multi_node = c.max_nodes > 1;
+  c.topology = c.max_nodes > 1 ? Topology::kJoinService : Topology::kSingleNode;
   const bool dynamic = c.rdzv_backend != "static";
   if (!dynamic && !f.rdzv_endpoint.empty()) {
     // As torchrun: with the static backend the endpoint is the master's address and port
@@ -474,7 +482,7 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
     DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, f.master_port));
     std::tie(a.master_addr, a.master_port) = ep;
   }
-  if (!c.multi_node) {
+  if (!c.multi_node()) {
     if (dynamic && !f.rdzv_endpoint.empty()) {
       DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, 29400));
       std::tie(a.master_addr, a.master_port) = ep;
@@ -498,15 +506,16 @@ absl::Status FillRendezvous(const RawFlags& f, const HostProbe& host, LaunchConf
     std::tie(c.service_host, c.service_port) = ep;
     auto is_host = c.rdzv_conf.find("is_host");
     if (is_host != c.rdzv_conf.end()) {
-      c.host_service = is_host->second == "1" || is_host->second == "true" || is_host->second == "True";
-    } else {
-      // As torchrun: the first local agent to bind the endpoint hosts, the others join it.
-      c.host_service = c.host_service_if_free = host.IsThisHost(c.service_host);
+      if (is_host->second == "1" || is_host->second == "true" || is_host->second == "True") {
+        c.topology = Topology::kHostService;
+      }
+    } else if (host.IsThisHost(c.service_host)) {
+      c.topology = Topology::kHostIfFree;  // as torchrun: the first local agent to bind it hosts
     }
   } else {
     c.service_host = a.master_addr;
     c.service_port = a.master_port;
-    c.host_service = f.node_rank == 0;
+    if (f.node_rank == 0) c.topology = Topology::kHostService;
   }
   if (c.service_port == 0) {
     return Bad(absl::StrCat("a multi-node job needs a fixed port that every node can reach; give ",
@@ -546,7 +555,7 @@ std::vector<std::pair<size_t, size_t>> TokenValues(const std::vector<std::string
 }  // namespace
 
 absl::Status LoadLaunchCredentials(LaunchConfig& config) {
-  if (!config.multi_node) return absl::OkStatus();
+  if (!config.multi_node()) return absl::OkStatus();
   DT_ASSIGN_OR_RETURN(Credentials creds, LoadCredentials(config.credential_flags));
   config.rdzv.token = creds.token;
   config.tls = std::move(creds.tls);
@@ -732,6 +741,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   c.log_dir = f.log_dir;
   c.omp_warning = c.agent.nproc_per_node > 1 && !env.count(env::kOmpNumThreads);
   c.agent.set_omp_num_threads = c.omp_warning;
+  c.agent.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));  // this process's launch
   parsed.config = std::move(c);
   return parsed;
 }

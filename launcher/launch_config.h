@@ -17,9 +17,24 @@
 
 namespace dtrun {
 
+// How this node takes part in the job, settled when the command line is parsed. Whether ranks are
+// fixed (static) or given out each round (elastic) is rdzv.static_ranks, and what Slurm supplied is
+// scheduler_note: neither changes where rounds come from.
+enum class Topology {
+  kStandalone,   // --standalone: one node, rounds in-process, a fresh run id, a free port
+  kSingleNode,   // one node without --standalone: rounds in-process, the run id as given
+  kHostService,  // several nodes; this one hosts the rendezvous service and the workers' store
+  kHostIfFree,   // several nodes; the c10d endpoint is this host and is_host is unset: this node
+                 // hosts unless another local agent holds the port already, then joins it
+  kJoinService,  // several nodes; another node, or `dtrun rdzv-server`, hosts the service
+};
+
 struct LaunchConfig {
-  AgentOptions agent;
-  bool standalone = false;
+  Topology topology = Topology::kSingleNode;
+  bool multi_node() const { return topology != Topology::kStandalone && topology != Topology::kSingleNode; }
+  bool hosts_service() const { return topology == Topology::kHostService || topology == Topology::kHostIfFree; }
+
+  AgentOptions agent;  // launch_id and run_id set (a fresh run id with --standalone)
   int min_nodes = 1;
   int max_nodes = 1;
   std::string rdzv_backend = "static";
@@ -27,10 +42,7 @@ struct LaunchConfig {
   std::map<std::string, std::string> rdzv_conf;
   std::string log_dir;         // --log-dir as given
 
-  // Multi-node: the rendezvous service this node joins (and hosts, if host_service).
-  bool multi_node = false;
-  bool host_service = false;
-  bool host_service_if_free = false;  // endpoint is local and is_host unset: host unless taken
+  // Multi-node: the rendezvous service this node joins (and hosts, if hosts_service()).
   std::string service_host;
   int service_port = 0;
   rdzv::RendezvousOptions rdzv;

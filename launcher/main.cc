@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/worker_env.h"
 #include "base/env_names.h"
-#include "base/exit_code.h"
+#include "base/exit_codes.h"
 #include "base/mutex_mode.h"
 #include "launcher/completion.h"
 #include "launcher/console_log.h"

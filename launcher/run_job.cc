@@ -22,6 +22,7 @@
 #include "base/env_names.h"
 #include "base/host_name.h"
 #include "base/process_table.h"
+#include "base/random_hex.h"
 #include "base/status_macros.h"
 #include "launcher/host_probe.h"
 #include "rendezvous/grpc_module.h"
@@ -32,12 +33,6 @@
 namespace dtrun {
 namespace {
 
-std::string RandomHex(int digits) {
-  std::random_device rd;
-  std::string out;
-  for (int i = 0; i < digits; ++i) out += "0123456789abcdef"[rd() % 16];
-  return out;
-}
 
 // DIR/<run_id>, or DIR/<run_id>_<n> if that exists: an earlier run's logs are never touched.
 absl::StatusOr<std::string> FreshLogRoot(const std::string& dir, const std::string& run_id) {
@@ -117,7 +112,7 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
                       grpc.start_server("127.0.0.1", 0, options, config.tls));
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared = TcpStoreServer::Start(
       config.service_host, static_cast<uint16_t>(config.service_port), static_cast<uint16_t>(s->port()));
-  if (!shared.ok()) return config.host_service_if_free ? absl::OkStatus() : shared.status();
+  if (!shared.ok()) return config.topology == Topology::kHostIfFree ? absl::OkStatus() : shared.status();
   store = std::move(*shared);
   server = std::move(s);
   spdlog::info("hosting the rendezvous and the workers' store for run {} on {}:{}", config.agent.run_id,
@@ -155,12 +150,12 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
 // hosts it), then runs the agent.
 absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
                              const std::map<std::string, std::string>& env, const StdioWriters& stdio) {
-  if (!config.multi_node) return RunLocalAgent(config, paths, env, stdio);
+  if (!config.multi_node()) return RunLocalAgent(config, paths, env, stdio);
   const AgentOptions& a = config.agent;
   DT_ASSIGN_OR_RETURN(const rdzv::GrpcModuleApi* grpc, rdzv::LoadGrpcModule());
   std::unique_ptr<TcpStoreServer> store;
   std::unique_ptr<rdzv::RendezvousServer> server;
-  if (config.host_service) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, store, server));
+  if (config.hosts_service()) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, store, server));
   if (!store) {
     // Used when no service host serves the store (a standalone `dtrun rdzv-server`).
     DT_ASSIGN_OR_RETURN(store, TcpStoreServer::Start(a.local_addr, 0));
@@ -293,7 +288,7 @@ absl::StatusOr<int> RunInLaunchDir(LaunchConfig& config, const std::map<std::str
         "your system being overloaded, please further tune the variable for optimal performance in "
         "your application as needed. \n*****************************************");
   }
-  absl::StatusOr<int> rc = config.multi_node && a.local_addr.empty() ? AwaitRendezvousHost(config) : 0;
+  absl::StatusOr<int> rc = config.multi_node() && a.local_addr.empty() ? AwaitRendezvousHost(config) : 0;
   if (rc.ok() && *rc == 0) rc = RunAgent(config, paths, env, stdio);
   if (registry_file.ok()) ::unlink(registry_file->c_str());
   guard.Dismiss();
@@ -304,13 +299,7 @@ absl::StatusOr<int> RunInLaunchDir(LaunchConfig& config, const std::map<std::str
 
 absl::StatusOr<int> RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
                            const std::string& command_line, const StdioWriters& stdio) {
-  AgentOptions& a = config.agent;
-  a.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));
-  if (config.standalone) {
-    std::string h = RandomHex(32);  // formatted like torchrun's uuid4 run ids
-    a.run_id = absl::StrCat(h.substr(0, 8), "-", h.substr(8, 4), "-", h.substr(12, 4), "-",
-                            h.substr(16, 4), "-", h.substr(20));
-  }
+  const AgentOptions& a = config.agent;
   DT_ASSIGN_OR_RETURN(std::string runtime_dir, RuntimeDir());
   RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
   std::string private_dir = absl::StrCat(runtime_dir, "/", a.launch_id);

@@ -11,7 +11,7 @@
 namespace dtrun {
 
 // Returns the job's exit code (the agent's, or 128 + a signal that ended the launch), or why the
-// launch could not run, for the caller to report once (base/exit_code.h gives its code). Must be called
+// launch could not run, for the caller to report once (base/exit_codes.h gives its code). Must be called
 // before any thread that takes signals is started (the console writers take none).
 absl::StatusOr<int> RunJob(LaunchConfig config, const std::map<std::string, std::string>& env,
                            const std::string& command_line, const StdioWriters& stdio);

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_options.h"
 #include "agent/run_registry.h"
-#include "base/exit_code.h"
+#include "base/exit_codes.h"
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"
 #include "base/unix_time.h"

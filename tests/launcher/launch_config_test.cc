@@ -98,7 +98,8 @@ TEST(LaunchConfigTest, PetEnvironmentVariablesSetDefaults) {
 TEST(LaunchConfigTest, StandaloneUsesAFreePortAndLoopbackStore) {
   auto c = Parse({"--standalone", "--nproc-per-node", "2", "/bin/true"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->standalone);
+  EXPECT_EQ(c->topology, Topology::kStandalone);
+  EXPECT_EQ(c->agent.run_id.size(), 36u);  // a fresh uuid-like run id, set when parsing
   EXPECT_EQ(c->agent.master_port, 0);
   EXPECT_EQ(c->agent.master_addr, "localhost");
   EXPECT_EQ(c->agent.store_bind_addr, "127.0.0.1");
@@ -108,7 +109,8 @@ TEST(LaunchConfigTest, StandaloneUsesAFreePortAndLoopbackStore) {
 TEST(LaunchConfigTest, ASingleNodeJobThatNamesNoPortGetsAFreeOne) {
   auto c = Parse({"--nproc-per-node", "2", "/bin/true"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_FALSE(c->standalone);  // its run id stays as given
+  EXPECT_EQ(c->topology, Topology::kSingleNode);
+  EXPECT_EQ(c->agent.run_id, "none");  // its run id stays as given
   EXPECT_EQ(c->agent.master_port, 0);
   EXPECT_EQ(c->agent.store_bind_addr, "127.0.0.1");
   // A port or endpoint chosen by flag or PET_ variable, or several nodes: torchrun's 29500 path.
@@ -217,7 +219,7 @@ TEST(LaunchConfigTest, StaticBackendTakesTheEndpointAsMasterAddressAndPort) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->service_host, "127.0.0.1");
   EXPECT_EQ(c->service_port, 5972);
-  EXPECT_TRUE(c->host_service);
+  EXPECT_TRUE(c->hosts_service());
   auto single = Parse({"--rdzv-endpoint", "localhost:6001", "/bin/true"});
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_EQ(single->agent.master_addr, "localhost");
@@ -330,7 +332,7 @@ TEST(LaunchConfigHostTest, WhatTheFlagsMeanComesFromTheHostProbeOnly) {
   ASSERT_TRUE(multi.ok()) << multi.status();
   EXPECT_EQ(multi->agent.local_addr, "10.1.2.3");
   EXPECT_EQ(multi->agent.socket_ifname, "ib0");
-  EXPECT_FALSE(multi->host_service);  // "head" is not one of this host's addresses
+  EXPECT_FALSE(multi->hosts_service());  // "head" is not one of this host's addresses
 }
 
 }  // namespace
@@ -377,7 +379,7 @@ TEST(LaunchConfigHostTest, UnderSlurmTheJobsValuesFillOnlyTheFlagsNotGiven) {
   ASSERT_TRUE(p.ok()) << p.status();
   const LaunchConfig& c = *p->config;
   const int port = SlurmJobPort("4242");
-  EXPECT_TRUE(c.multi_node);
+  EXPECT_TRUE(c.multi_node());
   EXPECT_EQ(c.agent.node_rank, 1);
   EXPECT_EQ(c.agent.nproc_per_node, 4);
   EXPECT_EQ(c.agent.run_id, "slurm-4242.0");
@@ -398,12 +400,44 @@ TEST(LaunchConfigHostTest, UnderSlurmTheJobsValuesFillOnlyTheFlagsNotGiven) {
   EXPECT_EQ(mine->config->scheduler_note.find("--nproc-per-node"), std::string::npos);
   absl::StatusOr<ParsedCommandLine> alone = ParseCommandLine({"--standalone", "train"}, slurm, host);
   ASSERT_TRUE(alone.ok()) << alone.status();
-  EXPECT_FALSE(alone->config->multi_node);
+  EXPECT_FALSE(alone->config->multi_node());
   EXPECT_EQ(alone->config->agent.nproc_per_node, 4);
   std::map<std::string, std::string> crowded = slurm;
   crowded["SLURM_STEP_TASKS_PER_NODE"] = "2(x2)";
   absl::StatusOr<ParsedCommandLine> bad = ParseCommandLine({"train"}, crowded, host);
   EXPECT_NE(bad.status().message().find("under Slurm: srun started 2 dtrun tasks"), std::string::npos) << bad.status();
+}
+
+// One topology per way of launching, decided when parsing ends (run_job reads it, never the flags).
+TEST(LaunchConfigHostTest, EachWayOfLaunchingHasItsTopology) {
+  FakeHost host;
+  const std::vector<std::string> c10d = {"--nnodes", "2", "--rdzv-backend", "c10d"};
+  auto with = [](std::vector<std::string> a, std::vector<std::string> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  struct Case {
+    std::vector<std::string> args;
+    Topology expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--standalone", "train"}, Topology::kStandalone},
+      {{"train"}, Topology::kSingleNode},
+      {{"--master-port", "29511", "train"}, Topology::kSingleNode},
+      {{"--nnodes", "2", "--node-rank", "0", "--master-addr", "head", "train"}, Topology::kHostService},
+      {{"--nnodes", "2", "--node-rank", "1", "--master-addr", "head", "train"}, Topology::kJoinService},
+      {with(c10d, {"--rdzv-endpoint", "job-worker-0:29400", "train"}), Topology::kHostIfFree},
+      {with(c10d, {"--rdzv-endpoint", "head:29400", "train"}), Topology::kJoinService},
+      {with(c10d, {"--rdzv-endpoint", "head:29400", "--rdzv-conf", "is_host=1", "train"}), Topology::kHostService},
+      {with(c10d, {"--rdzv-endpoint", "job-worker-0:29400", "--rdzv-conf", "is_host=0", "train"}),
+       Topology::kJoinService},
+  };
+  for (const Case& c : cases) {
+    auto parsed = ParseOn(host, c.args);
+    ASSERT_TRUE(parsed.ok()) << parsed.status() << " " << absl::StrJoin(c.args, " ");
+    EXPECT_EQ(parsed->topology, c.expected) << absl::StrJoin(c.args, " ");
+    EXPECT_FALSE(parsed->agent.launch_id.empty());
+  }
 }
 
 }  // namespace
