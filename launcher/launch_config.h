@@ -12,6 +12,7 @@
 #include "launcher/cli_option.h"
 #include "launcher/credentials.h"
 #include "launcher/host_probe.h"
+#include "launcher/launch_values.h"
 #include "rendezvous/rendezvous_options.h"
 #include "rendezvous/rendezvous_server.h"
 
@@ -80,29 +81,5 @@ std::vector<CliOption> LaunchFlags();
 // The step after parsing that reads files: the token and TLS material of a multi-node job (one
 // rule for every command, see launcher/credentials.h). InvalidArgument naming the flag.
 absl::Status LoadLaunchCredentials(LaunchConfig& config);
-
-// The command line as `dtrun status` may show it: the value of --rdzv-token is replaced by "***".
-std::string RedactedCommandLine(const std::vector<std::string>& args);
-// Overwrites the value of --rdzv-token in the process's own argv (so /proc/PID/cmdline and `ps`
-// do not show it); returns true if there was one.
-bool HideTokenInArgv(int argc, char** argv);
-
-// Value parsers, exposed for tests.
-absl::StatusOr<std::pair<int, int>> ParseNnodes(const std::string& value);
-// --nproc-per-node: a number, or what cpu, gpu (cuda), xpu or auto count on this host for workers
-// that inherit `env` (its visibility variables), with a line saying what was counted from where.
-struct NprocPerNode {
-  int count = 0;
-  std::string counted;  // "" for a number
-};
-absl::StatusOr<NprocPerNode> ParseNprocPerNode(const std::string& value, const HostProbe& host = ThisHost(),
-                                               const std::map<std::string, std::string>& env = {});
-absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& flag,
-                                                          const std::string& value, int nproc);
-absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
-// --section-timeout "step=60,checkpoint=900".
-absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> ParseSectionTimeouts(const std::string& value);
-// "HOST[:PORT]" (IPv6 in brackets) with a default port.
-absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port);
 
 }  // namespace dtrun

@@ -13,6 +13,7 @@
 #include "base/env_names.h"
 #include "base/exit_codes.h"
 #include "base/mutex_mode.h"
+#include "launcher/command_line_token.h"
 #include "launcher/completion.h"
 #include "launcher/console_log.h"
 #include "launcher/kill_command.h"

@@ -1,5 +1,6 @@
 #include "launcher/launch_config.h"
 #include "base/build_info.h"
+#include "launcher/command_line_token.h"
 #include "launcher/slurm_env.h"
 
 #include <signal.h>
