@@ -322,7 +322,7 @@ absl::StatusOr<std::optional<NodeView>> GrpcRoundSource::Latest() {
 
 void GrpcRoundSource::WatchLoop() {
   uint64_t after = 0;
-  const auto max_wait = std::max(join_.keep_alive_interval * 2, std::chrono::milliseconds(2000));
+  const auto max_wait = LeaseRules::WatchWait(join_.keep_alive_interval);
   for (;;) {
     std::string id;
     {
@@ -354,59 +354,43 @@ void GrpcRoundSource::KeepAliveLoop() {
     mu_.Await(absl::Condition(this, &GrpcRoundSource::JoinSettled));
     if (!joined_) return;
   }
-  int misses = 0;
-  auto last_ok = Clock::now();
-  last_keep_alive_ = Clock::now();
+  LeaseRules lease({join_.keep_alive_interval, join_.keep_alive_max_attempt, kStatusPushInterval}, Clock::now());
   for (;;) {
     std::string id;
     std::optional<status::NodeStatus> status;
-    if (!AwaitKeepAliveDue(id, status)) return;
+    if (!AwaitKeepAliveDue(lease, id, status)) return;
     std::optional<status::StragglerStatus> straggler;
     absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval, status ? &*status : nullptr, &straggler);
-    last_keep_alive_ = Clock::now();
-    if (status) last_status_push_ = last_keep_alive_;
-    if (st.ok()) {
-      {
-        absl::MutexLock lock(&mu_);
-        straggler_ = std::move(straggler);
-      }
-      misses = 0;
-      last_ok = Clock::now();
-      continue;
-    }
-    if (st.code() == absl::StatusCode::kNotFound) {
-      Rejoin();
-      continue;
-    }
-    if (st.code() == absl::StatusCode::kUnauthenticated || st.code() == absl::StatusCode::kPermissionDenied) {
-      return Fatal(st);
-    }
-    if (++misses >= join_.keep_alive_max_attempt) {
-      auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok);
-      return Fatal(absl::UnavailableError(absl::StrCat(
-          "lost the rendezvous service (master) at ", client_->endpoint(), ": no answer for ",
-          silent.count() / 1000.0, " s (", misses, " keep-alives missed); stopping this node")));
+    switch (lease.OnAnswer(st, Clock::now(), status.has_value())) {
+      case LeaseRules::Next::kContinue:
+        if (st.ok()) {
+          absl::MutexLock lock(&mu_);
+          straggler_ = std::move(straggler);
+        }
+        break;
+      case LeaseRules::Next::kRejoin:
+        Rejoin();
+        break;
+      case LeaseRules::Next::kStop:
+        return Fatal(lease.Verdict(client_->endpoint()));
     }
   }
 }
 
-bool GrpcRoundSource::AwaitKeepAliveDue(std::string& node_id, std::optional<status::NodeStatus>& status) {
+bool GrpcRoundSource::AwaitKeepAliveDue(const LeaseRules& lease, std::string& node_id,
+                                        std::optional<status::NodeStatus>& status) {
   absl::MutexLock lock(&mu_);
   for (;;) {
-    const Clock::time_point keep_alive_due = last_keep_alive_ + join_.keep_alive_interval;
-    const Clock::time_point status_due = last_status_push_ + kStatusPushInterval;
-    const Clock::time_point now = Clock::now();
     if (stopping_) return false;
-    if (now >= keep_alive_due || (status_ && now >= status_due)) break;
-    if (status_) {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(std::min(keep_alive_due, status_due) - now));
-    } else {  // a status published meanwhile may be due at once
-      mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRoundSource::StoppingOrStatus),
-                           absl::FromChrono(keep_alive_due - now));
-    }
+    const Clock::time_point now = Clock::now();
+    const Clock::time_point due = lease.NextDue(status_.has_value());
+    if (now >= due) break;
+    // Without a status waiting, one published meanwhile may be due at once.
+    mu_.AwaitWithTimeout(status_ ? absl::Condition(&stopping_) : absl::Condition(this, &GrpcRoundSource::StoppingOrStatus),
+                         absl::FromChrono(due - now));
   }
   node_id = node_id_;
-  if (status_ && Clock::now() >= last_status_push_ + kStatusPushInterval) status = std::exchange(status_, std::nullopt);
+  if (status_ && lease.StatusGoesAt(Clock::now())) status = std::exchange(status_, std::nullopt);
   return true;
 }
 
@@ -466,7 +450,6 @@ void GrpcRoundSource::ReportLoop() {
 
 bool GrpcRoundSource::Deliver(const Report& report) {
   const char* what = report.success ? "success" : "a failure";
-  auto backoff = std::chrono::milliseconds(100);
   for (int attempt = 1;; ++attempt) {
     absl::Status st = client_->ReportOutcome(NodeId(), report.round, report.success, report.failures);
     // Aborted: the round is over already (another node's report, or this one's first delivery).
@@ -479,10 +462,9 @@ bool GrpcRoundSource::Deliver(const Report& report) {
     absl::MutexLock lock(&mu_);
     const uint64_t queued = reports_queued_;
     auto stop_or_newer = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || reports_queued_ != queued; };
-    mu_.AwaitWithTimeout(absl::Condition(&stop_or_newer), absl::FromChrono(backoff));
+    mu_.AwaitWithTimeout(absl::Condition(&stop_or_newer), absl::FromChrono(LeaseRules::ReportRetryDelay(attempt)));
     if (stopping_) return false;
     if (reports_queued_ != queued) return true;  // superseded
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
   }
 }
 

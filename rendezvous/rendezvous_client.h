@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/lease_rules.h"
 #include "rendezvous/rendezvous_server.h"
 #include "rendezvous/round_source.h"
 
@@ -118,8 +119,9 @@ class GrpcRoundSource : public RoundSource {
   std::string NodeId();
   bool JoinSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joined_ || stopping_ || !fatal_.ok(); }
   bool StoppingOrStatus() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || status_.has_value(); }
-  // Waits until a keep-alive is due (or stopping: false); takes the status to send with it.
-  bool AwaitKeepAliveDue(std::string& node_id, std::optional<status::NodeStatus>& status);
+  // Waits until `lease` says a keep-alive is due (or stopping: false); takes the status to send
+  // with it.
+  bool AwaitKeepAliveDue(const LeaseRules& lease, std::string& node_id, std::optional<status::NodeStatus>& status);
 
   std::unique_ptr<RendezvousClient> client_;
   const NodeInfo node_;
@@ -135,8 +137,6 @@ class GrpcRoundSource : public RoundSource {
   uint64_t reports_queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<status::NodeStatus> status_ ABSL_GUARDED_BY(mu_);  // not yet pushed
   std::optional<status::StragglerStatus> straggler_ ABSL_GUARDED_BY(mu_);  // from the last keep-alive
-  std::chrono::steady_clock::time_point last_keep_alive_;  // keep-alive thread only
-  std::chrono::steady_clock::time_point last_status_push_;  // keep-alive thread only
   std::thread watcher_;
   std::thread keeper_;
   std::thread reporter_;

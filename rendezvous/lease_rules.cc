@@ -1,0 +1,54 @@
+#include "rendezvous/lease_rules.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtrun::rdzv {
+
+LeaseRules::LeaseRules(Config config, Clock::time_point joined_at)
+    : config_(config), last_ok_(joined_at), last_keep_alive_(joined_at), last_status_push_() {}
+
+LeaseRules::Clock::time_point LeaseRules::NextDue(bool status_waiting) const {
+  const Clock::time_point keep_alive_due = last_keep_alive_ + config_.keep_alive_interval;
+  if (!status_waiting) return keep_alive_due;
+  return std::min(keep_alive_due, last_status_push_ + config_.status_push_interval);
+}
+
+LeaseRules::Next LeaseRules::OnAnswer(const absl::Status& answer, Clock::time_point now, bool with_status) {
+  last_keep_alive_ = now;
+  if (with_status) last_status_push_ = now;
+  if (answer.ok()) {
+    misses_ = 0;
+    last_ok_ = now;
+    return Next::kContinue;
+  }
+  if (answer.code() == absl::StatusCode::kNotFound) return Next::kRejoin;
+  if (answer.code() == absl::StatusCode::kUnauthenticated || answer.code() == absl::StatusCode::kPermissionDenied) {
+    stop_ = answer;
+    return Next::kStop;
+  }
+  if (++misses_ < config_.keep_alive_max_attempt) return Next::kContinue;
+  stopped_at_ = now;
+  return Next::kStop;
+}
+
+absl::Status LeaseRules::Verdict(const std::string& endpoint) const {
+  if (!stop_.ok()) return stop_;
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(stopped_at_ - last_ok_);
+  return absl::UnavailableError(absl::StrCat("lost the rendezvous service (master) at ", endpoint,
+                                             ": no answer for ", silent.count() / 1000.0, " s (", misses_,
+                                             " keep-alives missed); stopping this node"));
+}
+
+std::chrono::milliseconds LeaseRules::WatchWait(std::chrono::milliseconds keep_alive_interval) {
+  return std::max(keep_alive_interval * 2, std::chrono::milliseconds(2000));
+}
+
+std::chrono::milliseconds LeaseRules::ReportRetryDelay(int attempt) {
+  std::chrono::milliseconds delay(100);
+  for (int i = 1; i < attempt && delay < std::chrono::milliseconds(2000); ++i) delay *= 2;
+  return std::min(delay, std::chrono::milliseconds(2000));
+}
+
+}  // namespace dtrun::rdzv
