@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "progress/progress_board.h"
+#include "base/launch_layout.h"
 
 namespace dtrun {
 
@@ -99,11 +100,10 @@ struct AgentOptions {
 };
 
 inline std::string ProgressSocketPath(const AgentOptions& o, int local_rank) {
-  return o.progress_dir + "/progress." + std::to_string(local_rank) + ".sock";
+  return launch_layout::ProgressSocket(o.progress_dir, local_rank);
 }
 
 // The agent's latest status rows (`dtrun.status/v1` JSON), for `dtrun status` on this machine.
-inline std::string StatusSnapshotPath(const AgentOptions& o) { return o.progress_dir + "/status.json"; }
-inline constexpr char kStatusSnapshotName[] = "status.json";
+inline std::string StatusSnapshotPath(const AgentOptions& o) { return launch_layout::StatusSnapshot(o.progress_dir); }
 
 }  // namespace dtrun

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
 #include "base/host_name.h"
+#include "base/launch_layout.h"
 #include "base/process_table.h"
 #include "base/unix_time.h"
 #include "nlohmann/json.hpp"
@@ -166,13 +167,13 @@ WorkerFailure HangWatch::FailureOf(int local_rank) const {
 
 bool HangWatch::Report() {
   PendingHang& p = *pending_;
-  const std::string attempt_dir = absl::StrCat(paths_.error_root, "/attempt_", round_);
+  const std::string attempt_dir = launch_layout::AttemptDir(paths_.error_root, round_);
   if (!p.failure) {
     // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
     // elsewhere from the ones that wait for it inside torch.distributed.
     std::vector<int> elsewhere, waiting;
     for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
-      std::optional<bool> in_collective = WaitsInCollective(w.dir + "/stacks.txt");
+      std::optional<bool> in_collective = WaitsInCollective(launch_layout::StacksFile(w.dir));
       if (in_collective) (*in_collective ? waiting : elsewhere).push_back(w.local_rank);
     }
     WorkerFailure f = FailureOf(p.hang.local_rank);
@@ -223,7 +224,7 @@ void HangWatch::StartStackDump() {
     t.local_rank = w.local_rank;
     t.pid = w.process.pid();
     if (progress_.board()) t.stack_signal = progress_.board()->ranks()[w.local_rank].stack_signal;
-    t.file = w.dir + "/stacks.txt";
+    t.file = launch_layout::StacksFile(w.dir);
     targets.push_back(t);
   }
   const bool needs_tool = std::any_of(targets.begin(), targets.end(), [](const auto& t) { return t.stack_signal == 0; });

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/env_names.h"
+#include "base/launch_layout.h"
 #include "base/process_table.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
@@ -28,7 +29,7 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
                       {"nproc_per_node", r.nproc_per_node}, {"command", r.command},
                       {"started_unix", r.started_unix}};
   DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
-  std::string path = absl::StrCat(dir, "/", r.launch_id, ".json");
+  std::string path = launch_layout::RegistryEntry(dir, r.launch_id);
   DT_RETURN_IF_ERROR(WriteFileAtomically(path, j.dump() + "\n", 0600));
   return path;
 }
@@ -78,21 +79,6 @@ std::vector<LaunchRecord> ListLaunches() {
   return out;
 }
 
-namespace {
-
-// "<pid>-<8 hex digits>", the form of launch ids; the pid, or -1 for any other name.
-pid_t PidOfLaunchId(const std::string& name) {
-  const size_t dash = name.find('-');
-  if (dash == std::string::npos || dash == 0 || name.size() - dash - 1 != 8) return -1;
-  if (name.find_first_not_of("0123456789") != dash) return -1;
-  if (name.find_first_not_of("0123456789abcdef", dash + 1) != std::string::npos) return -1;
-  long pid = 0;
-  if (!absl::SimpleAtoi(name.substr(0, dash), &pid) || pid <= 0 || pid > (1 << 22)) return -1;
-  return static_cast<pid_t>(pid);
-}
-
-}  // namespace
-
 int RemoveLeftoverLaunchDirs() {
   absl::StatusOr<std::string> dir = RuntimeDir();
   if (!dir.ok()) return 0;
@@ -100,12 +86,12 @@ int RemoveLeftoverLaunchDirs() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
     const std::string name = entry.path().filename().string();
-    const pid_t pid = PidOfLaunchId(name);
+    const pid_t pid = launch_layout::PidOfLaunchId(name);
     if (pid < 0 || !entry.is_directory(ec) || entry.is_symlink(ec)) continue;
     absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(pid);
     if (ticks.ok()) {
       // Alive: ours unless its record says another process had the pid.
-      std::optional<LaunchRecord> r = ReadRecord(absl::StrCat(*dir, "/", name, ".json"));
+      std::optional<LaunchRecord> r = ReadRecord(launch_layout::RegistryEntry(*dir, name));
       if (!r || r->start_ticks == *ticks) continue;
     }
     std::filesystem::remove_all(entry.path(), ec);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/worker_env.h"
 #include "base/host_name.h"
+#include "base/launch_layout.h"
 #include "base/status_macros.h"
 #include "base/unix_time.h"
 
@@ -66,10 +67,10 @@ WorkerIdentity IdentityOf(const AttemptPaths& paths, const rdzv::Assignment& lay
   id.group_world_size = layout.group_world_size;
   id.master_addr = layout.master_addr;
   id.master_port = layout.master_port;
-  const std::string error_dir = absl::StrCat(paths.error_root, "/attempt_", layout.round, "/", lr);
-  id.error_file = error_dir + "/error.json";
-  id.stacks_file = error_dir + "/stacks.txt";
-  id.log_dir = paths.log_root.empty() ? "" : absl::StrCat(paths.log_root, "/attempt_", layout.round, "/", lr);
+  const std::string error_dir = launch_layout::RankDir(paths.error_root, layout.round, lr);
+  id.error_file = launch_layout::ErrorFile(error_dir);
+  id.stacks_file = launch_layout::StacksFile(error_dir);
+  id.log_dir = paths.log_root.empty() ? "" : launch_layout::RankDir(paths.log_root, layout.round, lr);
   if (lr < static_cast<int>(io.snapshot_fds.size())) id.snapshot_fd = io.snapshot_fds[lr];
   if (lr < static_cast<int>(io.replica_fds.size())) id.replica_fd = io.replica_fds[lr];
   return id;

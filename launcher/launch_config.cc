@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "base/build_info.h"
 #include "base/env_names.h"
-#include "base/random_hex.h"
+#include "base/launch_layout.h"
 #include "base/signal_names.h"
 #include "agent/snapshot_store.h"
 #include "base/status_macros.h"
@@ -349,7 +349,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   c.log_dir = f.log_dir;
   c.omp_warning = c.agent.nproc_per_node > 1 && !env.count(env::kOmpNumThreads);
   c.agent.set_omp_num_threads = c.omp_warning;
-  c.agent.launch_id = absl::StrCat(::getpid(), "-", RandomHex(8));  // this process's launch
+  c.agent.launch_id = launch_layout::NewLaunchId();
   parsed.config = std::move(c);
   return parsed;
 }

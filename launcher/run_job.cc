@@ -21,6 +21,7 @@
 #include "agent/tcp_store_server.h"
 #include "base/env_names.h"
 #include "base/host_name.h"
+#include "base/launch_layout.h"
 #include "base/process_table.h"
 #include "base/random_hex.h"
 #include "base/status_macros.h"
@@ -70,7 +71,7 @@ void SetUpProgressChannels(const std::map<std::string, std::string>& env, const 
   auto enabled = env.find(env::kEnableFileTimer);
   if (enabled != env.end() && enabled->second == "1") {
     auto file = env.find(env::kTimerFile);
-    a.timer_file = file != env.end() && !file->second.empty() ? file->second : private_dir + "/watchdog_timer";
+    a.timer_file = file != env.end() && !file->second.empty() ? file->second : launch_layout::TimerFile(private_dir);
   }
 }
 
@@ -302,7 +303,7 @@ absl::StatusOr<int> RunJob(LaunchConfig config, const std::map<std::string, std:
   const AgentOptions& a = config.agent;
   DT_ASSIGN_OR_RETURN(std::string runtime_dir, RuntimeDir());
   RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
-  std::string private_dir = absl::StrCat(runtime_dir, "/", a.launch_id);
+  std::string private_dir = launch_layout::LaunchDir(runtime_dir, a.launch_id);
   if (::mkdir(private_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create ", private_dir, ": ", strerror(errno), "; check DTRUN_RUNTIME_DIR"));

@@ -13,6 +13,7 @@
 #include "agent/agent_options.h"
 #include "agent/run_registry.h"
 #include "base/exit_codes.h"
+#include "base/launch_layout.h"
 #include "base/runtime_dir.h"
 #include "base/status_macros.h"
 #include "base/unix_time.h"
@@ -65,7 +66,7 @@ Shown ShowLaunch(const LaunchRecord& r, const std::string& runtime_dir, const Fl
   const long long age = UnixMillisNow() / 1000 - r.started_unix;
   shown.note = absl::StrCat("dtrun pid ", r.pid, ", up ", status::HumanSeconds(static_cast<double>(age)), ": ",
                             r.command.substr(0, 100));
-  const std::string path = absl::StrCat(runtime_dir, "/", r.launch_id, "/", kStatusSnapshotName);
+  const std::string path = launch_layout::StatusSnapshot(launch_layout::LaunchDir(runtime_dir, r.launch_id));
   absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxSnapshotBytes);
   if (!text.ok()) return shown;  // not written yet
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
