@@ -188,8 +188,8 @@ void Agent::OnRoundEvent() {
       spdlog::warn("round {}: {}", view->round, view->reason);
     } else {
       // Static jobs say whom they wait for and how long; otherwise the next round just forms.
-      const bool says_wait = view->reason.find("; waiting for ") != std::string::npos;
-      spdlog::warn("round {} ended: {}{}", view->round, view->reason, says_wait ? "" : "; waiting for the next round");
+      spdlog::warn("round {} ended: {}; waiting for {}", view->round, view->reason,
+                   view->awaited.empty() ? "the next round" : view->awaited);
     }
   }
   if (view->role == rdzv::NodeRole::kSpare && (!view_ || view_->role != rdzv::NodeRole::kSpare)) {

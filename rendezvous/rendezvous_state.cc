@@ -193,6 +193,10 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
   v.role = it == nodes_.end() ? NodeRole::kWaiting : it->second.role;
   if (phase_ == JobPhase::kRunning && it != nodes_.end()) v.assignment = it->second.assignment;
   v.reason = reason_;
+  if (phase_ == JobPhase::kForming && !awaited_names_.empty()) {
+    v.awaited = absl::StrCat(awaited_names_, " to come back, up to ", options_.join_timeout.count() / 1000.0,
+                             " s (join_timeout); Ctrl-C to stop");
+  }
   v.failures = failures_;
   v.exit_code = exit_code_;
   v.stacks_round = stacks_round_;
@@ -285,7 +289,7 @@ void RendezvousState::Tick(TimePoint now) {
     Fail(absl::StrCat("the rendezvous did not complete within join_timeout (",
                       options_.join_timeout.count() / 1000.0, " s): ", nodes_.size(), " of ",
                       options_.static_ranks ? options_.max_nodes : options_.min_nodes,
-                      " nodes present. ", reason_),
+                      " nodes present. ", reason_, awaited_names_.empty() ? "" : "; missing ", awaited_names_),
          {}, 1);
     return;
   }
@@ -442,6 +446,7 @@ void RendezvousState::DropNode(Nodes::iterator it, const std::string& why, TimeP
 }
 
 void RendezvousState::SayWhoIsAwaited() {
+  awaited_names_.clear();
   if (phase_ != JobPhase::kForming || !options_.static_ranks) return;
   constexpr size_t kNamed = 8;  // the reason goes to every node: its length must not grow with the job
   std::vector<std::string> missing;
@@ -457,9 +462,7 @@ void RendezvousState::SayWhoIsAwaited() {
   }
   nodes_visited_ += options_.max_nodes;
   if (missing.empty()) return;
-  absl::StrAppend(&reason_, "; waiting for ", absl::StrJoin(missing, ", "),
-                  more > 0 ? absl::StrCat(" and ", more, " more") : "", " to come back, up to ",
-                  options_.join_timeout.count() / 1000.0, " s (join_timeout); Ctrl-C to stop");
+  awaited_names_ = absl::StrCat(absl::StrJoin(missing, ", "), more > 0 ? absl::StrCat(" and ", more, " more") : "");
 }
 
 void RendezvousState::TouchAll() {

@@ -88,6 +88,9 @@ struct NodeView {
   NodeRole role = NodeRole::kWaiting;
   std::optional<Assignment> assignment;  // set while RUNNING for members
   std::string reason;                    // why the last round or the job ended
+  // While a static job forms again: whom it waits for, and how long ("node 1 (b, b-addr) to come
+  // back, up to 10 s (join_timeout); Ctrl-C to stop"); "" otherwise.
+  std::string awaited;
   std::vector<FailureInfo> failures;     // FAILED: the root cause first
   int exit_code = 0;                     // FAILED: the root cause's code (128 + signal if killed)
   // A round that ended because a worker hung: nodes still running it get their workers' stacks
@@ -241,6 +244,7 @@ class RendezvousState {
   TimePoint forming_since_;
   std::optional<TimePoint> min_reached_at_;  // elastic last call
   std::string reason_;
+  std::string awaited_names_;  // the static ranks a forming round lacks, named (SayWhoIsAwaited)
   std::vector<FailureInfo> failures_;
   int exit_code_ = 0;
   int64_t stacks_round_ = -1;

@@ -104,6 +104,7 @@ void ToWire(const NodeView& in, v1::WatchResponse* out) {
     a->set_buddy_port(in.assignment->buddy_port);
   }
   out->set_reason(in.reason);
+  out->set_awaited(in.awaited);
   for (const FailureInfo& f : in.failures) ToWire(f, out->add_failures());
   out->set_exit_code(in.exit_code);
   if (in.stacks_round >= 0) out->set_stacks_round(in.stacks_round);
@@ -123,6 +124,7 @@ NodeView FromWire(const v1::WatchResponse& in) {
                               a.buddy_addr(), a.buddy_port()};
   }
   v.reason = in.reason();
+  v.awaited = in.awaited();
   for (const v1::Failure& f : in.failures()) v.failures.push_back(FromWire(f));
   v.exit_code = in.exit_code();
   v.stacks_round = in.has_stacks_round() ? in.stacks_round() : -1;
