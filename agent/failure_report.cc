@@ -110,7 +110,9 @@ std::string LauncherErrorRecord(const std::vector<WorkerFailure>& failures) {
     message = absl::StrCat("rank ", root.global_rank, " on ", root.host, " ",
                            root.signal > 0 ? absl::StrCat("was killed by signal ", root.signal)
                                            : absl::StrCat("exited with code ", root.exit_code),
-                           root.kind.empty() ? "" : absl::StrCat(" (", root.kind, ")"));
+                           root.kind == rdzv::FailureKind::kExited
+                               ? ""
+                               : absl::StrCat(" (", rdzv::FailureKindName(root.kind), ")"));
   }
   const double ts = root.error_timestamp > 0 ? root.error_timestamp : root.time_unix_ms / 1000.0;
   nlohmann::json record = {{"message",

@@ -161,7 +161,7 @@ WorkerFailure HangWatch::FailureOf(int local_rank) const {
   f.local_rank = w.local_rank;
   f.pid = w.process.pid();
   f.exit_code = kHangExitCode;
-  f.kind = rdzv::kHangFailure;
+  f.kind = rdzv::FailureKind::kHang;
   return f;
 }
 
@@ -200,7 +200,7 @@ bool HangWatch::Report() {
   const PendingHang held = std::move(*pending_);
   pending_.reset();
   WorkerFailure f = *held.failure;
-  if (!still_ours && f.kind == rdzv::kHangFailure && view_ && view_->stacks_round == round_) {
+  if (!still_ours && f.kind == rdzv::FailureKind::kHang && view_ && view_->stacks_round == round_) {
     spdlog::info("another node reported the hang first");
     return true;
   }

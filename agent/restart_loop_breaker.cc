@@ -9,14 +9,14 @@ namespace dtrun {
 void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::ProgressBoard* board) const {
   if (limit_ <= 0 || !board || !(job_reports_ || board->any_reported())) return;
   if (board->best_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit_) return;
-  const std::string last = f.kind == rdzv::kHangFailure ? absl::StrCat("hang: ", f.message)
+  const std::string last = f.kind == rdzv::FailureKind::kHang ? absl::StrCat("hang: ", f.message)
                            : f.signal                   ? absl::StrCat("signal ", SignalName(f.signal))
                                                         : absl::StrCat("exit code ", f.exit_code);
   f.message = absl::StrCat(limit_, " attempts in a row made no progress past ",
                            best_step_ever_ >= 0 ? absl::StrCat("step ", best_step_ever_) : "the start",
                            "; the job stops instead of restarting again (--max-attempts-without-progress ", limit_,
                            "). Last failure: ", last);
-  f.kind = rdzv::kNoProgressFailure;
+  f.kind = rdzv::FailureKind::kNoProgress;
   f.exit_code = kNoProgressExitCode;
   f.signal = 0;
 }

@@ -17,7 +17,7 @@ class RestartLoopBreaker {
 
   // An attempt ended with `board` as its reports (null: it never ran).
   void OnAttemptEnded(const progress::ProgressBoard* board);
-  // Rewrites the attempt's first failure as a no-progress failure (kNoProgressFailure, its exit
+  // Rewrites the attempt's first failure as a no-progress failure (FailureKind::kNoProgress, its exit
   // code, a message naming the step and the flag) if this attempt would be the limit-th in a row
   // without progress. `board` is the failing attempt's reports.
   void MarkIfNoProgress(WorkerFailure& failure, const progress::ProgressBoard* board) const;

@@ -1,10 +1,12 @@
-// Flag checks shared by the example trainers: whole numbers and finite reals in a range, with a
-// message that names the range (CLI11 prefixes the flag).
+// Flag checks shared by the example trainers: whole numbers and finite reals in a range, and words
+// that name an enum's values, with a message that names what is allowed (CLI11 prefixes the flag).
 #pragma once
 
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 
@@ -48,6 +50,25 @@ inline CLI::Validator Reals(double lo, double hi, bool open_low = false, bool op
         return "";
       },
       "NUMBER");
+}
+
+// One of `words`, read into the enum value it names (use with ->transform). Help shows the words
+// ("step|cosine"); anything else is refused with them.
+template <typename Enum>
+CLI::Validator OneOf(std::vector<std::pair<std::string, Enum>> words) {
+  std::string names;
+  for (const auto& [word, value] : words) names += (names.empty() ? "" : "|") + word;
+  return CLI::Validator(
+      [words, names](std::string& v) -> std::string {
+        for (const auto& [word, value] : words) {
+          if (v == word) {
+            v = std::to_string(static_cast<int>(value));  // CLI11 reads an enum from its number
+            return "";
+          }
+        }
+        return "'" + v + "' is not one of " + names;
+      },
+      names);
 }
 
 }  // namespace dtrun::examples

@@ -17,7 +17,11 @@
 
 int main(int argc, char** argv) {
   using dtrun::examples::Ints;
+  using dtrun::examples::OneOf;
   using dtrun::examples::Reals;
+  using dtrun::worker::AmpMode;
+  using dtrun::worker::LrShape;
+  using dtrun::worker::Overlap;
   dtrun::worker::TrainOptions o;
   CLI::App app("train_imagenet: ResNet training with DDP over the dtrun input pipeline", "train_imagenet");
   app.set_version_flag("--version", dtrun::VersionText("train_imagenet"));
@@ -28,7 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs)->capture_default_str()->check(Ints(1));
   app.add_option("-b,--batch-size", o.batch_size, "Per process")->capture_default_str()->check(Ints(1));
   app.add_option("--lr", o.lr.base_lr)->capture_default_str()->check(Reals(0, 1e6, /*open_low=*/true));
-  app.add_option("--lr-schedule", o.lr.kind, "step|cosine")->capture_default_str();
+  app.add_option("--lr-schedule", o.lr.kind, "Learning-rate schedule: step (x0.1 every --lr-step-epochs) or cosine")
+      ->transform(OneOf<LrShape>({{"step", LrShape::kStep}, {"cosine", LrShape::kCosine}}))
+      ->default_str("step");
   app.add_option("--lr-step-epochs", o.lr.step_epochs)->capture_default_str()->check(Ints(1));
   app.add_option("--warmup-epochs", o.lr.warmup_epochs)->capture_default_str()->check(Reals(0, 1e6));
   app.add_option("--momentum", o.momentum)->capture_default_str()->check(Reals(0, 1));
@@ -64,11 +70,11 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-fused-bn", o.fused_bn, "ATen's separate BatchNorm, add and ReLU instead of the fused CPU kernels");
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: batch statistics over all processes (small per-process batches)");
   app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (CUDA: on, CPU: off), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
+      ->transform(OneOf<Overlap>({{"auto", Overlap::kAuto}, {"on", Overlap::kOn}, {"off", Overlap::kOff}}))
+      ->default_str("auto");
   app.add_option("--amp", o.amp, "Mixed precision: off, bf16 (CPU/CUDA) or fp16 (CUDA)")
-      ->check(CLI::IsMember({"off", "bf16", "fp16"}))
-      ->capture_default_str();
+      ->transform(OneOf<AmpMode>({{"off", AmpMode::kOff}, {"bf16", AmpMode::kBf16}, {"fp16", AmpMode::kFp16}}))
+      ->default_str("off");
   app.add_flag("--grad-scaler", o.grad_scaler, "Dynamic loss scaling even without fp16");
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")
       ->capture_default_str()->check(Reals(0, 1e7, true));

@@ -7,6 +7,21 @@
 #include "absl/strings/str_join.h"
 
 namespace dtrun::rdzv {
+
+const char* FailureKindName(FailureKind kind) {
+  switch (kind) {
+    case FailureKind::kHang: return "hang";
+    case FailureKind::kNoProgress: return "no_progress";
+    case FailureKind::kExited: break;
+  }
+  return "";
+}
+
+FailureKind FailureKindFromName(absl::string_view name) {
+  if (name == "hang") return FailureKind::kHang;
+  if (name == "no_progress") return FailureKind::kNoProgress;
+  return FailureKind::kExited;
+}
 namespace {
 
 status::StragglerKind KindOf(straggler::Culprit culprit) {
@@ -220,13 +235,13 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
   const FailureInfo& failure = failures[0];
   ++restarts_used_;
   const std::string worker = absl::StrCat("worker rank ", failure.global_rank, " on ", NodeLabel(member->info));
-  if (failure.kind == kHangFailure) stacks_round_ = round;
-  if (failure.kind == kNoProgressFailure) {
+  if (failure.kind == FailureKind::kHang) stacks_round_ = round;
+  if (failure.kind == FailureKind::kNoProgress) {
     Fail(absl::StrCat(worker, ": ", failure.message), failures, ExitCodeOf(failure));
     return absl::OkStatus();
   }
   std::string what =
-      failure.kind == kHangFailure
+      failure.kind == FailureKind::kHang
           ? absl::StrCat(worker, " hung (", failure.message.substr(0, 1000), ")")
           : absl::StrCat(worker, " failed (",
                          failure.signal ? absl::StrCat("signal ", failure.signal) : absl::StrCat("exit code ", failure.exit_code),

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "rendezvous/rendezvous_options.h"
 #include "status/node_status.h"
 #include "straggler/straggler_watch.h"
@@ -55,6 +56,13 @@ struct Assignment {
   int buddy_port = 0;
 };
 
+// Why the agent reported a worker's failure.
+enum class FailureKind {
+  kExited,      // the worker exited (non-zero, or by a signal)
+  kHang,        // the agent declared it hung (and collected the job's stacks)
+  kNoProgress,  // restarts stopped making progress: the job fails without a restart
+};
+
 struct FailureInfo {
   std::string host;
   int global_rank = 0;
@@ -67,13 +75,13 @@ struct FailureInfo {
   std::string message;
   std::string traceback;
   double error_timestamp = 0;  // from the worker's error file; orders root causes across workers
-  // Why the agent reported it: "" (the worker exited), kHangFailure (the agent declared it hung)
-  // or kNoProgressFailure (restarts stopped making progress: the job fails without a restart).
-  std::string kind;
+  FailureKind kind = FailureKind::kExited;
 };
 
-inline constexpr char kHangFailure[] = "hang";
-inline constexpr char kNoProgressFailure[] = "no_progress";
+// The word for a kind on the wire and in the failure summary ("" for kExited), and back (a word
+// this build does not know reads as kExited).
+const char* FailureKindName(FailureKind kind);
+FailureKind FailureKindFromName(absl::string_view name);
 
 // The exit code dtrun reports for a failure: the worker's code, or 128 + signal.
 inline int ExitCodeOf(const FailureInfo& f) { return f.signal > 0 ? 128 + f.signal : f.exit_code; }

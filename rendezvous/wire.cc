@@ -54,7 +54,7 @@ void ToWire(const FailureInfo& in, v1::Failure* out) {
   out->set_message(in.message);
   out->set_traceback(in.traceback);
   out->set_error_timestamp(in.error_timestamp);
-  out->set_kind(in.kind);
+  out->set_kind(FailureKindName(in.kind));
 }
 
 NodeInfo FromWire(const v1::JoinRequest& in) {
@@ -82,7 +82,7 @@ FailureInfo FromWire(const v1::Failure& in) {
   f.message = in.message();
   f.traceback = in.traceback();
   f.error_timestamp = in.error_timestamp();
-  f.kind = in.kind().substr(0, 32);
+  f.kind = FailureKindFromName(in.kind());
   return f;
 }
 

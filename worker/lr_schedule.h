@@ -7,8 +7,10 @@
 
 namespace dtrun::worker {
 
+enum class LrShape { kStep, kCosine };
+
 struct LrSchedule {
-  std::string kind = "step";  // step | cosine
+  LrShape kind = LrShape::kStep;
   double base_lr = 0.1;
   double gamma = 0.1;
   int step_epochs = 30;
@@ -18,7 +20,7 @@ struct LrSchedule {
   // The learning rate at fractional epoch `e` (epoch + step / steps_per_epoch).
   double At(double e) const {
     if (warmup_epochs > 0 && e < warmup_epochs) return base_lr * (e + 1e-9) / warmup_epochs;
-    if (kind == "cosine") {
+    if (kind == LrShape::kCosine) {
       double t = (e - warmup_epochs) / std::max(1e-9, total_epochs - warmup_epochs);
       return 0.5 * base_lr * (1 + std::cos(M_PI * std::min(1.0, t)));
     }

@@ -265,16 +265,16 @@ bool Training::Setup() {
     watchdog_ = std::make_unique<CollectiveWatchdog>(
         std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
   }
-  if (o_.amp == "fp16" && !cuda_) {
+  if (o_.amp == AmpMode::kFp16 && !cuda_) {
     std::fprintf(stderr, "train_imagenet: --amp fp16 needs CUDA; on CPU use --amp bf16\n");
     return false;
   }
-  autocast_ = o_.amp != "off";
-  autocast_dtype_ = o_.amp == "fp16" ? at::kHalf : at::kBFloat16;
+  autocast_ = o_.amp != AmpMode::kOff;
+  autocast_dtype_ = o_.amp == AmpMode::kFp16 ? at::kHalf : at::kBFloat16;
   if (o_.scale_lr_with_batch) {
     o_.lr.base_lr = ScaledLr(o_.lr.base_lr, o_.batch_size * env_.world_size);
   }
-  scaler_ = std::make_unique<GradScaler>(GradScalerOptions{o_.amp == "fp16" || o_.grad_scaler});
+  scaler_ = std::make_unique<GradScaler>(GradScalerOptions{o_.amp == AmpMode::kFp16 || o_.grad_scaler});
   auto open = [&](const std::string& split) -> std::unique_ptr<data::Dataset> {
     if (o_.synthetic) return data::MakeSyntheticDataset(split == "train" ? o_.synthetic_size : o_.synthetic_size / 4,
                                                          o_.num_classes > 0 ? o_.num_classes : 10);
@@ -341,7 +341,7 @@ bool Training::Setup() {
     DdpOptions d;
     d.bucket_mb = o_.bucket_mb;
     d.broadcast_buffers = !o_.sync_bn;  // SyncBatchNorm's running statistics agree on every rank already
-    d.overlap = o_.overlap == "on";  // "auto": this build trains on CPU tensors
+    d.overlap = o_.overlap == Overlap::kOn || (o_.overlap == Overlap::kAuto && cuda_);
     d.watchdog = watchdog_.get();
     ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
     if (o_.sync_bn) model_->SetBatchNormSync(std::make_shared<BatchNormSync>(*pg_, watchdog_.get()));

@@ -14,6 +14,11 @@
 
 namespace dtrun::worker {
 
+// Mixed precision: bf16 autocast (CPU or CUDA) or fp16 autocast with loss scaling (CUDA).
+enum class AmpMode { kOff, kBf16, kFp16 };
+// When DDP all-reduces gradients: during backward (kOn), after it (kOff), or by device (kAuto).
+enum class Overlap { kAuto, kOn, kOff };
+
 struct TrainOptions {
   std::string data;            // folder with train/ and val/ (ImageFolder or shards), or empty with synthetic
   bool synthetic = false;
@@ -58,9 +63,9 @@ struct TrainOptions {
   bool sync_bn = false;        // batch-norm statistics over the global batch (worker/sync_batch_norm.h)
   // Gradient all-reduce during backward: on for CUDA (idle CPU cores drive it); off for CPU
   // training, where it competes with the compute threads for the same cores (no gain, up to 8%
-  // slower on 2 cores, docs/BENCHMARKS.md). "auto" picks by device.
-  std::string overlap = "auto";
-  std::string amp = "off";     // off | bf16 (CPU or CUDA) | fp16 (CUDA)
+  // slower on 2 cores, docs/BENCHMARKS.md). kAuto picks by device.
+  Overlap overlap = Overlap::kAuto;
+  AmpMode amp = AmpMode::kOff;
   bool grad_scaler = false;    // dynamic loss scaling also without fp16 (fp16 always has it)
   double collective_timeout_s = 600;  // a hung collective ends the worker with exit code 75
   bool tensorboard = true;     // rank 0 writes OUTPUT/tb/events.out.tfevents.*

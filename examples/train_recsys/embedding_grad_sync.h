@@ -13,12 +13,12 @@
 
 #include <torch/torch.h>
 
+#include "examples/train_recsys/embedding_sync.h"
 #include "worker/collective_watchdog.h"
 #include "worker/process_group.h"
 
 namespace dtrun::recsys {
 
-enum class EmbeddingSync { kDense, kSparse };
 
 class EmbeddingGradSync {
  public:

@@ -35,7 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--eval-negatives", o.eval_negatives, "HR@10/NDCG@10: held-out item among this many unrated ones")
       ->capture_default_str()->check(Ints(1, 100000));
   app.add_option("--embedding-sync", o.embedding_sync, "Embedding gradients across ranks: sparse (touched rows) or dense")
-      ->check(CLI::IsMember({"sparse", "dense"}))->capture_default_str();
+      ->transform(dtrun::examples::OneOf<dtrun::recsys::EmbeddingSync>(
+          {{"sparse", dtrun::recsys::EmbeddingSync::kSparse}, {"dense", dtrun::recsys::EmbeddingSync::kDense}}))
+      ->default_str("sparse");
   app.add_option("--seed", o.seed)->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)")->check(Ints(1, 4096));
   app.add_option("-p,--print-freq", o.print_freq)->capture_default_str()->check(Ints(1));

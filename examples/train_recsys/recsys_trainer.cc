@@ -188,7 +188,7 @@ bool RecsysTraining::Setup() {
   mo.items = table->num_items();
   mo.dim = o_.dim;
   mo.hidden = o_.hidden;
-  mo.sparse_gradients = o_.embedding_sync == "sparse" && pg_.has_value();
+  mo.sparse_gradients = o_.embedding_sync == EmbeddingSync::kSparse && pg_.has_value();
   mo.global_mean = static_cast<float>(train_mean_);
   model_ = Ncf(mo);
   optimizer_ = std::make_unique<torch::optim::Adam>(
@@ -225,7 +225,7 @@ bool RecsysTraining::Setup() {
     ddp_ = std::make_unique<worker::DistributedDataParallel>(model_->towers().ptr(), *pg_, env_.world_size, d);
     table_sync_ = std::make_unique<EmbeddingGradSync>(
         model_->tables()->parameters(), *pg_, env_.world_size,
-        o_.embedding_sync == "sparse" ? EmbeddingSync::kSparse : EmbeddingSync::kDense, watchdog_.get());
+        o_.embedding_sync, watchdog_.get());
   }
   if (env_.rank == 0) {
     std::filesystem::create_directories(o_.output_dir);
@@ -237,7 +237,7 @@ bool RecsysTraining::Setup() {
   Log("=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
       "%s embedding gradients",
       static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
-      static_cast<long long>(steps_per_epoch_), o_.embedding_sync.c_str());
+      static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync));
   return true;
 }
 
@@ -297,13 +297,13 @@ bool RecsysTraining::BenchStep() {
   const double per_s = static_cast<double>(o_.timed_iters) * o_.batch_size * env_.world_size / secs;
   Log("=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
       "sent per step",
-      o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, o_.embedding_sync.c_str(),
+      o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, EmbeddingSyncName(o_.embedding_sync),
       static_cast<long long>(table_sync_ ? table_sync_->last_floats_sent() : 0));
   if (env_.rank == 0 && !o_.bench_json.empty()) {
     std::ofstream(o_.bench_json) << nlohmann::json{{"ratings_per_s", per_s},
                                                    {"world_size", env_.world_size},
                                                    {"ms_per_step", 1000 * secs / o_.timed_iters},
-                                                   {"embedding_sync", o_.embedding_sync},
+                                                   {"embedding_sync", EmbeddingSyncName(o_.embedding_sync)},
                                                    {"floats_sent_per_step",
                                                     table_sync_ ? table_sync_->last_floats_sent() : 0}}
                                         .dump()

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "examples/train_recsys/embedding_sync.h"
+
 namespace dtrun::recsys {
 
 struct RecsysOptions {
@@ -24,7 +26,7 @@ struct RecsysOptions {
   double interaction_weight = 1;  // of the interaction loss beside the rating loss
   double test_fraction = 0.1;     // each user's latest ratings held out
   int eval_negatives = 99;        // HR@10/NDCG@10: the held-out item among this many unrated ones
-  std::string embedding_sync = "sparse";  // sparse | dense (embedding_grad_sync.h)
+  EmbeddingSync embedding_sync = EmbeddingSync::kSparse;  // embedding_grad_sync.h
   uint64_t seed = 0;
   int threads = 0;                // intra-op threads (0: torch default / OMP_NUM_THREADS)
   int print_freq = 50;

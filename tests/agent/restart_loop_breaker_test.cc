@@ -33,13 +33,13 @@ TEST(RestartLoopBreakerTest, TheLimitthAttemptInARowThatDoesNotPassTheBestStepEn
     auto board = Attempt(step);
     WorkerFailure f = Crash();
     breaker.MarkIfNoProgress(f, board.get());
-    EXPECT_NE(f.kind, rdzv::kNoProgressFailure);
+    EXPECT_NE(f.kind, rdzv::FailureKind::kNoProgress);
     breaker.OnAttemptEnded(board.get());
   }
   auto fourth = Attempt(10);  // equal is not past
   WorkerFailure f = Crash();
   breaker.MarkIfNoProgress(f, fourth.get());
-  EXPECT_EQ(f.kind, rdzv::kNoProgressFailure);
+  EXPECT_EQ(f.kind, rdzv::FailureKind::kNoProgress);
   EXPECT_EQ(f.exit_code, kNoProgressExitCode);
   EXPECT_NE(f.message.find("3 attempts in a row made no progress past step 10"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("Last failure: exit code 1"), std::string::npos) << f.message;
@@ -53,11 +53,11 @@ TEST(RestartLoopBreakerTest, AnAttemptPastTheBestStepStartsTheCountAgain) {
   auto first = Attempt(11);
   WorkerFailure f = Crash();
   breaker.MarkIfNoProgress(f, first.get());
-  EXPECT_NE(f.kind, rdzv::kNoProgressFailure);  // the 1st without progress since step 11
+  EXPECT_NE(f.kind, rdzv::FailureKind::kNoProgress);  // the 1st without progress since step 11
   breaker.OnAttemptEnded(first.get());
   auto second = Attempt(11);
   breaker.MarkIfNoProgress(f, second.get());
-  EXPECT_EQ(f.kind, rdzv::kNoProgressFailure);  // the 2nd in a row
+  EXPECT_EQ(f.kind, rdzv::FailureKind::kNoProgress);  // the 2nd in a row
 }
 
 TEST(RestartLoopBreakerTest, JobsWhoseWorkersNeverReportAndALimitOfZeroAreNeverJudged) {
@@ -66,12 +66,12 @@ TEST(RestartLoopBreakerTest, JobsWhoseWorkersNeverReportAndALimitOfZeroAreNeverJ
   auto board = Attempt(-1);
   WorkerFailure f = Crash();
   silent.MarkIfNoProgress(f, board.get());
-  EXPECT_NE(f.kind, rdzv::kNoProgressFailure);
+  EXPECT_NE(f.kind, rdzv::FailureKind::kNoProgress);
   RestartLoopBreaker off(0);
   off.OnAttemptEnded(Attempt(10).get());
   auto again = Attempt(3);
   off.MarkIfNoProgress(f, again.get());
-  EXPECT_NE(f.kind, rdzv::kNoProgressFailure);
+  EXPECT_NE(f.kind, rdzv::FailureKind::kNoProgress);
 }
 
 }  // namespace

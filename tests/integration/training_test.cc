@@ -162,6 +162,9 @@ TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {
       {{"--lr", "nan"}, "--lr"},              {{"--label-smoothing", "2"}, "--label-smoothing"},
       {{"--resume", "/nonexistent.pt"}, "--resume"}, {{"--dist-backend", "nccl"}, "--dist-backend nccl"},
       {{"--momentum", "1e300"}, "--momentum"}, {{"--image-size", "3"}, "--image-size"},
+      // A misspelt schedule used to mean "step", silently.
+      {{"--lr-schedule", "cosin"}, "'cosin' is not one of step|cosine"}, {{"--amp", "fp32"}, "--amp"},
+      {{"--overlap", "1"}, "--overlap"},
   };
   const std::string out = MakeTempDir() + "/out";
   for (const auto& [flags, named] : bad) {

@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 #include "rendezvous/rendezvous_client.h"
 #include "rendezvous/rendezvous_server.h"
+#include "rendezvous/wire.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -95,6 +96,20 @@ TEST_F(RendezvousServiceTest, JoinWaitsForAServiceThatIsNotUpAndGivesUpAtTheDead
   auto r = (*c)->Join(Node(0), Clock::now() + milliseconds(300));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find("is the master node up"), std::string::npos);
+}
+
+// A failure's kind crosses the wire as a word; a word this build does not know is a plain exit.
+TEST(FailureWireTest, KindsRoundTripAndAnUnknownWordIsAnExit) {
+  for (FailureKind kind : {FailureKind::kExited, FailureKind::kHang, FailureKind::kNoProgress}) {
+    FailureInfo f;
+    f.kind = kind;
+    v1::Failure wire;
+    ToWire(f, &wire);
+    EXPECT_EQ(FromWire(wire).kind, kind) << wire.kind();
+  }
+  v1::Failure future;
+  future.set_kind(std::string(1 << 16, 'x'));
+  EXPECT_EQ(FromWire(future).kind, FailureKind::kExited);
 }
 
 }  // namespace
