@@ -79,7 +79,7 @@ Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store,
 
 Replicator::~Replicator() {
   {
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     stopping_ = true;
     if (channel_) channel_->Cancel();
   }
@@ -95,13 +95,13 @@ void Replicator::Drain() {
 }
 
 void Replicator::OnRestored(int local_rank, int64_t step) {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   if (local_rank < 0 || local_rank >= store_.nproc()) return;
   reported_[local_rank] = std::max<int64_t>(step, -1);
 }
 
 void Replicator::OnSnapshot(int local_rank, int64_t step) {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   if (local_rank < 0 || local_rank >= store_.nproc()) return;
   if (replica::CrossesBoundary(step, reported_[local_rank], r_.every)) {
     to_pin_[local_rank] = step;  // a newer crossing replaces one not yet pinned
@@ -111,12 +111,12 @@ void Replicator::OnSnapshot(int local_rank, int64_t step) {
 }
 
 std::vector<std::string> Replicator::TakeFetchNotes() {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   return std::exchange(fetch_notes_, {});
 }
 
 Replicator::BuddyView Replicator::View() const {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   BuddyView view;
   if (!round_.buddy_host.empty()) view.endpoint = absl::StrCat(round_.buddy_host, ":", round_.buddy_port);
   view.kept_steps = kept_;
@@ -139,7 +139,7 @@ std::shared_ptr<replica::BuddyChannel> Replicator::ChannelFor(const Round& round
 }
 
 bool Replicator::ReadyFor(const rdzv::Assignment& a) {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   if (a.round == fetched_round_) return true;
   if (fetching_) return false;  // an earlier round's fetch: it ends within its timeout
   round_ = Round{a.round, a.rank_offset, a.world_size, a.buddy_addr, a.buddy_port};
@@ -179,7 +179,7 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
       notes.push_back(absl::StrCat("rank ", rank, ": the buddy ", from, " holds no copy of it"));
       continue;
     }
-    absl::MutexLock regions(&regions_mu_);
+    CheckedMutexLock regions(&regions_mu_);
     absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store_.replica_fd(lr));
     if (!region.ok()) {
       notes.push_back(absl::StrCat("rank ", rank, ": ", region.status().message()));
@@ -201,7 +201,7 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
                                    Megabytes(bytes), ") from ", from));
     }
   }
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   fetching_ = false;
   fetched_round_ = std::max(fetched_round_, round.round);
   fetch_notes_ = std::move(notes);
@@ -213,16 +213,16 @@ bool Replicator::Pace(double seconds) {
   // Wall time, so the duty cycle also bounds the share of the network (which the workers'
   // collectives use) and not only of the CPU.
   const double pause = seconds * (1.0 / std::clamp(r_.duty, 0.001, 1.0) - 1.0);
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-  mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(pause));
+  mu_.AwaitWithTimeout(stopping, std::chrono::duration<double>(pause));
   return !stopping_;
 }
 
 std::optional<std::pair<Replicator::Round, std::shared_ptr<replica::BuddyChannel>>> Replicator::AwaitWork(bool* due) {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   auto woken = [this, due]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || *due; };
-  mu_.Await(absl::Condition(&woken));
+  mu_.Await(woken);
   if (stopping_) return std::nullopt;
   *due = false;
   return std::make_pair(round_, channel_);
@@ -235,7 +235,7 @@ void Replicator::PinLoop() {
     bool pinned = false;
     for (int lr = 0; lr < store_.nproc(); ++lr) pinned |= Pin(lr, round);
     if (pinned) {
-      absl::MutexLock lock(&mu_);
+      CheckedMutexLock lock(&mu_);
       push_due_ = true;
     }
   }
@@ -257,10 +257,10 @@ void Replicator::PushLoop() {
 }
 
 absl::Duration Replicator::RetryLater(absl::Duration backoff) {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   // A newer pin ends the wait early: it is what should travel now.
   auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || push_due_; };
-  mu_.AwaitWithTimeout(absl::Condition(&woken), backoff);
+  mu_.AwaitWithTimeout(woken, absl::ToChronoNanoseconds(backoff));
   push_due_ = true;
   return std::min(backoff * 2, kLastRetry);
 }
@@ -269,7 +269,7 @@ bool Replicator::Pin(int local_rank, const Round& round) {
   const int64_t rank = round.rank_offset + local_rank;
   int64_t step = -1;
   {
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     step = std::exchange(to_pin_[local_rank], -1);
     if (step < 0 || step <= pinned_[local_rank] || stopping_) return false;
   }
@@ -288,11 +288,11 @@ bool Replicator::Pin(int local_rank, const Round& round) {
   absl::StatusOr<snapshot::MappedRegion> source = snapshot::MappedRegion::Map(store_.fd(local_rank));
   absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
   if (!source.ok() || !pinned.ok()) return false;
-  absl::MutexLock regions(&regions_mu_);
+  CheckedMutexLock regions(&regions_mu_);
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(pinned->Header(s));
   {
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     // The push lags by two boundaries: keep the copy in flight, skip this one.
     if (snapshot::SlotToWrite(headers, newest.step) == pushing_[local_rank]) return false;
     pinned_[local_rank] = newest.step;
@@ -312,12 +312,12 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
   int slot = -1;
   snapshot::SlotHeader header;
   {
-    absl::MutexLock regions(&regions_mu_);
+    CheckedMutexLock regions(&regions_mu_);
     std::vector<HeldSnapshot> held = SnapshotsOf(store_.replica_fd(local_rank), job_, rank, round.world_size);
     if (held.empty()) return true;
     slot = held[0].slot;
     header = held[0].header;
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     if (header.step <= pushed_[local_rank] || stopping_) return true;
     pushed_[local_rank] = header.step;
     pushing_[local_rank] = slot;
@@ -327,7 +327,7 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
                                                [this](double s) { return Pace(s); });
   bool first = false;
   {
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     pushing_[local_rank] = -1;
     first = kept.ok() && !confirmed_.count(rank);
     if (kept.ok()) {

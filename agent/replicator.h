@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "base/checked_mutex.h"
 #include "absl/time/time.h"
 #include "agent/snapshot_store.h"
 #include "base/unique_fd.h"
@@ -108,7 +108,7 @@ class Replicator {
   const uint64_t job_;
   UniqueFd event_fd_;
 
-  mutable absl::Mutex mu_;
+  mutable CheckedMutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;       // a worker wrote a snapshot
   bool push_due_ ABSL_GUARDED_BY(mu_) = false;    // a pin is newer than what the buddy has
@@ -125,7 +125,7 @@ class Replicator {
   std::vector<int> pushing_ ABSL_GUARDED_BY(mu_);     // by local rank: the replica slot being pushed (-1)
   std::vector<int64_t> kept_ ABSL_GUARDED_BY(mu_);    // by local rank: the newest step the buddy confirmed
   std::set<int64_t> confirmed_ ABSL_GUARDED_BY(mu_);  // ranks whose first copy reached the buddy (said once)
-  absl::Mutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
+  CheckedMutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
   std::vector<int64_t> failed_step_;  // the sender thread's own: by local rank, the last step that failed
   std::thread pinner_;
   std::thread pusher_;

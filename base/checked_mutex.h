@@ -1,10 +1,12 @@
 // A std::mutex that clang's -Wthread-safety can check (as leveldb's port::Mutex), with its scoped
-// lock and condition variable. For state the TSan build must see: Debian's Abseil is not built
-// with TSan, so TSan cannot follow absl::Mutex and reports races that are not there (see
-// scripts/sanitizers.sh); libstdc++'s std::mutex goes through pthread, which TSan intercepts.
-// Elsewhere, absl::Mutex with ABSL_GUARDED_BY is as good.
+// lock, absl::Mutex's Await (a condition re-checked whenever the mutex is released) and a plain
+// condition variable. For state the TSan build must see: Debian's Abseil is not built with TSan,
+// so TSan cannot follow absl::Mutex and reports races that are not there (see
+// scripts/sanitizers.sh); libstdc++'s std::mutex goes through pthread, which TSan intercepts. Only
+// the gRPC adapters (rendezvous/, replica/), which TSan does not run, keep absl::Mutex.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -15,11 +17,37 @@ namespace dtrun {
 class ABSL_LOCKABLE CheckedMutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    if (waiters_ > 0) released_.notify_all();  // their conditions may hold now
+    mu_.unlock();
+  }
+
+  // As absl::Mutex::Await: returns, holding the mutex, once `ready()` holds. It is checked now and
+  // each time another thread releases the mutex, so whoever changes the state need not signal.
+  template <typename Predicate>
+  void Await(Predicate ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    ++waiters_;
+    released_.wait(lock, ready);
+    --waiters_;
+    lock.release();  // still held: the caller's lock releases it
+  }
+  // The same with a bound: whether `ready()` holds on return.
+  template <typename Predicate, typename Rep, typename Period>
+  bool AwaitWithTimeout(Predicate ready, std::chrono::duration<Rep, Period> timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    ++waiters_;
+    const bool met = released_.wait_for(lock, timeout, ready);
+    --waiters_;
+    lock.release();
+    return met;
+  }
 
  private:
   friend class CheckedCondVar;
   std::mutex mu_;
+  std::condition_variable released_;
+  int waiters_ = 0;  // threads in Await, guarded by mu_
 };
 
 class ABSL_SCOPED_LOCKABLE CheckedMutexLock {

@@ -13,36 +13,36 @@ CollectiveWatchdog::CollectiveWatchdog(std::chrono::milliseconds timeout, int ra
 
 CollectiveWatchdog::~CollectiveWatchdog() {
   {
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     stopping_ = true;
   }
   thread_.join();
 }
 
 void CollectiveWatchdog::Arm(const char* what) {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   armed_ = true;
   what_ = what;
   ++generation_;
 }
 
 void CollectiveWatchdog::Disarm() {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   armed_ = false;
   ++generation_;
 }
 
 void CollectiveWatchdog::Watch() {
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   for (;;) {
     seen_ = generation_;
     if (stopping_) return;
     if (!armed_) {
-      mu_.Await(absl::Condition(this, &CollectiveWatchdog::Changed));
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return Changed(); });
       continue;
     }
     // Armed: wait for a change or the deadline.
-    if (mu_.AwaitWithTimeout(absl::Condition(this, &CollectiveWatchdog::Changed), absl::FromChrono(timeout_))) continue;
+    if (mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return Changed(); }, timeout_)) continue;
     std::fprintf(stderr, "rank %d: %s did not complete within %.0f s; exiting with code %d (collective timeout)\n",
                  rank_, what_, timeout_.count() / 1000.0, kCollectiveTimeoutExitCode);
     std::fflush(stderr);

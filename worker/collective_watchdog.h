@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
+#include "base/checked_mutex.h"
 
 namespace dtrun::worker {
 
@@ -39,7 +39,7 @@ class CollectiveWatchdog {
 
   const std::chrono::milliseconds timeout_;
   const int rank_;
-  absl::Mutex mu_;
+  CheckedMutex mu_;
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,6 +1,7 @@
 // The agent against a scripted round source (no launcher, no network): real worker processes,
 // rounds and reports as the rendezvous would drive them, and an injected clock for its deadlines.
 #include "agent/agent.h"
+#include "base/checked_mutex.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,7 @@ class ScriptedRounds : public rdzv::RoundSource {
   absl::StatusOr<std::optional<rdzv::NodeView>> Latest() override {
     uint64_t n;
     [[maybe_unused]] ssize_t r = ::read(fd_.get(), &n, sizeof(n));
+    CheckedMutexLock lock(&mu_);
     return view_;
   }
   void ReportSuccess(int64_t round) override {
@@ -43,9 +45,9 @@ class ScriptedRounds : public rdzv::RoundSource {
   void Leave() override { ++leaves; }
   std::chrono::milliseconds exit_barrier_timeout() const override { return std::chrono::milliseconds(0); }
 
+  // Running and Over may be called from another thread than the agent's (another node's doing).
   void Running(int64_t round) {
     rdzv::NodeView v;
-    v.version = ++version_;
     v.phase = rdzv::JobPhase::kRunning;
     v.round = round;
     v.role = rdzv::NodeRole::kMember;
@@ -54,9 +56,11 @@ class ScriptedRounds : public rdzv::RoundSource {
   }
   void Over(rdzv::JobPhase phase, std::vector<rdzv::FailureInfo> failures = {}) {
     rdzv::NodeView v;
-    v.version = ++version_;
     v.phase = phase;
-    v.round = view_ ? view_->round : 0;
+    {
+      CheckedMutexLock lock(&mu_);
+      v.round = view_ ? view_->round : 0;
+    }
     v.failures = std::move(failures);
     v.exit_code = v.failures.empty() ? 0 : rdzv::ExitCodeOf(v.failures[0]);
     v.reason = "scripted";
@@ -71,14 +75,19 @@ class ScriptedRounds : public rdzv::RoundSource {
 
  private:
   void Post(rdzv::NodeView v) {
-    view_ = std::move(v);
+    {
+      CheckedMutexLock lock(&mu_);
+      v.version = ++version_;
+      view_ = std::move(v);
+    }
     uint64_t one = 1;
     [[maybe_unused]] ssize_t r = ::write(fd_.get(), &one, sizeof(one));
   }
   int nproc_;
   UniqueFd fd_;
-  std::optional<rdzv::NodeView> view_;
-  uint64_t version_ = 0;
+  CheckedMutex mu_;
+  std::optional<rdzv::NodeView> view_ ABSL_GUARDED_BY(mu_);
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The agent owns its round source; the test keeps the script (and what it recorded) after Run.

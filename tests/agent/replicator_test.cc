@@ -2,6 +2,7 @@
 // first snapshot of a round and those that cross a multiple of `every` travel, and a copy that
 // does not get there goes again until it does.
 #include "agent/replicator.h"
+#include "base/checked_mutex.h"
 
 #include <cstring>
 
@@ -15,15 +16,15 @@ const uint64_t kJob = snapshot::JobHash("job");
 
 // What the buddy saw, shared between the test and the channel the replicator owns.
 struct BuddyLog {
-  absl::Mutex mu;
+  CheckedMutex mu;
   int failures_left ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> attempts ABSL_GUARDED_BY(mu);  // steps, in the order they were sent
   std::vector<std::string> kept ABSL_GUARDED_BY(mu);
 
   bool AwaitKept(size_t n) {
-    absl::MutexLock lock(&mu);
+    CheckedMutexLock lock(&mu);
     auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return kept.size() >= n; };
-    return mu.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(60));
+    return mu.AwaitWithTimeout(enough, std::chrono::seconds(60));
   }
 };
 
@@ -33,7 +34,7 @@ class FakeBuddy : public replica::BuddyChannel {
   absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, absl::string_view payload,
                                const std::function<bool(double)>& pace) override {
     if (!pace(0.001)) return absl::CancelledError("stopping");
-    absl::MutexLock lock(&log_->mu);
+    CheckedMutexLock lock(&log_->mu);
     log_->attempts.push_back(header.step);
     if (log_->failures_left > 0) {
       --log_->failures_left;
@@ -74,7 +75,7 @@ class ReplicatorTest : public ::testing::Test {
  protected:
   void Start(int failures) {
     {
-      absl::MutexLock lock(&log_->mu);
+      CheckedMutexLock lock(&log_->mu);
       log_->failures_left = failures;
     }
     absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
@@ -99,7 +100,7 @@ class ReplicatorTest : public ::testing::Test {
     replicator_->OnSnapshot(0, step);
   }
   std::vector<int64_t> Attempts() {
-    absl::MutexLock lock(&log_->mu);
+    CheckedMutexLock lock(&log_->mu);
     return log_->attempts;
   }
 
@@ -116,7 +117,7 @@ TEST_F(ReplicatorTest, TheFirstSnapshotAndThoseCrossingABoundaryTravel) {
   Snapshot(12, "step twelve");  // crosses 10
   ASSERT_TRUE(log_->AwaitKept(2));
   EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 12}));
-  absl::MutexLock lock(&log_->mu);
+  CheckedMutexLock lock(&log_->mu);
   EXPECT_EQ(log_->kept, (std::vector<std::string>{"step one", "step twelve"}));
 }
 
@@ -141,7 +142,7 @@ TEST_F(ReplicatorTest, ACopyThatDidNotArriveGoesAgainUntilItDoes) {
   Snapshot(1, "step one");
   ASSERT_TRUE(log_->AwaitKept(1)) << "attempts: " << Attempts().size();
   EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 1, 1}));
-  absl::MutexLock lock(&log_->mu);
+  CheckedMutexLock lock(&log_->mu);
   EXPECT_EQ(log_->kept, (std::vector<std::string>{"step one"}));
 }
 

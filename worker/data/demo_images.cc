@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
+#include "base/checked_mutex.h"
 #include "worker/data/encode.h"
 
 namespace dtrun::data {
@@ -76,7 +76,7 @@ absl::StatusOr<size_t> MakeDemoImageFolder(const std::string& out, const DemoOpt
   // Classes are drawn and encoded in parallel (ImageNet-sized sets take minutes on one core).
   const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(parts.size(), 1));
   std::atomic<size_t> next{0}, written{0};
-  absl::Mutex mu;
+  CheckedMutex mu;
   absl::Status first_error;
   auto work = [&] {
     for (size_t i; (i = next.fetch_add(1)) < parts.size();) {
@@ -90,7 +90,7 @@ absl::StatusOr<size_t> MakeDemoImageFolder(const std::string& out, const DemoOpt
           st = absl::DataLossError(absl::StrFormat("cannot write %s (disk full?)", path));
         }
         if (!st.ok()) {
-          absl::MutexLock lock(&mu);
+          CheckedMutexLock lock(&mu);
           if (first_error.ok()) first_error = st;
           return;
         }

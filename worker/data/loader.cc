@@ -28,12 +28,15 @@ void SyntheticPixels(int label, std::mt19937_64& rng, int size, uint8_t* dst) {
 }  // namespace
 
 Loader::Loader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
+  // spdlog's registry is made on first use; make it here, before the threads that log can race to
+  // (libspdlog is not built with TSan, which would see two threads writing it).
+  spdlog::default_logger_raw();
   for (int t = 0; t < std::max(1, options_.threads); ++t) threads_.emplace_back([this] { Work(); });
 }
 
 Loader::~Loader() {
   {
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     stopping_ = true;
   }
   for (std::thread& t : threads_) t.join();
@@ -46,7 +49,7 @@ size_t Loader::batches_per_epoch() const {
 
 void Loader::StartEpoch(int64_t epoch, size_t start_batch) {
   std::vector<size_t> indices = DistributedIndices(dataset_.size(), epoch, options_.sampler);
-  absl::MutexLock lock(&mu_);
+  CheckedMutexLock lock(&mu_);
   indices_ = std::move(indices);
   epoch_ = epoch;
   ++generation_;
@@ -72,8 +75,8 @@ void Loader::Work() {
     uint64_t generation;
     std::vector<size_t> slice;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &Loader::CanProduce));
+      CheckedMutexLock lock(&mu_);
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return CanProduce(); });
       if (stopping_) return;
       epoch = epoch_;
       generation = generation_;
@@ -83,14 +86,14 @@ void Loader::Work() {
       slice.assign(indices_.begin() + lo, indices_.begin() + hi);
     }
     Batch built = Build(epoch, batch, slice);
-    absl::MutexLock lock(&mu_);
+    CheckedMutexLock lock(&mu_);
     if (generation == generation_) ready_.emplace(batch, std::move(built));
   }
 }
 
 std::optional<Batch> Loader::Next() {
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &Loader::HasNext));
+  CheckedMutexLock lock(&mu_);
+  mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return HasNext(); });
   if (next_to_deliver_ >= end_) return std::nullopt;
   auto it = ready_.find(next_to_deliver_);
   Batch b = std::move(it->second);

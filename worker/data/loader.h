@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "base/checked_mutex.h"
 #include "worker/data/dataset.h"
 #include "worker/data/decode.h"
 #include "worker/data/sampler.h"
@@ -67,7 +67,7 @@ class Loader {
   const LoaderOptions options_;
   std::vector<size_t> indices_;  // this rank's samples for the current epoch
 
-  absl::Mutex mu_;
+  CheckedMutex mu_;
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by StartEpoch: stale work is dropped
   size_t next_to_build_ ABSL_GUARDED_BY(mu_) = 0;
