@@ -211,6 +211,12 @@ def series(run, kind, key, axis):
 
 X_LABELS = {"epoch": "epoch", "time": "wall-clock time (minutes)", "step": "optimizer step"}
 
+# The names dtplot reads beyond PANELS' (train records). worker/metrics_schema.json lists what the
+# trainers write; tests/python/dtplot_test.py checks that every name read here is listed there.
+POSITION_FIELDS = ("epoch", "step", "steps_per_epoch", "global_step")
+RATE_FIELDS = {"img_per_s": "images/s", "samples_per_s": "samples/s"}
+IO_FIELDS = ("data_s", "compute_s")
+
 # (title, y label, [(kind, key, series name, line style)]): a panel is drawn when any run has data.
 PANELS = [
     ("Top-1 accuracy", "top-1 (%)", [("train", "top1", "train", "--"), ("val", "top1", "val", "-")]),
@@ -292,7 +298,8 @@ def learning_curves(runs, axis, out, data):
 
 
 def rate_key(run):
-    return "img_per_s" if any("img_per_s" in r for r in run.train) else "samples_per_s"
+    images, samples = RATE_FIELDS
+    return images if any(images in r for r in run.train) else samples
 
 
 def throughput(runs, out, data):
@@ -304,7 +311,7 @@ def throughput(runs, out, data):
         pts = series(run, "train", key, "time")
         if not pts:
             continue
-        units.add("images/s" if key == "img_per_s" else "samples/s")
+        units.add(RATE_FIELDS[key])
         xs, ys = zip(*pts)
         ax.plot(xs, ys, "-", color=color, label=run.label, marker="o", markersize=2)
         figure_data[run.label] = [list(p) for p in pts]
@@ -331,13 +338,14 @@ def io_chart(runs, out, data):
         prev, pts = None, []
         for rec in sorted(run.train, key=lambda r: r.get("global_step", 0)):
             gs = rec.get("global_step")
-            if not (_number(gs) and _number(rec.get("data_s")) and _number(rec.get("compute_s"))):
+            data_s, compute_s = (rec.get(name) for name in IO_FIELDS)
+            if not (_number(gs) and _number(data_s) and _number(compute_s)):
                 continue
             steps = gs - prev if prev is not None and gs > prev else rec.get("step", gs) or 1
             prev = gs
             if steps <= 0:
                 continue
-            pts.append((gs, 1000 * rec["data_s"] / steps, 1000 * rec["compute_s"] / steps))
+            pts.append((gs, 1000 * data_s / steps, 1000 * compute_s / steps))
         if pts:
             per_run.append((run, pts))
     if not per_run:

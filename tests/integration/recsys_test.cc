@@ -11,6 +11,7 @@
 #include "base/process_table.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/metrics_schema.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -65,6 +66,7 @@ TEST(RecsysTest, TwoProcessesLearnAndDtplotDrawsTheRunFromItsMetrics) {
   const std::string out = MakeTempDir() + "/run";
   auto [rc, log] = RunToEnd(RecsysUnderDtrun(Ratings(), out, {"--epochs", "3", "-b", "128", "-p", "20"}));
   ASSERT_EQ(rc, 0) << log;
+  ExpectMetricsFollowSchema(out + "/metrics.jsonl");
   std::vector<nlohmann::json> val = ValRecords(out + "/metrics.jsonl");
   ASSERT_EQ(val.size(), 3u) << log;
   const nlohmann::json& last = val.back();

@@ -9,6 +9,7 @@
 #include "base/process_table.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/metrics_schema.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -136,7 +137,7 @@ TEST(TrainingTest, ProgressiveResizingWithSyncBatchNormChangesSizeAndBatchByEpoc
     has_events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && e.file_size() > 100;
   }
   EXPECT_TRUE(has_events);
-  EXPECT_TRUE(std::filesystem::exists(out_dir + "/metrics.jsonl"));
+  ExpectMetricsFollowSchema(out_dir + "/metrics.jsonl");
 }
 
 TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {

@@ -1,6 +1,7 @@
 """dtplot as a library: the readers of metrics and TensorBoard files take hostile bytes without
 exiting the process, and input it cannot draw from is an exception, not sys.exit."""
 
+import json
 import os
 import struct
 import sys
@@ -33,6 +34,20 @@ class ProtobufFieldsTest(unittest.TestCase):
                 list(dtplot._fields(bad))
         self.assertEqual(list(dtplot._fields(b"\x08\x96\x01")), [(1, 0, 150)])
         self.assertEqual(list(dtplot._fields(b"\x15" + struct.pack("<f", 1.5))), [(2, 5, struct.pack("<f", 1.5))])
+
+
+class SchemaTest(unittest.TestCase):
+    """Every name dtplot reads is one the trainers write (worker/metrics_schema.json)."""
+
+    def test_every_name_read_is_in_the_trainers_schema(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "worker", "metrics_schema.json")) as f:
+            schema = json.load(f)
+        read = [(kind, key) for _, _, lines in dtplot.PANELS for kind, key, _, _ in lines]
+        read += [("train", key) for key in dtplot.POSITION_FIELDS + tuple(dtplot.RATE_FIELDS) + dtplot.IO_FIELDS]
+        read += [("val", key) for key in ("epoch", "global_step")]
+        for kind, key in read:
+            self.assertIn(key, schema[kind], f"dtplot reads {kind}.{key}, which the trainers do not write")
 
 
 class RunTest(unittest.TestCase):
