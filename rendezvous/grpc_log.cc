@@ -4,10 +4,10 @@
 
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/checked_mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun::rdzv {
@@ -17,15 +17,15 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kHandshakeReportEvery = std::chrono::seconds(30);
 
 struct HandshakeReports {
-  std::mutex mu;
-  Clock::time_point last;
-  bool any = false;
-  int suppressed = 0;
+  CheckedMutex mu;
+  Clock::time_point last ABSL_GUARDED_BY(mu);
+  bool any ABSL_GUARDED_BY(mu) = false;
+  int suppressed ABSL_GUARDED_BY(mu) = 0;
 };
 
 void ReportHandshakeFailure(const std::string& reason) {
   static HandshakeReports reports;
-  std::lock_guard<std::mutex> lock(reports.mu);
+  CheckedMutexLock lock(&reports.mu);
   const Clock::time_point now = Clock::now();
   if (reports.any && now - reports.last < kHandshakeReportEvery) {
     ++reports.suppressed;

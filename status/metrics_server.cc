@@ -5,9 +5,9 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/checked_mutex.h"
 #include "base/shared_library.h"
 #include "base/status_macros.h"
 
@@ -52,9 +52,9 @@ struct MetricsServer::Impl {
   explicit Impl(Mhd m) : mhd(std::move(m)) {}
   Mhd mhd;
   MHD_Daemon* daemon = nullptr;
-  std::mutex mu;
-  std::string metrics = "# no report yet\n";
-  std::string status = "{}\n";
+  CheckedMutex mu;
+  std::string metrics ABSL_GUARDED_BY(mu) = "# no report yet\n";
+  std::string status ABSL_GUARDED_BY(mu) = "{}\n";
 
   MHD_Result Answer(MHD_Connection* connection, const char* url, const char* method) {
     unsigned code = MHD_HTTP_OK;
@@ -63,11 +63,11 @@ struct MetricsServer::Impl {
       code = MHD_HTTP_METHOD_NOT_ALLOWED;
       body = "dtrun answers GET only\n";
     } else if (strcmp(url, "/metrics") == 0) {
-      std::lock_guard<std::mutex> lock(mu);
+      CheckedMutexLock lock(&mu);
       body = metrics;
       type = "text/plain; version=0.0.4; charset=utf-8";
     } else if (strcmp(url, "/status") == 0) {
-      std::lock_guard<std::mutex> lock(mu);
+      CheckedMutexLock lock(&mu);
       body = status;
       type = "application/json";
     } else {
@@ -143,7 +143,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
 }
 
 void MetricsServer::Publish(std::string metrics_text, std::string status_json) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  CheckedMutexLock lock(&impl_->mu);
   impl_->metrics = std::move(metrics_text);
   impl_->status = std::move(status_json);
 }

@@ -4,32 +4,30 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "base/checked_mutex.h"
 #include "base/guarded_thread.h"
 #include "base/process_table.h"
 
 namespace dtrun::status {
 
 struct ResourceSampler::GpuThread {
-  std::mutex mu;
-  std::condition_variable wake;
-  std::vector<pid_t> pids;              // what the agent last asked about
-  std::map<pid_t, GpuUsage> latest;     // what NVML said last
-  bool stop = false;
+  CheckedMutex mu;
+  std::vector<pid_t> pids ABSL_GUARDED_BY(mu);           // what the agent last asked about
+  std::map<pid_t, GpuUsage> latest ABSL_GUARDED_BY(mu);  // what NVML said last
+  bool stop ABSL_GUARDED_BY(mu) = false;
 
   void Run() {
     std::unique_ptr<GpuProbe> probe = GpuProbe::Open();  // null without a driver: the thread ends
-    std::unique_lock<std::mutex> lock(mu);
+    CheckedMutexLock lock(&mu);
     while (probe && !stop) {
       std::vector<pid_t> asked = pids;
-      lock.unlock();
+      mu.Unlock();
       std::map<pid_t, GpuUsage> usage = probe->Sample(asked);
-      lock.lock();
+      mu.Lock();
       latest.swap(usage);
-      wake.wait_for(lock, std::chrono::seconds(1), [&] { return stop; });
+      mu.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return stop; }, std::chrono::seconds(1));
     }
   }
 
@@ -48,9 +46,8 @@ ResourceSampler::ResourceSampler() = default;
 
 ResourceSampler::~ResourceSampler() {
   if (!gpu_) return;
-  std::lock_guard<std::mutex> lock(gpu_->mu);
-  gpu_->stop = true;
-  gpu_->wake.notify_all();
+  CheckedMutexLock lock(&gpu_->mu);
+  gpu_->stop = true;  // the sampler's wait sees it when the lock is released
 }
 
 std::map<pid_t, ProcessResources> ResourceSampler::Sample(const std::vector<pid_t>& pids,
@@ -76,7 +73,7 @@ std::map<pid_t, ProcessResources> ResourceSampler::Sample(const std::vector<pid_
     if (GpuProbe::DriverLoaded()) gpu_ = GpuThread::Start();
   }
   if (gpu_) {
-    std::lock_guard<std::mutex> lock(gpu_->mu);
+    CheckedMutexLock lock(&gpu_->mu);
     gpu_->pids = pids;
     for (const auto& [pid, usage] : gpu_->latest) {
       if (auto it = out.find(pid); it != out.end()) it->second.gpu = usage;
