@@ -2,7 +2,9 @@
 
 #include <signal.h>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun {
 
@@ -16,7 +18,8 @@ TEST(SignalNamesTest, AcceptsTorchrunSpellings) {
 TEST(SignalNamesTest, ParsesTheDefaultList) {
   std::vector<int> expected = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   EXPECT_EQ(*ParseSignalList("SIGTERM,SIGINT,SIGHUP,SIGQUIT"), expected);
-  EXPECT_FALSE(ParseSignalList("SIGTERM,bogus").ok());
+  EXPECT_THAT(ParseSignalList("SIGTERM,bogus"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("unknown")));
   EXPECT_EQ(SignalName(SIGKILL), "SIGKILL");
 }
 

@@ -177,8 +177,10 @@ TEST(LaunchConfigTest, StreamSpecs) {
   ASSERT_TRUE(per.ok());
   EXPECT_EQ((*per)[0], 1);
   EXPECT_EQ((*per)[1], 2);
-  EXPECT_FALSE(ParseStreamSpec("--tee", "4", 2).ok());
-  EXPECT_FALSE(ParseStreamSpec("--tee", "0:x", 2).ok());
+  EXPECT_THAT(ParseStreamSpec("--tee", "4", 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--tee")));
+  EXPECT_THAT(ParseStreamSpec("--tee", "0:x", 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--tee")));
 }
 
 TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
@@ -246,8 +248,8 @@ TEST(LaunchConfigTest, RedactedCommandLineHidesTheTokenInEverySpelling) {
 TEST(LaunchConfigTest, NnodesFormats) {
   EXPECT_EQ(*ParseNnodes("2"), std::make_pair(2, 2));
   EXPECT_EQ(*ParseNnodes("1:4"), std::make_pair(1, 4));
-  EXPECT_FALSE(ParseNnodes("0").ok());
-  EXPECT_FALSE(ParseNnodes("a:b").ok());
+  EXPECT_THAT(ParseNnodes("0"), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--nnodes")));
+  EXPECT_THAT(ParseNnodes("a:b"), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--nnodes")));
 }
 
 TEST(LaunchConfigTest, HelpAndVersionExitCleanly) {
@@ -323,11 +325,13 @@ TEST(LaunchConfigHostTest, WhatTheFlagsMeanComesFromTheHostProbeOnly) {
   EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "cpu", "train"})->agent.nproc_per_node, 96);
   host.inventory.nvidia_uuids.clear();
   EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "auto", "train"})->agent.nproc_per_node, 96);
-  EXPECT_FALSE(ParseOn(host, {"--nproc-per-node", "gpu", "train"}).ok());
+  EXPECT_THAT(ParseOn(host, {"--nproc-per-node", "gpu", "train"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--nproc-per-node")));
   auto py = ParseOn(host, {"train.py"});
   ASSERT_TRUE(py.ok()) << py.status();
   EXPECT_EQ(py->agent.executable, "/opt/bin/python3");
-  EXPECT_FALSE(ParseOn(host, {"missing.py"}).ok());
+  EXPECT_THAT(ParseOn(host, {"missing.py"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("missing.py")));
   // Multi-node: this node's address and interface are the host's answers.
   auto multi = ParseOn(host, {"--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "head:29400", "train"});
   ASSERT_TRUE(multi.ok()) << multi.status();

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun {
 namespace {
@@ -68,7 +69,8 @@ TEST(SlurmEnvTest, SeveralDtrunTasksOnANodeAreExplained) {
   EXPECT_NE(st.message().find("srun --ntasks-per-node=1 dtrun"), std::string::npos) << st;
   env = StepOnSecondNode();
   env["SLURM_LOCALID"] = "2";
-  EXPECT_FALSE(ReadSlurmLaunch(env).ok());
+  EXPECT_THAT(ReadSlurmLaunch(env), ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                                               ::testing::HasSubstr("--ntasks-per-node=1")));
 }
 
 TEST(SlurmEnvTest, MalformedVariablesAreNamed) {
@@ -83,8 +85,10 @@ TEST(SlurmEnvTest, MalformedVariablesAreNamed) {
 TEST(SlurmEnvTest, CountListsAndPorts) {
   EXPECT_THAT(*ExpandSlurmCounts("4(x2),1"), ElementsAre(4, 4, 1));
   EXPECT_FALSE(ExpandSlurmCounts("4(x2").ok());
-  EXPECT_FALSE(ExpandSlurmCounts("a").ok());
-  EXPECT_FALSE(ExpandSlurmCounts("1(x99999999)").ok());
+  EXPECT_THAT(ExpandSlurmCounts("a"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("Slurm")));
+  EXPECT_THAT(ExpandSlurmCounts("1(x99999999)"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("Slurm")));
   EXPECT_NE(SlurmJobPort("1000"), SlurmJobPort("1001"));
   for (const char* id : {"0", "9999", "123456789", "x"}) {
     EXPECT_GE(SlurmJobPort(id), 20000);

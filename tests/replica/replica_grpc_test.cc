@@ -4,8 +4,10 @@
 // name, and others do not.
 #include "replica/replica_grpc.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/tls_files.h"
 
 namespace dtrun::replica {
@@ -104,9 +106,12 @@ TEST_F(ReplicaGrpcTest, WithTlsOnlyBuddiesOfTheJobsCaTalkWhateverAddressTheirCer
   EXPECT_EQ((*copies)[0].payload, "over tls");
 
   // A certificate from another CA, and no certificate at all, get nothing and leave nothing.
-  EXPECT_FALSE(Connect("secret", stranger.Credentials())->Fetch(1, 2, std::chrono::seconds(10)).ok());
-  EXPECT_FALSE(Connect("secret", stranger.Credentials())->Push(HeaderOf(0, 1, "x"), "x", NoPause).ok());
-  EXPECT_FALSE(Connect("secret")->Push(HeaderOf(0, 2, "x"), "x", NoPause).ok());
+  EXPECT_THAT(Connect("secret", stranger.Credentials())->Fetch(1, 2, std::chrono::seconds(10)),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  EXPECT_THAT(Connect("secret", stranger.Credentials())->Push(HeaderOf(0, 1, "x"), "x", NoPause),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+  EXPECT_THAT(Connect("secret")->Push(HeaderOf(0, 2, "x"), "x", NoPause),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
   EXPECT_TRUE(keeper_->Copies(0, 2).empty());
 }
 

@@ -8,8 +8,10 @@
 
 #include <cstring>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "snapshot/payload_toc.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun::snapshot {
 namespace {
@@ -36,7 +38,9 @@ TEST(SnapshotHeaderTest, RoundTripsAndRefusesEveryDamagedByte) {
   for (size_t i = 0; i < 88; ++i) {  // the fixed part: 88 bytes
     std::string bad = bytes;
     bad[i] ^= 0x10;
-    EXPECT_FALSE(DecodeHeader(bad, 1 << 20).ok()) << "byte " << i;
+    EXPECT_THAT(DecodeHeader(bad, 1 << 20),
+                ::dtrun::testing::StatusIs(absl::StatusCode::kDataLoss, ::testing::HasSubstr("snapshot")))
+        << "byte " << i;
   }
   EXPECT_TRUE(absl::IsNotFound(DecodeHeader(std::string(kHeaderBytes, '\0'), 1 << 20).status()));
   EXPECT_TRUE(absl::IsDataLoss(DecodeHeader(bytes.substr(0, 10), 1 << 20).status()));
@@ -89,10 +93,13 @@ TEST(SnapshotRegionTest, OnlyASealedRegionMaps) {
   ASSERT_GE(plain, 0);
   ::unlink(path);
   ASSERT_EQ(::ftruncate(plain, 1 << 20), 0);
-  EXPECT_FALSE(MappedRegion::Map(plain).ok());
-  EXPECT_FALSE(ReadHeaders(plain)[0].ok());
+  EXPECT_THAT(MappedRegion::Map(plain),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("snapshot")));
+  EXPECT_THAT(ReadHeaders(plain)[0],
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("snapshot")));
   ::close(plain);
-  EXPECT_FALSE(CreateRegion(100, "tiny").ok());
+  EXPECT_THAT(CreateRegion(100, "tiny"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("snapshot")));
 }
 
 TensorRecord Record(const std::string& name, std::vector<int64_t> sizes) {

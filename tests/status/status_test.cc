@@ -4,11 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "gmock/gmock.h"
 #include "nlohmann/json.hpp"
 #include "status/node_status.h"
 #include "status/prometheus.h"
 #include "status/status_json.h"
 #include "status/status_table.h"
+#include "tests/support/status_matchers.h"
 
 namespace dtrun::status {
 namespace {
@@ -53,23 +55,34 @@ JobStatus TwoNodes() {
 TEST(NodeStatusTest, AcceptsWhatAnAgentBuildsAndRefusesEachBrokenField) {
   NodeStatus node = TwoNodes().nodes[0];
   EXPECT_TRUE(CheckNodeStatus(node, 2).ok());
-  EXPECT_FALSE(CheckNodeStatus(node, 1).ok());  // more rows than workers
+  EXPECT_THAT(CheckNodeStatus(node, 1),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                         ::testing::HasSubstr("status")));  // more rows than workers
   auto broken = [&](auto change) {
     NodeStatus n = node;
     change(n.ranks[1]);
     return CheckNodeStatus(n, 2);
   };
-  EXPECT_FALSE(broken([](RankStatus& r) { r.state = std::string(65, 'x'); }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.section = "a\nb"; }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.steps_per_s = std::nan(""); }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.cpu_percent = std::numeric_limits<double>::infinity(); }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.heartbeat_age_s = -5; }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.step = -7; }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.snapshot_bytes = -2; }).ok());
-  EXPECT_FALSE(broken([](RankStatus& r) { r.buddy_step = -2; }).ok());
+  EXPECT_THAT(broken([](RankStatus& r) { r.state = std::string(65, 'x'); }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.section = "a\nb"; }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("section")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.steps_per_s = std::nan(""); }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("steps_per_s")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.cpu_percent = std::numeric_limits<double>::infinity(); }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("cpu_percent")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.heartbeat_age_s = -5; }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("heartbeat_age_s")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.step = -7; }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.snapshot_bytes = -2; }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("snapshot_bytes")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.buddy_step = -2; }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("buddy_step")));
   NodeStatus bad_buddy = node;
   bad_buddy.buddy = "10.0.0.1:1\x1b[2J";
-  EXPECT_FALSE(CheckNodeStatus(bad_buddy, 2).ok());
+  EXPECT_THAT(CheckNodeStatus(bad_buddy, 2),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
   absl::Status named = broken([](RankStatus& r) { r.pid = -3; });
   EXPECT_NE(named.message().find("'pid'"), std::string::npos) << named;
 }
@@ -120,14 +133,22 @@ TEST(StatusJsonTest, RefusesDocumentsThatAreNotStatusOrBreakTheBounds) {
   auto parse = [&](const std::string& text) {
     return JobStatusFromJson(nlohmann::json::parse(text, nullptr, false), max);
   };
-  EXPECT_FALSE(parse("not json").ok());
-  EXPECT_FALSE(parse("[]").ok());
-  EXPECT_FALSE(parse(R"({"schema": 7, "nodes": []})").ok());
-  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1"})").ok());
-  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [1]}]})").ok());
-  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [{"step": "x"}]}]})").ok());
-  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [{}, {}, {}]}]})").ok());
-  EXPECT_FALSE(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"host": "a\u0001b"}]})").ok());
+  EXPECT_THAT(parse("not json"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("document")));
+  EXPECT_THAT(parse("[]"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("document")));
+  EXPECT_THAT(parse(R"({"schema": 7, "nodes": []})"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("document")));
+  EXPECT_THAT(parse(R"({"schema": "dtrun.status/v1"})"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
+  EXPECT_THAT(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [1]}]})"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
+  EXPECT_THAT(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [{"step": "x"}]}]})"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
+  EXPECT_THAT(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"ranks": [{}, {}, {}]}]})"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
+  EXPECT_THAT(parse(R"({"schema": "dtrun.status/v1", "nodes": [{"host": "a\u0001b"}]})"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("status")));
   absl::StatusOr<JobStatus> ok = parse(R"({"schema": "dtrun.status/v1", "later": 1, "nodes": [{"ranks": [{"step": 4}]}]})");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->nodes[0].ranks[0].step, 4);

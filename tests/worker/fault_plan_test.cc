@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 
@@ -29,9 +30,11 @@ TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheFo
         << bad;
   }
   for (const char* bad : {"0:30:fc.weight", "0:0:fc.weight:3", "0:30::3", "0:30:fc.weight:64", "0:30:fc.weight:-1"}) {
-    EXPECT_FALSE(ParseFlipFault(bad).ok()) << bad;
+    EXPECT_THAT(ParseFlipFault(bad), ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_))
+        << bad;
   }
-  EXPECT_FALSE(ParseFlipFault("0:30:" + std::string(300, 'p') + ":3").ok());  // a name is bounded
+  EXPECT_THAT(ParseFlipFault("0:30:" + std::string(300, 'p') + ":3"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));  // a name is bounded
 }
 
 TEST(FaultPlanTest, FaultsApplyToTheirRankOnlyTheSlowOneFromItsStepTheFlipOnce) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/park_message.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
 
@@ -68,9 +69,11 @@ TEST_F(WarmStartTest, AClosedOrMalformedPipeIsAnErrorAndChangesNothing) {
                                                        ::testing::HasSubstr("before releasing this worker")));
   EXPECT_STREQ(std::getenv("KEPT"), "1");
   Park("12\nRANK=3");  // shorter than it says
-  EXPECT_FALSE(AwaitRound().ok());
+  EXPECT_THAT(AwaitRound(),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::HasSubstr("release")));
   Park("7\nnoequal");
-  EXPECT_FALSE(AwaitRound().ok());
+  EXPECT_THAT(AwaitRound(),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("release")));
   EXPECT_STREQ(std::getenv("KEPT"), "1");
   ::setenv("DTRUN_PARK_FD", "not-a-number", 1);
   EXPECT_THAT(AwaitRound(),
