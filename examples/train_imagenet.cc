@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str()->check(Reals(0, 1 << 16, true));
   app.add_flag("!--no-fused-bn", o.fused_bn, "ATen's separate BatchNorm, add and ReLU instead of the fused CPU kernels");
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: batch statistics over all processes (small per-process batches)");
-  app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (CUDA: on, CPU: off), on, off")
+  app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (off until measured on CUDA), on, off")
       ->transform(OneOf<Overlap>({{"auto", Overlap::kAuto}, {"on", Overlap::kOn}, {"off", Overlap::kOff}}))
       ->default_str("auto");
   app.add_option("--amp", o.amp, "Mixed precision: off, bf16 (CPU/CUDA) or fp16 (CUDA)")

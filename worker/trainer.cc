@@ -341,7 +341,10 @@ bool Training::Setup() {
     DdpOptions d;
     d.bucket_mb = o_.bucket_mb;
     d.broadcast_buffers = !o_.sync_bn;  // SyncBatchNorm's running statistics agree on every rank already
-    d.overlap = o_.overlap == Overlap::kOn || (o_.overlap == Overlap::kAuto && cuda_);
+    // kAuto stays off on CUDA too until it is measured there: the buckets are launched as they
+    // fill, not in a fixed order as PyTorch's reducer does, which NCCL would need if ranks ever
+    // filled them in different orders (docs/BENCHMARKS.md, "On a GPU").
+    d.overlap = o_.overlap == Overlap::kOn;
     d.watchdog = watchdog_.get();
     ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
     if (o_.sync_bn) model_->SetBatchNormSync(std::make_shared<BatchNormSync>(*pg_, watchdog_.get()));

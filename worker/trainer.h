@@ -61,9 +61,9 @@ struct TrainOptions {
   double bucket_mb = 25;
   bool fused_bn = true;        // fused BatchNorm(+add)+ReLU CPU kernels (worker/batch_norm_relu.h)
   bool sync_bn = false;        // batch-norm statistics over the global batch (worker/sync_batch_norm.h)
-  // Gradient all-reduce during backward: on for CUDA (idle CPU cores drive it); off for CPU
-  // training, where it competes with the compute threads for the same cores (no gain, up to 8%
-  // slower on 2 cores, docs/BENCHMARKS.md). kAuto picks by device.
+  // Gradient all-reduce during backward. Off for CPU training, where it competes with the compute
+  // threads for the same cores (no gain, up to 8% slower on 2 cores, docs/BENCHMARKS.md); meant to
+  // be on for CUDA, but kAuto stays off there until a GPU session measures it (trainer.cc).
   Overlap overlap = Overlap::kAuto;
   AmpMode amp = AmpMode::kOff;
   bool grad_scaler = false;    // dynamic loss scaling also without fp16 (fp16 always has it)
