@@ -52,13 +52,13 @@ inline CLI::Validator Reals(double lo, double hi, bool open_low = false, bool op
       "NUMBER");
 }
 
-// One of `words`, read into the enum value it names (use with ->transform). Help shows the words
-// ("step|cosine"); anything else is refused with them.
+// Makes enum option `opt` take one of `words`, read into the value it names; help shows the words
+// ("--lr-schedule step|cosine=step"), anything else is refused with them.
 template <typename Enum>
-CLI::Validator OneOf(std::vector<std::pair<std::string, Enum>> words) {
+CLI::Option* OneOf(CLI::Option* opt, std::vector<std::pair<std::string, Enum>> words) {
   std::string names;
   for (const auto& [word, value] : words) names += (names.empty() ? "" : "|") + word;
-  return CLI::Validator(
+  opt->transform(CLI::Validator(
       [words, names](std::string& v) -> std::string {
         for (const auto& [word, value] : words) {
           if (v == word) {
@@ -68,7 +68,8 @@ CLI::Validator OneOf(std::vector<std::pair<std::string, Enum>> words) {
         }
         return "'" + v + "' is not one of " + names;
       },
-      names);
+      ""));
+  return opt->type_name(names);
 }
 
 }  // namespace dtrun::examples

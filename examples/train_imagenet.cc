@@ -32,8 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs)->capture_default_str()->check(Ints(1));
   app.add_option("-b,--batch-size", o.batch_size, "Per process")->capture_default_str()->check(Ints(1));
   app.add_option("--lr", o.lr.base_lr)->capture_default_str()->check(Reals(0, 1e6, /*open_low=*/true));
-  app.add_option("--lr-schedule", o.lr.kind, "Learning-rate schedule: step (x0.1 every --lr-step-epochs) or cosine")
-      ->transform(OneOf<LrShape>({{"step", LrShape::kStep}, {"cosine", LrShape::kCosine}}))
+  OneOf<LrShape>(app.add_option("--lr-schedule", o.lr.kind,
+                                 "Learning-rate schedule: step (x0.1 every --lr-step-epochs) or cosine"),
+                 {{"step", LrShape::kStep}, {"cosine", LrShape::kCosine}})
       ->default_str("step");
   app.add_option("--lr-step-epochs", o.lr.step_epochs)->capture_default_str()->check(Ints(1));
   app.add_option("--warmup-epochs", o.lr.warmup_epochs)->capture_default_str()->check(Reals(0, 1e6));
@@ -69,11 +70,12 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", o.bucket_mb, "DDP gradient bucket size")->capture_default_str()->check(Reals(0, 1 << 16, true));
   app.add_flag("!--no-fused-bn", o.fused_bn, "ATen's separate BatchNorm, add and ReLU instead of the fused CPU kernels");
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: batch statistics over all processes (small per-process batches)");
-  app.add_option("--overlap", o.overlap, "Gradient all-reduce during backward: auto (off until measured on CUDA), on, off")
-      ->transform(OneOf<Overlap>({{"auto", Overlap::kAuto}, {"on", Overlap::kOn}, {"off", Overlap::kOff}}))
+  OneOf<Overlap>(app.add_option("--overlap", o.overlap,
+                                 "Gradient all-reduce during backward: auto (off until measured on CUDA), on, off"),
+                 {{"auto", Overlap::kAuto}, {"on", Overlap::kOn}, {"off", Overlap::kOff}})
       ->default_str("auto");
-  app.add_option("--amp", o.amp, "Mixed precision: off, bf16 (CPU/CUDA) or fp16 (CUDA)")
-      ->transform(OneOf<AmpMode>({{"off", AmpMode::kOff}, {"bf16", AmpMode::kBf16}, {"fp16", AmpMode::kFp16}}))
+  OneOf<AmpMode>(app.add_option("--amp", o.amp, "Mixed precision: off, bf16 (CPU/CUDA) or fp16 (CUDA)"),
+                 {{"off", AmpMode::kOff}, {"bf16", AmpMode::kBf16}, {"fp16", AmpMode::kFp16}})
       ->default_str("off");
   app.add_flag("--grad-scaler", o.grad_scaler, "Dynamic loss scaling even without fp16");
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")

@@ -34,9 +34,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(Reals(0, 1, false, /*open_high=*/true));
   app.add_option("--eval-negatives", o.eval_negatives, "HR@10/NDCG@10: held-out item among this many unrated ones")
       ->capture_default_str()->check(Ints(1, 100000));
-  app.add_option("--embedding-sync", o.embedding_sync, "Embedding gradients across ranks: sparse (touched rows) or dense")
-      ->transform(dtrun::examples::OneOf<dtrun::recsys::EmbeddingSync>(
-          {{"sparse", dtrun::recsys::EmbeddingSync::kSparse}, {"dense", dtrun::recsys::EmbeddingSync::kDense}}))
+  dtrun::examples::OneOf<dtrun::recsys::EmbeddingSync>(
+      app.add_option("--embedding-sync", o.embedding_sync, "Embedding gradients across ranks: sparse (touched rows) or dense"),
+      {{"sparse", dtrun::recsys::EmbeddingSync::kSparse}, {"dense", dtrun::recsys::EmbeddingSync::kDense}})
       ->default_str("sparse");
   app.add_option("--seed", o.seed)->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)")->check(Ints(1, 4096));
