@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "progress/progress_board.h"
 #include "base/launch_layout.h"
+#include "progress/progress_board.h"
 
 namespace dtrun {
 

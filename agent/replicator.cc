@@ -246,7 +246,7 @@ void Replicator::PushLoop() {
   // (replication lags) instead of an equal one. Not the lowest: at nice 19 a copy can starve for
   // the whole run, and a node lost then has nothing on its buddy.
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
-  absl::Duration backoff = r_.first_retry;
+  std::chrono::milliseconds backoff = r_.first_retry;
   while (auto work = AwaitWork(&push_due_)) {
     const auto& [round, channel] = *work;
     if (round.round < 0 || !channel) continue;
@@ -256,11 +256,11 @@ void Replicator::PushLoop() {
   }
 }
 
-absl::Duration Replicator::RetryLater(absl::Duration backoff) {
+std::chrono::milliseconds Replicator::RetryLater(std::chrono::milliseconds backoff) {
   CheckedMutexLock lock(&mu_);
   // A newer pin ends the wait early: it is what should travel now.
   auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || push_due_; };
-  mu_.AwaitWithTimeout(woken, absl::ToChronoNanoseconds(backoff));
+  mu_.AwaitWithTimeout(woken, backoff);
   push_due_ = true;
   return std::min(backoff * 2, kLastRetry);
 }

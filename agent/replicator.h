@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "base/checked_mutex.h"
-#include "absl/time/time.h"
 #include "agent/snapshot_store.h"
 #include "base/unique_fd.h"
 #include "rendezvous/rendezvous_state.h"
@@ -48,7 +47,7 @@ struct BuddyReplication {
   double duty = 0.25;
   std::chrono::milliseconds fetch_timeout{30000};
   // A push that failed goes again after this, doubling up to 30 s.
-  absl::Duration first_retry = absl::Seconds(1);
+  std::chrono::milliseconds first_retry{1000};
 };
 
 class Replicator {
@@ -95,13 +94,13 @@ class Replicator {
   bool Push(int local_rank, const Round& round, replica::BuddyChannel* channel);
   // After a failed push: waits `backoff` (less if a newer pin comes), marks a push due, and
   // returns the next backoff.
-  absl::Duration RetryLater(absl::Duration backoff);
+  std::chrono::milliseconds RetryLater(std::chrono::milliseconds backoff);
   void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
   std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Pace(double seconds);  // sleeps to keep the duty cycle; false when stopping
 
-  static constexpr absl::Duration kLastRetry = absl::Seconds(30);
+  static constexpr std::chrono::milliseconds kLastRetry{30000};
 
   BuddyReplication r_;
   const SnapshotStore& store_;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "CLI/CLI.hpp"
+#include "agent/snapshot_store.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,7 +20,6 @@
 #include "base/env_names.h"
 #include "base/launch_layout.h"
 #include "base/signal_names.h"
-#include "agent/snapshot_store.h"
 #include "base/status_macros.h"
 #include "launcher/launch_flags.h"
 #include "launcher/launch_topology.h"
@@ -45,10 +45,8 @@ absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
   if (beat.count() > 0) a.hang.heartbeat_timeout = beat;
   DT_ASSIGN_OR_RETURN(std::chrono::milliseconds teardown, TimeoutFlag("--teardown-timeout", f.teardown_timeout));
   a.hang.teardown_timeout = teardown.count() > 0 ? std::optional<std::chrono::milliseconds>(teardown) : std::nullopt;
-  DT_ASSIGN_OR_RETURN(std::chrono::milliseconds dstate, TimeoutFlag("--dstate-timeout", f.dstate_timeout));
-  a.dstate_timeout = dstate;
-  DT_ASSIGN_OR_RETURN(auto sections, ParseSectionTimeouts(f.section_timeouts));
-  a.hang.section_timeouts = sections;
+  DT_ASSIGN_OR_RETURN(a.dstate_timeout, TimeoutFlag("--dstate-timeout", f.dstate_timeout));
+  DT_ASSIGN_OR_RETURN(a.hang.section_timeouts, ParseSectionTimeouts(f.section_timeouts));
   if (f.max_attempts_without_progress < 0) {
     return BadFlag(absl::StrCat("--max-attempts-without-progress ", f.max_attempts_without_progress,
                             ": expected 0 (never) or a count of attempts"));
@@ -252,8 +250,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.signals_to_handle = *signals;
   for (auto [flag, value, out] : {std::make_tuple("--redirects", &f.redirects, &a.redirects),
                                   std::make_tuple("--tee", &f.tee, &a.tee)}) {
-    DT_ASSIGN_OR_RETURN(auto spec, ParseStreamSpec(flag, *value, a.nproc_per_node));
-    *out = spec;
+    DT_ASSIGN_OR_RETURN(*out, ParseStreamSpec(flag, *value, a.nproc_per_node));
   }
   if (!f.ranks_filter.empty()) {
     std::set<int> ranks;
@@ -277,8 +274,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   DT_RETURN_IF_ERROR(FillHangOptions(f, a));
   DT_RETURN_IF_ERROR(FillStatusOptions(f, a));
   DT_RETURN_IF_ERROR(FillSnapshotOptions(f, a));
-  DT_ASSIGN_OR_RETURN(auto conf, ParseRdzvConf(f.rdzv_conf));
-  c.rdzv_conf = conf;
+  DT_ASSIGN_OR_RETURN(c.rdzv_conf, ParseRdzvConf(f.rdzv_conf));
   rdzv::RendezvousOptions checked;  // every key and value is checked, single-node jobs too
   std::vector<std::string> ignored;
   DT_RETURN_IF_ERROR(rdzv::ApplyRdzvConf(c.rdzv_conf, checked, &ignored));
@@ -341,8 +337,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     return parsed;
   }
   LaunchConfig c;
-  DT_ASSIGN_OR_RETURN(std::string slurm, ApplySlurmLaunch(app, env, f));
-  c.scheduler_note = slurm;
+  DT_ASSIGN_OR_RETURN(c.scheduler_note, ApplySlurmLaunch(app, env, f));
   DT_RETURN_IF_ERROR(FillAgentOptions(f, env, host, c));
   DT_RETURN_IF_ERROR(FillTopology(f, host, c));
   DT_RETURN_IF_ERROR(ResolveProgram(f, app.remaining(), env, host, c.agent));

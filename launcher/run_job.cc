@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,7 +32,6 @@
 
 namespace dtrun {
 namespace {
-
 
 // DIR/<run_id>, or DIR/<run_id>_<n> if that exists: an earlier run's logs are never touched.
 absl::StatusOr<std::string> FreshLogRoot(const std::string& dir, const std::string& run_id) {

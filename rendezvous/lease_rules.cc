@@ -46,9 +46,8 @@ std::chrono::milliseconds LeaseRules::WatchWait(std::chrono::milliseconds keep_a
 }
 
 std::chrono::milliseconds LeaseRules::ReportRetryDelay(int attempt) {
-  std::chrono::milliseconds delay(100);
-  for (int i = 1; i < attempt && delay < std::chrono::milliseconds(2000); ++i) delay *= 2;
-  return std::min(delay, std::chrono::milliseconds(2000));
+  const int doublings = std::clamp(attempt - 1, 0, 5);  // 100 ms << 5 is past the 2 s cap
+  return std::min(std::chrono::milliseconds(100 << doublings), std::chrono::milliseconds(2000));
 }
 
 }  // namespace dtrun::rdzv

@@ -45,12 +45,10 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Rende
       if (ignored) ignored->push_back(key);
       continue;
     }
-    DT_ASSIGN_OR_RETURN(Duration d, ParseSeconds(key, value, key == "keep_alive_interval" ? 0.01 : 0));
-    *it->second = d;
+    DT_ASSIGN_OR_RETURN(*it->second, ParseSeconds(key, value, key == "keep_alive_interval" ? 0.01 : 0));
   }
   if (conf.count("timeout") && !conf.count("join_timeout")) {
-    DT_ASSIGN_OR_RETURN(Duration d, ParseSeconds("timeout", conf.at("timeout"), 0));
-    o.join_timeout = d;
+    DT_ASSIGN_OR_RETURN(o.join_timeout, ParseSeconds("timeout", conf.at("timeout"), 0));
   }
   return absl::OkStatus();
 }

@@ -85,7 +85,7 @@ class ReplicatorTest : public ::testing::Test {
     r.connect = [log = log_](const std::string&, int) { return std::make_unique<FakeBuddy>(log); };
     r.every = 10;
     r.duty = 1.0;
-    r.first_retry = absl::Milliseconds(10);
+    r.first_retry = std::chrono::milliseconds(10);
     replicator_ = std::make_unique<Replicator>(std::move(r), *store_, kJob);
     rdzv::Assignment a;
     a.round = 0;

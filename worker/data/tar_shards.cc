@@ -263,8 +263,7 @@ absl::StatusOr<size_t> PackShards(const Dataset& src, const std::string& out_dir
           static_cast<int>(std::ceil(target * info->width / shorter)),
           static_cast<int>(std::ceil(target * info->height / shorter)));
       if (!img.ok()) continue;
-      DT_ASSIGN_OR_RETURN(std::string re, EncodeJpeg(ResizeShorterSide(*img, o.resize_shorter_side), 90));
-      bytes = std::move(re);
+      DT_ASSIGN_OR_RETURN(bytes, EncodeJpeg(ResizeShorterSide(*img, o.resize_shorter_side), 90));
     }
     std::string key = absl::StrFormat("%09d", i);
     uint64_t offset = put(key + ".jpg", bytes);
