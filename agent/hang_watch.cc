@@ -19,30 +19,20 @@ namespace {
 
 using Millis = std::chrono::milliseconds;
 
-std::string Seconds(Millis ms) { return absl::StrFormat("%.1f s", ms.count() / 1000.0); }
-
-std::string Describe(const progress::Hang& h) {
-  std::string where = h.section.empty() ? "" : absl::StrCat(" in section '", h.section, "'");
-  std::string step = h.step >= 0 ? absl::StrCat(", after step ", h.step) : ", before its first step";
-  if (h.rule == "teardown") {
-    return absl::StrCat("still exiting ", Seconds(h.stuck_for), " after its last step or a finished peer",
-                        " (--teardown-timeout ", h.limit.count() / 1000.0, ")", step);
-  }
-  if (h.rule == "section") {
-    return absl::StrCat("stuck", where, " for ", Seconds(h.stuck_for), " (--section-timeout ", h.section, "=",
-                        h.limit.count() / 1000.0, ")", step);
-  }
-  return absl::StrCat("no progress report for ", Seconds(h.stuck_for), where, " (--heartbeat-timeout ",
-                      h.limit.count() / 1000.0, ")", step);
-}
-
 }  // namespace
 
 HangWatch::HangWatch(const AgentOptions& options, const AttemptPaths& paths, EventLog& events,
                      status::AgentCounters& counters, const ProgressChannel& progress,
                      const std::optional<rdzv::NodeView>& view, RoundOpenFn round_open, ReportFn report)
-    : options_(options), paths_(paths), events_(events), counters_(counters), progress_(progress), view_(view),
-      round_open_(std::move(round_open)), report_(std::move(report)) {}
+    : options_(options),
+      paths_(paths),
+      events_(events),
+      counters_(counters),
+      progress_(progress),
+      view_(view),
+      round_open_(std::move(round_open)),
+      report_(std::move(report)),
+      dstate_(options.dstate_timeout) {}
 
 void HangWatch::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) {
   group_ = &group;
@@ -58,7 +48,7 @@ void HangWatch::OnGroupExited(WorkerGroup& /*group*/) {
     pending_->report_after.reset();  // the workers are gone: now or never
     Report();
   }
-  dstate_since_.clear();
+  dstate_.Clear();
   group_ = nullptr;  // declared() stays: the round's outcome was the hang
 }
 
@@ -73,7 +63,7 @@ void HangWatch::OnWake(Clock::time_point now) {
   const progress::ProgressBoard* board = progress_.board();
   if (board && options_.hang.enabled()) {
     if (std::optional<progress::Hang> h = board->FindHang(options_.hang, now, group_done_)) {
-      return Declare(*h, Describe(*h));
+      return Declare(*h, DescribeHang(*h));
     }
   }
   CheckDState(now);
@@ -97,41 +87,19 @@ std::optional<AgentComponent::Clock::time_point> HangWatch::NextDeadline() const
 
 void HangWatch::CheckDState(Clock::time_point now) {
   if (options_.dstate_timeout.count() <= 0 || now < next_dstate_check_) return;
-  // Sampled: the kernel tells nobody when a thread enters D state.
-  next_dstate_check_ = now + std::clamp(options_.dstate_timeout / 10, Millis(100), Millis(5000));
+  next_dstate_check_ = now + dstate_.interval();
   for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
     if (!w.process.running()) continue;
-    std::map<pid_t, uint64_t> sleeping = ThreadsInUninterruptibleSleep(w.process.pid());
-    auto known = dstate_since_.find(w.process.pid());
-    // Still stuck: in D at both looks, and not switched in between.
-    std::map<pid_t, uint64_t> still;
-    if (known != dstate_since_.end()) {
-      for (const auto& [tid, switches] : sleeping) {
-        auto before = known->second.threads.find(tid);
-        if (before != known->second.threads.end() && before->second == switches) still.emplace(tid, switches);
-      }
-    }
-    if (still.empty()) {
-      if (sleeping.empty()) {
-        dstate_since_.erase(w.process.pid());
-      } else {
-        dstate_since_[w.process.pid()] = StuckThreads{now, std::move(sleeping)};
-      }
-      continue;
-    }
-    known->second.threads = std::move(still);
-    const Clock::time_point since = known->second.since;
-    if (now - since < options_.dstate_timeout) continue;
+    std::optional<Clock::time_point> since =
+        dstate_.Observe(w.process.pid(), ThreadsInUninterruptibleSleep(w.process.pid()), now);
+    if (!since) continue;
     progress::Hang h;
     h.local_rank = w.local_rank;
     h.rule = "dstate";
-    h.stuck_for = std::chrono::duration_cast<Millis>(now - since);
+    h.stuck_for = std::chrono::duration_cast<Millis>(now - *since);
     h.limit = options_.dstate_timeout;
     if (progress_.board()) h.step = progress_.board()->ranks()[w.local_rank].step;
-    std::string wchan = ReadProcFile(w.process.pid(), "wchan");
-    return Declare(h, absl::StrCat("in uninterruptible sleep (D state) for at least ", Seconds(h.stuck_for),
-                                   wchan.empty() || wchan == "0" ? "" : absl::StrCat(" in ", wchan),
-                                   " (--dstate-timeout ", h.limit.count() / 1000.0, ")"));
+    return Declare(h, DescribeDState(h, ReadProcFile(w.process.pid(), "wchan")));
   }
 }
 
@@ -169,30 +137,25 @@ bool HangWatch::Report() {
   PendingHang& p = *pending_;
   const std::string attempt_dir = launch_layout::AttemptDir(paths_.error_root, round_);
   if (!p.failure) {
-    // Every rank of a collective hang stops reporting at once; the stacks tell the one that is
-    // elsewhere from the ones that wait for it inside torch.distributed.
-    std::vector<int> elsewhere, waiting;
+    std::vector<RankStacks> stacks;
+    std::vector<int64_t> global_rank_of;
     for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
-      std::optional<bool> in_collective = WaitsInCollective(launch_layout::StacksFile(w.dir));
-      if (in_collective) (*in_collective ? waiting : elsewhere).push_back(w.local_rank);
+      stacks.push_back({w.local_rank, WaitsInCollective(launch_layout::StacksFile(w.dir))});
+      global_rank_of.push_back(w.global_rank);
     }
-    WorkerFailure f = FailureOf(p.hang.local_rank);
-    std::string culprit;
-    if (!elsewhere.empty() && !waiting.empty()) {
-      f = FailureOf(elsewhere[0]);
-      culprit = absl::StrCat("; the stacks show rank ", f.global_rank, " outside torch.distributed while ",
-                             waiting.size(), " local rank(s) wait in a collective");
-      spdlog::error("rank {} is the likely culprit{}", f.global_rank, culprit);
-    }
-    f.message = absl::StrCat(p.what, culprit, "; stacks: ", attempt_dir, "/<local rank>/stacks.txt on each node");
+    const HangBlame blame = BlameHang(p.hang.local_rank, p.hang.limit, stacks, global_rank_of, nodes_);
+    WorkerFailure f = FailureOf(blame.local_rank);
+    if (!blame.note.empty()) spdlog::error("rank {} is the likely culprit{}", f.global_rank, blame.note);
+    f.message = absl::StrCat(p.what, blame.note, "; stacks: ", attempt_dir, "/<local rank>/stacks.txt on each node");
     p.failure = f;
-    if (elsewhere.empty() && !waiting.empty() && nodes_ > 1) {
+    if (blame.hold) {
       // Every rank here waits for someone: a node whose rank is elsewhere tells more. Give it a
       // moment to report first (the round then ends, and this report is not needed).
-      const Millis grace = std::clamp(p.hang.limit / 4, Millis(1000), Millis(15000));
-      p.report_after = options_.now() + grace;
-      spdlog::warn("every local rank waits in a collective; holding the hang report for {} for a node with the "
-                   "culprit", Seconds(grace));
+      p.report_after = options_.now() + *blame.hold;
+      spdlog::warn(
+          "every local rank waits in a collective; holding the hang report for {:.1f} s for a node with "
+          "the culprit",
+          blame.hold->count() / 1000.0);
     }
   }
   const bool still_ours = view_ && view_->phase == rdzv::JobPhase::kRunning && view_->round == round_;

@@ -14,6 +14,7 @@
 #include "agent/agent_component.h"
 #include "agent/agent_options.h"
 #include "agent/event_log.h"
+#include "agent/hang_rules.h"
 #include "agent/progress_channel.h"
 #include "agent/stack_dumper.h"
 #include "agent/worker_group.h"
@@ -55,12 +56,6 @@ class HangWatch : public AgentComponent {
     std::optional<WorkerFailure> failure;  // chosen once the stacks are in
     std::optional<Clock::time_point> report_after;
   };
-  // Per worker: since when some thread has been in D state without running, and those threads
-  // with their context-switch counts.
-  struct StuckThreads {
-    Clock::time_point since;
-    std::map<pid_t, uint64_t> threads;
-  };
   void CheckDState(Clock::time_point now);
   void Declare(const progress::Hang& hang, const std::string& what);
   bool Report();  // false while the report is held back
@@ -87,7 +82,7 @@ class HangWatch : public AgentComponent {
   std::optional<PendingHang> pending_;  // declared, not yet reported
   StackDumper dumper_;
   int64_t stacks_taken_round_ = -1;
-  std::map<pid_t, StuckThreads> dstate_since_;
+  DStateTracker dstate_;
   Clock::time_point next_dstate_check_;
 };
 
