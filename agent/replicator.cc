@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/process_table.h"
 #include "base/status_macros.h"
 #include "replica/replica_schedule.h"
 #include "snapshot/snapshot_region.h"
@@ -64,8 +65,11 @@ absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& h
 }  // namespace
 
 Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store, uint64_t job)
-    : r_(std::move(replication)), store_(store), job_(job),
-      event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    : r_(std::move(replication)),
+      store_(store),
+      job_(job),
+      event_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      pacer_(r_.duty) {
   pinned_.assign(store_.nproc(), -1);
   reported_.assign(store_.nproc(), -1);
   to_pin_.assign(store_.nproc(), -1);
@@ -209,13 +213,10 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
   [[maybe_unused]] ssize_t n = ::write(event_fd_.get(), &one, sizeof(one));
 }
 
-bool Replicator::Pace(double seconds) {
-  // Wall time, so the duty cycle also bounds the share of the network (which the workers'
-  // collectives use) and not only of the CPU.
-  const double pause = seconds * (1.0 / std::clamp(r_.duty, 0.001, 1.0) - 1.0);
+bool Replicator::PauseFor(std::chrono::duration<double> pause) {
   CheckedMutexLock lock(&mu_);
   auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-  mu_.AwaitWithTimeout(stopping, std::chrono::duration<double>(pause));
+  if (pause.count() > 0) mu_.AwaitWithTimeout(stopping, pause);
   return !stopping_;
 }
 
@@ -322,9 +323,22 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
     pushed_[local_rank] = header.step;
     pushing_[local_rank] = slot;
   }
+  // The pause the previous copy earned with its last chunk, less the time since.
+  if (!PauseFor(resume_at_ - Clock::now())) return true;
   const Clock::time_point start = Clock::now();
-  absl::StatusOr<int64_t> kept = channel->Push(header, absl::string_view(pinned->Payload(slot), header.payload_bytes),
-                                               [this](double s) { return Pace(s); });
+  // Each chunk's time less the thread's wait for a CPU (replica/send_pacer.h).
+  std::optional<std::chrono::nanoseconds> queued = ThisThreadRunqueueWait();
+  auto pace = [this, &queued](double wall_s) {
+    const std::optional<std::chrono::nanoseconds> now = ThisThreadRunqueueWait();
+    const double queued_s = now && queued ? std::chrono::duration<double>(*now - *queued).count() : 0.0;
+    const bool go_on = PauseFor(std::chrono::duration<double>(pacer_.Sent(wall_s, queued_s)));
+    queued = ThisThreadRunqueueWait();  // not the pause, nor the wake-up after it
+    return go_on;
+  };
+  absl::StatusOr<int64_t> kept =
+      channel->Push(header, absl::string_view(pinned->Payload(slot), header.payload_bytes), pace);
+  resume_at_ =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pacer_.TakeOwed()));
   bool first = false;
   {
     CheckedMutexLock lock(&mu_);

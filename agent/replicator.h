@@ -22,18 +22,19 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "base/checked_mutex.h"
 #include "agent/snapshot_store.h"
+#include "base/checked_mutex.h"
 #include "base/unique_fd.h"
 #include "rendezvous/rendezvous_state.h"
 #include "replica/replica_keeper.h"
 #include "replica/replica_transport.h"
+#include "replica/send_pacer.h"
 
 namespace dtrun {
 
@@ -98,7 +99,7 @@ class Replicator {
   void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
   std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Pace(double seconds);  // sleeps to keep the duty cycle; false when stopping
+  bool PauseFor(std::chrono::duration<double> pause);  // the duty cycle's pause; false when stopping
 
   static constexpr std::chrono::milliseconds kLastRetry{30000};
 
@@ -126,6 +127,8 @@ class Replicator {
   std::set<int64_t> confirmed_ ABSL_GUARDED_BY(mu_);  // ranks whose first copy reached the buddy (said once)
   CheckedMutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
   std::vector<int64_t> failed_step_;  // the sender thread's own: by local rank, the last step that failed
+  replica::SendPacer pacer_;          // the sender thread's own
+  std::chrono::steady_clock::time_point resume_at_;  // the sender thread's own: when the next copy may start
   std::thread pinner_;
   std::thread pusher_;
   std::thread fetcher_;

@@ -114,6 +114,14 @@ std::string ReadProcFile(pid_t pid, const std::string& name) {
   return line.substr(0, 256);
 }
 
+std::optional<std::chrono::nanoseconds> ThisThreadRunqueueWait() {
+  // "<ns on a CPU> <ns waiting on a runqueue> <timeslices>"
+  std::vector<std::string> fields = absl::StrSplit(ReadWholeFile("/proc/thread-self/schedstat"), ' ');
+  int64_t waited = 0;
+  if (fields.size() < 3 || !absl::SimpleAtoi(fields[1], &waited)) return std::nullopt;
+  return std::chrono::nanoseconds(waited);
+}
+
 std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid) {
   std::map<pid_t, uint64_t> sleeping;
   std::error_code ec;

@@ -45,6 +45,10 @@ std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid);
 // The first line of /proc/PID/<name> (e.g. "wchan"), at most 256 bytes; "" if unreadable.
 std::string ReadProcFile(pid_t pid, const std::string& name);
 
+// How long the calling thread has waited, runnable, for a CPU since it started
+// (/proc/thread-self/schedstat); nullopt where the kernel does not keep it.
+std::optional<std::chrono::nanoseconds> ThisThreadRunqueueWait();
+
 // CPU time used (user + system, in clock ticks: sysconf(_SC_CLK_TCK) per second) and resident
 // memory of one process, from /proc/PID/stat. NotFound if it is gone.
 struct ProcessUsage {

@@ -195,18 +195,9 @@ void MemorySnapshots::DiscardAllBut(int64_t keep) {
 }
 
 bool MemorySnapshots::Due(double step_seconds) {
-  step_s_ = step_s_ == 0 ? step_seconds : 0.9 * step_s_ + 0.1 * step_seconds;
   steps_s_ += step_seconds;
   ++steps_;
-  ++steps_since_;
-  if (forced_every_ > 0) {
-    every_ = forced_every_;
-  } else if (taken_ < 2) {
-    every_ = 1;  // the first snapshot maps the slots; the second measures the cost
-  } else if (write_s_ > 0 && step_s_ > 0) {
-    every_ = static_cast<int>(std::clamp(std::ceil(write_s_ / (kCostBudget * step_s_)), 1.0, 10000.0));
-  }
-  return steps_since_ >= every_;
+  return cadence_.Due(step_seconds);
 }
 
 // One snapshot on its way. `segments` cover the payload in order; a segment with a source is
@@ -236,7 +227,7 @@ double ThreadCpuSeconds() {
 }  // namespace
 
 MemorySnapshots::MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
-    : region_(std::move(region)), env_(env), job_(job), forced_every_(forced_every) {}
+    : region_(std::move(region)), env_(env), job_(job), cadence_(kCostBudget, forced_every) {}
 
 MemorySnapshots::~MemorySnapshots() {
   if (copier_.joinable()) copier_.join();
@@ -248,7 +239,7 @@ MemorySnapshots::~MemorySnapshots() {
 absl::Status MemorySnapshots::Begin(const TrainState& state) {
   Finish();
   const Clock::time_point start = Clock::now();
-  steps_since_ = 0;
+  cadence_.Began();
   std::vector<StateTensor> tensors = StateTensors(state);
   std::vector<snapshot::TensorRecord> records;
   records.reserve(tensors.size());
@@ -359,8 +350,7 @@ bool MemorySnapshots::Finish() {
 void MemorySnapshots::Account(double seconds) {
   last_write_s_ = seconds;
   const double cost = seconds + last_background_s_;
-  // The first write maps both slots: its cost says nothing about the next ones.
-  if (taken_ > 0) write_s_ = write_s_ == 0 ? cost : 0.8 * write_s_ + 0.2 * cost;
+  cadence_.Measured(cost);
   ++taken_;
   taken_s_ += seconds;
   background_s_ += last_background_s_;
@@ -375,8 +365,9 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
 std::string MemorySnapshots::Summary() const {
   const double each_ms = taken_ ? 1e3 * taken_s_ / taken_ : 0;
   const double share = steps_s_ > 0 ? 100 * taken_s_ / steps_s_ : 0;
-  std::string s = absl::StrFormat("%d in-memory snapshots of %.1f MB, every %d step%s, %.1f ms each (%.1f%% of the step time)",
-                                  taken_, last_bytes_ / 1e6, every_, every_ == 1 ? "" : "s", each_ms, share);
+  std::string s =
+      absl::StrFormat("%d in-memory snapshots of %.1f MB, every %d step%s, %.1f ms each (%.1f%% of the step time)",
+                      taken_, last_bytes_ / 1e6, every(), every() == 1 ? "" : "s", each_ms, share);
   if (background_s_ > 0) {
     absl::StrAppendFormat(&s, ", plus %.1f ms of CPU each copying alongside the next step (%.1f%%)",
                           1e3 * background_s_ / taken_, steps_s_ > 0 ? 100 * background_s_ / steps_s_ : 0);

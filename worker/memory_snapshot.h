@@ -2,7 +2,7 @@
 // the region its agent holds for this local rank, decides how often, and restores from it.
 //
 // Cadence: every step whose cost allows it. The writer keeps the snapshot's cost under
-// kCostBudget of the step time by snapshotting every k-th step (k from measured costs), or every
+// kCostBudget of the step time by snapshotting every k-th step (worker/snapshot_cadence.h), or every
 // DTRUN_SNAPSHOT_EVERY steps when dtrun --snapshot-every is given. Every rank of the job must
 // snapshot the same steps (a restore needs a step every rank holds), so the trainer all-reduces
 // Due() and snapshots when any rank asks.
@@ -34,6 +34,7 @@
 #include "progress/progress_client.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/dist_env.h"
+#include "worker/snapshot_cadence.h"
 #include "worker/train_state.h"
 
 namespace dtrun::worker {
@@ -89,7 +90,7 @@ class MemorySnapshots {
   double last_write_seconds() const { return last_write_s_; }
   double last_background_seconds() const { return last_background_s_; }
   uint64_t last_bytes() const { return last_bytes_; }
-  int every() const { return every_; }
+  int every() const { return cadence_.every(); }
   // "12 in-memory snapshots of 94.4 MB, every 3 steps, 31.0 ms each (1.8% of the step time)".
   std::string Summary() const;
 
@@ -106,11 +107,7 @@ class MemorySnapshots {
   bool restored_from_buddy_ = false;
   DistEnv env_;
   uint64_t job_;
-  int forced_every_;       // > 0: --snapshot-every
-  int every_ = 1;          // the current cadence
-  int64_t steps_since_ = 0;
-  double step_s_ = 0;      // moving average of the step time
-  double write_s_ = 0;     // moving average of a snapshot's cost
+  SnapshotCadence cadence_;
   double last_write_s_ = 0;
   uint64_t last_bytes_ = 0;
   bool background_ = true;   // DTRUN_SNAPSHOT_COPY is not "sync"
