@@ -13,13 +13,23 @@ share one clock): fault -> every rank stepping again (the last node's first step
 node's state came from (memory, buddy, disk, none), and lost steps (the step rank 0 had printed
 at the fault minus the step restored).
 
+With --launcher torchrun the same cluster runs the peer: ../shared/tools/torchrun (c10d rendezvous,
+--nnodes N:N, the same spare) over bench/recsys_reference.py, the same NCF job in PyTorch, which
+saves a checkpoint every --buddy-every steps into a directory every host reads (shared storage:
+the best case a torchrun user has) and loads it when it starts. Each host gets its own hostname
+(a UTS namespace) resolving to its address (/etc/netns/NAME/hosts), which torch 1.13's agent
+needs for its workers' master address. Measured from the console: fault -> the first step the new
+round's rank 0 prints (a DDP step: every rank took it), and lost steps (its "start at step").
+
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze]
+                          [--launcher dtrun|torchrun]
 """
 import argparse
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -29,6 +39,8 @@ import threading
 import time
 
 PORT = 29600
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHRUN = os.path.join(HERE, "..", "..", "shared", "tools", "torchrun")
 KEEP_ALIVE = "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=120"
 
 
@@ -59,6 +71,12 @@ class Cluster:
             ip("-n", ns, "addr", "add", self.addrs[-1] + "/24", "dev", "eth0")
             ip("-n", ns, "link", "set", "eth0", "up")
             ip("-n", ns, "link", "set", "lo", "up")
+        # `ip netns exec` mounts /etc/netns/NAME/hosts over /etc/hosts: each host's name resolves.
+        names = "".join(f"{a} {self.ns(i)}\n" for i, a in enumerate(self.addrs))
+        for i in range(hosts):
+            os.makedirs(f"/etc/netns/{self.ns(i)}", exist_ok=True)
+            with open(f"/etc/netns/{self.ns(i)}/hosts", "w") as f:
+                f.write("127.0.0.1 localhost\n" + names)
 
     def ns(self, i):
         return f"{self.prefix}h{i}"
@@ -85,6 +103,8 @@ class Cluster:
             self.kill_all(i)
         for ns in self.namespaces:
             ip("netns", "del", ns, check=False)
+            if os.path.isdir(f"/etc/netns/{ns}"):
+                shutil.rmtree(f"/etc/netns/{ns}")
 
 
 class Node:
@@ -155,6 +175,100 @@ def workers_of(cluster, i):
     return out
 
 
+def inject(cluster, fault, victim):
+    """The fault on host `victim`; returns its time (ms since the epoch)."""
+    fault_ms = time.time() * 1000
+    if fault == "kill":
+        cluster.kill_all(victim)
+    elif fault == "cut":
+        cluster.link(victim, False)
+    else:
+        os.kill(workers_of(cluster, victim)[0], signal.SIGSTOP)
+    return fault_ms
+
+
+REF_STEP = re.compile(r"^step (\d+)$")
+REF_START = re.compile(r"^start at step (\d+)$")
+
+
+def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
+    """The peer: torchrun over bench/recsys_reference.py, checkpoints on shared storage."""
+    n = args.nodes
+    with tempfile.TemporaryDirectory() as tmp:
+        endpoint = f"{cluster.addrs[0]}:{PORT + trial}"
+
+        def start(i):
+            argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', cluster.ns(i), "/usr/bin/python3",
+                    TORCHRUN, "--nnodes", f"{n}:{n}", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                    "--rdzv_endpoint", endpoint, "--rdzv_id", f"nl{trial}", "--max_restarts", "3",
+                    "--monitor_interval", "0.1", os.path.join(HERE, "recsys_reference.py"), ratings, "--epochs",
+                    "100", "-b", "256", "--checkpoint-dir", f"{tmp}/ckpt", "--checkpoint-every",
+                    str(args.buddy_every), "--print-steps"]
+            return Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1", LOGLEVEL="INFO"))
+
+        def step_of(line):
+            m = REF_STEP.search(line)
+            return int(m.group(1)) if m else None
+
+        nodes = [start(i) for i in range(n)]
+        spare = None
+        try:
+            deadline = time.time() + 240
+            printer = None
+            while printer is None and time.time() < deadline:
+                printer = next((node for node in nodes if node.wait_for(REF_STEP, 0.5)), None)
+            if printer is None:
+                raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
+            victim = rng.randrange(1, n)
+            if printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= args.buddy_every else None,
+                                  120) is None:
+                raise SystemExit("no checkpoint was written:\n" + printer.text()[-3000:])
+            spare = start(n)
+            # The spare's agent says it joined (LOGLEVEL=INFO) and waits for the next round.
+            if not spare.wait_for(re.compile(r"rendezvous", re.I), 120):
+                raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
+            with printer.cond:
+                now = max(step_of(l) or 0 for _, l in printer.lines if l)
+            target = now + rng.randint(1, 2 * args.buddy_every)
+            reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
+            if reached is None:
+                raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
+            fault_ms = inject(cluster, fault, victim)
+            # The new round's rank 0 says where it starts, then prints its first step.
+            deadline = time.time() + args.recovery_timeout
+            result = None
+            while result is None and time.time() < deadline:
+                for node in nodes + [spare]:
+                    with node.cond:
+                        lines = [(t, l) for t, l in node.lines if l and t * 1000 > fault_ms]
+                    started = next((int(m.group(1)) for _, l in lines if (m := REF_START.search(l))), None)
+                    if started is None:
+                        continue
+                    after = [t for t, l in lines[next(k for k, (_, l) in enumerate(lines) if REF_START.search(l)):]
+                             if REF_STEP.search(l)]
+                    if after:
+                        result = {"fault_to_stepping_s": round(after[0] - fault_ms / 1000, 2),
+                                  "lost_steps": reached - started, "sources": ["disk (shared)"]}
+                        break
+                if result is None:
+                    time.sleep(0.2)
+            if result is None:
+                result = {"fault_to_stepping_s": None, "lost_steps": None,
+                          "sources": [f"none within {args.recovery_timeout:.0f} s"]}
+            if args.keep_logs and (args.keep_all or result["fault_to_stepping_s"] is None):
+                os.makedirs(args.keep_logs, exist_ok=True)
+                for i, node in enumerate(nodes + [spare]):
+                    with open(f"{args.keep_logs}/torchrun_{fault}{trial}_host{i}.txt", "w") as f:
+                        with node.cond:
+                            f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
+            return result
+        finally:
+            if fault == "cut":
+                cluster.link(victim, True)
+            for i in range(n + 1):
+                cluster.kill_all(i, wait=True)
+
+
 def one_trial(args, cluster, ratings, fault, trial, rng):
     n = args.nodes
     with tempfile.TemporaryDirectory() as tmp:
@@ -196,13 +310,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
             if reached is None:
                 raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
-            fault_ms = time.time() * 1000
-            if fault == "kill":
-                cluster.kill_all(victim)
-            elif fault == "cut":
-                cluster.link(victim, False)
-            else:
-                os.kill(workers_of(cluster, victim)[0], signal.SIGSTOP)
+            fault_ms = inject(cluster, fault, victim)
             # Every node that runs the next round logs `recovered` once its ranks step again.
             runners = [i for i in range(n) if i != victim or fault == "freeze"] + ([n] if fault != "freeze" else [])
             logs = {i: f"{tmp}/events{i}.jsonl" for i in runners}
@@ -259,6 +367,11 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 cluster.kill_all(i, wait=True)
 
 
+def torch_version():
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                          text=True).stdout.strip() or "?"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
@@ -269,15 +382,23 @@ def main():
     ap.add_argument("--heartbeat-timeout", type=float, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warm-workers", default="on", help="dtrun's --warm-workers (on: the default)")
+    ap.add_argument("--launcher", default="dtrun", choices=["dtrun", "torchrun"])
+    ap.add_argument("--recovery-timeout", type=float, default=180,
+                    help="seconds after the fault to wait for stepping (torchrun: then counted as not recovered)")
     ap.add_argument("--keep-logs", help="write every host's output here for trials that restored nothing")
     ap.add_argument("--keep-all", action="store_true", help="with --keep-logs: for every trial")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("node_loss.py needs root (network namespaces)")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers + 1 spare, train_recsys; "
-          f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every {args.buddy_every} steps; "
-          f"--warm-workers {args.warm_workers}")
+    job = "torchrun + recsys_reference.py" if args.launcher == "torchrun" else "dtrun + train_recsys"
+    if args.launcher == "torchrun":
+        setup = (f"torch {torch_version()}'s rendezvous defaults (keep-alive 5 s, 3 misses); a checkpoint every "
+                 f"{args.buddy_every} steps on shared storage; recovery awaited {args.recovery_timeout:.0f} s")
+    else:
+        setup = (f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every "
+                 f"{args.buddy_every} steps; --warm-workers {args.warm_workers}")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers + 1 spare, {job}; {setup}")
     rng = random.Random(args.seed)
     cluster = Cluster(args.nodes + 1)
     try:
@@ -290,14 +411,22 @@ def main():
                 rows = []
                 for _ in range(args.trials):
                     trial += 1
-                    rows.append(one_trial(args, cluster, ratings, fault, trial, rng))
+                    run = one_trial_torchrun if args.launcher == "torchrun" else one_trial
+                    rows.append(run(args, cluster, ratings, fault, trial, rng))
                     print(f"  {fault} #{len(rows)}: {rows[-1]}", file=sys.stderr, flush=True)
-                t = [r["fault_to_stepping_s"] for r in rows]
-                lost = [r["lost_steps"] for r in rows]
-                print(f"{fault}: fault -> every rank stepping median {statistics.median(t):.2f} s, max {max(t):.2f} s; "
-                      f"lost steps median {statistics.median(lost)}, max {max(lost)}; sources "
-                      f"{sorted(set(s for r in rows for s in r['sources']))}; workers released warm per recovery "
-                      f"median {statistics.median([r['warm_workers'] for r in rows])}", flush=True)
+                done = [r for r in rows if r["fault_to_stepping_s"] is not None]
+                sources = sorted(set(s for r in rows for s in r["sources"]))
+                if not done:
+                    print(f"{fault}: no trial recovered; sources {sources}", flush=True)
+                    continue
+                t = [r["fault_to_stepping_s"] for r in done]
+                lost = [r["lost_steps"] for r in done]
+                warm = [r["warm_workers"] for r in done if "warm_workers" in r]
+                print(f"{fault}: {len(done)} of {len(rows)} recovered; fault -> every rank stepping median "
+                      f"{statistics.median(t):.2f} s, max {max(t):.2f} s; lost steps median {statistics.median(lost)}, "
+                      f"max {max(lost)}; sources {sources}" +
+                      (f"; workers released warm per recovery median {statistics.median(warm)}" if warm else ""),
+                      flush=True)
     finally:
         cluster.close()
 

@@ -11,6 +11,11 @@ Model: user/item embeddings (32) + per-user/item biases, an MLP (96 -> 64 -> 32)
 ratings + BCE against 4 uniformly sampled items per rating; Adam (lr 2e-3, weight decay 1e-4).
 Split: per user by (timestamp, movieId), the latest 10% (at least one) is test. Metrics: test RMSE,
 and HR@10 / NDCG@10 of each user's latest rating among 99 sampled unrated items.
+
+Recovery the way a torchrun user has it (bench/node_loss.py --launcher torchrun): with
+--checkpoint-dir, rank 0 saves model, optimizer and step there every --checkpoint-every steps
+(torch.save, atomic rename) and every rank loads it when it starts; with --print-steps rank 0
+prints "start at step N" once loaded and "step N" after every step.
 """
 import argparse
 import csv
@@ -86,6 +91,9 @@ def main():
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("-b", "--batch-size", type=int, default=256)
     p.add_argument("--timed-iters", type=int, default=0, help="time this many steps (after 5), print, stop")
+    p.add_argument("--checkpoint-dir", default="", help="save and resume here (a directory every host reads)")
+    p.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints")
+    p.add_argument("--print-steps", action="store_true", help="rank 0 prints every step")
     args = p.parse_args()
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -104,12 +112,20 @@ def main():
     for u, i, _, _ in rows:
         rated[u].add(i)
     step_count, start = 0, None
-    for epoch in range(args.epochs):
+    path = os.path.join(args.checkpoint_dir, "checkpoint.pt") if args.checkpoint_dir else ""
+    if path and os.path.exists(path):
+        saved = torch.load(path, map_location="cpu")
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        step_count = saved["step"]
+    if args.print_steps and rank == 0:
+        print(f"start at step {step_count}", flush=True)
+    for epoch in range(step_count // steps, args.epochs):
         order = list(range(len(train)))
         random.Random(epoch).shuffle(order)
         mine = order[rank::world][:steps * b]
         t0 = time.time()
-        for s in range(steps):
+        for s in range(step_count - epoch * steps if step_count > epoch * steps else 0, steps):
             batch = [train[j] for j in mine[s * b:(s + 1) * b]]
             u = torch.tensor([r[0] for r in batch])
             i = torch.tensor([r[1] for r in batch])
@@ -123,6 +139,13 @@ def main():
             loss.backward()
             opt.step()
             step_count += 1
+            if args.print_steps and rank == 0:
+                print(f"step {step_count}", flush=True)
+            if path and step_count % args.checkpoint_every == 0 and rank == 0:
+                os.makedirs(args.checkpoint_dir, exist_ok=True)
+                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step_count},
+                           path + ".tmp")
+                os.replace(path + ".tmp", path)
             if args.timed_iters and step_count == 5:
                 if world > 1:
                     dist.barrier()
