@@ -273,9 +273,7 @@ def snapshot(state, step):
     if cadence.forced_every == 0:
         # Every rank is here at the same step, so they leave with the same interval. A rank that
         # cannot write asks for the longest: no restore can use a step it lacks.
-        # The interval at most doubles per snapshot: one slow write early on (other work on the
-        # cores) must not space the next ones far apart while the cost is still being learnt.
-        wanted = min(cadence.wanted_every(took, step_s), 2 * cadence.every) if wrote else _snap.MAX_EVERY
+        wanted = cadence.wanted_after(took, step_s) if wrote else _snap.MAX_EVERY
         cadence.every = _agreed_max(wanted)
     return wrote
 

@@ -350,6 +350,12 @@ class Cadence:
             return 1
         return int(min(MAX_EVERY, max(1, math.ceil(write_s / (COST_BUDGET * step_s)))))
 
+    def wanted_after(self, write_s, step_s):
+        """The interval to ask for after a snapshot that cost `write_s`: what the budget allows, at
+        most twice the current one, so one slow write early on (other work on the cores) does not
+        space the next ones far apart while the cost is still being learnt."""
+        return min(self.wanted_every(write_s, step_s), 2 * self.every)
+
     def taken_at(self, step, write_s):
         self.last_step = step
         self.taken += 1

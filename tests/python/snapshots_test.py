@@ -34,6 +34,16 @@ class CadenceTest(unittest.TestCase):
         self.assertEqual(c.every, 5)
         self.assertEqual([step for step in range(3, 13) if c.due(step)], [7, 8, 9, 10, 11, 12])
 
+    def test_the_interval_at_most_doubles_per_snapshot(self):
+        c = s.Cadence(0)
+        wanted = []
+        for _ in range(5):
+            c.every = c.wanted_after(0.01, 0.1)  # the budget allows every 5th step
+            wanted.append(c.every)
+        self.assertEqual(wanted, [2, 4, 5, 5, 5])
+        c.every = c.wanted_after(0.5, 0.1)  # one slow write: 250 by the budget, 10 for now
+        self.assertEqual(c.every, 10)
+
     def test_a_forced_interval_is_every_nth_step_number(self):
         c = s.Cadence(4)
         self.assertEqual([step for step in range(1, 13) if c.due(step)], [4, 8, 12])
