@@ -14,7 +14,8 @@ namespace {
 //    DELETE_KEY=8 (measured with Debian's 1.13; APPEND and the rest came in May 2023).
 //  - PyTorch main from July to August 2023 (2.1 nightlies) dropped WATCH_KEY but did not send
 //    VALIDATE yet: DELETE_KEY=7, APPEND=8, MULTI_GET=9, MULTI_SET=10, CANCEL_WAIT=11. Codes 9-11
-//    exist only there, so the first of them moves its connection to this numbering.
+//    exist only there, so the first of them moves its connection to this numbering; so does a 7
+//    after other requests (the older clients send WATCH_KEY only on a connection of its own).
 //  - Clients that open with VALIDATE (2.2 at the latest) number VALIDATE=0, SET=1, … without
 //    WATCH_KEY, then PING and the newest clients' queue, list and barrier requests (numbered in the
 //    order PyTorch's libuv backend dispatches them, PING's place included).
@@ -207,6 +208,11 @@ long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
   if (c.numbering == StoreNumbering::kTorch20 && code >= std::size(kTorch20Ops) && code < std::size(kTorch21NightlyOps)) {
     c.numbering = StoreNumbering::kTorch21Nightly;
   }
+  // 1.13 and 2.0 send WATCH_KEY only on a connection of its own (their callback client), which
+  // sends nothing else; so 7 after any other request is the 2.1 nightlies' DELETE_KEY.
+  if (c.numbering == StoreNumbering::kTorch20 && code == 7 && c.ran_other_than_watch) {
+    c.numbering = StoreNumbering::kTorch21Nightly;
+  }
   Op op = OpFor(c.numbering, code);
   if (op == kInvalid) {
     last_error_ = absl::StrCat("request type ", static_cast<int>(code), " is not one ", NumberingName(c.numbering),
@@ -217,6 +223,7 @@ long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
     if (r.too_large()) last_error_ = "a request claimed more bytes than a request may have (64 MiB)";
     return r.too_large() ? -1 : 0;
   }
+  if (op != kWatchKey) c.ran_other_than_watch = true;
   return static_cast<long>(r.pos());
 }
 

@@ -19,7 +19,8 @@ namespace dtrun {
 using StoreClientId = uint64_t;
 
 // How a client numbers its requests, learnt from what it sends: VALIDATE first (2.2+), else the
-// 1.13/2.0 numbering until a request only the 2.1 nightlies' numbering has (codes 9-11).
+// 1.13/2.0 numbering until a request only the 2.1 nightlies' numbering has (codes 9-11, or 7 after
+// other requests: 1.13 and 2.0 send WATCH_KEY only on their callback connection).
 enum class StoreNumbering { kUnknown, kTorch20, kTorch21Nightly, kValidated };
 
 class StoreCore {
@@ -64,6 +65,7 @@ class StoreCore {
  private:
   struct Client {
     StoreNumbering numbering = StoreNumbering::kUnknown;
+    bool ran_other_than_watch = false;  // has run a request other than WATCH_KEY
     std::string in;
     std::string out;
     size_t unsent = 0;        // replies the server took but could not send yet

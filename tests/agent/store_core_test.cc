@@ -116,13 +116,25 @@ TEST(StoreCoreTest, CancelWaitAnswersWaitCanceled) {
   EXPECT_EQ(core.TakeOutput(1), "");  // the cancelled wait is not woken
 }
 
-// 1.13 and 2.0 (no VALIDATE) number WATCH_KEY 7 and DELETE_KEY 8, and send nothing past 8.
+// 1.13 and 2.0 (no VALIDATE) number WATCH_KEY 7 and DELETE_KEY 8, send nothing past 8, and send
+// WATCH_KEY only on their callback client's connection, which sends nothing else.
 TEST(StoreCoreTest, UnvalidatedClientsUseTheTorch20NumberingForSevenAndEight) {
   StoreCore core;
-  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("v") + Op(7) + Str("k")));
-  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(3));  // WATCH_KEY acknowledged
-  ASSERT_TRUE(core.OnData(1, Op(8) + Str("k")));
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("v") + Op(8) + Str("k")));
   EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY
+  ASSERT_TRUE(core.OnData(2, Op(7) + Str("k") + Op(7) + Str("j")));
+  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(3) + Raw<uint8_t>(3));  // the callback connection's WATCH_KEYs
+}
+
+// A 2.1 nightly (no VALIDATE, no WATCH_KEY) whose DELETE_KEY (7) comes after other requests and
+// before any code only its numbering has: 1.13 never sends 7 there, so it is read as DELETE_KEY, and
+// the connection's 8 is APPEND from then on.
+TEST(StoreCoreTest, ASevenAfterOtherRequestsIsThe21NightliesDeleteKey) {
+  StoreCore core;
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("v") + Op(7) + Str("k")));
+  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY, not a WATCH_KEY acknowledgement
+  ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("a") + Str("x") + Op(8) + Str("a") + Str("y") + Op(kGet) + Str("a")));
+  EXPECT_EQ(core.TakeOutput(1), Str("xy"));  // APPEND
 }
 
 // The 2.1 nightlies (no VALIDATE, no WATCH_KEY) number CANCEL_WAIT 11: that moves the connection to
@@ -138,8 +150,8 @@ TEST(StoreCoreTest, ACodeOnlyThe21NightliesSendSwitchesThatConnectionToTheirNumb
   EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY
   ASSERT_TRUE(core.OnData(1, Op(9) + Raw<uint64_t>(1) + Str("gone")));
   EXPECT_EQ(core.TakeOutput(1), Str(""));  // MULTI_GET
-  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("w") + Str("v") + Op(7) + Str("w")));
-  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(3));  // still 1.13's WATCH_KEY here
+  ASSERT_TRUE(core.OnData(2, Op(7) + Str("w")));
+  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(3));  // still 1.13's WATCH_KEY on another connection
   EXPECT_FALSE(core.OnData(1, Op(12)));
   EXPECT_NE(core.last_error().find("request type 12 is not one 2.1 nightly clients send"), std::string::npos)
       << core.last_error();
