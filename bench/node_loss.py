@@ -128,16 +128,21 @@ class Node:
 
     def wait_until(self, found, timeout):
         """The first non-None `found(line)` over all lines, or None at `timeout` / at the end."""
+        hit = self.wait_timed(found, timeout)
+        return hit[1] if hit else None
+
+    def wait_timed(self, found, timeout):
+        """(arrival time, value) of the first line whose `found(line)` is not None, or None."""
         deadline = time.time() + timeout
         seen = 0
         with self.cond:
             while True:
-                for _, line in self.lines[seen:]:
+                for t, line in self.lines[seen:]:
                     if line is None:
                         return None
                     value = found(line)
                     if value is not None:
-                        return value
+                        return t, value
                 seen = len(self.lines)
                 left = deadline - time.time()
                 if left <= 0:
@@ -173,6 +178,28 @@ def workers_of(cluster, i):
         except OSError:
             pass
     return out
+
+
+def find_printer(nodes, step_line):
+    """The node whose output has rank 0's step lines (`step_line`), once the job steps."""
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        printer = next((node for node in nodes if node.wait_for(step_line, 0.5)), None)
+        if printer is not None:
+            return printer
+    raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
+
+
+def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng):
+    """The fault at a random step 1..2 x buddy_every after the one rank 0 printed last (between two
+    buddy copies); returns that step and the fault's time (ms since the epoch)."""
+    with printer.cond:
+        now = max(step_of(l) or 0 for _, l in printer.lines if l)
+    target = now + rng.randint(1, 2 * args.buddy_every)
+    reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
+    if reached is None:
+        raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
+    return reached, inject(cluster, fault, victim)
 
 
 def inject(cluster, fault, victim):
@@ -213,12 +240,7 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
         nodes = [start(i) for i in range(n)]
         spare = None
         try:
-            deadline = time.time() + 240
-            printer = None
-            while printer is None and time.time() < deadline:
-                printer = next((node for node in nodes if node.wait_for(REF_STEP, 0.5)), None)
-            if printer is None:
-                raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
+            printer = find_printer(nodes, REF_STEP)
             victim = rng.randrange(1, n)
             if printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= args.buddy_every else None,
                                   120) is None:
@@ -227,13 +249,7 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
             # The spare's agent says it joined (LOGLEVEL=INFO) and waits for the next round.
             if not spare.wait_for(re.compile(r"rendezvous", re.I), 120):
                 raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
-            with printer.cond:
-                now = max(step_of(l) or 0 for _, l in printer.lines if l)
-            target = now + rng.randint(1, 2 * args.buddy_every)
-            reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
-            if reached is None:
-                raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
-            fault_ms = inject(cluster, fault, victim)
+            reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
             # The new round's rank 0 says where it starts, then prints its first step.
             deadline = time.time() + args.recovery_timeout
             result = None
@@ -288,29 +304,17 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         nodes = [start(i) for i in range(n)]
         try:
             # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
-            deadline = time.time() + 240
-            printer = None
-            while printer is None and time.time() < deadline:
-                printer = next((node for node in nodes if node.wait_for(STEP, 0.5)), None)
-            if printer is None:
-                raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
+            printer = find_printer(nodes, STEP)
             victim = rng.randrange(1, n)
             if not nodes[victim].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
                 raise SystemExit(f"host {victim} never placed a buddy copy:\n" + nodes[victim].text()[-3000:])
             spare = start(n)
             if not spare.wait_for(re.compile(r"spare"), 120):
                 raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
-            # A random point between two buddy copies, counted from the step rank 0 printed last.
             def step_of(line):
                 m = STEP.search(line)
                 return global_step(m) if m else None
-            with printer.cond:
-                now = max(step_of(l) or 0 for _, l in printer.lines if l)
-            target = now + rng.randint(1, 2 * args.buddy_every)
-            reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
-            if reached is None:
-                raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
-            fault_ms = inject(cluster, fault, victim)
+            reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
             # Every node that runs the next round logs `recovered` once its ranks step again.
             runners = [i for i in range(n) if i != victim or fault == "freeze"] + ([n] if fault != "freeze" else [])
             logs = {i: f"{tmp}/events{i}.jsonl" for i in runners}

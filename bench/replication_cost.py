@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""What in-memory snapshots and their buddy copies cost training, on a network-namespace cluster
+(needs root).
+
+NODES hosts x 2 workers under dtrun, static, no fault: --job recsys (train_recsys, NCF on generated
+ratings, batch 256: 2.1 MB snapshots) or --job imagenet (train_imagenet, ResNet-18 on 64 px
+synthetic images, batch 32: 89.5 MB snapshots), DDP over Gloo, in three modes, interleaved over rounds so that a drift of the machine
+falls on all of them alike:
+  off        --snapshot-memory 0: no snapshots, nothing copied
+  snapshots  --snapshot-buddy-every 0: snapshots in memory (adaptive cadence), no buddy copies
+  buddy      the defaults: snapshots, and every 10th step's copied to the buddy node
+Throughput is rank 0's steps per second between its printed steps FROM and TO (arrival times of
+its progress lines); cost = 1 - mode / off.
+
+  sudo bench/replication_cost.py BUILD_DIR [--job recsys|imagenet] [--nodes 4] [--rounds 2]
+                                 [--from-step 60] [--to-step 360]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, global_step  # noqa: E402
+
+MODES = [("off", ["--snapshot-memory", "0"]), ("snapshots", ["--snapshot-buddy-every", "0"]), ("buddy", [])]
+
+
+def trainer(args, ratings):
+    if args.job == "imagenet":
+        return [os.path.join(args.build_dir, "bin", "train_imagenet"), "--synthetic", "--synthetic-size", "100000",
+                "--image-size", "64", "-b", "32", "-j", "1", "--epochs", "1", "--no-tensorboard"]
+    return [os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100", "-b", "256",
+            "--no-tensorboard"]
+
+
+def steps_per_second(args, cluster, ratings, tmp, tag, flags):
+    n = args.nodes
+    nodes = []
+    for i in range(n):
+        argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", str(n), "--node-rank", str(i),
+                "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{cluster.addrs[0]}:{PORT}",
+                "--rdzv-id", tag, "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
+                *flags, *trainer(args, ratings), "-p", "1", "--save-every-minutes", "1000", "--output-dir",
+                f"{tmp}/{tag}.out{i}"]
+        nodes.append(Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1")))
+    try:
+        # Static ranks: host 0 holds rank 0, which prints the steps.
+        def arrival(step, timeout):
+            hit = nodes[0].wait_timed(lambda l: True if (m := STEP.search(l)) and global_step(m) >= step else None,
+                                      timeout)
+            if hit is None:
+                raise SystemExit(f"{tag}: step {step} never came:\n" + nodes[0].text()[-3000:])
+            return hit[0]
+
+        first = arrival(args.from_step, 240)
+        last = arrival(args.to_step, 600)
+        return (args.to_step - args.from_step) / (last - first)
+    finally:
+        for i in range(n):
+            cluster.kill_all(i, wait=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build_dir")
+    ap.add_argument("--job", choices=["recsys", "imagenet"], default="recsys")
+    ap.add_argument("--nodes", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--from-step", type=int, default=60)
+    ap.add_argument("--to-step", type=int, default=360)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("replication_cost.py needs root (network namespaces)")
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers, --job {args.job}; "
+          f"steps {args.from_step}..{args.to_step} of rank 0; {args.rounds} interleaved rounds", flush=True)
+    rates = {name: [] for name, _ in MODES}
+    cluster = Cluster(args.nodes)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            ratings = os.path.join(tmp, "ratings.csv")
+            subprocess.run([os.path.join(args.build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000",
+                            "--items", "3000"], check=True, capture_output=True)
+            for r in range(args.rounds):
+                for name, flags in MODES:
+                    rate = steps_per_second(args, cluster, ratings, tmp, f"c{r}{name}", flags)
+                    rates[name].append(rate)
+                    print(f"  round {r + 1} {name}: {rate:.2f} steps/s", file=sys.stderr, flush=True)
+    finally:
+        cluster.close()
+    base = statistics.mean(rates["off"])
+    for name, _ in MODES:
+        mean = statistics.mean(rates[name])
+        print(f"{name}: {mean:.2f} steps/s ({', '.join(f'{x:.2f}' for x in rates[name])}); "
+              f"cost {100 * (1 - mean / base):+.1f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main()
