@@ -308,6 +308,9 @@ bool Replicator::Pin(int local_rank, const Round& round) {
 
 bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel* channel) {
   const int64_t rank = round.rank_offset + local_rank;
+  // The pause the previous copy earned with its last chunk, less the time since; before the copy
+  // to send is chosen, so that a snapshot pinned meanwhile is the one that goes.
+  if (!PauseFor(resume_at_ - Clock::now())) return true;
   absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
   if (!pinned.ok()) return true;
   int slot = -1;
@@ -323,8 +326,6 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
     pushed_[local_rank] = header.step;
     pushing_[local_rank] = slot;
   }
-  // The pause the previous copy earned with its last chunk, less the time since.
-  if (!PauseFor(resume_at_ - Clock::now())) return true;
   const Clock::time_point start = Clock::now();
   // Each chunk's time less the thread's wait for a CPU (replica/send_pacer.h).
   std::optional<std::chrono::nanoseconds> queued = ThisThreadRunqueueWait();

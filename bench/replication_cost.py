@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, global_step  # noqa: E402
+from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, find_printer, global_step  # noqa: E402
 
 MODES = [("off", ["--snapshot-memory", "0"]), ("snapshots", ["--snapshot-buddy-every", "0"]), ("buddy", [])]
 
@@ -47,12 +47,14 @@ def steps_per_second(args, cluster, ratings, tmp, tag, flags):
                 f"{tmp}/{tag}.out{i}"]
         nodes.append(Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1")))
     try:
-        # Static ranks: host 0 holds rank 0, which prints the steps.
+        # The rendezvous gives out group ranks in join order: rank 0 may be on any host.
+        printer = find_printer(nodes, STEP)
+
         def arrival(step, timeout):
-            hit = nodes[0].wait_timed(lambda l: True if (m := STEP.search(l)) and global_step(m) >= step else None,
-                                      timeout)
+            hit = printer.wait_timed(lambda l: True if (m := STEP.search(l)) and global_step(m) >= step else None,
+                                     timeout)
             if hit is None:
-                raise SystemExit(f"{tag}: step {step} never came:\n" + nodes[0].text()[-3000:])
+                raise SystemExit(f"{tag}: step {step} never came:\n" + printer.text()[-3000:])
             return hit[0]
 
         first = arrival(args.from_step, 240)
