@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--job", choices=["recsys", "imagenet"], default="recsys")
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--modes", default=",".join(name for name, _ in MODES), help="some of off,snapshots,buddy")
     ap.add_argument("--from-step", type=int, default=60)
     ap.add_argument("--to-step", type=int, default=360)
     args = ap.parse_args()
@@ -88,16 +89,20 @@ def main():
                             "--items", "3000"], check=True, capture_output=True)
             for r in range(args.rounds):
                 for name, flags in MODES:
+                    if name not in args.modes.split(","):
+                        continue
                     rate = steps_per_second(args, cluster, ratings, tmp, f"c{r}{name}", flags)
                     rates[name].append(rate)
                     print(f"  round {r + 1} {name}: {rate:.2f} steps/s", file=sys.stderr, flush=True)
     finally:
         cluster.close()
-    base = statistics.mean(rates["off"])
+    base = statistics.mean(rates["off"]) if rates["off"] else None
     for name, _ in MODES:
+        if not rates[name]:
+            continue
         mean = statistics.mean(rates[name])
-        print(f"{name}: {mean:.2f} steps/s ({', '.join(f'{x:.2f}' for x in rates[name])}); "
-              f"cost {100 * (1 - mean / base):+.1f}%", flush=True)
+        print(f"{name}: {mean:.2f} steps/s ({', '.join(f'{x:.2f}' for x in rates[name])})" +
+              (f"; cost {100 * (1 - mean / base):+.1f}%" if base else ""), flush=True)
 
 
 if __name__ == "__main__":

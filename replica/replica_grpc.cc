@@ -73,9 +73,13 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const rdzv::TlsC
 // Writes `copy` as chunks: the header with the first.
 bool WriteCopy(const Copy& copy, grpc::ServerWriter<v1::ReplicaChunk>* writer) {
   size_t offset = 0;
+  v1::ReplicaChunk chunk;  // one message for every chunk: its data buffer is reused, not remade
   do {
-    v1::ReplicaChunk chunk;
-    if (offset == 0) ToWire(copy.header, chunk.mutable_header());
+    if (offset == 0) {
+      ToWire(copy.header, chunk.mutable_header());
+    } else {
+      chunk.clear_header();
+    }
     const size_t n = std::min(kChunkBytes, copy.payload.size() - offset);
     chunk.set_data(copy.payload.data() + offset, n);
     offset += n;
@@ -97,7 +101,9 @@ class Service final : public v1::Replica::Service {
     }
     if (!chunk.has_header()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a snapshot copy without its header");
     CopyAssembler copy(keeper_->job(), keeper_->max_payload_bytes());
-    if (absl::Status st = copy.Begin(FromWire(chunk.header())); !st.ok()) return rdzv::ToGrpc(st);
+    if (absl::Status st = copy.Begin(FromWire(chunk.header()), keeper_->SpareBuffer()); !st.ok()) {
+      return rdzv::ToGrpc(st);
+    }
     do {
       if (absl::Status st = copy.Add(chunk.data()); !st.ok()) return rdzv::ToGrpc(st);
     } while (reader->Read(&chunk));
@@ -160,11 +166,14 @@ class Channel final : public BuddyChannel {
     std::unique_ptr<grpc::ClientWriter<v1::ReplicaChunk>> writer = stub_->Push(&ctx, &response);
     size_t offset = 0;
     bool sent = true;
+    v1::ReplicaChunk chunk;  // one message for every chunk: its data buffer is reused, not remade
     do {
-      v1::ReplicaChunk chunk;
       if (offset == 0) {
         *chunk.mutable_auth() = auth_;
         ToWire(header, chunk.mutable_header());
+      } else {
+        chunk.clear_auth();
+        chunk.clear_header();
       }
       const size_t n = std::min(kChunkBytes, payload.size() - offset);
       chunk.set_data(payload.data() + offset, n);

@@ -6,9 +6,11 @@
 
 namespace dtrun::replica {
 
-absl::Status CopyAssembler::Begin(const snapshot::SlotHeader& h) {
+absl::Status CopyAssembler::Begin(const snapshot::SlotHeader& h, std::string buffer) {
   started_ = false;
   copy_ = Copy{};
+  buffer.clear();
+  copy_.payload = std::move(buffer);
   if (h.job != job_) return absl::InvalidArgumentError("a snapshot copy from another job (its job hash differs)");
   if (h.rank < 0 || h.world_size <= 0 || h.rank >= h.world_size || h.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("a snapshot copy with rank ", h.rank, ", world size ",
@@ -61,7 +63,12 @@ int64_t ReplicaKeeper::Keep(Copy copy) {
   const bool known = std::any_of(copies.begin(), copies.end(), [&](const CopyPtr& c) { return c->header.step == step; });
   const bool older = copies.size() >= kCopiesPerRank && step < copies.back()->header.step;
   if (!known && !older) {
-    copies.push_back(std::make_shared<const Copy>(std::move(copy)));
+    // When the last holder lets the copy go, its payload becomes the spare buffer.
+    std::weak_ptr<Spare> spare = spare_;
+    copies.push_back(CopyPtr(new Copy(std::move(copy)), [spare](const Copy* c) {
+      std::unique_ptr<Copy> owned(const_cast<Copy*>(c));
+      if (std::shared_ptr<Spare> s = spare.lock()) s->Offer(std::move(owned->payload));
+    }));
     std::sort(copies.begin(), copies.end(), [](const CopyPtr& a, const CopyPtr& b) { return a->header.step > b->header.step; });
     if (copies.size() > kCopiesPerRank) copies.resize(kCopiesPerRank);
   }
@@ -72,6 +79,16 @@ int64_t ReplicaKeeper::Keep(Copy copy) {
   }
   auto it = held_.find(key);
   return it == held_.end() || it->second.copies.empty() ? -1 : it->second.copies.front()->header.step;
+}
+
+std::string ReplicaKeeper::Spare::Take() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(buffer_, std::string());
+}
+
+void ReplicaKeeper::Spare::Offer(std::string payload) {
+  absl::MutexLock lock(&mu_);
+  if (payload.capacity() > buffer_.capacity()) buffer_ = std::move(payload);  // keep the larger one
 }
 
 std::vector<CopyPtr> ReplicaKeeper::Copies(int64_t rank, int64_t world_size) const {

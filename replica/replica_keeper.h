@@ -32,8 +32,10 @@ using CopyPtr = std::shared_ptr<const Copy>;
 class CopyAssembler {
  public:
   CopyAssembler(uint64_t job, uint64_t max_payload_bytes) : job_(job), max_payload_bytes_(max_payload_bytes) {}
-  // InvalidArgument / ResourceExhausted name what is wrong with the header.
-  absl::Status Begin(const snapshot::SlotHeader& header);
+  // InvalidArgument / ResourceExhausted name what is wrong with the header. The payload goes into
+  // `buffer` (its contents dropped, its memory reused: ReplicaKeeper::SpareBuffer); it grows only
+  // as bytes arrive, never to a size the header merely declares.
+  absl::Status Begin(const snapshot::SlotHeader& header, std::string buffer = {});
   // OutOfRange if the data runs past the declared size; FailedPrecondition before Begin.
   absl::Status Add(absl::string_view data);
   // DataLoss if the copy is short or does not match its checksum. Ends the copy either way.
@@ -57,6 +59,11 @@ struct Held {
 
 // The copies this agent keeps for other nodes' ranks: the newest two per (rank, world size), for
 // at most `max_ranks` ranks (the ranks copied longest ago go first). Thread-safe.
+//
+// The payload of a copy let go (replaced by a newer one, and no Fetch still sending it) is kept
+// as one spare buffer for the next copy to arrive: a fresh 90 MB buffer costs some 22,000 page
+// faults, most of what receiving a copy cost (bench/replica_push_bench). So a keeper holds at most
+// one copy's memory more than the copies it keeps.
 class ReplicaKeeper {
  public:
   static constexpr int kCopiesPerRank = 2;
@@ -71,8 +78,22 @@ class ReplicaKeeper {
   // The copies held for `rank` in a job of `world_size`, newest first.
   std::vector<CopyPtr> Copies(int64_t rank, int64_t world_size) const;
   std::vector<Held> Summary() const;
+  // The spare payload buffer, if any (empty, with its memory); an empty string otherwise.
+  std::string SpareBuffer() { return spare_->Take(); }
 
  private:
+  // Where let-go payloads wait for reuse; shared with the copies' deleters, which may run after
+  // the keeper is gone (a Fetch still holding a copy).
+  class Spare {
+   public:
+    std::string Take();
+    void Offer(std::string payload);
+
+   private:
+    absl::Mutex mu_;
+    std::string buffer_ ABSL_GUARDED_BY(mu_);
+  };
+
   using Key = std::pair<int64_t, int64_t>;  // rank, world size
   struct Slot {
     std::vector<CopyPtr> copies;  // newest first
@@ -83,6 +104,7 @@ class ReplicaKeeper {
   const int max_ranks_;
   mutable absl::Mutex mu_;
   std::map<Key, Slot> held_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Spare> spare_ = std::make_shared<Spare>();
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -59,6 +59,36 @@ TEST(CopyAssemblerTest, ADeclaredSizeAloneTakesNoMemory) {
   EXPECT_EQ(a.Finish().status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(CopyAssemblerTest, AReusedBufferKeepsItsMemoryButNotItsBytes) {
+  std::string buffer(4096, 'x');
+  const char* memory = buffer.data();
+  Copy c = MakeCopy(1, 7, "abc");
+  CopyAssembler a(kJob, 1 << 20);
+  ASSERT_TRUE(a.Begin(c.header, std::move(buffer)).ok());
+  ASSERT_TRUE(a.Add("abc").ok());
+  absl::StatusOr<Copy> got = a.Finish();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->payload, "abc");
+  EXPECT_EQ(got->payload.data(), memory) << "the spare buffer's memory, not a fresh allocation";
+}
+
+TEST(ReplicaKeeperTest, ACopyLetGoBecomesTheSpareBufferOnceNoFetchHoldsIt) {
+  ReplicaKeeper keeper(kJob, 1 << 20, 4);
+  const std::string big(64 << 10, 'p');
+  keeper.Keep(MakeCopy(2, 10, big));
+  keeper.Keep(MakeCopy(2, 20, big));
+  EXPECT_LT(keeper.SpareBuffer().capacity(), big.size()) << "nothing let go yet";
+  std::vector<CopyPtr> fetching = keeper.Copies(2, 4);  // a Fetch sending steps 20 and 10
+  keeper.Keep(MakeCopy(2, 30, big));                    // step 10 is replaced...
+  EXPECT_LT(keeper.SpareBuffer().capacity(), big.size()) << "...but still being sent";
+  fetching.clear();
+  std::string spare = keeper.SpareBuffer();
+  EXPECT_GE(spare.capacity(), big.size());
+  EXPECT_LT(keeper.SpareBuffer().capacity(), big.size()) << "taken once";
+  EXPECT_EQ(keeper.Copies(2, 4).size(), 2u);
+  EXPECT_EQ(keeper.Copies(2, 4)[1]->payload, big) << "the copies kept are untouched";
+}
+
 TEST(ReplicaKeeperTest, KeepsTheNewestTwoPerRankAndIgnoresOlderOnes) {
   ReplicaKeeper k(kJob, 1 << 20, 8);
   EXPECT_EQ(k.Keep(MakeCopy(2, 10, "a")), 10);
