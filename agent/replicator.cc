@@ -43,6 +43,12 @@ std::vector<HeldSnapshot> SnapshotsOf(int fd, uint64_t job, int64_t rank, int64_
 
 // Copies `payload` into a slot of `region` chosen as a writer would choose it, and completes it
 // only if the copy matches `header`'s checksum.
+std::unique_ptr<snapshot::MappedRegion> MapOrNull(int fd) {
+  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(fd);
+  if (!region.ok()) return nullptr;
+  return std::make_unique<snapshot::MappedRegion>(std::move(*region));
+}
+
 absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& header, const char* payload) {
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region.Header(s));
@@ -77,6 +83,14 @@ Replicator::Replicator(BuddyReplication replication, const SnapshotStore& store,
   pushing_.assign(store_.nproc(), -1);
   kept_.assign(store_.nproc(), -1);
   failed_step_.assign(store_.nproc(), -1);
+  // Mapped once for the agent's life: a mapping made per pin or push cost page-table work for
+  // every page of every copy.
+  for (int lr = 0; lr < store_.nproc(); ++lr) {
+    worker_maps_.push_back(MapOrNull(store_.fd(lr)));
+    replica_maps_.push_back(MapOrNull(store_.replica_fd(lr)));
+  }
+  // spdlog makes its registry at the first use: here, not in two of these threads at once.
+  spdlog::default_logger_raw();
   pinner_ = std::thread([this] { PinLoop(); });
   pusher_ = std::thread([this] { PushLoop(); });
 }
@@ -184,9 +198,9 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
       continue;
     }
     CheckedMutexLock regions(&regions_mu_);
-    absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store_.replica_fd(lr));
-    if (!region.ok()) {
-      notes.push_back(absl::StrCat("rank ", rank, ": ", region.status().message()));
+    snapshot::MappedRegion* region = replica_maps_[lr].get();
+    if (region == nullptr) {
+      notes.push_back(absl::StrCat("rank ", rank, ": its replica region could not be mapped"));
       continue;
     }
     std::vector<std::string> steps;
@@ -286,9 +300,9 @@ bool Replicator::Pin(int local_rank, const Round& round) {
   }
   const HeldSnapshot held = *it;
   const snapshot::SlotHeader newest = held.header;
-  absl::StatusOr<snapshot::MappedRegion> source = snapshot::MappedRegion::Map(store_.fd(local_rank));
-  absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
-  if (!source.ok() || !pinned.ok()) return false;
+  snapshot::MappedRegion* source = worker_maps_[local_rank].get();
+  snapshot::MappedRegion* pinned = replica_maps_[local_rank].get();
+  if (source == nullptr || pinned == nullptr) return false;
   CheckedMutexLock regions(&regions_mu_);
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(pinned->Header(s));
@@ -311,8 +325,8 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
   // The pause the previous copy earned with its last chunk, less the time since; before the copy
   // to send is chosen, so that a snapshot pinned meanwhile is the one that goes.
   if (!PauseFor(resume_at_ - Clock::now())) return true;
-  absl::StatusOr<snapshot::MappedRegion> pinned = snapshot::MappedRegion::Map(store_.replica_fd(local_rank));
-  if (!pinned.ok()) return true;
+  const snapshot::MappedRegion* pinned = replica_maps_[local_rank].get();
+  if (pinned == nullptr) return true;
   int slot = -1;
   snapshot::SlotHeader header;
   {

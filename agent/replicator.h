@@ -126,6 +126,10 @@ class Replicator {
   std::vector<int64_t> kept_ ABSL_GUARDED_BY(mu_);    // by local rank: the newest step the buddy confirmed
   std::set<int64_t> confirmed_ ABSL_GUARDED_BY(mu_);  // ranks whose first copy reached the buddy (said once)
   CheckedMutex regions_mu_;  // one writer of replica regions at a time (pin, fetch)
+  // By local rank, mapped once at construction (null where a region could not be mapped). The
+  // worker regions are read by the pinner only; the replica regions written under regions_mu_.
+  std::vector<std::unique_ptr<snapshot::MappedRegion>> worker_maps_;
+  std::vector<std::unique_ptr<snapshot::MappedRegion>> replica_maps_;
   std::vector<int64_t> failed_step_;  // the sender thread's own: by local rank, the last step that failed
   replica::SendPacer pacer_;          // the sender thread's own
   std::chrono::steady_clock::time_point resume_at_;  // the sender thread's own: when the next copy may start
