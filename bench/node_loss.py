@@ -180,6 +180,14 @@ def workers_of(cluster, i):
     return out
 
 
+def make_ratings(build_dir, directory):
+    """The generated ratings the cluster benches train train_recsys on (2000 users x 3000 items)."""
+    ratings = os.path.join(directory, "ratings.csv")
+    subprocess.run([os.path.join(build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000", "--items",
+                    "3000"], check=True, capture_output=True)
+    return ratings
+
+
 def find_printer(nodes, step_line):
     """The node whose output has rank 0's step lines (`step_line`), once the job steps."""
     deadline = time.time() + 240
@@ -407,9 +415,7 @@ def main():
     cluster = Cluster(args.nodes + 1)
     try:
         with tempfile.TemporaryDirectory() as data:
-            ratings = os.path.join(data, "ratings.csv")
-            subprocess.run([os.path.join(args.build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000",
-                            "--items", "3000"], check=True, capture_output=True)
+            ratings = make_ratings(args.build_dir, data)
             trial = 0
             for fault in args.faults.split(","):
                 rows = []

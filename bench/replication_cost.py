@@ -18,12 +18,11 @@ its progress lines); cost = 1 - mode / off.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, find_printer, global_step  # noqa: E402
+from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, find_printer, global_step, make_ratings  # noqa: E402
 
 MODES = [("off", ["--snapshot-memory", "0"]), ("snapshots", ["--snapshot-buddy-every", "0"]), ("buddy", [])]
 
@@ -84,9 +83,7 @@ def main():
     cluster = Cluster(args.nodes)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            ratings = os.path.join(tmp, "ratings.csv")
-            subprocess.run([os.path.join(args.build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000",
-                            "--items", "3000"], check=True, capture_output=True)
+            ratings = make_ratings(args.build_dir, tmp)
             for r in range(args.rounds):
                 for name, flags in MODES:
                     if name not in args.modes.split(","):

@@ -31,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_loss import KEEP_ALIVE, PORT, Cluster, Node  # noqa: E402
+from node_loss import KEEP_ALIVE, PORT, Cluster, Node, make_ratings  # noqa: E402
 
 
 CGROUP = "/sys/fs/cgroup/cpu/dtrun_straggler_bench"
@@ -107,9 +107,7 @@ def main():
     cluster = Cluster(args.nodes)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            ratings = os.path.join(tmp, "ratings.csv")
-            subprocess.run([os.path.join(args.build_dir, "bin", "dtdata"), "make-ratings", ratings, "--users", "2000",
-                            "--items", "3000"], check=True, capture_output=True)
+            ratings = make_ratings(args.build_dir, tmp)
             modes = args.modes.split(",")
             # Clean: false blames over a long run (and the step time the slowdowns are sized by).
             steps = args.clean_steps if "clean" in modes else 300
