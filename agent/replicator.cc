@@ -41,14 +41,14 @@ std::vector<HeldSnapshot> SnapshotsOf(int fd, uint64_t job, int64_t rank, int64_
   return out;
 }
 
-// Copies `payload` into a slot of `region` chosen as a writer would choose it, and completes it
-// only if the copy matches `header`'s checksum.
 std::unique_ptr<snapshot::MappedRegion> MapOrNull(int fd) {
   absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(fd);
   if (!region.ok()) return nullptr;
   return std::make_unique<snapshot::MappedRegion>(std::move(*region));
 }
 
+// Copies `payload` into a slot of `region` chosen as a writer would choose it, and completes it
+// only if the copy matches `header`'s checksum.
 absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& header, const char* payload) {
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region.Header(s));
