@@ -82,6 +82,7 @@ void SnapshotRecovery::OnRecovered(const Recovery& done) {
                   {"restored_ms", done.restored.count()}, {"stepping_ms", done.stepping.count()}});
   const char* from = done.source == "memory" ? "the in-memory snapshot"
                      : done.source == "buddy" ? "the buddy node's copy of the in-memory snapshot"
+                     : done.source == "peer"  ? "another rank's in-memory snapshot"
                      : done.source == "disk"  ? "the disk checkpoint"
                                               : "the start";
   spdlog::warn("recovered: every local rank stepping again {:.2f} s after the failure (workers stopped {:.2f} s, "

@@ -69,8 +69,8 @@ absl::Status ApplyField(absl::string_view key, absl::string_view value, Report& 
     return absl::OkStatus();
   }
   if (key == "source") {
-    if (value != "memory" && value != "buddy" && value != "disk" && value != "none") {
-      return Bad("source: expected memory, buddy, disk or none");
+    if (value != "memory" && value != "buddy" && value != "peer" && value != "disk" && value != "none") {
+      return Bad("source: expected memory, buddy, peer, disk or none");
     }
     r.source = std::string(value);
     return absl::OkStatus();

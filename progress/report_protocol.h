@@ -9,7 +9,7 @@
 //   end name=checkpoint                   ... and ends
 //   total steps=90000                     how many steps the job will run (for rates and ETA)
 //   snapshot step=120 bytes=94371840 us=31000   an in-memory snapshot of step 120 is complete
-//   restored source=memory step=120       what this attempt resumed from (memory, buddy, disk or none)
+//   restored source=memory step=120       what this attempt resumed from (memory, buddy, peer, disk or none)
 //   diverged step=120 fingerprint=00ab12cd34ef5678 majority=91fe...|none   this rank's parameters differ
 //                                         from the other replicas' at step 120 (replica checks)
 //   sync step=120 wait_us=4100 step_us=250000   its wait inside step 120's gradient all-reduce, and

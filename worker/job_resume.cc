@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "snapshot/snapshot_region.h"
 #include "worker/replica_check.h"
+#include "worker/restore_choice.h"
 
 namespace dtrun::worker {
 namespace {
@@ -41,12 +44,116 @@ std::vector<double> Digest(const std::optional<Progress>& p, const std::string& 
           double(bytes.size()), double(h >> 32), double(h & 0xFFFFFFFFu)};
 }
 
-// Restores the newest snapshot every rank holds. nullopt: none is common, or some rank could not
-// restore it (said on stderr by that rank); then every rank goes to the disk path.
+// Whether a rank may take another rank's copy of a step (restore_choice.h): on unless
+// DTRUN_SNAPSHOT_PEERS=off, for a trainer whose ranks do not hold the same state.
+bool PeersAllowed() {
+  const char* v = std::getenv("DTRUN_SNAPSHOT_PEERS");
+  return v == nullptr || (std::strcmp(v, "off") != 0 && std::strcmp(v, "0") != 0);
+}
+
+// Every rank's usable steps, by rank (a single process: its own).
+std::vector<std::vector<int64_t>> GatherHeldSteps(ProcessGroupHandle* pg, const torch::Device& device,
+                                                  const std::vector<int64_t>& steps) {
+  std::vector<int64_t> mine(steps.begin(), steps.begin() + std::min<size_t>(steps.size(), MemorySnapshots::kMaxSteps));
+  mine.resize(MemorySnapshots::kMaxSteps, -1);
+  if (pg == nullptr) return {mine};
+  const torch::Device on = pg->nccl ? device : torch::Device(torch::kCPU);
+  std::vector<torch::Tensor> in{torch::tensor(mine, torch::kInt64).to(on)};
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < pg->backend->getSize(); ++r) out[0].push_back(torch::empty_like(in[0]));
+  pg->backend->allgather(out, in)->wait();
+  std::vector<std::vector<int64_t>> all;
+  for (const torch::Tensor& t : out[0]) {
+    torch::Tensor c = t.cpu();
+    all.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+  }
+  return all;
+}
+
+constexpr int kPeerHeaderTag = 28001;
+constexpr int kPeerPayloadTag = 28002;
+
+// The source's side of a peer restore: its payload's size and checksum to every receiver (size
+// -1 when it cannot read its own copy), then, if every rank agrees to go on, the bytes.
+bool SendPeerCopy(ProcessGroupHandle& pg, const torch::Device& device, MemorySnapshots& snapshots,
+                  const SnapshotChoice& choice) {
+  const torch::Device on = pg.nccl ? device : torch::Device(torch::kCPU);
+  uint64_t hash = 0;
+  absl::StatusOr<absl::string_view> payload = snapshots.Payload(choice.step, &hash);
+  if (!payload.ok()) {
+    std::fprintf(stderr, "warning: rank %d cannot send its in-memory snapshot of step %lld to the ranks without it: %s\n",
+                 pg.backend->getRank(), static_cast<long long>(choice.step), std::string(payload.status().message()).c_str());
+  }
+  const int64_t size = payload.ok() ? static_cast<int64_t>(payload->size()) : -1;
+  for (int r : choice.receivers) {
+    std::vector<torch::Tensor> header{torch::tensor({size, static_cast<int64_t>(hash)}, torch::kInt64).to(on)};
+    pg.backend->send(header, r, kPeerHeaderTag)->wait();
+  }
+  if (!RanksAgree(pg, device, {1.0})) return false;
+  torch::Tensor bytes = torch::from_blob(const_cast<char*>(payload->data()), {size}, torch::kUInt8).to(on);
+  for (int r : choice.receivers) {
+    std::vector<torch::Tensor> t{bytes};
+    pg.backend->send(t, r, kPeerPayloadTag)->wait();
+  }
+  return true;
+}
+
+// A receiver's side: the source's copy of the step, checked (its declared size against this
+// rank's slot capacity before anything is allocated, then its checksum) and restored.
+absl::Status ReceivePeerCopy(ProcessGroupHandle& pg, const torch::Device& device, MemorySnapshots& snapshots,
+                             const SnapshotChoice& choice, const TrainState& state) {
+  const torch::Device on = pg.nccl ? device : torch::Device(torch::kCPU);
+  std::vector<torch::Tensor> header{torch::empty({2}, torch::TensorOptions().dtype(torch::kInt64).device(on))};
+  pg.backend->recv(header, choice.source, kPeerHeaderTag)->wait();
+  torch::Tensor h = header[0].cpu();
+  const int64_t size = h[0].item<int64_t>();
+  const uint64_t hash = static_cast<uint64_t>(h[1].item<int64_t>());
+  absl::Status fits = absl::OkStatus();
+  if (size < 0) {
+    fits = absl::UnavailableError(absl::StrCat("rank ", choice.source, " could not read its copy"));
+  } else if (static_cast<uint64_t>(size) > snapshots.PayloadCapacity()) {
+    fits = absl::ResourceExhaustedError(absl::StrCat(
+        "rank ", choice.source, "'s copy is ", size, " bytes, more than this rank's slot of ",
+        snapshots.PayloadCapacity(), " (give every node the same --snapshot-memory)"));
+  }
+  if (!RanksAgree(pg, device, {fits.ok() ? 1.0 : 0.0})) return fits.ok() ? absl::AbortedError("another rank cannot take the copy") : fits;
+  std::vector<torch::Tensor> t{torch::empty({size}, torch::TensorOptions().dtype(torch::kUInt8).device(on))};
+  pg.backend->recv(t, choice.source, kPeerPayloadTag)->wait();
+  torch::Tensor got = t[0].cpu().contiguous();
+  const absl::string_view payload(reinterpret_cast<const char*>(got.data_ptr<uint8_t>()), static_cast<size_t>(size));
+  if (snapshot::PayloadHash(payload.data(), payload.size()) != hash) {
+    return absl::DataLossError(absl::StrCat("rank ", choice.source, "'s copy of step ", choice.step,
+                                            " does not match its checksum after the transfer"));
+  }
+  return snapshots.RestorePayload(payload, state);
+}
+
+// The ranks neither sending nor receiving still take part in the go-ahead.
+bool JoinPeerGoAhead(ProcessGroupHandle& pg, const torch::Device& device) { return RanksAgree(pg, device, {1.0}); }
+
+// Restores the chosen step: each rank its own copy, and the ranks without it the source's.
+absl::Status RestoreChosen(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank, const torch::Device& device,
+                           const SnapshotChoice& choice, const TrainState& state) {
+  if (choice.source < 0) return snapshots.Restore(choice.step, state);
+  const bool receiving = std::find(choice.receivers.begin(), choice.receivers.end(), rank) != choice.receivers.end();
+  if (receiving) return ReceivePeerCopy(*pg, device, snapshots, choice, state);
+  if (rank == choice.source) {
+    if (!SendPeerCopy(*pg, device, snapshots, choice)) return absl::AbortedError("a rank cannot take this rank's copy");
+  } else if (!JoinPeerGoAhead(*pg, device)) {
+    return absl::AbortedError("a rank cannot take the source's copy");
+  }
+  return snapshots.Restore(choice.step, state);
+}
+
+// Restores the newest snapshot step that every rank holds, or that enough hold for the others to
+// receive it (restore_choice.h). nullopt: none, or some rank could not restore it (said on stderr
+// by that rank); then every rank goes to the disk path.
 absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
-                                                         const torch::Device& device, const TrainState& state) {
+                                                         const torch::Device& device, const TrainState& state,
+                                                         bool* from_peer) {
   const std::vector<int64_t> held = snapshots.UsableSteps();
-  const int64_t step = NewestCommonStep(pg, device, held);
+  const SnapshotChoice choice = ChooseSnapshot(GatherHeldSteps(pg, device, held), PeersAllowed() && pg != nullptr);
+  const int64_t step = choice.step;
   if (step < 0) {
     // Said by every rank that holds something: which rank lacks what is the diagnosis.
     if (!held.empty()) {
@@ -55,10 +162,15 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
     }
     return std::nullopt;
   }
+  *from_peer = std::find(choice.receivers.begin(), choice.receivers.end(), rank) != choice.receivers.end();
+  if (*from_peer) {
+    std::fprintf(stderr, "rank %d holds no in-memory snapshot of step %lld; receiving rank %d's copy (this rank holds step %s)\n",
+                 rank, static_cast<long long>(step), choice.source, held.empty() ? "none" : absl::StrJoin(held, ", ").c_str());
+  }
   Progress restored = *state.progress;
   TrainState into = state;
   into.progress = &restored;
-  absl::Status st = snapshots.Restore(step, into);
+  absl::Status st = RestoreChosen(snapshots, pg, rank, device, choice, into);
   if (!st.ok()) std::fprintf(stderr, "warning: rank %d cannot restore its in-memory snapshot: %s\n", rank, std::string(st.message()).c_str());
   // Every rank takes part in the comparison, whether or not it restored.
   const bool agree = pg == nullptr || RanksAgree(*pg, device, {st.ok() ? 1.0 : 0.0});
@@ -79,38 +191,15 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
 
 }  // namespace
 
-int64_t NewestCommonStep(ProcessGroupHandle* pg, const torch::Device& device, const std::vector<int64_t>& steps) {
-  std::vector<int64_t> mine(steps.begin(), steps.begin() + std::min<size_t>(steps.size(), MemorySnapshots::kMaxSteps));
-  mine.resize(MemorySnapshots::kMaxSteps, -1);
-  if (pg == nullptr) return *std::max_element(mine.begin(), mine.end());
-  const torch::Device on = pg->nccl ? device : torch::Device(torch::kCPU);
-  std::vector<torch::Tensor> in{torch::tensor(mine, torch::kInt64).to(on)};
-  std::vector<std::vector<torch::Tensor>> out(1);
-  for (int r = 0; r < pg->backend->getSize(); ++r) out[0].push_back(torch::empty_like(in[0]));
-  pg->backend->allgather(out, in)->wait();
-  std::vector<std::vector<int64_t>> all;
-  for (const torch::Tensor& t : out[0]) {
-    torch::Tensor c = t.cpu();
-    all.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
-  }
-  int64_t best = -1;
-  for (int64_t candidate : all[0]) {
-    if (candidate <= best) continue;
-    bool everywhere = std::all_of(all.begin(), all.end(), [&](const std::vector<int64_t>& held) {
-      return std::find(held.begin(), held.end(), candidate) != held.end();
-    });
-    if (everywhere) best = candidate;
-  }
-  return best;
-}
-
 absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
                                       const torch::Device& device, const TrainState& state) {
   torch::nn::Module& model = *state.model;
   torch::optim::Optimizer& optimizer = *state.optimizer;
   GradScaler* scaler = state.scaler;
   if (request.snapshots != nullptr && request.path.empty()) {
-    DT_ASSIGN_OR_RETURN(std::optional<Progress> memory, ResumeFromMemory(*request.snapshots, pg, rank, device, state));
+    bool from_peer = false;
+    DT_ASSIGN_OR_RETURN(std::optional<Progress> memory,
+                        ResumeFromMemory(*request.snapshots, pg, rank, device, state, &from_peer));
     if (memory.has_value()) {
       const Progress& p = *memory;
       const uint64_t h = ParameterDigest(model);
@@ -126,7 +215,7 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
                      static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),
                      static_cast<long long>(p.next_batch));
       }
-      return Resumed{p, request.snapshots->restored_from_buddy() ? "buddy" : "memory"};
+      return Resumed{p, from_peer ? "peer" : request.snapshots->restored_from_buddy() ? "buddy" : "memory"};
     }
     request.snapshots->DiscardAllBut(-1);  // the job goes back to disk: none of these is on its path
   }

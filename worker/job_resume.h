@@ -1,6 +1,7 @@
-// Resume is a job-wide decision. First choice: the newest in-memory snapshot step that every rank
-// holds (memory_snapshot.h); each rank restores its own copy, nothing crosses the network, and
-// the ranks then compare step, position and a digest of their parameters. Otherwise global rank 0 picks what to resume from: the newest checkpoint it
+// Resume is a job-wide decision. First choice: the newest in-memory snapshot step (memory_snapshot.h)
+// that every rank holds, or that at least half hold (restore_choice.h): each rank restores its own
+// copy, a rank without one receives the lowest holder's through the process group, and the ranks
+// then compare step, position and a digest of their parameters. Otherwise global rank 0 picks what to resume from: the newest checkpoint it
 // can read, or none. Every rank then loads exactly those bytes, sent through the process group:
 // model, optimizer, loss scaler and progress (epoch, position, step, best accuracy; the schedule
 // and the loader's randomness follow from them). So ranks on nodes with their own disks, or whose
@@ -27,16 +28,12 @@ struct ResumeRequest {
 
 struct Resumed {
   std::optional<Progress> progress;  // nullopt: a fresh start
-  std::string source = "none";       // memory | disk | none
+  std::string source = "none";       // memory | buddy | peer | disk | none
 };
 
 // `pg` is null for a single process. FailedPrecondition if the ranks disagree after loading.
 // `state.progress` is left alone; the result carries what was resumed.
 absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
                                       const torch::Device& device, const TrainState& state);
-
-// The newest step in every rank's `steps` (each rank's usable snapshot steps), or -1.
-// Exposed for tests; a single process (`pg` null) takes its own newest.
-int64_t NewestCommonStep(ProcessGroupHandle* pg, const torch::Device& device, const std::vector<int64_t>& steps);
 
 }  // namespace dtrun::worker

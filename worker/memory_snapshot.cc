@@ -138,29 +138,43 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
   return steps;
 }
 
-absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
+absl::StatusOr<MemorySnapshots::Found> MemorySnapshots::Find(int64_t step) {
   Finish();
-  int slot = -1;
-  snapshot::SlotHeader header;
-  snapshot::MappedRegion* from = nullptr;
+  Found found;
   bool own = false;  // the worker's own region holds some snapshot of this rank
   for (snapshot::MappedRegion* region : Sources()) {
     for (int s = 0; s < snapshot::kSlots; ++s) {
       absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
       if (h.ok() && Mine(*h) && region == &region_) own = true;
-      if (h.ok() && Mine(*h) && h->step == step && slot < 0) {
-        slot = s;
-        header = *h;
-        from = region;
+      if (h.ok() && Mine(*h) && h->step == step && found.region == nullptr) {
+        found = Found{region, s, *h, false};
       }
     }
   }
-  if (slot < 0) return absl::NotFoundError(absl::StrCat("no in-memory snapshot of step ", step));
-  DT_RETURN_IF_ERROR(from->Verify(slot, header));
-  restored_from_buddy_ = from != &region_ && !own;
-  char* base = from->Payload(slot);
-  DT_ASSIGN_OR_RETURN(std::vector<snapshot::TensorRecord> toc,
-                      snapshot::DecodeToc(absl::string_view(base, header.payload_bytes)));
+  if (found.region == nullptr) return absl::NotFoundError(absl::StrCat("no in-memory snapshot of step ", step));
+  DT_RETURN_IF_ERROR(found.region->Verify(found.slot, found.header));
+  found.buddy_copy = found.region != &region_ && !own;
+  return found;
+}
+
+absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
+  DT_ASSIGN_OR_RETURN(Found found, Find(step));
+  restored_from_buddy_ = found.buddy_copy;
+  return RestorePayload(absl::string_view(found.region->Payload(found.slot), found.header.payload_bytes), state);
+}
+
+absl::StatusOr<absl::string_view> MemorySnapshots::Payload(int64_t step, uint64_t* hash) {
+  DT_ASSIGN_OR_RETURN(Found found, Find(step));
+  *hash = found.header.payload_hash;
+  return absl::string_view(found.region->Payload(found.slot), found.header.payload_bytes);
+}
+
+uint64_t MemorySnapshots::PayloadCapacity() const { return region_.layout().PayloadCapacity(); }
+
+absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const TrainState& state) {
+  // Only read: the views below are sources of copies.
+  char* base = const_cast<char*>(payload.data());
+  DT_ASSIGN_OR_RETURN(std::vector<snapshot::TensorRecord> toc, snapshot::DecodeToc(payload));
   DT_RETURN_IF_ERROR(MaterializeOptimizerState(*state.optimizer));
   std::vector<StateTensor> tensors = StateTensors(state);
   std::map<std::string, const snapshot::TensorRecord*> by_name;

@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "progress/progress_client.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/dist_env.h"
@@ -56,6 +58,14 @@ class MemorySnapshots {
   // Restores the snapshot of `step` into `state`: all or nothing (the table is checked against
   // the state before any byte is copied). DataLoss/FailedPrecondition name what does not fit.
   absl::Status Restore(int64_t step, const TrainState& state);
+  // The checked payload of this rank's snapshot of `step` and its checksum: what a rank that
+  // lacks the step receives (job_resume.h). Valid until the next snapshot or discard.
+  absl::StatusOr<absl::string_view> Payload(int64_t step, uint64_t* hash);
+  // Restores from a payload written by any rank of the job (another rank's copy of a step),
+  // checked as Restore checks its own.
+  absl::Status RestorePayload(absl::string_view payload, const TrainState& state);
+  // The largest payload a slot of this rank's region holds (the --snapshot-memory cap).
+  uint64_t PayloadCapacity() const;
   // Whether the last Restore read a copy fetched from the buddy node (this node held none).
   bool restored_from_buddy() const { return restored_from_buddy_; }
   // Empties every slot not holding `keep` (-1: all): a state the job went back past must never be
@@ -100,6 +110,14 @@ class MemorySnapshots {
   void RunCopy(Copy* copy);
   void Account(double seconds);
   bool Mine(const snapshot::SlotHeader& h) const;
+  struct Found {
+    snapshot::MappedRegion* region = nullptr;
+    int slot = -1;
+    snapshot::SlotHeader header;
+    bool buddy_copy = false;  // only the replica region holds this rank's snapshots
+  };
+  // This rank's snapshot of `step`, its payload checked.
+  absl::StatusOr<Found> Find(int64_t step);
   std::vector<snapshot::MappedRegion*> Sources();  // the worker's region, then the replica region
 
   snapshot::MappedRegion region_;

@@ -22,6 +22,10 @@ namespace {
 using std::chrono::seconds;
 
 
+std::string TrainingData() {
+  return MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
+}
+
 class MultiNodeTest : public ::testing::Test {
  protected:
   void Cluster(int hosts) {
@@ -77,6 +81,69 @@ class MultiNodeTest : public ::testing::Test {
     }
     return nodes;
   }
+  // train_imagenet in an elastic job on hosts 0 and 1 (one worker each, TLS, snapshots every step
+  // and only the first travelling to the buddy, so the step of the buddy copy is known). Once
+  // host 1's first copy is on host 0 and `dtrun status` shows it and every rank's snapshot of
+  // `min_step` or later, host 1 is SIGKILLed and the spare on host 2 takes its rank (0 or 1: ranks
+  // come in join order). The outputs of host 0 and the spare, both run to the end.
+  struct LostNodeRun {
+    std::string survivor, spare;
+  };
+  LostNodeRun LoseANodeToTheSpare(int64_t min_step, std::map<std::string, std::string> env) {
+    const std::string data = TrainingData(), dir = MakeTempDir();
+    const std::vector<std::string> tls = MakeTlsFiles(dir, "job", "IP:" + cluster_->address(0)).Flags();
+    if (tls.empty()) {
+      ADD_FAILURE() << "openssl is not installed (or could not make test certificates)";
+      return {};
+    }
+    const std::string endpoint = cluster_->address(0) + ":29514";
+    auto elastic = [&](int i) {
+      std::vector<std::string> argv = cluster_->Exec(i);
+      argv.push_back(DtrunBinary());
+      argv.insert(argv.end(), tls.begin(), tls.end());
+      std::vector<std::string> rest = {
+          "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+          endpoint, "--rdzv-id", "buddy", "--local-addr", cluster_->address(i),
+          "--rdzv-token", "tok", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60",
+          "--max-restarts", "2", "--snapshot-every", "1", "--snapshot-buddy-every", "100000",
+          BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1",
+          "--epochs", "6", "-p", "1", "--save-every-minutes", "1000", "--output-dir", dir + "/host" + std::to_string(i)};
+      argv.insert(argv.end(), rest.begin(), rest.end());
+      return std::make_unique<Harness>(argv, env);
+    };
+    auto a = elastic(0);
+    auto b = elastic(1);
+    if (!b->WaitForOutput("holds a copy of its snapshot of step", seconds(180))) {
+      ADD_FAILURE() << "host 1:\n" << b->all() << "\nhost 0:\n" << a->all();
+      return {};
+    }
+    auto ask = [&] {
+      std::vector<std::string> argv = cluster_->Exec(2);
+      argv.insert(argv.end(), {DtrunBinary(), "status", "--json", "--endpoint", endpoint, "--run-id", "buddy",
+                               "--rdzv-token", "tok"});
+      argv.insert(argv.end(), tls.begin(), tls.end());
+      return ParseJsonLines(RunToEnd(argv).second);
+    };
+    // Both nodes name their buddy; the copy that host 1 said its buddy holds is shown.
+    const nlohmann::json status = AwaitStatus(ask, [min_step](const nlohmann::json& job) {
+      int with_buddy = 0, copies = 0, snapshotted = 0;
+      for (const nlohmann::json& node : job.value("nodes", nlohmann::json::array())) {
+        with_buddy += node.value("buddy", nlohmann::json()).is_string();
+        for (const nlohmann::json& r : node.value("ranks", nlohmann::json::array())) {
+          copies += r.value("buddy_step", nlohmann::json()).is_number() && r["buddy_step"] >= 1;
+          snapshotted += r.value("snapshot_step", nlohmann::json()).is_number() && r["snapshot_step"] >= min_step;
+        }
+      }
+      return with_buddy == 2 && copies >= 1 && snapshotted == 2;
+    });
+    EXPECT_EQ(status["nodes"].size(), 2u) << status.dump();
+    auto spare = elastic(2);
+    EXPECT_TRUE(spare->WaitForOutput("spare", seconds(60))) << spare->all();
+    ::kill(b->pid(), SIGKILL);
+    EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
+    EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
+    return {a->all(), spare->all()};
+  }
   std::unique_ptr<NetnsCluster> cluster_;
 };
 
@@ -115,10 +182,6 @@ TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
   for (int i = 0; i < 3; ++i) nodes.push_back(Node(i, {"--nproc-per-node", "1"}, {bin}, {}, 3));
   for (auto& n : nodes) EXPECT_EQ(n->Wait(), 0) << n->all();
   EXPECT_NE(nodes[2]->out().find("ALLREDUCE_OK rank=2 world=3 sum=6"), std::string::npos) << nodes[2]->all();
-}
-
-std::string TrainingData() {
-  return MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
 }
 
 // Only host 0's dir gets checkpoints. After a worker is killed, both ranks resume from rank 0's
@@ -465,63 +528,35 @@ TEST_F(MultiNodeTest, ASparesParkedWorkerIsReleasedWhenItIsPromoted) {
 // that step. The job runs with TLS and one certificate for every node that names only the
 // rendezvous host: buddies verify each other by the job's CA, not by address. `dtrun status`
 // shows each node's buddy and the step it holds.
+// With peer restores off (ranks that are not replicas), a lost node's rank resumes from the copy
+// its buddy holds, fetched by the spare that takes the rank over; every rank goes back to that step.
 TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
   Cluster(3);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
-  const std::string data = TrainingData(), dir = MakeTempDir();
-  const std::vector<std::string> tls = MakeTlsFiles(dir, "job", "IP:" + cluster_->address(0)).Flags();
-  if (tls.empty()) GTEST_SKIP() << "openssl is not installed (or could not make test certificates)";
-  const std::string endpoint = cluster_->address(0) + ":29514";
-  auto elastic = [&](int i) {
-    std::vector<std::string> argv = cluster_->Exec(i);
-    argv.push_back(DtrunBinary());
-    argv.insert(argv.end(), tls.begin(), tls.end());
-    std::vector<std::string> rest = {
-        "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-        endpoint, "--rdzv-id", "buddy", "--local-addr", cluster_->address(i),
-        "--rdzv-token", "tok", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60",
-        "--max-restarts", "2", "--snapshot-every", "1",
-        // Only the first snapshot travels: the step every rank then restores is known.
-        "--snapshot-buddy-every", "100000",
-        BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1",
-        "--epochs", "6", "-p", "1", "--save-every-minutes", "1000", "--output-dir", dir + "/host" + std::to_string(i)};
-    argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(argv, std::map<std::string, std::string>{});
-  };
-  auto a = elastic(0);
-  auto b = elastic(1);
-  ASSERT_TRUE(b->WaitForOutput("holds a copy of its snapshot of step", seconds(180)))
-      << "host 1:\n" << b->all() << "\nhost 0:\n" << a->all();
-  auto ask = [&] {
-    std::vector<std::string> argv = cluster_->Exec(2);
-    argv.insert(argv.end(), {DtrunBinary(), "status", "--json", "--endpoint", endpoint, "--run-id", "buddy",
-                             "--rdzv-token", "tok"});
-    argv.insert(argv.end(), tls.begin(), tls.end());
-    return ParseJsonLines(RunToEnd(argv).second);
-  };
-  // Both nodes name their buddy; the copy that host 1 said its buddy holds is shown.
-  const nlohmann::json status = AwaitStatus(ask, [](const nlohmann::json& job) {
-    int with_buddy = 0, copies = 0;
-    for (const nlohmann::json& node : job.value("nodes", nlohmann::json::array())) {
-      with_buddy += node.value("buddy", nlohmann::json()).is_string();
-      for (const nlohmann::json& r : node.value("ranks", nlohmann::json::array())) {
-        copies += r.value("buddy_step", nlohmann::json()).is_number() && r["buddy_step"] >= 1;
-      }
-    }
-    return with_buddy == 2 && copies >= 1;
-  });
-  EXPECT_EQ(status["nodes"].size(), 2u) << status.dump();
-  auto spare = elastic(2);
-  ASSERT_TRUE(spare->WaitForOutput("spare", seconds(60))) << spare->all();
-  ::kill(b->pid(), SIGKILL);
-  EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
-  EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
-  EXPECT_NE(spare->all().find("fetched the buddy copies of step"), std::string::npos) << spare->all();
+  const LostNodeRun run = LoseANodeToTheSpare(1, {{"DTRUN_SNAPSHOT_PEERS", "off"}});
+  EXPECT_NE(run.spare.find("fetched the buddy copies of step"), std::string::npos) << run.spare;
   // The spare's takeover is a recovery of its own, with where the state came from.
-  EXPECT_NE(spare->all().find("from the buddy node's copy of the in-memory snapshot of step"), std::string::npos)
-      << spare->all();
-  const std::string both = a->all() + spare->all();
+  EXPECT_NE(run.spare.find("from the buddy node's copy of the in-memory snapshot"), std::string::npos) << run.spare;
+  const std::string both = run.survivor + run.spare;
   EXPECT_NE(both.find("resuming from the in-memory snapshot of step"), std::string::npos) << both;
+  EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
+}
+
+// By default the spare's rank takes the survivor's newer snapshot (the ranks are replicas): the
+// job goes back to the newest step the survivor holds, not to the buddy copy's step 1.
+TEST_F(MultiNodeTest, ALostNodesRanksResumeFromTheSurvivorsNewestSnapshotNotTheOlderBuddyCopy) {
+  Cluster(3);
+  if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const LostNodeRun run = LoseANodeToTheSpare(5, {});
+  EXPECT_TRUE(std::regex_search(run.spare, std::regex("rank [01] holds no in-memory snapshot of step [0-9]+; "
+                                                      "receiving rank [01]'s copy")))
+      << run.spare;
+  EXPECT_NE(run.spare.find("from another rank's in-memory snapshot of step"), std::string::npos) << run.spare;
+  const std::string both = run.survivor + run.spare;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(both, m, std::regex("resuming from the in-memory snapshot of step ([0-9]+)"))) << both;
+  // Both ranks had completed a snapshot of step 5 or later before the kill.
+  EXPECT_GE(std::stoi(m[1]), 5) << both;
   EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
 }
 

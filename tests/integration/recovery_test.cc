@@ -1,7 +1,8 @@
 // Recovery from in-memory snapshots (docs/DESIGN.md, "Snapshots"): a worker killed mid-epoch
 // resumes from the snapshot its agent holds, at most one step back, and ends with parameters bit
 // for bit equal to an uninterrupted run's; a snapshot damaged in the agent's memory is refused
-// and the job falls back to the disk checkpoint. Deterministic CPU training (Gloo, fixed seeds).
+// and the rank takes its peer's copy of the step (or, with peers off, the job falls back to the
+// disk checkpoint). Deterministic CPU training (Gloo, fixed seeds).
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -79,7 +80,8 @@ TEST(RecoveryTest, AKilledWorkerResumesFromItsAgentsSnapshotBitForBit) {
   std::vector<nlohmann::json> restored = EventsOfKind(dir + "/events.jsonl", "state_restored");
   ASSERT_EQ(restored.size(), 4u);  // both ranks of both attempts
   EXPECT_EQ(restored[0]["source"], "none");
-  EXPECT_EQ(restored[3]["source"], "memory");
+  // Rank 1 restores its own snapshot, or rank 0's copy when the kill landed during its own.
+  EXPECT_TRUE(restored[3]["source"] == "memory" || restored[3]["source"] == "peer") << restored[3];
   // The second attempt's workers were parked ahead and released (warm workers): the bit-exact
   // resume above is theirs.
   std::vector<nlohmann::json> starts = EventsOfKind(dir + "/events.jsonl", "worker_start");
@@ -99,31 +101,56 @@ int OpenRegion(pid_t agent, int local_rank) {
   return -1;
 }
 
-TEST(RecoveryTest, ASnapshotCorruptedInMemoryIsRefusedAndTheDiskCheckpointIsUsed) {
-  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
-  const std::string expected = UninterruptedDigest();
-  const std::string dir = MakeTempDir();
-  // Stop the rank whose memory is damaged first, so it cannot write a fresh snapshot over it.
-  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
+// Damages both slots of local rank 1's region and kills that rank (stopped first, so that it
+// cannot write a fresh snapshot over the damage). Returns the job's output once it ended.
+std::string CorruptRankOnesSnapshotsAndKillIt(Harness& job) {
   const pid_t victim = StartAndReachStep11(job);
-  ASSERT_GT(victim, 0);
+  if (victim <= 0) return "";
   ::kill(victim, SIGSTOP);
   const int region = OpenRegion(job.pid(), 1);
-  ASSERT_GE(region, 0);
+  EXPECT_GE(region, 0);
   const off_t size = ::lseek(region, 0, SEEK_END);
   for (off_t slot : {off_t{0}, size / 2 / 4096 * 4096}) {
     const char garbage[8] = {'b', 'i', 't', 'r', 'o', 't', '!', '!'};
-    ASSERT_EQ(::pwrite(region, garbage, sizeof(garbage), slot + 4096 + 200), 8);
+    EXPECT_EQ(::pwrite(region, garbage, sizeof(garbage), slot + 4096 + 200), 8);
   }
   ::close(region);
   ::kill(victim, SIGKILL);
   EXPECT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
-  EXPECT_NE(job.all().find("fails its checksum: corrupted in memory"), std::string::npos) << job.all();
-  EXPECT_NE(job.all().find("resuming from " + dir + "/run/checkpoints/checkpoint-000001-000000000.pt"),
-            std::string::npos)
-      << job.all();
-  EXPECT_EQ(job.all().find("resuming from the in-memory snapshot"), std::string::npos) << job.all();
-  EXPECT_EQ(Digest(job.all()), expected) << job.all();
+  return job.all();
+}
+
+// The damaged rank's state is that of rank 0 at the same step (the ranks of a data-parallel job
+// are replicas): it receives rank 0's copy, and the run ends bit for bit as if uninterrupted.
+TEST(RecoveryTest, ASnapshotCorruptedInMemoryIsRefusedAndTheRankReceivesItsPeersCopy) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string expected = UninterruptedDigest();
+  const std::string dir = MakeTempDir();
+  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}));
+  const std::string out = CorruptRankOnesSnapshotsAndKillIt(job);
+  EXPECT_NE(out.find("fails its checksum: corrupted in memory"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1 holds no in-memory snapshot of step"), std::string::npos) << out;
+  EXPECT_NE(out.find("receiving rank 0's copy"), std::string::npos) << out;
+  EXPECT_NE(out.find("resuming from the in-memory snapshot of step"), std::string::npos) << out;
+  EXPECT_EQ(Digest(out), expected) << out;
+  std::vector<nlohmann::json> restored = EventsOfKind(dir + "/events.jsonl", "state_restored");
+  ASSERT_EQ(restored.size(), 4u) << out;
+  EXPECT_EQ(restored[3]["source"], "peer") << restored[3];
+}
+
+// With DTRUN_SNAPSHOT_PEERS=off (ranks that are not replicas) no rank takes another's copy: the
+// step that every rank holds is gone, and the job falls back to the disk checkpoint.
+TEST(RecoveryTest, WithPeersOffACorruptedSnapshotFallsBackToTheDiskCheckpoint) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string expected = UninterruptedDigest();
+  const std::string dir = MakeTempDir();
+  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1"}), {{"DTRUN_SNAPSHOT_PEERS", "off"}});
+  const std::string out = CorruptRankOnesSnapshotsAndKillIt(job);
+  EXPECT_NE(out.find("fails its checksum: corrupted in memory"), std::string::npos) << out;
+  EXPECT_NE(out.find("resuming from " + dir + "/run/checkpoints/checkpoint-000001-000000000.pt"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("resuming from the in-memory snapshot"), std::string::npos) << out;
+  EXPECT_EQ(Digest(out), expected) << out;
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#include "worker/restore_choice.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dtrun::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(RestoreChoiceTest, AStepEveryRankHoldsIsRestoredByEachRankFromItsOwnCopy) {
+  const SnapshotChoice c = ChooseSnapshot({{12, 10, -1, -1}, {10, 12, -1, -1}}, true);
+  EXPECT_EQ(c.step, 12);
+  EXPECT_EQ(c.source, -1);
+  EXPECT_THAT(c.receivers, IsEmpty());
+}
+
+TEST(RestoreChoiceTest, ALostNodesRanksTakeTheSurvivorsNewerStepInsteadOfTheOldBuddyCopy) {
+  // Ranks 2 and 3 were on the lost node: the spare holds only their buddy copies of step 10.
+  const SnapshotChoice c = ChooseSnapshot({{19, 18, 10}, {19, 18, 10}, {10}, {10}}, true);
+  EXPECT_EQ(c.step, 19);
+  EXPECT_EQ(c.source, 0);
+  EXPECT_THAT(c.receivers, ElementsAre(2, 3));
+}
+
+TEST(RestoreChoiceTest, WithoutPeersOnlyAStepEveryRankHoldsCounts) {
+  const SnapshotChoice c = ChooseSnapshot({{19, 18, 10}, {19, 18, 10}, {10}, {10}}, false);
+  EXPECT_EQ(c.step, 10);
+  EXPECT_EQ(c.source, -1);
+}
+
+TEST(RestoreChoiceTest, ARankThatDiedMidSnapshotReceivesTheStepItsPeerCompleted) {
+  const SnapshotChoice c = ChooseSnapshot({{-1, -1}, {21, 18}}, true);
+  EXPECT_EQ(c.step, 21);
+  EXPECT_EQ(c.source, 1);
+  EXPECT_THAT(c.receivers, ElementsAre(0));
+}
+
+TEST(RestoreChoiceTest, ALoneHolderOfANewerStepDoesNotDecideForTheRest) {
+  // Rank 3 kept step 40 from steps the job has since gone back past; the others are at 36.
+  const SnapshotChoice c = ChooseSnapshot({{36, 32}, {36, 32}, {36, 32}, {40, 36}}, true);
+  EXPECT_EQ(c.step, 36);
+  EXPECT_EQ(c.source, -1);
+}
+
+TEST(RestoreChoiceTest, NothingHeldAnywhereMeansDisk) {
+  EXPECT_EQ(ChooseSnapshot({{-1}, {-1}}, true).step, -1);
+  EXPECT_EQ(ChooseSnapshot({}, true).step, -1);
+  // Held by some ranks only, and peers off: disk too.
+  EXPECT_EQ(ChooseSnapshot({{5}, {}}, false).step, -1);
+}
+
+}  // namespace
+}  // namespace dtrun::worker

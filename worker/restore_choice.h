@@ -1,0 +1,31 @@
+// Which in-memory snapshot a job restores (docs/DESIGN.md, "Restoring from a peer's snapshot"),
+// decided identically on every rank from the steps every rank holds (all-gathered). No LibTorch.
+//
+// The ranks of a data-parallel job hold the same state at the same step: the trainers seed every
+// rank alike, broadcast the model's buffers and all-reduce the gradients, and the replica check
+// (replica_check.h) compares the replicas' fingerprints at every snapshot. So a rank that lacks a
+// step (its node was lost, or it died while writing that snapshot) can take another rank's copy of
+// it: the newest step that enough ranks hold wins, and the ranks without it receive the
+// payload of the lowest rank that has it. Without that, a lost node's ranks had only what reached
+// their buddy, up to --snapshot-buddy-every steps old, and every rank went back that far.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dtrun::worker {
+
+struct SnapshotChoice {
+  int64_t step = -1;  // -1: no step; the job resumes from disk
+  int source = -1;    // -1: every rank holds `step`; else the rank whose copy the others receive
+  // The ranks that receive `source`'s copy (empty when source is -1).
+  std::vector<int> receivers;
+};
+
+// `held[r]`: the steps rank r can restore (any order; -1 entries are padding). With `peers` off,
+// only a step that every rank holds. With it on, the newest step held by at least half of the
+// ranks (rounded up): a lone stale holder, such as a rank that kept a snapshot from a line of
+// steps the job has since gone back past, cannot decide for the rest.
+SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, bool peers);
+
+}  // namespace dtrun::worker
