@@ -14,7 +14,7 @@ namespace dtrun {
 struct Recovery {
   using Ms = std::chrono::milliseconds;
   Ms stopped{0}, started{0}, restored{0}, stepping{0};  // each since the failure was noticed
-  std::string source = "none";   // memory | buddy | peer | disk | none (the first local rank's report)
+  std::string source = "none";  // memory | buddy | peer | disk | none (the first local rank's report)
   int64_t restored_step = -1;
   int64_t step_before = -1;      // the newest step this node's workers had reported
   int64_t lost_steps() const { return step_before < 0 ? 0 : step_before - std::max<int64_t>(restored_step, 0); }

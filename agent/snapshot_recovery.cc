@@ -80,7 +80,7 @@ void SnapshotRecovery::OnRecovered(const Recovery& done) {
                   {"step_before", done.step_before}, {"lost_steps", done.lost_steps()},
                   {"stopped_ms", done.stopped.count()}, {"started_ms", done.started.count()},
                   {"restored_ms", done.restored.count()}, {"stepping_ms", done.stepping.count()}});
-  const char* from = done.source == "memory" ? "the in-memory snapshot"
+  const char* from = done.source == "memory"  ? "the in-memory snapshot"
                      : done.source == "buddy" ? "the buddy node's copy of the in-memory snapshot"
                      : done.source == "peer"  ? "another rank's in-memory snapshot"
                      : done.source == "disk"  ? "the disk checkpoint"

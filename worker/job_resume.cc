@@ -81,8 +81,9 @@ bool SendPeerCopy(ProcessGroupHandle& pg, const torch::Device& device, MemorySna
   uint64_t hash = 0;
   absl::StatusOr<absl::string_view> payload = snapshots.Payload(choice.step, &hash);
   if (!payload.ok()) {
-    std::fprintf(stderr, "warning: rank %d cannot send its in-memory snapshot of step %lld to the ranks without it: %s\n",
-                 pg.backend->getRank(), static_cast<long long>(choice.step), std::string(payload.status().message()).c_str());
+    std::fprintf(
+        stderr, "warning: rank %d cannot send its in-memory snapshot of step %lld to the ranks without it: %s\n",
+        pg.backend->getRank(), static_cast<long long>(choice.step), std::string(payload.status().message()).c_str());
   }
   const int64_t size = payload.ok() ? static_cast<int64_t>(payload->size()) : -1;
   for (int r : choice.receivers) {
@@ -112,11 +113,12 @@ absl::Status ReceivePeerCopy(ProcessGroupHandle& pg, const torch::Device& device
   if (size < 0) {
     fits = absl::UnavailableError(absl::StrCat("rank ", choice.source, " could not read its copy"));
   } else if (static_cast<uint64_t>(size) > snapshots.PayloadCapacity()) {
-    fits = absl::ResourceExhaustedError(absl::StrCat(
-        "rank ", choice.source, "'s copy is ", size, " bytes, more than this rank's slot of ",
-        snapshots.PayloadCapacity(), " (give every node the same --snapshot-memory)"));
+    fits = absl::ResourceExhaustedError(
+        absl::StrCat("rank ", choice.source, "'s copy is ", size, " bytes, more than this rank's slot of ",
+                     snapshots.PayloadCapacity(), " (give every node the same --snapshot-memory)"));
   }
-  if (!RanksAgree(pg, device, {fits.ok() ? 1.0 : 0.0})) return fits.ok() ? absl::AbortedError("another rank cannot take the copy") : fits;
+  if (!RanksAgree(pg, device, {fits.ok() ? 1.0 : 0.0}))
+    return fits.ok() ? absl::AbortedError("another rank cannot take the copy") : fits;
   std::vector<torch::Tensor> t{torch::empty({size}, torch::TensorOptions().dtype(torch::kUInt8).device(on))};
   pg.backend->recv(t, choice.source, kPeerPayloadTag)->wait();
   torch::Tensor got = t[0].cpu().contiguous();
@@ -164,8 +166,10 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
   }
   *from_peer = std::find(choice.receivers.begin(), choice.receivers.end(), rank) != choice.receivers.end();
   if (*from_peer) {
-    std::fprintf(stderr, "rank %d holds no in-memory snapshot of step %lld; receiving rank %d's copy (this rank holds step %s)\n",
-                 rank, static_cast<long long>(step), choice.source, held.empty() ? "none" : absl::StrJoin(held, ", ").c_str());
+    std::fprintf(
+        stderr,
+        "rank %d holds no in-memory snapshot of step %lld; receiving rank %d's copy (this rank holds step %s)\n", rank,
+        static_cast<long long>(step), choice.source, held.empty() ? "none" : absl::StrJoin(held, ", ").c_str());
   }
   Progress restored = *state.progress;
   TrainState into = state;

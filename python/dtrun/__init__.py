@@ -50,6 +50,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import time
 
 __all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round",
@@ -227,15 +228,64 @@ def _agreed_max(value):
     return int(t.item())
 
 
-def _newest_common(steps):
-    """The newest step every rank holds, or None."""
+def _choose_step(steps):
+    """(step, source, receivers) from every rank's steps (_snapshots.choose), the same on every rank."""
+    peers = os.environ.get("DTRUN_SNAPSHOT_PEERS", "on") not in ("off", "0")
     dist = _process_group()
     if dist is None:
-        return max(steps, default=None)
+        return _snap.choose([sorted(steps)], False)
     held = [None] * dist.get_world_size()
     dist.all_gather_object(held, sorted(steps))
-    common = set(held[0]).intersection(*held[1:])
-    return max(common, default=None)
+    return _snap.choose(held, peers)
+
+
+def _receive_peer_copy(step, source, receivers, held, region, map_location, load_kwargs):
+    """The step's state sent by `source` to `receivers` (a rank holding it returns None): its size and
+    checksum first, checked against the receiver's slot before anything is allocated, then, if every
+    rank can go on, the bytes. Every rank calls it; (state, ok)."""
+    import torch
+    dist = _process_group()
+    device = _group_device(dist)
+    rank = dist.get_rank()
+    header = torch.tensor([-1, 0], dtype=torch.int64)
+    outgoing = None
+    if rank == source:
+        try:
+            where, slot = held[step]
+            h = where.header(slot)
+            outgoing = torch.frombuffer(where.payload(slot)[:h.payload_bytes], dtype=torch.uint8)
+            header = torch.tensor([h.payload_bytes, h.payload_hash - (1 << 64) * (h.payload_hash >> 63)],
+                                  dtype=torch.int64)
+        except Exception as e:  # said here; the receivers see size -1
+            _snap._warn("cannot send the in-memory snapshot of step %d to the ranks without it: %s" % (step, e))
+    header = header.to(device)
+    if rank == source:
+        for r in receivers:
+            dist.send(header, r)
+    elif rank in receivers:
+        dist.recv(header, source)
+    size, expected = int(header[0]), int(header[1]) & ((1 << 64) - 1)
+    problem = None
+    if rank in receivers:
+        if size < 0:
+            problem = "rank %d could not read its copy" % source
+        elif region is None or size > region.capacity:
+            problem = "rank %d's copy is %d bytes, more than this rank's slot (give every node the same --snapshot-memory)" % (
+                source, size)
+    if _agreed_max(1 if problem else 0):
+        if problem:
+            _snap._warn("cannot take rank %d's in-memory snapshot of step %d: %s" % (source, step, problem))
+        return None, False
+    if rank == source:
+        outgoing = outgoing.to(device)
+        for r in receivers:
+            dist.send(outgoing, r)
+    if rank not in receivers:
+        return None, True
+    data = torch.empty(size, dtype=torch.uint8, device=device)
+    dist.recv(data, source)
+    stream = _snap.peer_payload(memoryview(data.cpu().numpy()), expected, step, source)
+    return torch.load(stream, map_location=map_location, **load_kwargs), True
 
 
 def _under_dtrun():
@@ -282,7 +332,9 @@ def restore(map_location=None, **load_kwargs):
     """The newest state every rank holds in dtrun's memory, as Restored(state, step), or None.
 
     Call it once at start, after init_process_group, on every rank. The ranks agree on the newest
-    step all of them hold with a good checksum, each reads its own copy (torch.load with
+    step all of them hold with a good checksum, or that at least half hold (a rank without it,
+    such as one whose node was lost, receives the lowest holder's copy: DDP ranks hold the same
+    state; DTRUN_SNAPSHOT_PEERS=off when yours do not), each reads its copy (torch.load with
     `map_location` and `load_kwargs`), and if any rank fails every rank gets None: load your disk
     checkpoint then. Outside dtrun it returns None.
     """
@@ -296,15 +348,27 @@ def restore(map_location=None, **load_kwargs):
         usable = r.usable()
         own = own or (r is region and bool(usable))
         held.update({s: (r, slot) for s, slot in usable.items()})
-    step = _newest_common(list(held))  # the same on every rank
+    step, source, receivers = _choose_step(list(held))  # the same on every rank
+    dist = _process_group()
+    receiving = dist is not None and dist.get_rank() in receivers
     state, ok = None, step is not None
-    if ok:
+    if ok and source is not None:
+        if receiving:
+            print("rank %d holds no in-memory snapshot of step %d; receiving rank %d's copy" % (dist.get_rank(), step, source),
+                  file=sys.stderr, flush=True)
+        try:
+            state, ok = _receive_peer_copy(step, source, receivers, held, region, map_location, load_kwargs)
+        except Exception as e:  # after every transfer: a bad copy, or torch.load refusing it
+            _snap._warn("in-memory snapshot of step %d from rank %d unusable: %s" % (step, source, e))
+            ok = False
+    if ok and not receiving:
         where, slot = held[step]
         try:
             state = where.load(slot, where.header(slot), map_location, load_kwargs)
         except Exception as e:  # any failure to read our own copy means: every rank uses the disk
             _snap._warn("in-memory snapshot of step %d unreadable: %s" % (step, e))
             ok = False
+    if step is not None:
         ok = _agreed_max(0 if ok else 1) == 0
     for r in regions:
         r.discard_all_but(step if ok else -1)
@@ -312,8 +376,8 @@ def restore(map_location=None, **load_kwargs):
         return None
     _cadence.restart_from(step)
     # A copy fetched from the buddy: this node held none of this rank's own.
-    from_buddy = held[step][0] is _replica and not own
-    _send("restored source=%s step=%d" % ("buddy" if from_buddy else "memory", step))
+    from_buddy = not receiving and held[step][0] is _replica and not own
+    _send("restored source=%s step=%d" % ("peer" if receiving else "buddy" if from_buddy else "memory", step))
     return _snap.Restored(state, step)
 
 

@@ -315,6 +315,33 @@ class Region:
         return torch.load(io.BufferedReader(_SlotReader(payload[8:])), map_location=map_location, **load_kwargs)
 
 
+def choose(held, peers):
+    """Which step a job restores, and from where: the rule of worker/restore_choice.h. `held[r]`: the
+    steps rank r can restore. Returns (step, source, receivers): step None for none; source None
+    when every rank holds it, else the lowest rank that does, whose copy the ranks without it
+    (`receivers`) take. With `peers`, the newest step held by at least half the ranks (the ranks
+    of a DDP job are replicas); without, the newest that every rank holds."""
+    ranks = len(held)
+    quorum = (ranks + 1) // 2 if peers else ranks
+    for step in sorted({s for steps in held for s in steps if s >= 0}, reverse=True):
+        holders = [r for r in range(ranks) if step in held[r]]
+        if not holders or len(holders) < quorum:
+            continue
+        if len(holders) == ranks:
+            return step, None, []
+        return step, holders[0], [r for r in range(ranks) if step not in held[r]]
+    return None, None, []
+
+
+def peer_payload(data, expected_hash, step, source):
+    """The state in a copy received from rank `source`, checked; SnapshotError says what is wrong."""
+    if _hash_bytes(data) != expected_hash:
+        raise SnapshotError("rank %d's copy of step %d does not match its checksum after the transfer" % (source, step))
+    if bytes(data[:8]) != _PAYLOAD_MAGIC:
+        raise SnapshotError("rank %d's copy of step %d was not written by dtrun.snapshot()" % (source, step))
+    return io.BytesIO(bytes(data[8:]))
+
+
 class Cadence:
     """Which steps to snapshot: every step whose cost fits COST_BUDGET of the step time.
 

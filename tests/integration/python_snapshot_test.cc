@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -82,6 +83,38 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
   EXPECT_NE(out.find("from the in-memory snapshot of step 20"), std::string::npos) << out;
   EXPECT_NE(out.find("recoveries on this node: 1 (memory 1); "), std::string::npos)
       << out;  // the job's last line adds them up
+}
+
+// Rank 1 loses its snapshots with it (its slots emptied before the kill): it receives rank 0's
+// copy of the newest step (the ranks are replicas) and the run ends as if uninterrupted.
+TEST_F(PythonSnapshotTest, ARankThatLostItsSnapshotsReceivesItsPeersCopyWithTheSameParameters) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string events = MakeTempDir() + "/events.jsonl";
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
+                             {"--crash-at", std::to_string(kCrashAt), "--forget"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("rank 1 holds no in-memory snapshot of step 20; receiving rank 0's copy"), std::string::npos)
+      << out;
+  EXPECT_EQ(RestoredStep(out), 20) << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=20"), std::string::npos) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  // The restart's two ranks (a fresh start sends none): rank 0 from its own copy, rank 1 from rank 0's.
+  std::multiset<std::string> sources;
+  for (const nlohmann::json& r : EventsOfKind(events, "state_restored")) sources.insert(r["source"].get<std::string>());
+  EXPECT_EQ(sources, (std::multiset<std::string>{"memory", "peer"})) << out;
+}
+
+// With DTRUN_SNAPSHOT_PEERS=off no step is held by both ranks: the script starts afresh.
+TEST_F(PythonSnapshotTest, WithPeersOffARankThatLostItsSnapshotsMakesTheScriptStartAfresh) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                                   "--snapshot-every", "5", Worker("snapshot_resume.py"), std::to_string(kSteps),
+                                   "--crash-at", std::to_string(kCrashAt), "--forget"};
+  auto [rc, out] = RunToEnd(argv, {{"PYTHON_EXEC", py_}, {"DTRUN_SNAPSHOT_PEERS", "off"}});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("receiving rank 0's copy"), std::string::npos) << out;
+  EXPECT_EQ(RestoredStep(out), -1) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
 }
 
 TEST_F(PythonSnapshotTest, TheDefaultCadenceAlsoResumesFromMemory) {

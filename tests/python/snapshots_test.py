@@ -22,6 +22,35 @@ def make_region(nbytes, rank=0, world=2):
     return fd, s.Region(fd, s.job_hash("job"), rank, world, 0)
 
 
+class ChooseTest(unittest.TestCase):
+    """The same rule as worker/restore_choice.h (tests/worker/restore_choice_test.cc)."""
+
+    def test_a_step_every_rank_holds_is_each_ranks_own(self):
+        self.assertEqual(s.choose([[12, 10], [10, 12]], True), (12, None, []))
+
+    def test_ranks_without_the_newest_step_receive_the_lowest_holders_copy(self):
+        self.assertEqual(s.choose([[19, 18, 10], [19, 18, 10], [10], [10]], True), (19, 0, [2, 3]))
+        self.assertEqual(s.choose([[], [21, 18]], True), (21, 1, [0]))
+
+    def test_without_peers_only_a_step_every_rank_holds(self):
+        self.assertEqual(s.choose([[19, 18, 10], [19, 18, 10], [10], [10]], False), (10, None, []))
+        self.assertEqual(s.choose([[5], []], False), (None, None, []))
+
+    def test_a_lone_holder_of_a_newer_step_does_not_decide(self):
+        self.assertEqual(s.choose([[36, 32], [36, 32], [36, 32], [40, 36]], True), (36, None, []))
+
+    def test_a_received_copy_is_checked(self):
+        data = s._PAYLOAD_MAGIC + b"state"
+        if s._xxh is None:
+            self.skipTest("no libxxhash")
+        self.assertEqual(s.peer_payload(data, s._hash_bytes(data), 3, 0).read(), b"state")
+        with self.assertRaisesRegex(s.SnapshotError, "rank 0's copy of step 3 does not match its checksum"):
+            s.peer_payload(data, s._hash_bytes(data) ^ 1, 3, 0)
+        other = b"DTOTHER1state"
+        with self.assertRaisesRegex(s.SnapshotError, "not written by dtrun.snapshot"):
+            s.peer_payload(other, s._hash_bytes(other), 3, 0)
+
+
 class CadenceTest(unittest.TestCase):
     def test_the_first_two_steps_then_the_agreed_interval(self):
         c = s.Cadence(0)

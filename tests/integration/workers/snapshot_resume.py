@@ -1,11 +1,12 @@
 """A DDP script that keeps its state with dtrun.snapshot() and resumes with dtrun.restore().
 
-    snapshot_resume.py STEPS [--crash-at N] [--hidden H] [--hold] [--first-attempt-runs-on]
+    snapshot_resume.py STEPS [--crash-at N [--forget]] [--hidden H] [--hold] [--first-attempt-runs-on]
                        [--check-replicas [--corrupt-at N]]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
-of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call. Prints
+of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call; with --forget it
+first empties its own snapshot slots, as if its memory were lost with it. Prints
 RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end;
 with --hold it then prints HOLDING and waits for a signal (for `dtrun status` to look at it).
 With --first-attempt-runs-on the first attempt trains past STEPS, a few ms a step, until the test
@@ -45,6 +46,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("steps", type=int)
     parser.add_argument("--crash-at", type=int, default=-1)
+    parser.add_argument("--forget", action="store_true")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--first-attempt-runs-on", action="store_true")
@@ -82,6 +84,9 @@ def main():
         dtrun.heartbeat(step + 1)
         dtrun.snapshot({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
         if attempt == 0 and rank == 1 and step + 1 == args.crash_at:
+            if args.forget:
+                for slot in range(2):
+                    dtrun._region.invalidate(slot)
             os.kill(os.getpid(), signal.SIGKILL)
         step += 1
     print("DIGEST rank=%d %s" % (rank, digest(model.module)), flush=True)
