@@ -1,6 +1,7 @@
 #include "worker/restore_choice.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 namespace dtrun::worker {
