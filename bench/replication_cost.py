@@ -9,11 +9,12 @@ falls on all of them alike:
   off        --snapshot-memory 0: no snapshots, nothing copied
   snapshots  --snapshot-buddy-every 0: snapshots in memory (adaptive cadence), no buddy copies
   buddy      the defaults: snapshots, and every 10th step's copied to the buddy node
+  buddy:N    the same with --snapshot-buddy-every N
 Throughput is rank 0's steps per second between its printed steps FROM and TO (arrival times of
 its progress lines); cost = 1 - mode / off.
 
   sudo bench/replication_cost.py BUILD_DIR [--job recsys|imagenet] [--nodes 4] [--rounds 2]
-                                 [--from-step 60] [--to-step 360]
+                                 [--modes off,snapshots,buddy,buddy:100] [--from-step 60] [--to-step 360]
 """
 import argparse
 import os
@@ -25,6 +26,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, find_printer, global_step, make_ratings  # noqa: E402
 
 MODES = [("off", ["--snapshot-memory", "0"]), ("snapshots", ["--snapshot-buddy-every", "0"]), ("buddy", [])]
+
+
+def flags_of(mode):
+    """dtrun's flags for a mode: one of MODES, or buddy:N."""
+    if mode.startswith("buddy:") and mode[6:].isdigit():
+        return ["--snapshot-buddy-every", mode[6:]]
+    known = dict(MODES)
+    if mode not in known:
+        raise SystemExit(f"unknown mode {mode!r}: expected off, snapshots, buddy or buddy:N")
+    return known[mode]
 
 
 def trainer(args, ratings):
@@ -70,7 +81,7 @@ def main():
     ap.add_argument("--job", choices=["recsys", "imagenet"], default="recsys")
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--modes", default=",".join(name for name, _ in MODES), help="some of off,snapshots,buddy")
+    ap.add_argument("--modes", default=",".join(name for name, _ in MODES), help="some of off,snapshots,buddy,buddy:N")
     ap.add_argument("--from-step", type=int, default=60)
     ap.add_argument("--to-step", type=int, default=360)
     args = ap.parse_args()
@@ -79,26 +90,25 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers, --job {args.job}; "
           f"steps {args.from_step}..{args.to_step} of rank 0; {args.rounds} interleaved rounds", flush=True)
-    rates = {name: [] for name, _ in MODES}
+    modes = args.modes.split(",")
+    rates = {mode: [] for mode in modes}
+    for mode in modes:
+        flags_of(mode)  # refused before the cluster is made
     cluster = Cluster(args.nodes)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             ratings = make_ratings(args.build_dir, tmp)
             for r in range(args.rounds):
-                for name, flags in MODES:
-                    if name not in args.modes.split(","):
-                        continue
-                    rate = steps_per_second(args, cluster, ratings, tmp, f"c{r}{name}", flags)
-                    rates[name].append(rate)
-                    print(f"  round {r + 1} {name}: {rate:.2f} steps/s", file=sys.stderr, flush=True)
+                for i, mode in enumerate(modes):
+                    rate = steps_per_second(args, cluster, ratings, tmp, f"c{r}m{i}", flags_of(mode))
+                    rates[mode].append(rate)
+                    print(f"  round {r + 1} {mode}: {rate:.2f} steps/s", file=sys.stderr, flush=True)
     finally:
         cluster.close()
-    base = statistics.mean(rates["off"]) if rates["off"] else None
-    for name, _ in MODES:
-        if not rates[name]:
-            continue
-        mean = statistics.mean(rates[name])
-        print(f"{name}: {mean:.2f} steps/s ({', '.join(f'{x:.2f}' for x in rates[name])})" +
+    base = statistics.mean(rates["off"]) if rates.get("off") else None
+    for mode in modes:
+        mean = statistics.mean(rates[mode])
+        print(f"{mode}: {mean:.2f} steps/s ({', '.join(f'{x:.2f}' for x in rates[mode])})" +
               (f"; cost {100 * (1 - mean / base):+.1f}%" if base else ""), flush=True)
 
 
