@@ -157,6 +157,11 @@ class Node:
         with self.cond:
             return "".join(l for _, l in self.lines if l)
 
+    def ended(self):
+        """Whether its output has ended (dtrun exited)."""
+        with self.cond:
+            return bool(self.lines) and self.lines[-1][1] is None
+
 
 STEP = re.compile(r"\[default0\]:Epoch: \[(\d+)\]\[(\d+)/(\d+)\]")
 
@@ -195,6 +200,8 @@ def find_printer(nodes, step_line):
         printer = next((node for node in nodes if node.wait_for(step_line, 0.5)), None)
         if printer is not None:
             return printer
+        if all(node.ended() for node in nodes):  # a wait on an ended output returns at once
+            break
     raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
 
 
