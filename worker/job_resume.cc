@@ -86,10 +86,8 @@ bool SendPeerCopy(ProcessGroupHandle& pg, const torch::Device& device, MemorySna
         pg.backend->getRank(), static_cast<long long>(choice.step), std::string(payload.status().message()).c_str());
   }
   const int64_t size = payload.ok() ? static_cast<int64_t>(payload->size()) : -1;
-  for (int r : choice.receivers) {
-    std::vector<torch::Tensor> header{torch::tensor({size, static_cast<int64_t>(hash)}, torch::kInt64).to(on)};
-    pg.backend->send(header, r, kPeerHeaderTag)->wait();
-  }
+  std::vector<torch::Tensor> header{torch::tensor({size, static_cast<int64_t>(hash)}, torch::kInt64).to(on)};
+  for (int r : choice.receivers) pg.backend->send(header, r, kPeerHeaderTag)->wait();
   if (!RanksAgree(pg, device, {1.0})) return false;
   torch::Tensor bytes = torch::from_blob(const_cast<char*>(payload->data()), {size}, torch::kUInt8).to(on);
   for (int r : choice.receivers) {
@@ -130,18 +128,14 @@ absl::Status ReceivePeerCopy(ProcessGroupHandle& pg, const torch::Device& device
   return snapshots.RestorePayload(payload, state);
 }
 
-// The ranks neither sending nor receiving still take part in the go-ahead.
-bool JoinPeerGoAhead(ProcessGroupHandle& pg, const torch::Device& device) { return RanksAgree(pg, device, {1.0}); }
-
 // Restores the chosen step: each rank its own copy, and the ranks without it the source's.
 absl::Status RestoreChosen(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank, const torch::Device& device,
                            const SnapshotChoice& choice, const TrainState& state) {
   if (choice.source < 0) return snapshots.Restore(choice.step, state);
-  const bool receiving = std::find(choice.receivers.begin(), choice.receivers.end(), rank) != choice.receivers.end();
-  if (receiving) return ReceivePeerCopy(*pg, device, snapshots, choice, state);
+  if (choice.receives(rank)) return ReceivePeerCopy(*pg, device, snapshots, choice, state);
   if (rank == choice.source) {
     if (!SendPeerCopy(*pg, device, snapshots, choice)) return absl::AbortedError("a rank cannot take this rank's copy");
-  } else if (!JoinPeerGoAhead(*pg, device)) {
+  } else if (!RanksAgree(*pg, device, {1.0})) {  // the go-ahead, which every rank takes part in
     return absl::AbortedError("a rank cannot take the source's copy");
   }
   return snapshots.Restore(choice.step, state);
@@ -164,7 +158,7 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
     }
     return std::nullopt;
   }
-  *from_peer = std::find(choice.receivers.begin(), choice.receivers.end(), rank) != choice.receivers.end();
+  *from_peer = choice.receives(rank);
   if (*from_peer) {
     std::fprintf(
         stderr,

@@ -10,6 +10,7 @@
 // their buddy, up to --snapshot-buddy-every steps old, and every rank went back that far.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct SnapshotChoice {
   int source = -1;    // -1: every rank holds `step`; else the rank whose copy the others receive
   // The ranks that receive `source`'s copy (empty when source is -1).
   std::vector<int> receivers;
+
+  bool receives(int rank) const { return std::find(receivers.begin(), receivers.end(), rank) != receivers.end(); }
 };
 
 // `held[r]`: the steps rank r can restore (any order; -1 entries are padding). With `peers` off,

@@ -339,7 +339,7 @@ def peer_payload(data, expected_hash, step, source):
         raise SnapshotError("rank %d's copy of step %d does not match its checksum after the transfer" % (source, step))
     if bytes(data[:8]) != _PAYLOAD_MAGIC:
         raise SnapshotError("rank %d's copy of step %d was not written by dtrun.snapshot()" % (source, step))
-    return io.BytesIO(bytes(data[8:]))
+    return io.BufferedReader(_SlotReader(memoryview(data)[8:]))
 
 
 class Cadence:
