@@ -107,14 +107,7 @@ absl::Status ReceivePeerCopy(ProcessGroupHandle& pg, const torch::Device& device
   torch::Tensor h = header[0].cpu();
   const int64_t size = h[0].item<int64_t>();
   const uint64_t hash = static_cast<uint64_t>(h[1].item<int64_t>());
-  absl::Status fits = absl::OkStatus();
-  if (size < 0) {
-    fits = absl::UnavailableError(absl::StrCat("rank ", choice.source, " could not read its copy"));
-  } else if (static_cast<uint64_t>(size) > snapshots.PayloadCapacity()) {
-    fits = absl::ResourceExhaustedError(
-        absl::StrCat("rank ", choice.source, "'s copy is ", size, " bytes, more than this rank's slot of ",
-                     snapshots.PayloadCapacity(), " (give every node the same --snapshot-memory)"));
-  }
+  const absl::Status fits = CheckPeerCopySize(size, snapshots.PayloadCapacity(), choice.source);
   if (!RanksAgree(pg, device, {fits.ok() ? 1.0 : 0.0}))
     return fits.ok() ? absl::AbortedError("another rank cannot take the copy") : fits;
   std::vector<torch::Tensor> t{torch::empty({size}, torch::TensorOptions().dtype(torch::kUInt8).device(on))};

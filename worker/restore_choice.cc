@@ -4,6 +4,8 @@
 #include <functional>
 #include <set>
 
+#include "absl/strings/str_cat.h"
+
 namespace dtrun::worker {
 namespace {
 
@@ -38,6 +40,16 @@ SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, boo
     return choice;
   }
   return {};
+}
+
+absl::Status CheckPeerCopySize(int64_t size, uint64_t capacity, int source) {
+  if (size < 0) return absl::UnavailableError(absl::StrCat("rank ", source, " could not read its copy"));
+  if (static_cast<uint64_t>(size) > capacity) {
+    return absl::ResourceExhaustedError(absl::StrCat("rank ", source, "'s copy is ", size,
+                                                     " bytes, more than this rank's slot of ", capacity,
+                                                     " (give every node the same --snapshot-memory)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dtrun::worker

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace dtrun::worker {
 
 struct SnapshotChoice {
@@ -30,5 +32,9 @@ struct SnapshotChoice {
 // ranks (rounded up): a lone stale holder, such as a rank that kept a snapshot from a line of
 // steps the job has since gone back past, cannot decide for the rest.
 SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, bool peers);
+
+// A receiver's check of the size `source` declared for its copy (-1: it could not read it),
+// before anything is allocated: at most `capacity`, this rank's own slot.
+absl::Status CheckPeerCopySize(int64_t size, uint64_t capacity, int source);
 
 }  // namespace dtrun::worker

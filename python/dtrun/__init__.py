@@ -267,11 +267,7 @@ def _receive_peer_copy(step, source, receivers, held, region, map_location, load
     size, expected = int(header[0]), int(header[1]) & ((1 << 64) - 1)
     problem = None
     if rank in receivers:
-        if size < 0:
-            problem = "rank %d could not read its copy" % source
-        elif region is None or size > region.capacity:
-            problem = "rank %d's copy is %d bytes, more than this rank's slot (give every node the same --snapshot-memory)" % (
-                source, size)
+        problem = _snap.peer_size_problem(size, region.capacity if region is not None else None, source)
     if _agreed_max(1 if problem else 0):
         if problem:
             _snap._warn("cannot take rank %d's in-memory snapshot of step %d: %s" % (source, step, problem))

@@ -333,6 +333,17 @@ def choose(held, peers):
     return None, None, []
 
 
+def peer_size_problem(size, capacity, source):
+    """What is wrong with the size `source` declared for its copy (-1: it could not read it), checked
+    before anything is allocated against this rank's slot (`capacity`, None: no region); None if nothing."""
+    if size < 0:
+        return "rank %d could not read its copy" % source
+    if capacity is None or size > capacity:
+        return "rank %d's copy is %d bytes, more than this rank's slot (give every node the same --snapshot-memory)" % (
+            source, size)
+    return None
+
+
 def peer_payload(data, expected_hash, step, source):
     """The state in a copy received from rank `source`, checked; SnapshotError says what is wrong."""
     if _hash_bytes(data) != expected_hash:

@@ -39,6 +39,13 @@ class ChooseTest(unittest.TestCase):
     def test_a_lone_holder_of_a_newer_step_does_not_decide(self):
         self.assertEqual(s.choose([[36, 32], [36, 32], [36, 32], [40, 36]], True), (36, None, []))
 
+    def test_a_declared_size_is_checked_against_this_ranks_slot_before_allocating(self):
+        self.assertIsNone(s.peer_size_problem(4096, 4096, 0))
+        self.assertIn("rank 2 could not read its copy", s.peer_size_problem(-1, 4096, 2))
+        for size in (4097, 1 << 62):
+            self.assertIn("--snapshot-memory", s.peer_size_problem(size, 4096, 0))
+        self.assertIn("--snapshot-memory", s.peer_size_problem(10, None, 0))  # no region here
+
     def test_a_received_copy_is_checked(self):
         data = s._PAYLOAD_MAGIC + b"state"
         if s._xxh is None:

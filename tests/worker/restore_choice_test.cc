@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/status/status.h"
+
 namespace dtrun::worker {
 namespace {
 
@@ -49,6 +51,19 @@ TEST(RestoreChoiceTest, NothingHeldAnywhereMeansDisk) {
   EXPECT_EQ(ChooseSnapshot({}, true).step, -1);
   // Held by some ranks only, and peers off: disk too.
   EXPECT_EQ(ChooseSnapshot({{5}, {}}, false).step, -1);
+}
+
+TEST(RestoreChoiceTest, ADeclaredCopySizeIsCheckedAgainstThisRanksSlotBeforeAnythingIsAllocated) {
+  EXPECT_TRUE(CheckPeerCopySize(4096, 4096, 0).ok());
+  const absl::Status unread = CheckPeerCopySize(-1, 4096, 2);
+  EXPECT_EQ(unread.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(unread.message()), ::testing::HasSubstr("rank 2 could not read its copy"));
+  // A size no slot holds (a peer's bug, or a rank whose --snapshot-memory is larger).
+  for (int64_t size : {int64_t{4097}, int64_t{1} << 62}) {
+    const absl::Status big = CheckPeerCopySize(size, 4096, 0);
+    EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(big.message()), ::testing::HasSubstr("--snapshot-memory"));
+  }
 }
 
 }  // namespace
