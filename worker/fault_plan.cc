@@ -15,6 +15,8 @@ namespace {
 constexpr char kSlowVar[] = "DTRUN_FAULT_SLOW";
 constexpr char kFlipVar[] = "DTRUN_FAULT_FLIP";
 constexpr char kSlowForm[] = "RANK:FROM_STEP:MS, e.g. 1:20:150";
+constexpr char kKillVar[] = "DTRUN_FAULT_KILL";
+constexpr char kKillForm[] = "RANK:STEP, e.g. 1:10";
 constexpr char kFlipForm[] = "RANK:STEP:PARAM:BIT, e.g. 0:30:fc.weight:30";
 
 bool InRange(absl::string_view text, int64_t lo, int64_t hi, int64_t* out) {
@@ -47,9 +49,20 @@ absl::StatusOr<FlipFault> ParseFlipFault(absl::string_view value) {
   return FlipFault{static_cast<int>(rank), step, std::string(f[2]), static_cast<int>(bit)};
 }
 
-FaultPlan::FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> flip, int rank) {
+absl::StatusOr<KillFault> ParseKillFault(absl::string_view value) {
+  std::vector<absl::string_view> f = absl::StrSplit(value, ':');
+  int64_t rank = 0, step = 0;
+  if (f.size() != 2 || !InRange(f[0], 0, 1 << 24, &rank) || !InRange(f[1], 1, int64_t{1} << 40, &step)) {
+    return Bad(value, kKillForm);
+  }
+  return KillFault{static_cast<int>(rank), step};
+}
+
+FaultPlan::FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> flip, int rank,
+                     std::optional<KillFault> kill) {
   if (slow && slow->rank == rank) slow_ = slow;
   if (flip && flip->rank == rank) flip_ = flip;
+  if (kill && kill->rank == rank) kill_ = kill;
 }
 
 FaultPlan FaultPlan::FromEnvironment(int rank, int restart_count) {
@@ -65,8 +78,11 @@ FaultPlan FaultPlan::FromEnvironment(int rank, int restart_count) {
   };
   absl::StatusOr<SlowFault> slow = read(kSlowVar, ParseSlowFault);
   absl::StatusOr<FlipFault> flip = read(kFlipVar, ParseFlipFault);
+  absl::StatusOr<KillFault> kill = read(kKillVar, ParseKillFault);
+  const bool first = restart_count == 0;
   return FaultPlan(slow.ok() ? std::optional<SlowFault>(*slow) : std::nullopt,
-                   flip.ok() && restart_count == 0 ? std::optional<FlipFault>(*flip) : std::nullopt, rank);
+                   flip.ok() && first ? std::optional<FlipFault>(*flip) : std::nullopt, rank,
+                   kill.ok() && first ? std::optional<KillFault>(*kill) : std::nullopt);
 }
 
 int FaultPlan::SlowMsBefore(int64_t next_step) const {

@@ -8,6 +8,9 @@
 //   DTRUN_FAULT_FLIP=RANK:STEP:PARAM:BIT    rank RANK flips bit BIT of the first element of the
 //                                           parameter named PARAM right after the optimizer step
 //                                           that makes global step STEP
+//   DTRUN_FAULT_KILL=RANK:STEP              rank RANK SIGKILLs itself right after the optimizer step
+//                                           that makes global step STEP (after a flip due then),
+//                                           before the ranks' all-reduce that ends that step
 //
 // A value that does not parse is one line on stderr naming the variable and the form, and the
 // fault is not armed: a typo must never look like a clean run to a test that expected a fault.
@@ -36,27 +39,37 @@ struct FlipFault {
   int bit = 0;        // 0..63, and below the element's size in bits
 };
 
+struct KillFault {
+  int rank = 0;
+  int64_t step = 0;
+};
+
 // Parse one variable's value. InvalidArgument says what is wrong and the expected form.
 absl::StatusOr<SlowFault> ParseSlowFault(absl::string_view value);
 absl::StatusOr<FlipFault> ParseFlipFault(absl::string_view value);
+absl::StatusOr<KillFault> ParseKillFault(absl::string_view value);
 
 class FaultPlan {
  public:
-  // From DTRUN_FAULT_SLOW / DTRUN_FAULT_FLIP, for this process's global rank. A flip is armed in
-  // the first attempt only (`restart_count` 0): the attempt that goes back past it must not meet
+  // From DTRUN_FAULT_SLOW / _FLIP / _KILL, for this process's global rank. A flip and a kill are
+  // armed in the first attempt only (`restart_count` 0): the attempt that goes back past it must not meet
   // it again, or a test of the way back would loop until the restarts ran out.
   static FaultPlan FromEnvironment(int rank, int restart_count = 0);
   FaultPlan() = default;
-  FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> flip, int rank);
+  FaultPlan(std::optional<SlowFault> slow, std::optional<FlipFault> flip, int rank,
+            std::optional<KillFault> kill = std::nullopt);
 
   // Milliseconds to sleep before the backward of the step that will make `next_step` (0: none).
   int SlowMsBefore(int64_t next_step) const;
   // The flip due right after the optimizer step that made `step`, once (nullopt: none).
   std::optional<FlipFault> FlipAfter(int64_t step);
+  // Whether this process is to die right after the optimizer step that made `step`.
+  bool KillAfter(int64_t step) const { return kill_ && kill_->step == step; }
 
  private:
   std::optional<SlowFault> slow_;
   std::optional<FlipFault> flip_;
+  std::optional<KillFault> kill_;
 };
 
 // Flips bit `bit` of the element at `data` (`element_bytes` wide). False, and nothing changed,

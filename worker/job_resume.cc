@@ -176,8 +176,43 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
     }
     return std::nullopt;
   }
-  snapshots.DiscardAllBut(step);
   return restored;
+}
+
+// The in-memory way back: the newest snapshot the ranks can restore whose restored states agree.
+// A snapshot committed just before a crash may not have been compared across the replicas yet
+// (worker/step_agreement.h); restored states that differ discard it and the job tries the next
+// older one. `*changed`: this rank's state was overwritten by a restore that was then refused.
+absl::StatusOr<std::optional<Resumed>> ResumeFromMemoryAgreed(MemorySnapshots& snapshots, ProcessGroupHandle* pg,
+                                                              int rank, const torch::Device& device,
+                                                              const TrainState& state, bool* changed) {
+  for (int tried = 0; tried < MemorySnapshots::kMaxSteps; ++tried) {
+    bool from_peer = false;
+    DT_ASSIGN_OR_RETURN(std::optional<Progress> memory,
+                        ResumeFromMemory(snapshots, pg, rank, device, state, &from_peer));
+    if (!memory.has_value()) return std::nullopt;
+    const Progress& p = *memory;
+    const uint64_t h = ParameterDigest(*state.model);
+    const std::vector<double> digest = {double(p.global_step), double(p.epoch), double(p.next_batch), double(h >> 32),
+                                        double(h & 0xFFFFFFFFu)};
+    if (pg == nullptr || RanksAgree(*pg, device, digest)) {
+      snapshots.DiscardAllBut(p.global_step);
+      if (rank == 0) {
+        std::fprintf(stderr, "resuming from the in-memory snapshot of step %lld (epoch %lld, batch %lld)\n",
+                     static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),
+                     static_cast<long long>(p.next_batch));
+      }
+      return Resumed{p, from_peer ? "peer" : snapshots.restored_from_buddy() ? "buddy" : "memory"};
+    }
+    // Every rank learnt it from the same all-reduce, so every rank discards the same step.
+    *changed = true;
+    snapshots.Discard(p.global_step);
+    std::fprintf(stderr,
+                 "rank %d: the ranks' in-memory snapshots of step %lld differ (this rank's parameters hash to "
+                 "%016llx; a crash came before the replicas compared them); going back to an older one\n",
+                 rank, static_cast<long long>(p.global_step), static_cast<unsigned long long>(h));
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -187,27 +222,11 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
   torch::nn::Module& model = *state.model;
   torch::optim::Optimizer& optimizer = *state.optimizer;
   GradScaler* scaler = state.scaler;
+  bool changed = false;  // by a restored snapshot the ranks then refused
   if (request.snapshots != nullptr && request.path.empty()) {
-    bool from_peer = false;
-    DT_ASSIGN_OR_RETURN(std::optional<Progress> memory,
-                        ResumeFromMemory(*request.snapshots, pg, rank, device, state, &from_peer));
-    if (memory.has_value()) {
-      const Progress& p = *memory;
-      const uint64_t h = ParameterDigest(model);
-      const std::vector<double> digest = {double(p.global_step), double(p.epoch), double(p.next_batch),
-                                          double(h >> 32), double(h & 0xFFFFFFFFu)};
-      if (pg != nullptr && !RanksAgree(*pg, device, digest)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the ranks' in-memory snapshots of step ", p.global_step,
-            " differ (rank ", rank, "'s parameters hash to ", h, "); refusing to train on mismatched state"));
-      }
-      if (rank == 0) {
-        std::fprintf(stderr, "resuming from the in-memory snapshot of step %lld (epoch %lld, batch %lld)\n",
-                     static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),
-                     static_cast<long long>(p.next_batch));
-      }
-      return Resumed{p, from_peer ? "peer" : request.snapshots->restored_from_buddy() ? "buddy" : "memory"};
-    }
+    DT_ASSIGN_OR_RETURN(std::optional<Resumed> memory,
+                        ResumeFromMemoryAgreed(*request.snapshots, pg, rank, device, state, &changed));
+    if (memory.has_value()) return *memory;
     request.snapshots->DiscardAllBut(-1);  // the job goes back to disk: none of these is on its path
   }
   std::optional<Progress> progress;
@@ -221,6 +240,13 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
   const std::string source = progress ? "disk" : "none";
   if (pg == nullptr) return Resumed{progress, source};
   bytes = BroadcastBytes(*pg, device, std::move(bytes));
+  if (bytes.empty() && changed) {
+    // The refused restores overwrote the freshly built state; every snapshot is discarded by now,
+    // so the next attempt starts fresh.
+    return absl::FailedPreconditionError(
+        "the ranks' in-memory snapshots differed and there is no disk checkpoint to go back to; "
+        "the next attempt starts from the beginning");
+  }
   if (rank != 0 && !bytes.empty()) {
     absl::StatusOr<Progress> p = LoadCheckpointBytes(bytes, model, optimizer, scaler);
     if (!p.ok()) {

@@ -1,7 +1,9 @@
 // Resume is a job-wide decision. First choice: the newest in-memory snapshot step (memory_snapshot.h)
 // that every rank holds, or that at least half hold (restore_choice.h): each rank restores its own
 // copy, a rank without one receives the lowest holder's through the process group, and the ranks
-// then compare step, position and a digest of their parameters. Otherwise global rank 0 picks what to resume from: the
+// then compare step, position and a digest of their parameters; when those differ (a snapshot
+// the replicas had not compared yet when the crash came: step_agreement.h) that step is discarded
+// and the next older one tried. Otherwise global rank 0 picks what to resume from: the
 // newest checkpoint it can read, or none. Every rank then loads exactly those bytes, sent through the process group:
 // model, optimizer, loss scaler and progress (epoch, position, step, best accuracy; the schedule
 // and the loader's randomness follow from them). So ranks on nodes with their own disks, or whose

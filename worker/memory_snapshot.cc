@@ -208,6 +208,15 @@ void MemorySnapshots::DiscardAllBut(int64_t keep) {
   }
 }
 
+void MemorySnapshots::Discard(int64_t step) {
+  for (snapshot::MappedRegion* region : Sources()) {
+    for (int s = 0; s < snapshot::kSlots; ++s) {
+      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
+      if (h.ok() && Mine(*h) && h->step == step) region->Invalidate(s);
+    }
+  }
+}
+
 bool MemorySnapshots::Due(double step_seconds) {
   steps_s_ += step_seconds;
   ++steps_;
@@ -387,32 +396,6 @@ std::string MemorySnapshots::Summary() const {
                           1e3 * background_s_ / taken_, steps_s_ > 0 ? 100 * background_s_ / steps_s_ : 0);
   }
   return s;
-}
-
-void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
-                   const progress::ProgressClient& reports, int rank) {
-  state.progress->epoch = epoch;
-  state.progress->next_batch = next_batch;
-  if (absl::Status st = snapshots.Begin(state); !st.ok()) {
-    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank,
-                 static_cast<long long>(state.progress->global_step), std::string(st.message()).c_str());
-    return;
-  }
-  // Copied in place (the default): the agent hears of it now, not a step later.
-  if (!snapshots.copying()) FinishAndReport(snapshots, reports);
-}
-
-void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports) {
-  if (!snapshots.Finish()) return;
-  reports.Snapshot(snapshots.last_step(), static_cast<int64_t>(snapshots.last_bytes()),
-                   static_cast<int64_t>((snapshots.last_write_seconds() + snapshots.last_background_seconds()) * 1e6));
-}
-
-void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
-                       const progress::ProgressClient& reports, int rank) {
-  FinishAndReport(snapshots, reports);
-  BeginSnapshot(snapshots, state, epoch, next_batch, reports, rank);
-  FinishAndReport(snapshots, reports);
 }
 
 }  // namespace dtrun::worker

@@ -17,9 +17,9 @@
 //
 // Replica checks ride on the copy: the bytes of the parameters and the optimizer state are also
 // hashed into a fingerprint while they are in cache (for contiguous tensors the same as
-// worker::ReplicaFingerprint), and a
-// snapshot is committed only after the verifier, when one is set, accepted that fingerprint in
-// Finish. A verifier that throws leaves the slot uncommitted: the previous snapshot stays newest.
+// worker::ReplicaFingerprint), handed to the verifier, when one is set, in Finish before the
+// commit. A verifier that throws leaves the slot uncommitted: the previous snapshot stays newest.
+// The trainers' verifier only records it, for the next step's all-reduce (worker/step_agreement.h).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "progress/progress_client.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/dist_env.h"
 #include "worker/snapshot_cadence.h"
@@ -71,6 +70,9 @@ class MemorySnapshots {
   // Empties every slot not holding `keep` (-1: all): a state the job went back past must never be
   // chosen later, when the job reaches its step again on another path.
   void DiscardAllBut(int64_t keep);
+  // Empties the slots holding `step`: a state the replicas turned out not to agree on. A copy
+  // still running is left alone.
+  void Discard(int64_t step);
 
   // Called after every optimizer step with its duration: whether this rank wants a snapshot now.
   bool Due(double step_seconds);
@@ -141,17 +143,5 @@ class MemorySnapshots {
   double steps_s_ = 0;       // the total of the step times seen by Due
   int64_t steps_ = 0;
 };
-
-// What a trainer calls when the job agreed on a snapshot: sets the state's position to (epoch,
-// next_batch) and takes the snapshot, reporting it to the agent once complete; a background copy
-// is completed and reported by FinishAndReport, which the trainer calls before its next optimizer
-// step. A failure is said on stderr and training goes on: the previous snapshot (or the disk
-// checkpoint) stays the way back.
-void BeginSnapshot(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
-                   const progress::ProgressClient& reports, int rank);
-void FinishAndReport(MemorySnapshots& snapshots, const progress::ProgressClient& reports);
-// Both at once (a checkpoint, the end of training).
-void SnapshotAndReport(MemorySnapshots& snapshots, const TrainState& state, int64_t epoch, int64_t next_batch,
-                       const progress::ProgressClient& reports, int rank);
 
 }  // namespace dtrun::worker

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -45,6 +46,13 @@ void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int 
                                                      static_cast<long long>(step))
                                    : std::string(st.message());
   std::fprintf(stderr, "rank %d: test fault: %s\n", rank, what.c_str());
+}
+
+void KillIfPlanned(const FaultPlan& plan, int64_t step, int rank) {
+  if (!plan.KillAfter(step)) return;
+  std::fprintf(stderr, "rank %d: test fault: SIGKILL after step %lld\n", rank, static_cast<long long>(step));
+  std::fflush(stderr);
+  std::raise(SIGKILL);
 }
 
 }  // namespace dtrun::worker

@@ -1,7 +1,6 @@
 #include "worker/replica_check.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/str_join.h"
@@ -55,19 +54,6 @@ ReplicaVote CompareReplicas(ProcessGroupHandle& pg, const torch::Device& device,
   return VoteOnFingerprints(by_rank);
 }
 
-void EnsureReplicasAgree(ProcessGroupHandle* pg, const torch::Device& device, const TrainState& state, int rank,
-                         int world, int64_t step, const progress::ProgressClient& reports) {
-  if (pg == nullptr || world < 2) return;
-  EnsureFingerprintsAgree(pg, device, ReplicaFingerprint(state), rank, world, step, reports);
-}
-
-MemorySnapshots::Verifier ReplicaVerifier(ProcessGroupHandle* pg, const torch::Device& device, int rank, int world,
-                                          const progress::ProgressClient& reports) {
-  return [pg, device, rank, world, &reports](uint64_t fingerprint, int64_t step) {
-    EnsureFingerprintsAgree(pg, device, fingerprint, rank, world, step, reports);
-  };
-}
-
 void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device, uint64_t mine, int rank, int world,
                              int64_t step, const progress::ProgressClient& reports) {
   if (pg == nullptr || world < 2) return;
@@ -82,8 +68,9 @@ void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device
 }
 
 void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& device, bool mine_finite,
-                                 double not_finite, int rank, int world, int64_t step) {
-  if (pg == nullptr || not_finite < 0.5 || not_finite > world - 0.5) return;
+                                 bool not_finite_somewhere, bool not_finite_everywhere, int rank, int world,
+                                 int64_t step) {
+  if (pg == nullptr || !not_finite_somewhere || not_finite_everywhere) return;
   const std::vector<double> all = GatherByRank(*pg, device, {mine_finite ? 0.0 : 1.0}, rank, world);
   std::vector<std::string> who;
   for (int r = 0; r < world; ++r) {
@@ -95,23 +82,6 @@ void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& de
                            ": silent corruption or a bad input on those ranks";
   if (rank == 0 || !mine_finite) std::fprintf(stderr, "rank %d: %s; going back to the newest state they agreed on\n", rank, line.c_str());
   throw ReplicasDiverged(line);
-}
-
-void ReplicaChecks::Ensure(ProcessGroupHandle* pg, const torch::Device& device, const TrainState& state, int rank,
-                           int world, int64_t step, const progress::ProgressClient& reports) {
-  if (pg == nullptr || world < 2) return;
-  const auto start = std::chrono::steady_clock::now();
-  EnsureReplicasAgree(pg, device, state, rank, world, step, reports);
-  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++count_;
-}
-
-std::string ReplicaChecks::Summary() const {
-  if (count_ == 0) return "";
-  char line[128];
-  std::snprintf(line, sizeof line, "%lld replica checks, %.1f ms each", static_cast<long long>(count_),
-                1000 * seconds_ / static_cast<double>(count_));
-  return line;
 }
 
 }  // namespace dtrun::worker

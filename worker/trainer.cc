@@ -2,40 +2,40 @@
 
 #include <signal.h>
 #include <string.h>
+#include <torch/torch.h>
 
 #include <atomic>
-#include <cstdarg>
 #include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 
-#include <torch/torch.h>
-
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
-#include "worker/job_resume.h"
-#include "worker/memory_snapshot.h"
-#include "worker/parameter_faults.h"
-#include "worker/replica_check.h"
-#include "worker/train_state.h"
+#include "worker/collective_watchdog.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/ddp.h"
 #include "worker/foreach_sgd.h"
-#include "worker/collective_watchdog.h"
 #include "worker/grad_scaler.h"
 #include "worker/host_memory.h"
+#include "worker/job_resume.h"
+#include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
+#include "worker/parameter_faults.h"
+#include "worker/replica_check.h"
 #include "worker/resnet.h"
+#include "worker/step_agreement.h"
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
-#include "worker/warm_start.h"
 #include "worker/torch_compat.h"
+#include "worker/train_state.h"
+#include "worker/warm_start.h"
 
 namespace dtrun::worker {
 namespace {
@@ -147,7 +147,8 @@ class Training {
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
   FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
-  ReplicaChecks replica_checks_;  // before every kept state (worker/replica_check.h)
+  // What the ranks decide after each step, and the replica check of every kept state.
+  std::optional<StepAgreement> agreement_;
   TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
 };
 
@@ -321,8 +322,8 @@ bool Training::Setup() {
     }
   }
   if (!o_.evaluate && o_.timed_iters <= 0) snapshots_ = MemorySnapshots::FromEnvironment(env_);
-  // Every snapshot is checked across the replicas before it is committed (worker/replica_check.h).
-  if (snapshots_) snapshots_->SetVerifier(ReplicaVerifier(pg_ ? &*pg_ : nullptr, device_, env_.rank, env_.world_size, reports_));
+  agreement_.emplace(pg_ ? &*pg_ : nullptr, device_, env_.rank, env_.world_size, reports_, watchdog_.get(),
+                     snapshots_.get());
   {
     // The job's newest common in-memory snapshot, else what rank 0 finds on disk; every rank gets
     // exactly that (worker/job_resume.h).
@@ -370,13 +371,9 @@ bool Training::WritesCheckpoints() const {
 void Training::Save(int64_t epoch, int64_t next_batch) {
   last_save_ = Clock::now();
   // Every disk checkpoint is also a snapshot, so the newest snapshot is never older than the
-  // newest checkpoint: a restart that finds one in memory needs no disk. Either way the state is
-  // checked across the replicas before it is kept (worker/replica_check.h).
-  if (snapshots_) {
-    SnapshotAndReport(*snapshots_, State(), epoch, next_batch, reports_, env_.rank);
-  } else {
-    replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
-  }
+  // newest checkpoint: a restart that finds one in memory needs no disk. Either way the replicas
+  // are compared before anything is written (worker/step_agreement.h).
+  agreement_->SnapshotAndCompare(State(), epoch, next_batch);
   if (!WritesCheckpoints()) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_batch;
@@ -431,10 +428,11 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     bool step_ok = scaler_->UnscaleAndUpdate(model_->parameters(), [this](bool mine) {
       return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
     });
-    if (snapshots_) FinishAndReport(*snapshots_, reports_);  // before the parameters change
+    agreement_->FinishSnapshot();  // before the parameters change
     if (step_ok) optimizer_->step();
     ++progress_.global_step;
     FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
+    KillIfPlanned(faults_, progress_.global_step, env_.rank);           // test-only
     ++step;
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);
@@ -450,24 +448,21 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (BenchStep(count)) return;
     if (o_.timed_iters > 0) continue;
     // A stop request (SIGTERM), the save timer and the snapshot cadence: every rank must agree,
-    // so they are all-reduced together.
-    bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
-    bool want_snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
+    // so they are all-reduced together, with the replica check of the state kept last.
+    StepWishes wishes;
+    wishes.stop = StopRequested();
+    wishes.save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
+    wishes.snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
     // fp16's loss scaling overflows now and then on purpose; otherwise a loss that is not finite
     // on some ranks only marks them (worker/replica_check.h).
-    const bool finite = std::isfinite(loss_value) || (autocast_ && autocast_dtype_ == at::kHalf);
-    std::vector<double> flags = AllReduceSum(
-        {StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0, want_snapshot ? 1.0 : 0.0, finite ? 0.0 : 1.0});
-    EnsureLossFiniteOnAllOrNone(pg_ ? &*pg_ : nullptr, device_, finite, flags[3], env_.rank, env_.world_size,
-                                progress_.global_step);
-    if (flags[0] > 0 || flags[1] > 0) {
+    wishes.loss_finite = std::isfinite(loss_value) || (autocast_ && autocast_dtype_ == at::kHalf);
+    const StepVerdict next = agreement_->Decide(wishes, progress_.global_step);
+    if (next.stop || next.save) {
       Save(epoch, step);
-    } else if (flags[2] > 0 && snapshots_) {
-      BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);  // checked before it is committed
-    } else if (flags[2] > 0) {  // another rank snapshots: this one checks all the same
-      replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, device_, State(), env_.rank, env_.world_size, progress_.global_step, reports_);
+    } else if (next.snapshot) {
+      agreement_->Snapshot(State(), epoch, step);  // compared in the next step's all-reduce
     }
-    if (flags[0] > 0) {
+    if (next.stop) {
       Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
           static_cast<long long>(epoch), static_cast<long long>(step));
       stop_ = true;
@@ -555,7 +550,7 @@ int Training::Run() {
     }
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
-  if (std::string checks = replica_checks_.Summary(); !checks.empty()) Log("=> %s", checks.c_str());
+  if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());
   // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
   Log("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));

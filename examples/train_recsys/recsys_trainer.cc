@@ -1,6 +1,7 @@
 #include "examples/train_recsys/recsys_trainer.h"
 
 #include <string.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
@@ -12,8 +13,6 @@
 #include <optional>
 #include <random>
 
-#include <torch/torch.h>
-
 #include "examples/train_recsys/embedding_grad_sync.h"
 #include "examples/train_recsys/ncf_model.h"
 #include "progress/progress_client.h"
@@ -24,13 +23,14 @@
 #include "worker/dist_env.h"
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
-#include "worker/parameter_faults.h"
-#include "worker/replica_check.h"
-#include "worker/train_state.h"
 #include "worker/metrics_log.h"
+#include "worker/parameter_faults.h"
 #include "worker/process_group.h"
+#include "worker/replica_check.h"
+#include "worker/step_agreement.h"
 #include "worker/stop_signal.h"
 #include "worker/tensorboard.h"
+#include "worker/train_state.h"
 #include "worker/warm_start.h"
 
 namespace dtrun::recsys {
@@ -98,7 +98,8 @@ class RecsysTraining {
   progress::ProgressClient reports_;
   std::unique_ptr<worker::MemorySnapshots> snapshots_;  // held by the dtrun agent; null elsewhere
   worker::FaultPlan faults_ = worker::FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
-  worker::ReplicaChecks replica_checks_;  // before every kept state (worker/replica_check.h)
+  // What the ranks decide after each step, and the replica check of every kept state.
+  std::optional<worker::StepAgreement> agreement_;
   std::optional<data::RatingsTable> table_;              // until Setup has used it
   worker::TrainState State() { return {model_.ptr().get(), optimizer_.get(), nullptr, &progress_}; }
   worker::MetricsLog metrics_;
@@ -199,13 +200,10 @@ bool RecsysTraining::Setup() {
       return false;
     }
   }
-  if (o_.timed_iters <= 0) {  // a benchmark starts fresh
-    snapshots_ = worker::MemorySnapshots::FromEnvironment(env_);
-    // Every snapshot is checked across the replicas before it is committed (worker/replica_check.h).
-    if (snapshots_) {
-      snapshots_->SetVerifier(
-          worker::ReplicaVerifier(pg_ ? &*pg_ : nullptr, torch::kCPU, env_.rank, env_.world_size, reports_));
-    }
+  if (o_.timed_iters <= 0) snapshots_ = worker::MemorySnapshots::FromEnvironment(env_);  // a benchmark starts fresh
+  agreement_.emplace(pg_ ? &*pg_ : nullptr, torch::kCPU, env_.rank, env_.world_size, reports_, watchdog_.get(),
+                     snapshots_.get());
+  if (o_.timed_iters <= 0) {
     CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
     absl::StatusOr<worker::Resumed> resumed = worker::ResumeJobWide(
         worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
@@ -335,10 +333,11 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     loss.backward();
     if (ddp_) ddp_->FinishGradientSync();
     if (table_sync_) table_sync_->Synchronize();
-    if (snapshots_) worker::FinishAndReport(*snapshots_, reports_);  // before the parameters change
+    agreement_->FinishSnapshot();  // before the parameters change
     optimizer_->step();
     ++progress_.global_step;
     worker::FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
+    worker::KillIfPlanned(faults_, progress_.global_step, env_.rank);           // test-only
     ++step;
     reports_.Beat(progress_.global_step, progress_.global_step * o_.batch_size);
     if (ddp_ && ddp_->last_sync()) {
@@ -353,24 +352,20 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     if (BenchStep()) return;
     if (o_.timed_iters > 0) continue;
     // A stop request (SIGTERM), the save timer and the snapshot cadence: every rank must agree,
-    // so they are all-reduced together.
-    const bool want_save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
-    const bool want_snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
+    // so they are all-reduced together, with the replica check of the state kept last.
+    worker::StepWishes wishes;
+    wishes.stop = worker::StopRequested();
+    wishes.save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
+    wishes.snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
     // A loss that is not finite on some ranks only marks them (worker/replica_check.h).
-    const bool finite = std::isfinite(loss_value);
-    std::vector<double> flags = AllReduceSum({worker::StopRequested() ? 1.0 : 0.0, want_save ? 1.0 : 0.0,
-                                              want_snapshot ? 1.0 : 0.0, finite ? 0.0 : 1.0});
-    worker::EnsureLossFiniteOnAllOrNone(pg_ ? &*pg_ : nullptr, torch::kCPU, finite, flags[3], env_.rank,
-                                        env_.world_size, progress_.global_step);
-    if (flags[0] > 0 || flags[1] > 0) {
+    wishes.loss_finite = std::isfinite(loss_value);
+    const worker::StepVerdict next = agreement_->Decide(wishes, progress_.global_step);
+    if (next.stop || next.save) {
       Save(epoch, step);
-    } else if (flags[2] > 0 && snapshots_) {
-      worker::BeginSnapshot(*snapshots_, State(), epoch, step, reports_, env_.rank);  // checked before it is committed
-    } else if (flags[2] > 0) {  // another rank snapshots: this one checks all the same
-      replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
-                             progress_.global_step, reports_);
+    } else if (next.snapshot) {
+      agreement_->Snapshot(State(), epoch, step);  // compared in the next step's all-reduce
     }
-    if (flags[0] > 0) {
+    if (next.stop) {
       Log("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
           static_cast<long long>(epoch), static_cast<long long>(step));
       stop_ = true;
@@ -459,13 +454,8 @@ double RecsysTraining::Evaluate(int64_t epoch) {
 void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
   last_save_ = Clock::now();
   // Every disk checkpoint is also a snapshot (the newest snapshot is never older than it). Either
-  // way the state is checked across the replicas before it is kept (worker/replica_check.h).
-  if (snapshots_) {
-    worker::SnapshotAndReport(*snapshots_, State(), epoch, next_step, reports_, env_.rank);
-  } else {
-    replica_checks_.Ensure(pg_ ? &*pg_ : nullptr, torch::kCPU, State(), env_.rank, env_.world_size,
-                           progress_.global_step, reports_);
-  }
+  // way the replicas are compared before anything is written (worker/step_agreement.h).
+  agreement_->SnapshotAndCompare(State(), epoch, next_step);
   if (env_.rank != 0) return;
   progress_.epoch = epoch;
   progress_.next_batch = next_step;
@@ -486,7 +476,7 @@ int RecsysTraining::Run() {
     Save(epoch + 1, 0);
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
-  if (std::string checks = replica_checks_.Summary(); !checks.empty()) Log("=> %s", checks.c_str());
+  if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());
   // The digest lets two runs be compared bit for bit (one that went back against one that did not).
   Log("=> done: best HR@10 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(worker::ParameterDigest(*model_)));

@@ -51,6 +51,51 @@ TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHap
   EXPECT_EQ(Digest(log), Digest(clean)) << log;
 }
 
+// The replicas compare a snapshot in the next step's all-reduce (worker/step_agreement.h), so a
+// crash can come between its commit and that comparison: here rank 2's bit flips after step 9,
+// every rank commits its snapshot of step 9, and rank 0 dies after step 10 before the step's
+// all-reduce. The restart restores step 9, finds the restored states differ, discards it and goes
+// back to step 8, and the job still ends as a clean run.
+TEST(ReplicaCheckTest, ASnapshotNotYetComparedWhenACrashCameIsRefusedAtTheRestoreForTheOneBefore) {
+  if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
+  const std::string dir = MakeTempDir();
+  const std::string ratings = MakeRatings(120, 300);
+  auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
+    env.emplace("OMP_NUM_THREADS", "1");
+    return RunToEnd({DtrunBinary(),
+                     "--standalone",
+                     "--nproc-per-node",
+                     "3",
+                     "--max-restarts",
+                     "1",
+                     "--snapshot-every",
+                     "1",
+                     BinDir() + "/train_recsys",
+                     ratings,
+                     "--output-dir",
+                     dir + "/" + name,
+                     "--epochs",
+                     "2",
+                     "-b",
+                     "64",
+                     "-p",
+                     "1000",
+                     "--save-every-minutes",
+                     "1000",
+                     "--no-tensorboard"},
+                    env);
+  };
+  auto [clean_rc, clean] = run("clean", {});
+  ASSERT_EQ(clean_rc, 0) << clean;
+  auto [rc, log] = run("crashed", {{"DTRUN_FAULT_FLIP", "2:9:towers.mlp.0.weight:20"}, {"DTRUN_FAULT_KILL", "0:10"}});
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("rank 0: test fault: SIGKILL after step 10"), std::string::npos) << log;
+  EXPECT_EQ(log.find("the replicas diverged"), std::string::npos) << "compared before the crash:\n" << log;
+  EXPECT_NE(log.find("rank 2: the ranks' in-memory snapshots of step 9 differ"), std::string::npos) << log;
+  EXPECT_NE(log.find("resuming from the in-memory snapshot of step 8"), std::string::npos) << log;
+  EXPECT_EQ(Digest(log), Digest(clean)) << log;
+}
+
 // An exponent bit: the rank's next loss is not finite, and its gradients poison every replica
 // through the all-reduce before any check could compare them. The loss check in the step's flags
 // names the rank, and the job starts over (no snapshots, no checkpoint yet) and ends as a clean run.

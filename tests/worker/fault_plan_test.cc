@@ -35,6 +35,15 @@ TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheFo
   }
   EXPECT_THAT(ParseFlipFault("0:30:" + std::string(300, 'p') + ":3"),
               ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));  // a name is bounded
+  absl::StatusOr<KillFault> kill = ParseKillFault("2:10");
+  ASSERT_TRUE(kill.ok()) << kill.status();
+  EXPECT_EQ(kill->rank, 2);
+  EXPECT_EQ(kill->step, 10);
+  for (const char* bad : {"", "2", "2:0", "2:10:1", "-1:10", "2:x"}) {
+    EXPECT_THAT(ParseKillFault(bad),
+                ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("RANK:STEP")))
+        << bad;
+  }
 }
 
 TEST(FaultPlanTest, FaultsApplyToTheirRankOnlyTheSlowOneFromItsStepTheFlipOnce) {
@@ -63,13 +72,21 @@ TEST(FaultPlanTest, AnUnparsableVariableArmsNothing) {
   EXPECT_TRUE(plan.FlipAfter(30).has_value());  // the other, well-formed one is armed
 }
 
-TEST(FaultPlanTest, AFlipIsArmedInTheFirstAttemptOnlyASlowdownInEvery) {
+TEST(FaultPlanTest, AFlipAndAKillAreArmedInTheFirstAttemptOnlyASlowdownInEvery) {
   setenv("DTRUN_FAULT_SLOW", "0:20:5", 1);
   setenv("DTRUN_FAULT_FLIP", "0:30:fc.weight:3", 1);
+  setenv("DTRUN_FAULT_KILL", "0:31", 1);
+  FaultPlan first = FaultPlan::FromEnvironment(0, /*restart_count=*/0);
   FaultPlan later = FaultPlan::FromEnvironment(0, /*restart_count=*/1);
+  FaultPlan other_rank = FaultPlan::FromEnvironment(1, /*restart_count=*/0);
   unsetenv("DTRUN_FAULT_SLOW");
   unsetenv("DTRUN_FAULT_FLIP");
+  unsetenv("DTRUN_FAULT_KILL");
+  EXPECT_FALSE(first.KillAfter(30));
+  EXPECT_TRUE(first.KillAfter(31));
+  EXPECT_FALSE(other_rank.KillAfter(31));
   EXPECT_FALSE(later.FlipAfter(30).has_value()) << "the attempt that went back past the flip met it again";
+  EXPECT_FALSE(later.KillAfter(31)) << "the attempt after the kill would die again";
   EXPECT_EQ(later.SlowMsBefore(20), 5);
 }
 

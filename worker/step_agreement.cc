@@ -1,0 +1,135 @@
+#include "worker/step_agreement.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "worker/replica_check.h"
+
+namespace dtrun::worker {
+
+StepAgreement::StepAgreement(ProcessGroupHandle* pg, const torch::Device& device, int rank, int world,
+                             const progress::ProgressClient& reports, CollectiveWatchdog* watchdog,
+                             MemorySnapshots* snapshots)
+    : pg_(pg),
+      device_(device),
+      rank_(rank),
+      world_(world),
+      reports_(reports),
+      watchdog_(watchdog),
+      snapshots_(snapshots) {
+  if (snapshots_) snapshots_->SetVerifier([this](uint64_t fingerprint, int64_t step) { Expect(step, fingerprint); });
+}
+
+StepVotes StepAgreement::AllReduceMax(const StepVotes& votes) {
+  CollectiveWatchdog::Scope guard(watchdog_, "the all-reduce that ends a step (what next, and the replica check)");
+  const torch::Device on = pg_->nccl ? device_ : torch::Device(torch::kCPU);
+  std::vector<torch::Tensor> t{torch::tensor(std::vector<double>(votes.begin(), votes.end()), torch::kFloat64).to(on)};
+  c10d::AllreduceOptions max;
+  max.reduceOp = c10d::ReduceOp::MAX;
+  pg_->backend->allreduce(t, max)->wait();
+  const torch::Tensor got = t[0].cpu().contiguous();
+  StepVotes maxed;
+  std::copy(got.data_ptr<double>(), got.data_ptr<double>() + maxed.size(), maxed.begin());
+  return maxed;
+}
+
+StepVerdict StepAgreement::Decide(const StepWishes& mine, int64_t step) {
+  const StepVotes votes = EncodeStepVotes(mine, pending_);
+  const StepVerdict verdict = DecodeStepVotes(Alone() ? votes : AllReduceMax(votes));
+  if (Alone()) return verdict;
+  if (verdict.loss_not_finite_somewhere && !verdict.loss_not_finite_everywhere) {
+    // Those ranks cannot be trusted since some step before this one, maybe since before the
+    // state kept last: the way back must not be that snapshot.
+    DiscardKept();
+    EnsureLossFiniteOnAllOrNone(pg_, device_, mine.loss_finite, true, false, rank_, world_, step);  // throws
+  }
+  if (!verdict.pending_agreed) Diverged();
+  if (pending_) {
+    ++riding_;
+    Agreed();
+  }
+  return verdict;
+}
+
+void StepAgreement::Expect(int64_t step, uint64_t fingerprint) {
+  // Every rank keeps the same states in the same order, so combined fingerprints compare too.
+  if (pending_) fingerprint ^= pending_->fingerprint * 1099511628211ull;
+  pending_ = PendingCheck{step, fingerprint};
+}
+
+void StepAgreement::Snapshot(const TrainState& state, int64_t epoch, int64_t next_batch) {
+  if (snapshots_ == nullptr) {
+    // Another rank snapshots: this one is compared all the same.
+    if (!Alone()) Expect(state.progress->global_step, ReplicaFingerprint(state));
+    return;
+  }
+  state.progress->epoch = epoch;
+  state.progress->next_batch = next_batch;
+  // A snapshot that cannot be taken still gives its fingerprint (MemorySnapshots::Begin).
+  if (absl::Status st = snapshots_->Begin(state); !st.ok()) {
+    std::fprintf(stderr, "warning: rank %d: in-memory snapshot of step %lld not taken: %s\n", rank_,
+                 static_cast<long long>(state.progress->global_step), std::string(st.message()).c_str());
+    return;
+  }
+  if (!snapshots_->copying()) CommitAndKeep();
+}
+
+void StepAgreement::FinishSnapshot() {
+  if (snapshots_) CommitAndKeep();
+}
+
+void StepAgreement::CommitAndKeep() {
+  if (!snapshots_->Finish()) return;
+  kept_.push_back(
+      Kept{snapshots_->last_step(), static_cast<int64_t>(snapshots_->last_bytes()),
+           static_cast<int64_t>((snapshots_->last_write_seconds() + snapshots_->last_background_seconds()) * 1e6)});
+  if (Alone()) Agreed();
+}
+
+void StepAgreement::SnapshotAndCompare(const TrainState& state, int64_t epoch, int64_t next_batch) {
+  FinishSnapshot();
+  Snapshot(state, epoch, next_batch);
+  FinishSnapshot();
+  if (Alone()) return;
+  const auto start = std::chrono::steady_clock::now();
+  if (!DecodeStepVotes(AllReduceMax(EncodeStepVotes(StepWishes{}, pending_))).pending_agreed) Diverged();
+  Agreed();
+  ++apart_;
+  apart_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void StepAgreement::Agreed() {
+  for (const Kept& k : kept_) reports_.Snapshot(k.step, k.bytes, k.cost_us);
+  kept_.clear();
+  pending_.reset();
+}
+
+void StepAgreement::DiscardKept() {
+  if (snapshots_) {
+    for (const Kept& k : kept_) snapshots_->Discard(k.step);
+  }
+  kept_.clear();
+  pending_.reset();
+}
+
+void StepAgreement::Diverged() {
+  const PendingCheck mine = pending_.value_or(PendingCheck{-1, 0});
+  DiscardKept();
+  // Names the ranks and throws when the fingerprints differ.
+  EnsureFingerprintsAgree(pg_, device_, mine.fingerprint, rank_, world_, mine.step, reports_);
+  const std::string line = absl::StrCat("the ranks kept different steps before step ", mine.step,
+                                        " (a trainer that does not snapshot on every rank alike)");
+  if (rank_ == 0) std::fprintf(stderr, "rank %d: %s\n", rank_, line.c_str());
+  throw ReplicasDiverged(line);
+}
+
+std::string StepAgreement::Summary() const {
+  if (riding_ + apart_ == 0) return "";
+  std::string s = absl::StrFormat("replica checks: %d in the steps' all-reduce", riding_);
+  if (apart_ > 0) absl::StrAppendFormat(&s, ", %d apart (%.1f ms each)", apart_, 1e3 * apart_s_ / apart_);
+  return s;
+}
+
+}  // namespace dtrun::worker

@@ -1,0 +1,86 @@
+// What a trainer does after each optimizer step to decide, with every other rank, what comes next
+// (stop, a disk checkpoint, a snapshot) and to keep only states the replicas agree on (docs/
+// DESIGN.md, "Replica checks"). Both example trainers use it; a third gets the same by calling it.
+//
+// The comparison of a snapshot's fingerprint is deferred: the snapshot is committed at once and
+// compared in the next step's all-reduce, which every step takes anyway (worker/step_votes.h), so
+// a snapshot costs its copy and nothing else. Only then is the agent told of it, so a buddy copy
+// is only ever made of a state the replicas agreed on. A rank that crashes in between leaves an
+// unchecked snapshot behind; the restore compares the restored states across the ranks and goes
+// back past it when they differ (worker/job_resume.h). Before a disk checkpoint the comparison is
+// made at once, with an all-reduce of its own: nothing diverged is written to disk.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "progress/progress_client.h"
+#include "worker/collective_watchdog.h"
+#include "worker/memory_snapshot.h"
+#include "worker/process_group.h"
+#include "worker/step_votes.h"
+#include "worker/train_state.h"
+
+namespace dtrun::worker {
+
+class StepAgreement {
+ public:
+  // `snapshots` is null where this rank has no region (not under dtrun, --snapshot-memory 0); it
+  // becomes this object's verifier. Every pointer and `reports` must outlive this object. `pg` is
+  // null for a single process.
+  StepAgreement(ProcessGroupHandle* pg, const torch::Device& device, int rank, int world,
+                const progress::ProgressClient& reports, CollectiveWatchdog* watchdog, MemorySnapshots* snapshots);
+  StepAgreement(const StepAgreement&) = delete;
+  StepAgreement& operator=(const StepAgreement&) = delete;
+
+  // One all-reduce, after the optimizer step that made `step`. Throws ReplicasDiverged (said on
+  // stderr and to the agent first) when the loss is not finite on some ranks only, or when the
+  // state kept last differs between ranks; a snapshot of that state is discarded first.
+  StepVerdict Decide(const StepWishes& mine, int64_t step);
+
+  // Keeps `state`, positioned at (epoch, next_batch), as a snapshot (without a region: only its
+  // fingerprint), compared at the next Decide. A snapshot that cannot be taken is said on stderr
+  // and training goes on: the previous one (or the disk checkpoint) stays the way back.
+  void Snapshot(const TrainState& state, int64_t epoch, int64_t next_batch);
+  // Completes a snapshot whose copy runs alongside the step (DTRUN_SNAPSHOT_COPY=background).
+  // Call it before the parameters change again.
+  void FinishSnapshot();
+  // Snapshot, then the comparison at once: what a disk checkpoint waits for.
+  void SnapshotAndCompare(const TrainState& state, int64_t epoch, int64_t next_batch);
+
+  // "replica checks: 40 in the steps' all-reduce, 2 apart (1.2 ms each)" ("" before the first).
+  std::string Summary() const;
+
+ private:
+  struct Kept {  // a snapshot committed and not yet reported to the agent
+    int64_t step;
+    int64_t bytes;
+    int64_t cost_us;
+  };
+  bool Alone() const { return pg_ == nullptr || world_ < 2; }
+  void Expect(int64_t step, uint64_t fingerprint);
+  void CommitAndKeep();
+  void Agreed();
+  void DiscardKept();
+  [[noreturn]] void Diverged();
+  StepVotes AllReduceMax(const StepVotes& votes);
+
+  ProcessGroupHandle* pg_;
+  torch::Device device_;
+  int rank_, world_;
+  const progress::ProgressClient& reports_;
+  CollectiveWatchdog* watchdog_;
+  MemorySnapshots* snapshots_;
+  // What the ranks compare next: the newest step kept since the last comparison, and the
+  // fingerprints of every state kept since, combined in order.
+  std::optional<PendingCheck> pending_;
+  std::vector<Kept> kept_;
+  int64_t riding_ = 0, apart_ = 0;
+  double apart_s_ = 0;
+};
+
+}  // namespace dtrun::worker
