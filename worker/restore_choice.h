@@ -3,7 +3,7 @@
 //
 // The ranks of a data-parallel job hold the same state at the same step: the trainers seed every
 // rank alike, broadcast the model's buffers and all-reduce the gradients, and the replica check
-// (replica_check.h) compares the replicas' fingerprints at every snapshot. So a rank that lacks a
+// (step_agreement.h) compares the replicas' fingerprints of every snapshot. So a rank that lacks a
 // step (its node was lost, or it died while writing that snapshot) can take another rank's copy of
 // it: the newest step that enough ranks hold wins, and the ranks without it receive the
 // payload of the lowest rank that has it. Without that, a lost node's ranks had only what reached
