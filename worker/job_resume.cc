@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/replica_check.h"
 #include "worker/restore_choice.h"
@@ -136,10 +135,11 @@ absl::Status RestoreChosen(MemorySnapshots& snapshots, ProcessGroupHandle* pg, i
 
 // Restores the newest snapshot step that every rank holds, or that enough hold for the others to
 // receive it (restore_choice.h). nullopt: none, or some rank could not restore it (said on stderr
-// by that rank); then every rank goes to the disk path.
-absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
-                                                         const torch::Device& device, const TrainState& state,
-                                                         bool* from_peer) {
+// by that rank); then every rank goes to the disk path. `*changed`: this rank's state was
+// overwritten by a restore the job then gave up.
+std::optional<Progress> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
+                                         const torch::Device& device, const TrainState& state, bool* from_peer,
+                                         bool* changed) {
   const std::vector<int64_t> held = snapshots.UsableSteps();
   const SnapshotChoice choice = ChooseSnapshot(GatherHeldSteps(pg, device, held), PeersAllowed() && pg != nullptr);
   const int64_t step = choice.step;
@@ -165,15 +165,9 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
   if (!st.ok()) std::fprintf(stderr, "warning: rank %d cannot restore its in-memory snapshot: %s\n", rank, std::string(st.message()).c_str());
   // Every rank takes part in the comparison, whether or not it restored.
   const bool agree = pg == nullptr || RanksAgree(*pg, device, {st.ok() ? 1.0 : 0.0});
-  const bool everyone = st.ok() && agree;
-  if (!everyone) {
-    // All or nothing per rank: a rank that failed changed nothing, but one that succeeded did, and
-    // the disk path below only overwrites it when there is a checkpoint.
-    if (st.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", rank, " restored the in-memory snapshot of step ", step,
-          " but another rank could not; restart the job (its newest disk checkpoint is then used)"));
-    }
+  if (!st.ok() || !agree) {
+    // All or nothing per rank: a rank that failed changed nothing, but one that succeeded did.
+    if (st.ok()) *changed = true;
     return std::nullopt;
   }
   return restored;
@@ -182,14 +176,12 @@ absl::StatusOr<std::optional<Progress>> ResumeFromMemory(MemorySnapshots& snapsh
 // The in-memory way back: the newest snapshot the ranks can restore whose restored states agree.
 // A snapshot committed just before a crash may not have been compared across the replicas yet
 // (worker/step_agreement.h); restored states that differ discard it and the job tries the next
-// older one. `*changed`: this rank's state was overwritten by a restore that was then refused.
-absl::StatusOr<std::optional<Resumed>> ResumeFromMemoryAgreed(MemorySnapshots& snapshots, ProcessGroupHandle* pg,
-                                                              int rank, const torch::Device& device,
-                                                              const TrainState& state, bool* changed) {
+// older one. `*changed`: this rank's state was overwritten by a restore the job then gave up.
+std::optional<Resumed> ResumeFromMemoryAgreed(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
+                                              const torch::Device& device, const TrainState& state, bool* changed) {
   for (int tried = 0; tried < MemorySnapshots::kMaxSteps; ++tried) {
     bool from_peer = false;
-    DT_ASSIGN_OR_RETURN(std::optional<Progress> memory,
-                        ResumeFromMemory(snapshots, pg, rank, device, state, &from_peer));
+    const std::optional<Progress> memory = ResumeFromMemory(snapshots, pg, rank, device, state, &from_peer, changed);
     if (!memory.has_value()) return std::nullopt;
     const Progress& p = *memory;
     const uint64_t h = ParameterDigest(*state.model);
@@ -222,10 +214,9 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
   torch::nn::Module& model = *state.model;
   torch::optim::Optimizer& optimizer = *state.optimizer;
   GradScaler* scaler = state.scaler;
-  bool changed = false;  // by a restored snapshot the ranks then refused
+  bool changed = false;  // by a restored snapshot the job then gave up
   if (request.snapshots != nullptr && request.path.empty()) {
-    DT_ASSIGN_OR_RETURN(std::optional<Resumed> memory,
-                        ResumeFromMemoryAgreed(*request.snapshots, pg, rank, device, state, &changed));
+    const std::optional<Resumed> memory = ResumeFromMemoryAgreed(*request.snapshots, pg, rank, device, state, &changed);
     if (memory.has_value()) return *memory;
     request.snapshots->DiscardAllBut(-1);  // the job goes back to disk: none of these is on its path
   }
@@ -240,13 +231,6 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
   const std::string source = progress ? "disk" : "none";
   if (pg == nullptr) return Resumed{progress, source};
   bytes = BroadcastBytes(*pg, device, std::move(bytes));
-  if (bytes.empty() && changed) {
-    // The refused restores overwrote the freshly built state; every snapshot is discarded by now,
-    // so the next attempt starts fresh.
-    return absl::FailedPreconditionError(
-        "the ranks' in-memory snapshots differed and there is no disk checkpoint to go back to; "
-        "the next attempt starts from the beginning");
-  }
   if (rank != 0 && !bytes.empty()) {
     absl::StatusOr<Progress> p = LoadCheckpointBytes(bytes, model, optimizer, scaler);
     if (!p.ok()) {
@@ -255,10 +239,22 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
     }
     progress = *p;
   }
-  if (!RanksAgree(*pg, device, Digest(progress, bytes))) {
+  // A restore the job gave up overwrote this rank's freshly built state: with no checkpoint to
+  // load over it, it cannot start fresh. Compared with the rest, so every rank fails alike.
+  const bool stale = bytes.empty() && changed;
+  std::vector<double> digest = Digest(progress, bytes);
+  digest.push_back(stale ? 1.0 : 0.0);
+  if (!RanksAgree(*pg, device, digest)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the ranks disagree on the state they resume from (rank ", rank, ": step ",
-        progress ? progress->global_step : -1, ", ", bytes.size(), " bytes); refusing to train on mismatched state"));
+        progress ? progress->global_step : -1, ", ", bytes.size(), " bytes", stale ? ", a restore given up" : "",
+        "); refusing to train on mismatched state"));
+  }
+  if (stale) {
+    // Every snapshot is discarded by now, so the next attempt starts fresh.
+    return absl::FailedPreconditionError(
+        "the ranks restored an in-memory snapshot the job then gave up, and there is no disk checkpoint to go back "
+        "to; the next attempt starts from the beginning");
   }
   if (rank != 0 && progress) {
     std::fprintf(stderr, "resuming from rank 0's checkpoint (epoch %lld, batch %lld)\n",

@@ -198,23 +198,21 @@ absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const Tr
   return absl::OkStatus();
 }
 
-void MemorySnapshots::DiscardAllBut(int64_t keep) {
-  Finish();
+void MemorySnapshots::InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop) {
   for (snapshot::MappedRegion* region : Sources()) {
     for (int s = 0; s < snapshot::kSlots; ++s) {
-      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
-      if (!h.ok() || !Mine(*h) || h->step != keep) region->Invalidate(s);
+      if (drop(region->Header(s))) region->Invalidate(s);
     }
   }
 }
 
+void MemorySnapshots::DiscardAllBut(int64_t keep) {
+  Finish();
+  InvalidateWhere([&](const absl::StatusOr<snapshot::SlotHeader>& h) { return !h.ok() || !Mine(*h) || h->step != keep; });
+}
+
 void MemorySnapshots::Discard(int64_t step) {
-  for (snapshot::MappedRegion* region : Sources()) {
-    for (int s = 0; s < snapshot::kSlots; ++s) {
-      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
-      if (h.ok() && Mine(*h) && h->step == step) region->Invalidate(s);
-    }
-  }
+  InvalidateWhere([&](const absl::StatusOr<snapshot::SlotHeader>& h) { return h.ok() && Mine(*h) && h->step == step; });
 }
 
 bool MemorySnapshots::Due(double step_seconds) {

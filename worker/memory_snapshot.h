@@ -121,6 +121,8 @@ class MemorySnapshots {
   // This rank's snapshot of `step`, its payload checked.
   absl::StatusOr<Found> Find(int64_t step);
   std::vector<snapshot::MappedRegion*> Sources();  // the worker's region, then the replica region
+  // Invalidates every slot of Sources() whose header `drop` says.
+  void InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop);
 
   snapshot::MappedRegion region_;
   std::optional<snapshot::MappedRegion> replica_;

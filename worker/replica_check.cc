@@ -67,11 +67,9 @@ void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device
   throw ReplicasDiverged(line);
 }
 
-void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& device, bool mine_finite,
-                                 bool not_finite_somewhere, bool not_finite_everywhere, int rank, int world,
-                                 int64_t step) {
-  if (pg == nullptr || !not_finite_somewhere || not_finite_everywhere) return;
-  const std::vector<double> all = GatherByRank(*pg, device, {mine_finite ? 0.0 : 1.0}, rank, world);
+void ThrowLossNotFiniteOnSomeRanks(ProcessGroupHandle& pg, const torch::Device& device, bool mine_finite, int rank,
+                                   int world, int64_t step) {
+  const std::vector<double> all = GatherByRank(pg, device, {mine_finite ? 0.0 : 1.0}, rank, world);
   std::vector<std::string> who;
   for (int r = 0; r < world; ++r) {
     if (all[r] > 0.5) who.push_back(std::to_string(r));

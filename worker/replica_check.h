@@ -43,14 +43,12 @@ class ReplicasDiverged : public std::runtime_error {
 void EnsureFingerprintsAgree(ProcessGroupHandle* pg, const torch::Device& device, uint64_t mine, int rank, int world,
                              int64_t step, const progress::ProgressClient& reports);
 
-// Every rank calls it after the step's all-reduce said whether the loss was NaN or infinite on
-// some ranks and on all of them: when some but not all were, those ranks are named (an all-reduce
-// says which),
-// rank 0 and they say so on stderr, and every rank throws ReplicasDiverged. The gradient all-reduce
-// has already spread the poison into every replica's parameters: only going back helps. All ranks
-// non-finite is the model diverging, not a corrupted rank: nothing is done here then.
-void EnsureLossFiniteOnAllOrNone(ProcessGroupHandle* pg, const torch::Device& device, bool mine_finite,
-                                 bool not_finite_somewhere, bool not_finite_everywhere, int rank, int world,
-                                 int64_t step);
+// Every rank calls it once the step's vote said the loss is NaN or infinite on some ranks but
+// not all (all of them is the model diverging, not a corrupted rank: left to the user). Names
+// those ranks (an all-reduce says which), rank 0 and they say so on stderr, and every rank throws
+// ReplicasDiverged. The gradient all-reduce has already spread the poison into every replica's
+// parameters: only going back helps.
+[[noreturn]] void ThrowLossNotFiniteOnSomeRanks(ProcessGroupHandle& pg, const torch::Device& device,
+                                                bool mine_finite, int rank, int world, int64_t step);
 
 }  // namespace dtrun::worker

@@ -43,7 +43,7 @@ StepVerdict StepAgreement::Decide(const StepWishes& mine, int64_t step) {
     // Those ranks cannot be trusted since some step before this one, maybe since before the
     // state kept last: the way back must not be that snapshot.
     DiscardKept();
-    EnsureLossFiniteOnAllOrNone(pg_, device_, mine.loss_finite, true, false, rank_, world_, step);  // throws
+    ThrowLossNotFiniteOnSomeRanks(*pg_, device_, mine.loss_finite, rank_, world_, step);
   }
   if (!verdict.pending_agreed) Diverged();
   if (pending_) {

@@ -11,12 +11,12 @@
 // made at once, with an all-reduce of its own: nothing diverged is written to disk.
 #pragma once
 
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <torch/torch.h>
 
 #include "progress/progress_client.h"
 #include "worker/collective_watchdog.h"

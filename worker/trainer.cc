@@ -2,7 +2,6 @@
 
 #include <signal.h>
 #include <string.h>
-#include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
@@ -12,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+
+#include <torch/torch.h>
 
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"

@@ -3,7 +3,11 @@
 // rank is named on the console and in the event log, and the job goes back to the newest state the
 // replicas agreed on: it ends with exactly the planned steps and the parameters of a run that was
 // never corrupted (deterministic CPU Gloo).
+#include <map>
 #include <regex>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -19,17 +23,27 @@ std::string Digest(const std::string& log) {
              : "";
 }
 
+// train_recsys for 2 epochs on 3 ranks under dtrun (one restart allowed, `dtrun_flags` added),
+// writing into DIR/NAME.
+std::pair<int, std::string> RunRecsys(const std::string& dir, const std::string& ratings, const std::string& name,
+                                      const std::vector<std::string>& dtrun_flags,
+                                      std::map<std::string, std::string> env) {
+  env.emplace("OMP_NUM_THREADS", "1");
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1"};
+  argv.insert(argv.end(), dtrun_flags.begin(), dtrun_flags.end());
+  const std::vector<std::string> trainer = {BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/" + name,
+                                           "--epochs", "2", "-b", "64", "-p", "1000", "--save-every-minutes", "1000",
+                                           "--no-tensorboard"};
+  argv.insert(argv.end(), trainer.begin(), trainer.end());
+  return RunToEnd(argv, env);
+}
+
 TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHappened) {
   if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
   const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
-    env.emplace("OMP_NUM_THREADS", "1");
-    return RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1", "--snapshot-every",
-                     "1", "--event-log", dir + "/" + name + ".jsonl", BinDir() + "/train_recsys", ratings,
-                     "--output-dir", dir + "/" + name, "--epochs", "2", "-b", "64", "-p", "1000", "--save-every-minutes",
-                     "1000", "--no-tensorboard"},
-                    env);
+    return RunRecsys(dir, ratings, name, {"--snapshot-every", "1", "--event-log", dir + "/" + name + ".jsonl"}, env);
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
@@ -61,29 +75,7 @@ TEST(ReplicaCheckTest, ASnapshotNotYetComparedWhenACrashCameIsRefusedAtTheRestor
   const std::string dir = MakeTempDir();
   const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
-    env.emplace("OMP_NUM_THREADS", "1");
-    return RunToEnd({DtrunBinary(),
-                     "--standalone",
-                     "--nproc-per-node",
-                     "3",
-                     "--max-restarts",
-                     "1",
-                     "--snapshot-every",
-                     "1",
-                     BinDir() + "/train_recsys",
-                     ratings,
-                     "--output-dir",
-                     dir + "/" + name,
-                     "--epochs",
-                     "2",
-                     "-b",
-                     "64",
-                     "-p",
-                     "1000",
-                     "--save-every-minutes",
-                     "1000",
-                     "--no-tensorboard"},
-                    env);
+    return RunRecsys(dir, ratings, name, {"--snapshot-every", "1"}, env);
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
@@ -104,11 +96,7 @@ TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack
   const std::string dir = MakeTempDir();
   const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
-    env.emplace("OMP_NUM_THREADS", "1");
-    return RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1", "--snapshot-memory",
-                     "0", BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/" + name, "--epochs", "2",
-                     "-b", "64", "-p", "1000", "--save-every-minutes", "1000", "--no-tensorboard"},
-                    env);
+    return RunRecsys(dir, ratings, name, {"--snapshot-memory", "0"}, env);
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
