@@ -51,6 +51,9 @@ inline constexpr char kSnapshotEvery[] = "DTRUN_SNAPSHOT_EVERY";
 // "background": a worker copies parameters and optimizer state during the next step instead of
 // between steps (worker/memory_snapshot.h); measured no cheaper on a CPU whose cores all train.
 inline constexpr char kSnapshotCopy[] = "DTRUN_SNAPSHOT_COPY";
+// "off": a worker does not keep its state in memory when it fails before its next optimizer step
+// (worker/memory_snapshot.h, Rescue), and snapshots keep the larger budget.
+inline constexpr char kSnapshotOnFailure[] = "DTRUN_SNAPSHOT_ON_FAILURE";
 // "0": native workers send no `sync` reports (their all-reduce waits), for measuring what the
 // straggler watch costs (bench/stragglers.py); nobody is named then.
 inline constexpr char kSyncReports[] = "DTRUN_SYNC_REPORTS";

@@ -189,6 +189,7 @@ std::optional<Resumed> ResumeFromMemoryAgreed(MemorySnapshots& snapshots, Proces
                                         double(h & 0xFFFFFFFFu)};
     if (pg == nullptr || RanksAgree(*pg, device, digest)) {
       snapshots.DiscardAllBut(p.global_step);
+      snapshots.MarkAgreed(p.global_step);  // compared just now
       if (rank == 0) {
         std::fprintf(stderr, "resuming from the in-memory snapshot of step %lld (epoch %lld, batch %lld)\n",
                      static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),

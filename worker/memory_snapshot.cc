@@ -90,6 +90,8 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
       new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
   const char* copy = std::getenv(env::kSnapshotCopy);
   snapshots->background_ = copy != nullptr && std::string(copy) == "background";
+  const char* on_failure = std::getenv(env::kSnapshotOnFailure);
+  snapshots->rescue_off_ = on_failure != nullptr && std::string(on_failure) == "off";
   if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
     absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica));
     if (r.ok()) {
@@ -199,6 +201,7 @@ absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const Tr
 }
 
 void MemorySnapshots::InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop) {
+  std::lock_guard<std::mutex> lock(mu_);
   for (snapshot::MappedRegion* region : Sources()) {
     for (int s = 0; s < snapshot::kSlots; ++s) {
       if (drop(region->Header(s))) region->Invalidate(s);
@@ -251,6 +254,7 @@ MemorySnapshots::MemorySnapshots(snapshot::MappedRegion region, const DistEnv& e
     : region_(std::move(region)), env_(env), job_(job), cadence_(kCostBudget, forced_every) {}
 
 MemorySnapshots::~MemorySnapshots() {
+  Disarm();
   if (copier_.joinable()) copier_.join();
   // Not verified (a verifier is collective, and this may be an unwinding): a pending snapshot is
   // kept only where no verifier was asked for.
@@ -259,6 +263,7 @@ MemorySnapshots::~MemorySnapshots() {
 
 absl::Status MemorySnapshots::Begin(const TrainState& state) {
   Finish();
+  std::lock_guard<std::mutex> lock(mu_);
   const Clock::time_point start = Clock::now();
   cadence_.Began();
   std::vector<StateTensor> tensors = StateTensors(state);
@@ -355,8 +360,13 @@ bool MemorySnapshots::Finish() {
   if (!copy_) return false;
   const Clock::time_point start = Clock::now();
   if (copier_.joinable()) copier_.join();
-  std::unique_ptr<Copy> c = std::move(copy_);  // a verifier that throws leaves nothing pending
+  std::unique_ptr<Copy> c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c = std::move(copy_);
+  }  // a verifier that throws leaves nothing pending
   if (verifier_) verifier_(c->fingerprint, c->header.step);
+  std::lock_guard<std::mutex> lock(mu_);
   region_.Commit(c->slot, c->header);
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
   last_background_s_ = c->cpu_s;
@@ -383,6 +393,153 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
   return st;
 }
 
+// The state armed after an optimizer step: per tensor of the table, its source at Rescue time. What
+// changes before the next optimizer step is a copy taken at Arm; the rest is the live tensor.
+struct MemorySnapshots::Armed {
+  std::vector<snapshot::TensorRecord> records;
+  std::vector<torch::Tensor> sources;
+  std::string toc;
+  uint64_t total = 0;
+  int64_t step = 0;
+};
+
+void MemorySnapshots::Arm(const TrainState& state) {
+  const Clock::time_point start = Clock::now();
+  auto armed = std::make_unique<Armed>();
+  if (!rescue_off_) {
+    torch::NoGradGuard no_grad;
+    for (const StateTensor& t : StateTensors(state)) {
+      snapshot::TensorRecord r = RecordOf(t);
+      const torch::Tensor live = t.tensor.detach();
+      if (!IsPlainCpu(live, r)) {
+        armed.reset();  // a device tensor: nothing to rescue from the host without a copy
+        break;
+      }
+      armed->sources.push_back(t.changes_only_in_optimizer_step ? live : live.clone());
+      armed->records.push_back(std::move(r));
+    }
+  } else {
+    armed.reset();
+  }
+  if (armed) {
+    armed->total = snapshot::LayOut(armed->records);
+    armed->toc = snapshot::EncodeToc(armed->records);
+    armed->step = state.progress->global_step;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (armed && !armed_) cadence_.set_budget(kCostBudgetWithRescue);
+  armed_ = std::move(armed);
+  if (!armed_) return;
+  ++arms_;
+  arms_s_ += std::chrono::duration<double>(Clock::now() - start).count();
+  // A stop signal came while the optimizer step ran (nothing armed then): this state is the one
+  // to keep, before the process blocks in the step's vote with a rank that is gone.
+  if (rescue_wanted_) {
+    try {
+      RescueLocked();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: rank %d: state not kept in memory on the way out: %s\n", env_.rank, e.what());
+    }
+  }
+}
+
+void MemorySnapshots::Disarm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  armed_.reset();
+}
+
+bool MemorySnapshots::armed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return armed_ != nullptr;
+}
+
+int64_t MemorySnapshots::Rescue() noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RescueLocked();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: rank %d: state not kept in memory on the way out: %s\n", env_.rank, e.what());
+    return -1;
+  }
+}
+
+// The slot a rescued state (not compared across the replicas) may take: one holding a snapshot the
+// replicas have not agreed on either, else the older one. The newest agreed state is never given
+// up for it: it is the way back if the rescued one turns out to differ.
+int MemorySnapshots::RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const {
+  int unagreed = -1;
+  for (int s = 0; s < static_cast<int>(headers.size()); ++s) {
+    const absl::StatusOr<snapshot::SlotHeader>& h = headers[s];
+    if (!h.ok() || !Mine(*h)) return s;  // empty, damaged or not this rank's
+    if (h->step > agreed_step_ && (unagreed < 0 || h->step < headers[unagreed]->step)) unagreed = s;
+  }
+  if (unagreed >= 0) return unagreed;
+  return headers[0]->step < headers[1]->step ? 0 : 1;
+}
+
+void MemorySnapshots::MarkAgreed(int64_t step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  agreed_step_ = std::max(agreed_step_, step);
+}
+
+int64_t MemorySnapshots::RescueLocked() {
+  if (!armed_) {
+    rescue_wanted_ = true;  // the optimizer step is under way: the next Arm keeps its result
+    return -1;
+  }
+  rescue_wanted_ = false;
+  if (copy_) return -1;  // a copy of this state already under way
+  const Clock::time_point start = Clock::now();
+  std::unique_ptr<Armed> a = std::move(armed_);
+  std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
+  for (int s = 0; s < snapshot::kSlots; ++s) {
+    headers.push_back(region_.Header(s));
+    if (headers.back().ok() && Mine(*headers.back()) && headers.back()->step == a->step) return -1;  // held
+  }
+  Copy c;
+  c.slot = RescueSlot(headers);
+  region_.Invalidate(c.slot);
+  if (absl::Status st = region_.Reserve(c.slot, a->total); !st.ok()) {
+    std::fprintf(stderr, "warning: rank %d: state of step %lld not kept in memory on the way out: %s\n", env_.rank,
+                 static_cast<long long>(a->step), std::string(st.message()).c_str());
+    return -1;
+  }
+  char* base = region_.Payload(c.slot);
+  std::memcpy(base, a->toc.data(), a->toc.size());
+  uint64_t at = a->toc.size();
+  for (size_t i = 0; i < a->records.size(); ++i) {
+    const snapshot::TensorRecord& r = a->records[i];
+    std::memset(base + at, 0, r.offset - at);
+    c.segments.push_back({static_cast<const char*>(a->sources[i].data_ptr()), r.offset, r.nbytes, false});
+    at = r.offset + r.nbytes;
+  }
+  std::memset(base + at, 0, a->total - at);
+  c.header.job = job_;
+  c.header.rank = env_.rank;
+  c.header.world_size = env_.world_size;
+  c.header.step = a->step;
+  c.header.attempt = env_.restart_count;
+  c.header.payload_bytes = a->total;
+  RunCopy(&c);
+  // The state may come from a step whose vote never ran: a loss that was not finite on the rank
+  // that failed would have made it so everywhere. Such a state is not kept.
+  for (const snapshot::TensorRecord& r : a->records) {
+    const torch::Tensor v = ViewOf(base, r);
+    if (v.is_floating_point() && !torch::isfinite(v).all().item<bool>()) {
+      region_.Invalidate(c.slot);
+      std::fprintf(stderr, "warning: rank %d: state of step %lld not kept in memory on the way out: %s is not finite\n",
+                   env_.rank, static_cast<long long>(a->step), r.name.c_str());
+      return -1;
+    }
+  }
+  region_.Commit(c.slot, c.header);
+  std::fprintf(stderr, "rank %d: kept the state of step %lld in memory on the way out (%.1f MB in %.1f ms)\n",
+               env_.rank, static_cast<long long>(a->step), a->total / 1e6,
+               1e3 * std::chrono::duration<double>(Clock::now() - start).count());
+  ++rescued_;
+  return a->step;
+}
+
 std::string MemorySnapshots::Summary() const {
   const double each_ms = taken_ ? 1e3 * taken_s_ / taken_ : 0;
   const double share = steps_s_ > 0 ? 100 * taken_s_ / steps_s_ : 0;
@@ -393,6 +550,11 @@ std::string MemorySnapshots::Summary() const {
     absl::StrAppendFormat(&s, ", plus %.1f ms of CPU each copying alongside the next step (%.1f%%)",
                           1e3 * background_s_ / taken_, steps_s_ > 0 ? 100 * background_s_ / steps_s_ : 0);
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (arms_ > 0) {
+    absl::StrAppendFormat(&s, "; armed after %d steps for a failure (%.2f ms each)", arms_, 1e3 * arms_s_ / arms_);
+  }
+  if (rescued_ > 0) absl::StrAppendFormat(&s, "; %d kept on the way out", rescued_);
   return s;
 }
 

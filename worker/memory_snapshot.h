@@ -20,11 +20,21 @@
 // worker::ReplicaFingerprint), handed to the verifier, when one is set, in Finish before the
 // commit. A verifier that throws leaves the slot uncommitted: the previous snapshot stays newest.
 // The trainers' verifier only records it, for the next step's all-reduce (worker/step_agreement.h).
+//
+// Snapshots on failure (docs/DESIGN.md): after every optimizer step the trainer arms the state it
+// now holds (Arm copies only what changes before the next optimizer step: progress, RNG, buffers,
+// loss scale; about as much as a step's progress report). Parameters and optimizer state stay
+// where they are. When the process fails before its next optimizer step (a collective with a rank
+// that is gone throws, or dtrun stops it with SIGTERM after another rank failed), Rescue writes
+// that state as a snapshot. A crash of another rank then costs no step, whatever the cadence, so
+// the periodic snapshots, still there for what Rescue cannot cover (this process's own crash,
+// a device state, a failure inside the optimizer step), keep a smaller budget.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -43,6 +53,8 @@ namespace dtrun::worker {
 class MemorySnapshots {
  public:
   static constexpr double kCostBudget = 0.02;
+  // The budget once Rescue is armed: periodic snapshots only cover what it cannot.
+  static constexpr double kCostBudgetWithRescue = 0.0025;
 
   // From DTRUN_SNAPSHOT_FD. nullptr when not under dtrun or snapshots are off; a variable that
   // names no region is said once on stderr and also gives nullptr.
@@ -92,6 +104,22 @@ class MemorySnapshots {
   // Begin, then Finish: the snapshot is complete on return.
   absl::Status Write(const TrainState& state);
 
+  // After an optimizer step: `state` (its progress naming the step and the position) is what
+  // Rescue writes until Disarm. Not armed where a tensor is not plain host memory (a device copy
+  // of the parameters is not built for this yet), or with DTRUN_SNAPSHOT_ON_FAILURE=off.
+  void Arm(const TrainState& state);
+  // Before the parameters or the optimizer state change again; waits for a Rescue under way.
+  void Disarm();
+  // From any thread: writes the armed state as a snapshot unless one of its step is held already
+  // (or a background copy is under way, or a value is not finite). Says what it did on stderr;
+  // returns the step written, or -1. Never throws. Called while nothing is armed (an optimizer
+  // step under way), the next Arm writes its state at once.
+  int64_t Rescue() noexcept;
+  bool armed() const;
+  // The replicas compared and agreed on the snapshot of `step` (worker/step_agreement.h): Rescue
+  // never writes over the newest such one.
+  void MarkAgreed(int64_t step);
+
   ~MemorySnapshots();
   MemorySnapshots(const MemorySnapshots&) = delete;
   MemorySnapshots& operator=(const MemorySnapshots&) = delete;
@@ -124,6 +152,18 @@ class MemorySnapshots {
   // Invalidates every slot of Sources() whose header `drop` says.
   void InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop);
 
+  struct Armed;  // the state Rescue writes
+  int64_t RescueLocked();
+  int RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const;
+  int64_t agreed_step_ = -1;
+
+  // Guards the region's slots, copy_ and armed_ against Rescue on the stop-signal thread.
+  mutable std::mutex mu_;
+  std::unique_ptr<Armed> armed_;
+  bool rescue_off_ = false;  // DTRUN_SNAPSHOT_ON_FAILURE=off
+  bool rescue_wanted_ = false;  // Rescue came while nothing was armed
+  int64_t arms_ = 0, rescued_ = 0;
+  double arms_s_ = 0;  // the total time of Arm
   snapshot::MappedRegion region_;
   std::optional<snapshot::MappedRegion> replica_;
   bool restored_from_buddy_ = false;

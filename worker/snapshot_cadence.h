@@ -33,6 +33,7 @@ class SnapshotCadence {
   void Measured(double seconds);
 
   int every() const { return every_; }
+  void set_budget(double budget) { budget_ = budget; }
   double step_seconds() const { return step_s_; }
   // The cost the interval is chosen from (0 until one was measured).
   double estimated_cost() const;

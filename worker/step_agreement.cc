@@ -19,7 +19,10 @@ StepAgreement::StepAgreement(ProcessGroupHandle* pg, const torch::Device& device
       reports_(reports),
       watchdog_(watchdog),
       snapshots_(snapshots) {
-  if (snapshots_) snapshots_->SetVerifier([this](uint64_t fingerprint, int64_t step) { Expect(step, fingerprint); });
+  if (snapshots_) {
+    snapshots_->SetVerifier([this](uint64_t fingerprint, int64_t step) { Expect(step, fingerprint); });
+    rescue_on_stop_.emplace([snapshots] { snapshots->Rescue(); });
+  }
 }
 
 StepVotes StepAgreement::AllReduceMax(const StepVotes& votes) {
@@ -77,7 +80,20 @@ void StepAgreement::Snapshot(const TrainState& state, int64_t epoch, int64_t nex
 }
 
 void StepAgreement::FinishSnapshot() {
-  if (snapshots_) CommitAndKeep();
+  if (!snapshots_) return;
+  snapshots_->Disarm();
+  CommitAndKeep();
+}
+
+void StepAgreement::Arm(const TrainState& state, int64_t epoch, int64_t next_batch) {
+  if (!snapshots_) return;
+  state.progress->epoch = epoch;
+  state.progress->next_batch = next_batch;
+  snapshots_->Arm(state);
+}
+
+void StepAgreement::RescueAfterFailure() noexcept {
+  if (snapshots_) snapshots_->Rescue();
 }
 
 void StepAgreement::CommitAndKeep() {
@@ -101,13 +117,17 @@ void StepAgreement::SnapshotAndCompare(const TrainState& state, int64_t epoch, i
 }
 
 void StepAgreement::Agreed() {
-  for (const Kept& k : kept_) reports_.Snapshot(k.step, k.bytes, k.cost_us);
+  for (const Kept& k : kept_) {
+    reports_.Snapshot(k.step, k.bytes, k.cost_us);
+    snapshots_->MarkAgreed(k.step);
+  }
   kept_.clear();
   pending_.reset();
 }
 
 void StepAgreement::DiscardKept() {
   if (snapshots_) {
+    snapshots_->Disarm();  // a state the replicas may not agree on
     for (const Kept& k : kept_) snapshots_->Discard(k.step);
   }
   kept_.clear();

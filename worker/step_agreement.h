@@ -23,6 +23,7 @@
 #include "worker/memory_snapshot.h"
 #include "worker/process_group.h"
 #include "worker/step_votes.h"
+#include "worker/stop_signal.h"
 #include "worker/train_state.h"
 
 namespace dtrun::worker {
@@ -46,9 +47,14 @@ class StepAgreement {
   // fingerprint), compared at the next Decide. A snapshot that cannot be taken is said on stderr
   // and training goes on: the previous one (or the disk checkpoint) stays the way back.
   void Snapshot(const TrainState& state, int64_t epoch, int64_t next_batch);
-  // Completes a snapshot whose copy runs alongside the step (DTRUN_SNAPSHOT_COPY=background).
-  // Call it before the parameters change again.
+  // Completes a snapshot whose copy runs alongside the step (DTRUN_SNAPSHOT_COPY=background) and
+  // disarms the snapshot on failure. Call it before the parameters change again.
   void FinishSnapshot();
+  // After each optimizer step, before Decide: the state a failure before the next optimizer step
+  // keeps in memory (MemorySnapshots::Arm), from a stop signal's thread or from RescueAfterFailure.
+  void Arm(const TrainState& state, int64_t epoch, int64_t next_batch);
+  // On the way out of a failed training loop (an exception): keeps the armed state. Never throws.
+  void RescueAfterFailure() noexcept;
   // Snapshot, then the comparison at once: what a disk checkpoint waits for.
   void SnapshotAndCompare(const TrainState& state, int64_t epoch, int64_t next_batch);
 
@@ -81,6 +87,9 @@ class StepAgreement {
   std::vector<Kept> kept_;
   int64_t riding_ = 0, apart_ = 0;
   double apart_s_ = 0;
+  // dtrun stops the ranks that survive a failure with SIGTERM; this keeps their state (last, so
+  // that it stops first).
+  std::optional<StopSignalWatcher> rescue_on_stop_;
 };
 
 }  // namespace dtrun::worker

@@ -16,26 +16,12 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Digest(const std::string& log) {
-  std::smatch m;
-  return std::regex_search(log, m, std::regex(R"((\d+) optimizer steps, parameter digest ([0-9a-f]{16}))"))
-             ? m[1].str() + "/" + m[2].str()
-             : "";
-}
+std::string Digest(const std::string& log) { return StepsAndDigest(log); }
 
-// train_recsys for 2 epochs on 3 ranks under dtrun (one restart allowed, `dtrun_flags` added),
-// writing into DIR/NAME.
 std::pair<int, std::string> RunRecsys(const std::string& dir, const std::string& ratings, const std::string& name,
                                       const std::vector<std::string>& dtrun_flags,
                                       std::map<std::string, std::string> env) {
-  env.emplace("OMP_NUM_THREADS", "1");
-  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1"};
-  argv.insert(argv.end(), dtrun_flags.begin(), dtrun_flags.end());
-  const std::vector<std::string> trainer = {BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/" + name,
-                                           "--epochs", "2", "-b", "64", "-p", "1000", "--save-every-minutes", "1000",
-                                           "--no-tensorboard"};
-  argv.insert(argv.end(), trainer.begin(), trainer.end());
-  return RunToEnd(argv, env);
+  return RunRecsysUnderDtrun(dir, ratings, name, dtrun_flags, std::move(env));
 }
 
 TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHappened) {
@@ -68,8 +54,11 @@ TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHap
 // The replicas compare a snapshot in the next step's all-reduce (worker/step_agreement.h), so a
 // crash can come between its commit and that comparison: here rank 2's bit flips after step 9,
 // every rank commits its snapshot of step 9, and rank 0 dies after step 10 before the step's
-// all-reduce. The restart restores step 9, finds the restored states differ, discards it and goes
-// back to step 8, and the job still ends as a clean run.
+// all-reduce. Without snapshots on failure the restart restores step 9, finds the restored states
+// differ, discards it and goes back to step 8. With them (the default) the survivors keep step 10
+// on their way out, over their unchecked step 9 but never over the agreed step 8: the restart
+// restores step 10 (ranks 1 and 2 hold it; rank 0 receives a copy), finds it differs the same way
+// and goes back to step 8. Either way the job ends as a clean run.
 TEST(ReplicaCheckTest, ASnapshotNotYetComparedWhenACrashCameIsRefusedAtTheRestoreForTheOneBefore) {
   if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
@@ -79,13 +68,22 @@ TEST(ReplicaCheckTest, ASnapshotNotYetComparedWhenACrashCameIsRefusedAtTheRestor
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
-  auto [rc, log] = run("crashed", {{"DTRUN_FAULT_FLIP", "2:9:towers.mlp.0.weight:20"}, {"DTRUN_FAULT_KILL", "0:10"}});
-  ASSERT_EQ(rc, 0) << log;
-  EXPECT_NE(log.find("rank 0: test fault: SIGKILL after step 10"), std::string::npos) << log;
-  EXPECT_EQ(log.find("the replicas diverged"), std::string::npos) << "compared before the crash:\n" << log;
-  EXPECT_NE(log.find("rank 2: the ranks' in-memory snapshots of step 9 differ"), std::string::npos) << log;
-  EXPECT_NE(log.find("resuming from the in-memory snapshot of step 8"), std::string::npos) << log;
-  EXPECT_EQ(Digest(log), Digest(clean)) << log;
+  for (const bool on_failure : {false, true}) {
+    SCOPED_TRACE(on_failure ? "snapshots on failure" : "DTRUN_SNAPSHOT_ON_FAILURE=off");
+    auto [rc, log] = run(on_failure ? "rescued" : "crashed",
+                         {{"DTRUN_FAULT_FLIP", "2:9:towers.mlp.0.weight:20"},
+                          {"DTRUN_FAULT_KILL", "0:10"},
+                          {"DTRUN_SNAPSHOT_ON_FAILURE", on_failure ? "on" : "off"}});
+    ASSERT_EQ(rc, 0) << log;
+    EXPECT_NE(log.find("rank 0: test fault: SIGKILL after step 10"), std::string::npos) << log;
+    EXPECT_EQ(log.find("the replicas diverged"), std::string::npos) << "compared before the crash:\n" << log;
+    const std::string refused = on_failure ? "10" : "9";
+    EXPECT_NE(log.find("rank 2: the ranks' in-memory snapshots of step " + refused + " differ"), std::string::npos)
+        << log;
+    EXPECT_EQ(log.find("kept the state of step 10 in memory on the way out") != std::string::npos, on_failure) << log;
+    EXPECT_NE(log.find("resuming from the in-memory snapshot of step 8"), std::string::npos) << log;
+    EXPECT_EQ(Digest(log), Digest(clean)) << log;
+  }
 }
 
 // An exponent bit: the rank's next loss is not finite, and its gradients poison every replica

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "agent/worker_env.h"
@@ -182,6 +183,26 @@ std::string MakeRatings(int users, int items) {
                              std::to_string(items)});
   EXPECT_EQ(rc, 0) << out;
   return path;
+}
+
+std::pair<int, std::string> RunRecsysUnderDtrun(const std::string& dir, const std::string& ratings,
+                                                const std::string& name, const std::vector<std::string>& dtrun_flags,
+                                                std::map<std::string, std::string> env) {
+  env.emplace("OMP_NUM_THREADS", "1");
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "3", "--max-restarts", "1"};
+  argv.insert(argv.end(), dtrun_flags.begin(), dtrun_flags.end());
+  const std::vector<std::string> trainer = {BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/" + name,
+                                           "--epochs", "2", "-b", "64", "-p", "1000", "--save-every-minutes", "1000",
+                                           "--no-tensorboard"};
+  argv.insert(argv.end(), trainer.begin(), trainer.end());
+  return RunToEnd(argv, env);
+}
+
+std::string StepsAndDigest(const std::string& log) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex(R"((\d+) optimizer steps, parameter digest ([0-9a-f]{16}))"))
+             ? m[1].str() + "/" + m[2].str()
+             : "";
 }
 
 std::string TinyImageDataset() {

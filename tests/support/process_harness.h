@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/child_process.h"
@@ -69,6 +70,14 @@ pid_t WorkerOf(pid_t launcher, int rank);
 std::string MakeDemoDataset(const std::vector<std::string>& make_demo_args);
 // `dtdata make-ratings` of `users` × `items` into a fresh temporary dir; returns the CSV's path.
 std::string MakeRatings(int users, int items);
+// train_recsys for 2 epochs on 3 ranks under dtrun (one restart allowed, `dtrun_flags` added),
+// writing into DIR/NAME; OMP_NUM_THREADS=1 unless `env` says otherwise. Returns its exit code and
+// output.
+std::pair<int, std::string> RunRecsysUnderDtrun(const std::string& dir, const std::string& ratings,
+                                                const std::string& name, const std::vector<std::string>& dtrun_flags,
+                                                std::map<std::string, std::string> env);
+// "STEPS/DIGEST" from a trainer's last line ("N optimizer steps, parameter digest X"); "" if none.
+std::string StepsAndDigest(const std::string& log);
 // The trainers' tests' dataset: 10 classes of 64 px JPEGs, 24 train and 8 val each (made once).
 std::string TinyImageDataset();
 // Whether build/bin has `name` (the LibTorch targets are absent in a build without it).

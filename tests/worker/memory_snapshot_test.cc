@@ -1,7 +1,9 @@
 #include "worker/memory_snapshot.h"
 
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <thread>
 
 #include "base/env_names.h"
 #include "gtest/gtest.h"
@@ -156,6 +158,86 @@ TEST(MemorySnapshotsTest, TheVerifierSeesTheReplicaFingerprintAndARefusalKeepsTh
     EXPECT_FALSE(snapshots->Finish()) << "nothing left pending";
     EXPECT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1}) << mode;
   }
+}
+
+
+// Snapshots on failure: what Rescue writes is the state at Arm, though the next step's forward
+// moved the buffers and drew from the generator since, and it may run on another thread (the
+// stop-signal watcher's) while the training thread is blocked.
+TEST(MemorySnapshotsTest, RescueWritesTheStateAtArmThoughTheNextForwardRanSince) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  const std::vector<torch::Tensor> at_arm = job.Values();
+  snapshots->Arm(job.State());
+  EXPECT_TRUE(snapshots->armed());
+  job.optimizer.zero_grad();
+  job.Forward();
+  int64_t written = -2;
+  std::thread([&] { written = snapshots->Rescue(); }).join();
+  EXPECT_EQ(written, 1);
+  EXPECT_FALSE(snapshots->armed());
+  EXPECT_EQ(snapshots->Rescue(), -1) << "once";
+  ASSERT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1});
+  ASSERT_TRUE(snapshots->Restore(1, job.State()).ok());
+  ExpectEqualValues(job.Values(), at_arm);
+}
+
+// A rescued state was never compared across the replicas: it may take the slot of a snapshot the
+// replicas have not agreed on either, or the older agreed one, never the newest agreed one.
+TEST(MemorySnapshotsTest, RescueNeverWritesOverTheNewestAgreedSnapshot) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  ASSERT_TRUE(snapshots->Write(job.State()).ok());  // step 1
+  snapshots->MarkAgreed(1);
+  job.Step();
+  ASSERT_TRUE(snapshots->Write(job.State()).ok());  // step 2, not compared yet
+  job.Step();
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), 3);
+  EXPECT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{3, 1}));
+  snapshots->MarkAgreed(3);  // as after a restore that compared it
+  job.Step();
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), 4);
+  EXPECT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{4, 3}));
+}
+
+// A stop signal during the optimizer step finds nothing armed; the state the step makes is kept at
+// the next Arm, before the process blocks in the step's vote. A state already held is not
+// written again, and one that is not finite is not written at all.
+TEST(MemorySnapshotsTest, ARescueAskedDuringTheOptimizerStepIsMadeAtTheNextArm) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  snapshots->Arm(job.State());
+  snapshots->Disarm();
+  EXPECT_EQ(snapshots->Rescue(), -1);
+  job.Step();
+  snapshots->Arm(job.State());
+  EXPECT_FALSE(snapshots->armed()) << "written at once";
+  EXPECT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{2});
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), -1) << "step 2 is held";
+
+  job.Step();
+  {
+    torch::NoGradGuard no_grad;
+    job.model->parameters()[0].view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), -1);
+  EXPECT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{2});
+}
+
+// DTRUN_SNAPSHOT_ON_FAILURE=off: nothing is armed, and nothing is rescued.
+TEST(MemorySnapshotsTest, WithSnapshotsOnFailureOffNothingIsArmed) {
+  setenv(env::kSnapshotOnFailure, "off", 1);
+  Snapshots snapshots(nullptr);
+  unsetenv(env::kSnapshotOnFailure);
+  Job job;
+  snapshots->Arm(job.State());
+  EXPECT_FALSE(snapshots->armed());
+  EXPECT_EQ(snapshots->Rescue(), -1);
+  EXPECT_TRUE(snapshots->UsableSteps().empty());
 }
 
 }  // namespace
