@@ -131,6 +131,7 @@ class Agent {
   WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked
   void FillWarmPool();                           // once every local rank of the round stepped
   void RecordDivergence(int local_rank, const progress::Report& report);
+  void OnStateKept(int local_rank, const progress::Report& report);
   // Parked workers per local rank: 2 on several nodes (see WarmPool::Fill), else 1.
   int WarmDepth() const { return group_nodes_ > 1 ? 2 : 1; }
 

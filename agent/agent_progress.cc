@@ -1,5 +1,9 @@
 // What the agent makes of its workers' progress reports (from ProgressChannel): snapshots and the
 // recovery under way, and the warm pool's refill. Same class as agent.cc.
+#include <signal.h>
+
+#include <utility>
+
 #include "agent/agent.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -9,6 +13,7 @@ namespace dtrun {
 void Agent::OnReport(int local_rank, const progress::Report& report) {
   snapshots_->OnReport(local_rank, report);
   if (report.kind == progress::Report::Kind::kDiverged) RecordDivergence(local_rank, report);
+  if (report.kind == progress::Report::Kind::kKept) OnStateKept(local_rank, report);
   if (report.kind == progress::Report::Kind::kBeat || report.kind == progress::Report::Kind::kSnapshot) FillWarmPool();
 }
 
@@ -24,6 +29,19 @@ void Agent::RecordDivergence(int local_rank, const progress::Report& report) {
   events_.Record("replica_mismatch", group_round_,
                  {{"rank", rank}, {"local_rank", local_rank}, {"step", report.step.value_or(-1)},
                   {"fingerprint", report.fingerprint}, {"majority", report.majority}});
+}
+
+// A worker stopped after a failure kept its state in memory on its way out (worker/
+// memory_snapshot.h, Rescue). It is usually blocked in a collective with the rank that is gone
+// (a lost node, a hung worker), and would sit there until the stop grace ran out: it has nothing
+// left to save, so it goes now. An interrupt's stop is left alone: that worker checkpoints to disk.
+void Agent::OnStateKept(int local_rank, const progress::Report& report) {
+  if (!group_ || local_rank < 0 || local_rank >= static_cast<int>(group_->workers().size())) return;
+  const WorkerGroup::Worker& w = std::as_const(*group_).workers()[local_rank];
+  events_.Record("state_kept", group_round_,
+                 {{"rank", w.global_rank}, {"local_rank", local_rank}, {"step", report.step.value_or(-1)},
+                  {"stopping", stopping_}});
+  if (stopping_ && interrupt_signal_ == 0) w.process.SignalGroup(SIGKILL);
 }
 
 void Agent::FillWarmPool() {

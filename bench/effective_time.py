@@ -9,7 +9,9 @@ newest step printed is the work kept. Effective training time = kept steps / the
 trainer takes in the same window with no crash and nothing saved (its own baseline run), so the
 C++ and the Python trainer are each compared with themselves.
 
-  dtrun, memory     train_imagenet, the defaults: in-memory snapshots, warm workers
+  dtrun, memory     train_imagenet, the defaults: in-memory snapshots (and snapshots on failure),
+                    warm workers
+  dtrun, memory, on failure off   the same with DTRUN_SNAPSHOT_ON_FAILURE=off (--modes memory-off)
   dtrun, disk       train_imagenet --snapshot-memory 0 --warm-workers off, a checkpoint every
                     --checkpoint-seconds (its --save-every-minutes)
   torchrun, disk    bench/recovery_reference.py under ../shared/tools/torchrun (--monitor_interval
@@ -167,6 +169,8 @@ def main():
     ap.add_argument("--modes", default="memory,disk,torchrun")
     ap.add_argument("--snapshot-cost", type=float, default=None,
                     help="percent; the snapshots' cost in throughput (bench/snapshot_cost.py) instead of the trainer's figure")
+    ap.add_argument("--snapshot-cost-off", type=float, default=None,
+                    help="percent; the same for the memory-off mode (DTRUN_SNAPSHOT_ON_FAILURE=off)")
     args = ap.parse_args()
     args.baseline_window = args.baseline_window or args.window
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -182,25 +186,32 @@ def main():
     every = max(1, round(args.checkpoint_seconds * py_rate))
     modes = [("dtrun, memory (defaults)", "cxx", lambda tmp: dtrun_cmd(b, tmp, [], ["--save-every-minutes", "1000"]),
               cxx_rate),
+             ("dtrun, memory, on failure off", "cxx",
+              lambda tmp: ["env", "DTRUN_SNAPSHOT_ON_FAILURE=off"] + dtrun_cmd(b, tmp, [], ["--save-every-minutes", "1000"]),
+              cxx_rate),
              (f"dtrun, disk every {args.checkpoint_seconds:.0f} s", "cxx",
               lambda tmp: dtrun_cmd(b, tmp, ["--snapshot-memory", "0", "--warm-workers", "off"],
                                     ["--save-every-minutes", str(args.checkpoint_seconds / 60)]), cxx_rate),
              (f"torchrun, torch.save every {every} steps", "py", lambda tmp: torchrun_cmd(tmp, every), py_rate)]
     wanted = args.modes.split(",")
-    snapshot_cost = None
-    if "memory" in wanted:
-        line = cost(b, [])
-        print("train_imagenet's snapshot cost, uninterrupted 128 steps:", line)
-        # The time in the step plus the copy's CPU time alongside the next step.
+    snapshot_costs = {}
+    for key, env, given in [("memory", {}, args.snapshot_cost),
+                            ("memory-off", {"DTRUN_SNAPSHOT_ON_FAILURE": "off"}, args.snapshot_cost_off)]:
+        if key not in wanted:
+            continue
+        if given is not None:
+            snapshot_costs[key] = given / 100
+            continue
+        line = cost(b, [], env)
+        print(f"train_imagenet's snapshot cost ({key}), uninterrupted 128 steps:", line)
+        # The time in the step, the copy's CPU time alongside the next step, and the arming.
         shares = re.findall(r"\(([0-9.]+)%(?: of the step time)?\)", line)
-        snapshot_cost = sum(float(x) for x in shares) / 100 if shares else None
-        if args.snapshot_cost is not None:
-            snapshot_cost = args.snapshot_cost / 100
-    modes = [m for m, key in zip(modes, ["memory", "disk", "torchrun"]) if key in wanted]
-    for name, kind, cmd, pure in modes:
+        snapshot_costs[key] = sum(float(x) for x in shares) / 100 if shares else None
+    keyed = [(m, key) for m, key in zip(modes, ["memory", "memory-off", "disk", "torchrun"]) if key in wanted]
+    for (name, kind, cmd, pure), key in keyed:
         with tempfile.TemporaryDirectory() as tmp:
             result = run(cmd(tmp), kind, tmp, args.window, args.crash_every)
-            saving = snapshot_cost if "memory" in name else None
+            saving = snapshot_costs.get(key)
             if result["saves_s"]:  # the reference's torch.save, every `every` steps
                 saving = statistics.median(result["saves_s"]) / (every / py_rate)
             report(name, result, pure, args.window, args.crash_every, saving)

@@ -75,11 +75,12 @@ def warm_starts(events):
     return sum(1 for r in map(json.loads, open(events)) if r.get("event") == "worker_start" and r.get("warm"))
 
 
-def cost(build, flags):
+def cost(build, flags, env=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run([os.path.join(build, "bin", "dtrun"), "--standalone", "--nproc-per-node", "2"] + flags +
                              trainer(build, os.path.join(tmp, "run"), ["--print-freq", "1000"]),
-                             capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), check=True)
+                             capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})),
+                             check=True)
         text = out.stdout + out.stderr
         snap = re.search(r"=> (\d+ in-memory snapshots.*)", text)
         return snap.group(1) if snap else "(no snapshots)"

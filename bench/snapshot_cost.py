@@ -4,14 +4,18 @@
 train_imagenet under dtrun (2 processes, ResNet-18, 64 px synthetic images, batch 32, one epoch
 of 128 steps), uninterrupted, in rounds that interleave the modes so that a drift of the machine
 falls on all of them alike:
-  none        --snapshot-memory 0
-  sync        every step, the whole copy between steps (the default)
-  background  every step, parameters and optimizer state copied during the next step
-              (DTRUN_SNAPSHOT_COPY=background)
-and the same two with the adaptive cadence (the defaults). Throughput is the images/s of the
-trainer's progress lines after the first (which holds the start-up). Cost = 1 - mode / none.
+  none                 --snapshot-memory 0
+  default              the adaptive cadence with snapshots on failure armed after every step
+                       (a 0.25% budget for the periodic ones)
+  on failure off       DTRUN_SNAPSHOT_ON_FAILURE=off: the adaptive cadence alone (a 2% budget),
+                       the default before snapshots on failure
+  every step           --snapshot-every 1, the whole copy between steps
+  background ...       parameters and optimizer state copied during the next step
+                       (DTRUN_SNAPSHOT_COPY=background), with --modes all
+Throughput is the images/s of the trainer's progress lines after the first (which holds the
+start-up). Cost = 1 - mode / none.
 
-Usage: bench/snapshot_cost.py BUILD_DIR [--rounds 3]
+Usage: bench/snapshot_cost.py BUILD_DIR [--rounds 3] [--modes all]
 """
 import argparse
 import os
@@ -22,9 +26,12 @@ import tempfile
 
 MODES = [
     ("none", ["--snapshot-memory", "0"], {}),
+    ("default (adaptive, on failure)", [], {}),
+    ("adaptive, on failure off", [], {"DTRUN_SNAPSHOT_ON_FAILURE": "off"}),
     ("sync, every step", ["--snapshot-every", "1"], {}),
+]
+BACKGROUND_MODES = [
     ("background, every step", ["--snapshot-every", "1"], {"DTRUN_SNAPSHOT_COPY": "background"}),
-    ("sync, adaptive (default)", [], {}),
     ("background, adaptive", [], {"DTRUN_SNAPSHOT_COPY": "background"}),
 ]
 
@@ -47,18 +54,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--modes", default="", help="all: also the background copies")
     args = ap.parse_args()
+    modes = MODES + (BACKGROUND_MODES if args.modes == "all" else [])
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.rounds} rounds of {len(MODES)} runs")
-    rates = {name: [] for name, _, _ in MODES}
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.rounds} rounds of {len(modes)} runs")
+    rates = {name: [] for name, _, _ in modes}
     summaries = {}
     for _ in range(args.rounds):
-        for name, flags, env in MODES:
+        for name, flags, env in modes:
             rate, summary = run(args.build_dir, flags, env)
             rates[name].append(rate)
             summaries[name] = summary
     base = statistics.mean(rates["none"])
-    for name, _, _ in MODES:
+    for name, _, _ in modes:
         r = statistics.mean(rates[name])
         print(f"{name}: {r:.1f} img/s ({', '.join(f'{x:.1f}' for x in rates[name])}), "
               f"cost {100 * (1 - r / base):.1f}%; {summaries[name] or 'no snapshots'}")

@@ -65,6 +65,7 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
       r.restored_step = report.step.value_or(-1);
       break;
     case Report::Kind::kDiverged:  // the agent's event log says it; nothing to keep here
+    case Report::Kind::kKept:      // the agent stops the worker; the restore says what was used
       break;
     case Report::Kind::kSync:
       // Steps must rise: a repeat or a step back (a confused or hostile worker) is dropped.

@@ -58,6 +58,13 @@ void ProgressClient::TotalSteps(int64_t steps) const {
   Send(r);
 }
 
+void ProgressClient::Kept(int64_t step) const {
+  Report r;
+  r.kind = Report::Kind::kKept;
+  r.step = step;
+  Send(r);
+}
+
 void ProgressClient::Snapshot(int64_t step, int64_t bytes, int64_t micros) const {
   Report r;
   r.kind = Report::Kind::kSnapshot;

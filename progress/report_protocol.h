@@ -10,6 +10,8 @@
 //   total steps=90000                     how many steps the job will run (for rates and ETA)
 //   snapshot step=120 bytes=94371840 us=31000   an in-memory snapshot of step 120 is complete
 //   restored source=memory step=120       what this attempt resumed from (memory, buddy, peer, disk or none)
+//   kept step=120                         on its way out after a failure, the worker kept its state of
+//                                         step 120 in memory (a snapshot on failure): nothing is left to save
 //   diverged step=120 fingerprint=00ab12cd34ef5678 majority=91fe...|none   this rank's parameters differ
 //                                         from the other replicas' at step 120 (replica checks)
 //   sync step=120 wait_us=4100 step_us=250000   its wait inside step 120's gradient all-reduce, and
@@ -32,9 +34,9 @@ inline constexpr size_t kMaxReportBytes = 512;
 inline constexpr size_t kMaxNameBytes = 64;
 
 struct Report {
-  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal, kSnapshot, kRestored, kSync, kDiverged };
+  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal, kSnapshot, kRestored, kSync, kDiverged, kKept };
   Kind kind = Kind::kBeat;
-  std::optional<int64_t> step;     // beat
+  std::optional<int64_t> step;     // beat, snapshot, kept, ...
   std::optional<int64_t> samples;  // beat
   std::optional<int64_t> total_steps;
   std::optional<int64_t> bytes;    // snapshot

@@ -397,34 +397,53 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
 // changes before the next optimizer step is a copy taken at Arm; the rest is the live tensor.
 struct MemorySnapshots::Armed {
   std::vector<snapshot::TensorRecord> records;
-  std::vector<torch::Tensor> sources;
+  std::vector<const char*> sources;  // by record: into `stash`, or the live tensor's bytes
+  std::vector<torch::Tensor> held;   // the live tensors, alive until the rescue is done
+  std::vector<char> stash;           // the bytes of what changes before the next optimizer step
   std::string toc;
   uint64_t total = 0;
   int64_t step = 0;
 };
 
+// The state as Rescue would write it; null where some tensor is not plain host memory (a device
+// tensor: nothing to rescue from the host without a copy, which is not built for this yet).
+std::unique_ptr<MemorySnapshots::Armed> MemorySnapshots::ArmedState(const TrainState& state) {
+  auto a = std::make_unique<Armed>();
+  std::vector<StateTensor> tensors = StateTensors(state);
+  std::vector<torch::Tensor> live;
+  uint64_t stash_bytes = 0;
+  for (const StateTensor& t : tensors) {
+    snapshot::TensorRecord r = RecordOf(t);
+    live.push_back(t.tensor.detach());
+    if (!IsPlainCpu(live.back(), r)) return nullptr;
+    if (!t.changes_only_in_optimizer_step) stash_bytes += r.nbytes;
+    a->records.push_back(std::move(r));
+  }
+  a->stash.resize(stash_bytes);
+  uint64_t at = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const char* bytes = static_cast<const char*>(live[i].data_ptr());
+    if (tensors[i].changes_only_in_optimizer_step) {
+      a->sources.push_back(bytes);
+      a->held.push_back(std::move(live[i]));
+    } else {
+      std::memcpy(a->stash.data() + at, bytes, a->records[i].nbytes);
+      a->sources.push_back(a->stash.data() + at);
+      at += a->records[i].nbytes;
+    }
+  }
+  a->total = snapshot::LayOut(a->records);
+  a->toc = snapshot::EncodeToc(a->records);
+  a->step = state.progress->global_step;
+  return a;
+}
+
 void MemorySnapshots::Arm(const TrainState& state) {
   const Clock::time_point start = Clock::now();
-  auto armed = std::make_unique<Armed>();
+  std::unique_ptr<Armed> armed;
   if (!rescue_off_) {
     torch::NoGradGuard no_grad;
-    for (const StateTensor& t : StateTensors(state)) {
-      snapshot::TensorRecord r = RecordOf(t);
-      const torch::Tensor live = t.tensor.detach();
-      if (!IsPlainCpu(live, r)) {
-        armed.reset();  // a device tensor: nothing to rescue from the host without a copy
-        break;
-      }
-      armed->sources.push_back(t.changes_only_in_optimizer_step ? live : live.clone());
-      armed->records.push_back(std::move(r));
-    }
-  } else {
-    armed.reset();
-  }
-  if (armed) {
-    armed->total = snapshot::LayOut(armed->records);
-    armed->toc = snapshot::EncodeToc(armed->records);
-    armed->step = state.progress->global_step;
+    armed = ArmedState(state);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (armed && !armed_) cadence_.set_budget(kCostBudgetWithRescue);
@@ -494,7 +513,10 @@ int64_t MemorySnapshots::RescueLocked() {
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) {
     headers.push_back(region_.Header(s));
-    if (headers.back().ok() && Mine(*headers.back()) && headers.back()->step == a->step) return -1;  // held
+    if (headers.back().ok() && Mine(*headers.back()) && headers.back()->step == a->step) {
+      if (on_kept_) on_kept_(a->step);
+      return -1;  // held already
+    }
   }
   Copy c;
   c.slot = RescueSlot(headers);
@@ -510,7 +532,7 @@ int64_t MemorySnapshots::RescueLocked() {
   for (size_t i = 0; i < a->records.size(); ++i) {
     const snapshot::TensorRecord& r = a->records[i];
     std::memset(base + at, 0, r.offset - at);
-    c.segments.push_back({static_cast<const char*>(a->sources[i].data_ptr()), r.offset, r.nbytes, false});
+    c.segments.push_back({a->sources[i], r.offset, r.nbytes, false});
     at = r.offset + r.nbytes;
   }
   std::memset(base + at, 0, a->total - at);
@@ -533,6 +555,7 @@ int64_t MemorySnapshots::RescueLocked() {
     }
   }
   region_.Commit(c.slot, c.header);
+  if (on_kept_) on_kept_(a->step);
   std::fprintf(stderr, "rank %d: kept the state of step %lld in memory on the way out (%.1f MB in %.1f ms)\n",
                env_.rank, static_cast<long long>(a->step), a->total / 1e6,
                1e3 * std::chrono::duration<double>(Clock::now() - start).count());
@@ -552,7 +575,8 @@ std::string MemorySnapshots::Summary() const {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (arms_ > 0) {
-    absl::StrAppendFormat(&s, "; armed after %d steps for a failure (%.2f ms each)", arms_, 1e3 * arms_s_ / arms_);
+    absl::StrAppendFormat(&s, "; armed for a failure after %d steps, %.2f ms each (%.2f%%)", arms_, 1e3 * arms_s_ / arms_,
+                          steps_s_ > 0 ? 100 * arms_s_ / steps_s_ : 0);
   }
   if (rescued_ > 0) absl::StrAppendFormat(&s, "; %d kept on the way out", rescued_);
   return s;

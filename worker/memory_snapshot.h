@@ -116,6 +116,9 @@ class MemorySnapshots {
   // step under way), the next Arm writes its state at once.
   int64_t Rescue() noexcept;
   bool armed() const;
+  // Called (under the writer's lock: keep it short) when Rescue has kept the armed state, written
+  // now or held already.
+  void SetOnKept(std::function<void(int64_t step)> on_kept) { on_kept_ = std::move(on_kept); }
   // The replicas compared and agreed on the snapshot of `step` (worker/step_agreement.h): Rescue
   // never writes over the newest such one.
   void MarkAgreed(int64_t step);
@@ -153,9 +156,11 @@ class MemorySnapshots {
   void InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop);
 
   struct Armed;  // the state Rescue writes
+  static std::unique_ptr<Armed> ArmedState(const TrainState& state);
   int64_t RescueLocked();
   int RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const;
   int64_t agreed_step_ = -1;
+  std::function<void(int64_t)> on_kept_;
 
   // Guards the region's slots, copy_ and armed_ against Rescue on the stop-signal thread.
   mutable std::mutex mu_;

@@ -40,7 +40,10 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   sync.step = 12;
   sync.wait_micros = 4100;
   sync.step_micros = 250000;
-  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored, sync}) {
+  Report kept;
+  kept.kind = Report::Kind::kKept;
+  kept.step = 12;
+  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored, sync, kept}) {
     absl::StatusOr<Report> back = ParseReport(FormatReport(r));
     ASSERT_TRUE(back.ok()) << FormatReport(r) << ": " << back.status();
     EXPECT_EQ(FormatReport(*back), FormatReport(r));
@@ -96,6 +99,8 @@ TEST(ReportProtocolTest, SnapshotAndRestoredReportsAreChecked) {
   EXPECT_THAT(
       ParseReport("restored source=tape step=5"),
       ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("source")));  // not a source
+  EXPECT_THAT(ParseReport("kept"),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("kept")));  // no step
   EXPECT_THAT(ParseReport("snapshot step=-1"),
               ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("count")));
   absl::StatusOr<Report> r = ParseReport("restored source=none");
