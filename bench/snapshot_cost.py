@@ -9,13 +9,14 @@ falls on all of them alike:
                        (a 0.25% budget for the periodic ones)
   on failure off       DTRUN_SNAPSHOT_ON_FAILURE=off: the adaptive cadence alone (a 2% budget),
                        the default before snapshots on failure
+  and with --modes all:
   every step           --snapshot-every 1, the whole copy between steps
   background ...       parameters and optimizer state copied during the next step
-                       (DTRUN_SNAPSHOT_COPY=background), with --modes all
+                       (DTRUN_SNAPSHOT_COPY=background)
 Throughput is the images/s of the trainer's progress lines after the first (which holds the
 start-up). Cost = 1 - mode / none.
 
-Usage: bench/snapshot_cost.py BUILD_DIR [--rounds 3] [--modes all]
+Usage: bench/snapshot_cost.py BUILD_DIR [--rounds 3] [--steps 128] [--modes all]
 """
 import argparse
 import os
@@ -28,18 +29,18 @@ MODES = [
     ("none", ["--snapshot-memory", "0"], {}),
     ("default (adaptive, on failure)", [], {}),
     ("adaptive, on failure off", [], {"DTRUN_SNAPSHOT_ON_FAILURE": "off"}),
-    ("sync, every step", ["--snapshot-every", "1"], {}),
 ]
-BACKGROUND_MODES = [
+MORE_MODES = [
+    ("sync, every step", ["--snapshot-every", "1"], {}),
     ("background, every step", ["--snapshot-every", "1"], {"DTRUN_SNAPSHOT_COPY": "background"}),
     ("background, adaptive", [], {"DTRUN_SNAPSHOT_COPY": "background"}),
 ]
 
 
-def run(build, flags, env):
+def run(build, flags, env, steps):
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [os.path.join(build, "bin", "dtrun"), "--standalone", "--nproc-per-node", "2"] + flags + [
-            os.path.join(build, "bin", "train_imagenet"), "--synthetic", "--synthetic-size", "8192",
+            os.path.join(build, "bin", "train_imagenet"), "--synthetic", "--synthetic-size", str(64 * steps),
             "--image-size", "64", "-b", "32", "-j", "1", "--epochs", "1", "--print-freq", "16",
             "--output-dir", os.path.join(tmp, "run")]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True,
@@ -54,16 +55,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--modes", default="", help="all: also the background copies")
+    ap.add_argument("--modes", default="", help="all: also every step, and the background copies")
+    ap.add_argument("--steps", type=int, default=128, help="steps of the epoch (a longer one shows the cadence settled)")
     args = ap.parse_args()
-    modes = MODES + (BACKGROUND_MODES if args.modes == "all" else [])
+    modes = MODES + (MORE_MODES if args.modes == "all" else [])
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.rounds} rounds of {len(modes)} runs")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.rounds} rounds of {len(modes)} runs of {args.steps} steps")
     rates = {name: [] for name, _, _ in modes}
     summaries = {}
     for _ in range(args.rounds):
         for name, flags, env in modes:
-            rate, summary = run(args.build_dir, flags, env)
+            rate, summary = run(args.build_dir, flags, env, args.steps)
             rates[name].append(rate)
             summaries[name] = summary
     base = statistics.mean(rates["none"])

@@ -73,6 +73,15 @@ torch::Tensor ViewOf(char* base, const snapshot::TensorRecord& r) {
                           torch::TensorOptions().dtype(static_cast<c10::ScalarType>(r.dtype)));
 }
 
+// The name of the first floating tensor in the payload at `base` with a value that is not finite.
+std::optional<std::string> FirstNotFinite(char* base, const std::vector<snapshot::TensorRecord>& records) {
+  for (const snapshot::TensorRecord& r : records) {
+    const torch::Tensor v = ViewOf(base, r);
+    if (v.is_floating_point() && !torch::isfinite(v).all().item<bool>()) return r.name;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv& env) {
@@ -507,52 +516,35 @@ int64_t MemorySnapshots::RescueLocked() {
     return -1;
   }
   rescue_wanted_ = false;
-  if (copy_) return -1;  // a copy of this state already under way
+  // In the background copy mode a snapshot of this very state may be on its way; it commits only
+  // in the next Finish, which a process on its way out never reaches. Not covered (that mode is
+  // off by default).
+  if (copy_) return -1;
   const Clock::time_point start = Clock::now();
   std::unique_ptr<Armed> a = std::move(armed_);
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
-  for (int s = 0; s < snapshot::kSlots; ++s) {
-    headers.push_back(region_.Header(s));
-    if (headers.back().ok() && Mine(*headers.back()) && headers.back()->step == a->step) {
+  for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region_.Header(s));
+  for (const absl::StatusOr<snapshot::SlotHeader>& h : headers) {
+    if (h.ok() && Mine(*h) && h->step == a->step) {  // a snapshot of this step is held already
       if (on_kept_) on_kept_(a->step);
-      return -1;  // held already
+      return -1;
     }
   }
   Copy c;
   c.slot = RescueSlot(headers);
-  region_.Invalidate(c.slot);
-  if (absl::Status st = region_.Reserve(c.slot, a->total); !st.ok()) {
+  std::string not_kept;
+  if (absl::Status st = WriteArmed(*a, &c); !st.ok()) {
+    not_kept = std::string(st.message());
+  } else if (std::optional<std::string> name = FirstNotFinite(region_.Payload(c.slot), a->records)) {
+    // The state may come from a step whose vote never ran: a loss that was not finite on the rank
+    // that failed would have made it so everywhere.
+    not_kept = *name + " is not finite";
+  }
+  if (!not_kept.empty()) {
+    region_.Invalidate(c.slot);
     std::fprintf(stderr, "warning: rank %d: state of step %lld not kept in memory on the way out: %s\n", env_.rank,
-                 static_cast<long long>(a->step), std::string(st.message()).c_str());
+                 static_cast<long long>(a->step), not_kept.c_str());
     return -1;
-  }
-  char* base = region_.Payload(c.slot);
-  std::memcpy(base, a->toc.data(), a->toc.size());
-  uint64_t at = a->toc.size();
-  for (size_t i = 0; i < a->records.size(); ++i) {
-    const snapshot::TensorRecord& r = a->records[i];
-    std::memset(base + at, 0, r.offset - at);
-    c.segments.push_back({a->sources[i], r.offset, r.nbytes, false});
-    at = r.offset + r.nbytes;
-  }
-  std::memset(base + at, 0, a->total - at);
-  c.header.job = job_;
-  c.header.rank = env_.rank;
-  c.header.world_size = env_.world_size;
-  c.header.step = a->step;
-  c.header.attempt = env_.restart_count;
-  c.header.payload_bytes = a->total;
-  RunCopy(&c);
-  // The state may come from a step whose vote never ran: a loss that was not finite on the rank
-  // that failed would have made it so everywhere. Such a state is not kept.
-  for (const snapshot::TensorRecord& r : a->records) {
-    const torch::Tensor v = ViewOf(base, r);
-    if (v.is_floating_point() && !torch::isfinite(v).all().item<bool>()) {
-      region_.Invalidate(c.slot);
-      std::fprintf(stderr, "warning: rank %d: state of step %lld not kept in memory on the way out: %s is not finite\n",
-                   env_.rank, static_cast<long long>(a->step), r.name.c_str());
-      return -1;
-    }
   }
   region_.Commit(c.slot, c.header);
   if (on_kept_) on_kept_(a->step);
@@ -562,6 +554,32 @@ int64_t MemorySnapshots::RescueLocked() {
   ++rescued_;
   return a->step;
 }
+
+// Writes `a` into `c->slot` (table, padding, every tensor from its source) and fills in the header;
+// the caller commits.
+absl::Status MemorySnapshots::WriteArmed(const Armed& a, Copy* c) {
+  region_.Invalidate(c->slot);
+  DT_RETURN_IF_ERROR(region_.Reserve(c->slot, a.total));
+  char* base = region_.Payload(c->slot);
+  std::memcpy(base, a.toc.data(), a.toc.size());
+  uint64_t at = a.toc.size();
+  for (size_t i = 0; i < a.records.size(); ++i) {
+    const snapshot::TensorRecord& r = a.records[i];
+    std::memset(base + at, 0, r.offset - at);
+    c->segments.push_back({a.sources[i], r.offset, r.nbytes, false});
+    at = r.offset + r.nbytes;
+  }
+  std::memset(base + at, 0, a.total - at);
+  c->header.job = job_;
+  c->header.rank = env_.rank;
+  c->header.world_size = env_.world_size;
+  c->header.step = a.step;
+  c->header.attempt = env_.restart_count;
+  c->header.payload_bytes = a.total;
+  RunCopy(c);
+  return absl::OkStatus();
+}
+
 
 std::string MemorySnapshots::Summary() const {
   const double each_ms = taken_ ? 1e3 * taken_s_ / taken_ : 0;

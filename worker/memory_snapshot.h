@@ -158,15 +158,16 @@ class MemorySnapshots {
   struct Armed;  // the state Rescue writes
   static std::unique_ptr<Armed> ArmedState(const TrainState& state);
   int64_t RescueLocked();
+  absl::Status WriteArmed(const Armed& a, Copy* c);
   int RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const;
-  int64_t agreed_step_ = -1;
-  std::function<void(int64_t)> on_kept_;
 
-  // Guards the region's slots, copy_ and armed_ against Rescue on the stop-signal thread.
+  // Guards the region's slots, copy_ and what follows against Rescue on the stop-signal thread.
   mutable std::mutex mu_;
   std::unique_ptr<Armed> armed_;
-  bool rescue_off_ = false;  // DTRUN_SNAPSHOT_ON_FAILURE=off
+  bool rescue_off_ = false;     // DTRUN_SNAPSHOT_ON_FAILURE=off
   bool rescue_wanted_ = false;  // Rescue came while nothing was armed
+  int64_t agreed_step_ = -1;    // the newest snapshot step the replicas agreed on
+  std::function<void(int64_t)> on_kept_;
   int64_t arms_ = 0, rescued_ = 0;
   double arms_s_ = 0;  // the total time of Arm
   snapshot::MappedRegion region_;
