@@ -110,6 +110,16 @@ for amp in fp16 bf16; do
   theirs "ref_synthetic_$amp" --synthetic --amp "$amp" --warmup-iters 20 --timed-iters 60
 done
 
+# In-memory snapshots of a state on the GPU (issue 28): every step, copied by the GPU's DMA into
+# pinned slots alongside the next step (worker/snapshot_device_copy.h), against none. The
+# trainer's own line says what the step paid; the img/s lines say what throughput paid.
+snap="--synthetic --synthetic-size 30000 -j 16 --amp bf16 -a resnet50 -b $batch --image-size 224 --epochs 1 --print-freq 20 --no-tensorboard"
+for mode in every_step:--snapshot-every=1 none:--snapshot-memory=0; do
+  step "snapshots_${mode%%:*}" 150 bash -o pipefail -c "'$bin/dtrun' --standalone --nproc-per-node 1 ${mode#*:} \
+    '$bin/train_imagenet' $snap --output-dir '$work/run_snap_${mode%%:*}' 2>&1 | grep -E 'in-memory snapshots|img/s' \
+    | tail -5 | tee '$work/snapshots_${mode%%:*}.txt'"
+done
+
 # Real JPEGs at ImageNet-like sizes (500x375, ~100 KB): does the loader keep the GPU fed, on how many cores?
 step make_dataset 120 "$bin/dtdata" make-demo "$work/jpeg" --classes 100 --train-per-class 128 --val-per-class 1 \
   --width 500 --height 375

@@ -17,6 +17,7 @@
 #include "base/status_macros.h"
 #include "base/unix_time.h"
 #include "snapshot/payload_toc.h"
+#include "worker/snapshot_device_copy.h"
 
 namespace dtrun::worker {
 namespace {
@@ -99,6 +100,7 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
       new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
   const char* copy = std::getenv(env::kSnapshotCopy);
   snapshots->background_ = copy != nullptr && std::string(copy) == "background";
+  snapshots->copy_mode_given_ = copy != nullptr;
   const char* on_failure = std::getenv(env::kSnapshotOnFailure);
   snapshots->rescue_off_ = on_failure != nullptr && std::string(on_failure) == "off";
   if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
@@ -243,6 +245,7 @@ struct MemorySnapshots::Copy {
   };
   std::vector<Segment> segments;
   std::vector<torch::Tensor> held;  // keeps the sources' storage alive until the copy is done
+  DeviceSnapshotCopy device;        // a state on the GPU: its copies, on a side stream
   int slot = 0;
   snapshot::SlotHeader header;
   double cpu_s = 0;
@@ -295,9 +298,16 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   // The other slot too, now, rather than inside a later step (a no-op once done).
   if (absl::Status st = region_.Reserve(1 - copy->slot, total); !st.ok()) return failed(st);
 
+  // A state on the GPU is copied alongside the next step unless DTRUN_SNAPSHOT_COPY says
+  // otherwise: the copy is the GPU's DMA, not a core (snapshot_device_copy.h).
+  const bool on_device = std::any_of(tensors.begin(), tensors.end(),
+                                     [](const StateTensor& t) { return DeviceSnapshotCopy::Takes(t.tensor); });
+  const bool overlap = background_ || (on_device && !copy_mode_given_);
   // The table, the padding and whatever may change before the next optimizer step are written
-  // now; the rest is left to the copier.
+  // now (or, from the GPU, ordered before the next step); the rest is left to the copier.
   char* base = region_.Payload(copy->slot);
+  if (on_device) pins_.Pin(base, total);
+  std::vector<size_t> after_the_fence;  // device tensors only the optimizer step changes
   const std::string toc = snapshot::EncodeToc(records);
   std::memcpy(base, toc.data(), toc.size());
   uint64_t at = toc.size();
@@ -308,11 +318,19 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
     const torch::Tensor t = tensors[i].tensor.detach();
     // Between steps everything plain goes to RunCopy too: copied and hashed while in cache.
     const bool replicated = tensors[i].changes_only_in_optimizer_step;
-    if (IsPlainCpu(t, r) && (!background_ || replicated)) {
+    if (IsPlainCpu(t, r) && (!overlap || replicated)) {
       copy->segments.push_back({static_cast<const char*>(t.data_ptr()), r.offset, r.nbytes, replicated});
       copy->held.push_back(t);
     } else if (IsPlainCpu(t, r)) {
       std::memcpy(base + r.offset, t.data_ptr(), r.nbytes);
+    } else if (DeviceSnapshotCopy::Takes(t)) {
+      // Hashed by the copier once the copies are done; the parameters after the fence below.
+      if (replicated) {
+        after_the_fence.push_back(i);
+        copy->segments.push_back({nullptr, r.offset, r.nbytes, true});
+      } else {
+        copy->device.Enqueue(ViewOf(base, r), t, /*changes_before_optimizer_step=*/true);
+      }
     } else {
       ViewOf(base, r).copy_(t);
       if (replicated) copy->segments.push_back({nullptr, r.offset, r.nbytes, true});
@@ -320,6 +338,12 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
     at = r.offset + r.nbytes;
   }
   std::memset(base + at, 0, total - at);
+  for (size_t i : after_the_fence) {
+    const torch::Tensor t = tensors[i].tensor.detach();
+    copy->device.Enqueue(ViewOf(base, records[i]), t, /*changes_before_optimizer_step=*/false);
+    copy->held.push_back(t);
+  }
+  copy->device.Close();
 
   copy->header.job = job_;
   copy->header.rank = env_.rank;
@@ -329,7 +353,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   copy->header.payload_bytes = total;
   copy_ = std::move(copy);
   bool started = false;
-  if (background_) {
+  if (overlap) {
     try {
       copier_ = std::thread(&MemorySnapshots::RunCopy, this, copy_.get());
       started = true;
@@ -349,6 +373,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
 // `c` and its slot, which the training thread leaves alone until Finish.
 void MemorySnapshots::RunCopy(Copy* copy) {
   Copy& c = *copy;
+  c.device.Wait();  // the GPU's copies into the slot, if any
   const double cpu_start = ThreadCpuSeconds();
   char* base = region_.Payload(c.slot);
   snapshot::PayloadHasher hasher, fingerprint;

@@ -12,8 +12,9 @@
 // updates); a background thread copies the parameters and the optimizer state, hashes the payload
 // and commits it while the next step's forward and backward run. The trainer calls Finish()
 // before its next optimizer step. A crash before the commit leaves the previous snapshot whole.
-// By default the whole copy is made in Begin, between steps: on a CPU whose cores all train, the
-// overlap measured no cheaper (docs/BENCHMARKS.md); it is the shape a device-to-host copy needs.
+// For a state on the CPU the whole copy is made in Begin by default, between steps: on a CPU whose
+// cores all train, the overlap measured no cheaper (docs/BENCHMARKS.md). A state on the GPU is
+// copied alongside by default, by the GPU's DMA (worker/snapshot_device_copy.h).
 //
 // Replica checks ride on the copy: the bytes of the parameters and the optimizer state are also
 // hashed into a fingerprint while they are in cache (for contiguous tensors the same as
@@ -46,6 +47,7 @@
 #include "snapshot/snapshot_region.h"
 #include "worker/dist_env.h"
 #include "worker/snapshot_cadence.h"
+#include "worker/snapshot_device_copy.h"
 #include "worker/train_state.h"
 
 namespace dtrun::worker {
@@ -172,6 +174,7 @@ class MemorySnapshots {
   double arms_s_ = 0;  // the total time of Arm
   snapshot::MappedRegion region_;
   std::optional<snapshot::MappedRegion> replica_;
+  HostPins pins_;  // the slots' pages pinned for the GPU's copies; unpinned before the unmapping
   bool restored_from_buddy_ = false;
   DistEnv env_;
   uint64_t job_;
@@ -179,6 +182,7 @@ class MemorySnapshots {
   double last_write_s_ = 0;
   uint64_t last_bytes_ = 0;
   bool background_ = true;   // DTRUN_SNAPSHOT_COPY is not "sync"
+  bool copy_mode_given_ = false;  // DTRUN_SNAPSHOT_COPY is set: a state on the GPU follows it too
   Verifier verifier_;
   std::unique_ptr<Copy> copy_;  // the snapshot begun last, until Finish
   std::thread copier_;

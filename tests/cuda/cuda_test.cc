@@ -1,5 +1,7 @@
 // The CUDA path of the worker library and trainer, run for real. Every test skips on a machine
 // without a GPU (CI); scripts/gpu-check.sh runs them on one (ctest -L cuda).
+#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -9,7 +11,10 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
+#include "base/env_names.h"
+#include "snapshot/snapshot_region.h"
 #include "worker/grad_scaler.h"
+#include "worker/memory_snapshot.h"
 #include "worker/resnet.h"
 #include "worker/sync_stopwatch.h"
 #include "worker/torch_compat.h"
@@ -75,6 +80,57 @@ TEST(CudaTest, GradScalerFindsOverflowInCudaGradientsAndUnscalesClean) {
   EXPECT_FALSE(s.UnscaleAndUpdate({p}, nullptr));
   ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(s.scale(), 4.0);
+}
+
+// A snapshot of a state on the GPU is copied into its slot on a side stream while the next step
+// runs (worker/snapshot_device_copy.h): the next forward moves batch norm's statistics during the
+// copy, and the restore still gives the state at Begin, bit for bit.
+TEST(CudaTest, ASnapshotOfAStateOnTheGpuIsCopiedAlongsideTheNextStepAndRestoresExactly) {
+  SKIP_WITHOUT_CUDA();
+  absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(256 << 20, "cuda-snapshot-test");
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  setenv(env::kSnapshotFd, std::to_string(fd->get()).c_str(), 1);
+  setenv(env::kRunId, "cuda-snapshot-test", 1);
+  unsetenv(env::kSnapshotCopy);
+  std::unique_ptr<MemorySnapshots> snapshots = MemorySnapshots::FromEnvironment(DistEnv{});
+  unsetenv(env::kSnapshotFd);
+  ASSERT_NE(snapshots, nullptr);
+
+  torch::manual_seed(3);
+  torch::nn::Sequential model{torch::nn::Linear(1024, 4096), torch::nn::BatchNorm1d(4096), torch::nn::Linear(4096, 1024)};
+  model->to(torch::kCUDA);
+  torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
+  Progress progress;
+  TrainState state{model.ptr().get(), &optimizer, nullptr, &progress};
+  auto step = [&] {
+    optimizer.zero_grad();
+    model->forward(torch::randn({256, 1024}, torch::kCUDA)).square().mean().backward();
+  };
+  auto values = [&] {
+    std::vector<torch::Tensor> out;
+    for (const StateTensor& t : StateTensors(state)) out.push_back(t.tensor.detach().cpu().clone());
+    return out;
+  };
+  step();
+  optimizer.step();
+  progress.global_step = 1;
+  const std::vector<torch::Tensor> at_begin = values();
+
+  ASSERT_TRUE(snapshots->Begin(state).ok());
+  EXPECT_TRUE(snapshots->copying()) << "a state on the GPU is copied alongside the next step by default";
+  step();  // moves the running statistics while the parameters are being copied
+  ASSERT_TRUE(snapshots->Finish());
+  optimizer.step();
+  torch::cuda::synchronize();
+  std::printf("snapshot of %.1f MB from the GPU: %.2f ms in the step, %.2f ms of CPU alongside\n",
+              snapshots->last_bytes() / 1e6, 1e3 * snapshots->last_write_seconds(),
+              1e3 * snapshots->last_background_seconds());
+
+  ASSERT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1});
+  ASSERT_TRUE(snapshots->Restore(1, state).ok());
+  const std::vector<torch::Tensor> restored = values();
+  ASSERT_EQ(restored.size(), at_begin.size());
+  for (size_t i = 0; i < restored.size(); ++i) EXPECT_TRUE(torch::equal(restored[i], at_begin[i])) << "tensor " << i;
 }
 
 // Same weights, same input: the channels-last CUDA forward and backward agree with the CPU's
