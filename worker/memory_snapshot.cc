@@ -478,6 +478,8 @@ void MemorySnapshots::Arm(const TrainState& state) {
   if (!rescue_off_) {
     torch::NoGradGuard no_grad;
     armed = ArmedState(state);
+    // A state on the device stays there: no need to list it again every step.
+    if (!armed) rescue_off_ = true;
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (armed && !armed_) cadence_.set_budget(kCostBudgetWithRescue);
