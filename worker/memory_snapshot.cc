@@ -574,11 +574,11 @@ int64_t MemorySnapshots::RescueLocked() {
     return -1;
   }
   region_.Commit(c.slot, c.header);
-  if (on_kept_) on_kept_(a->step);
   std::fprintf(stderr, "rank %d: kept the state of step %lld in memory on the way out (%.1f MB in %.1f ms)\n",
                env_.rank, static_cast<long long>(a->step), a->total / 1e6,
                1e3 * std::chrono::duration<double>(Clock::now() - start).count());
   ++rescued_;
+  if (on_kept_) on_kept_(a->step);  // last: the agent may kill this process as soon as it hears
   return a->step;
 }
 

@@ -39,7 +39,7 @@ std::string Digest(const std::string& out) {
   return m[1];
 }
 
-// Starts the job with snapshots every step and returns once rank 0 logged step 11 (epoch 1,
+// Returns once rank 0 logged step 11 (epoch 1,
 // batch 3), with the pid of rank 1's worker.
 pid_t StartAndReachStep11(Harness& job) {
   EXPECT_TRUE(job.WaitForOutput("Epoch: [1][3/8]", std::chrono::seconds(180))) << job.all();
@@ -199,6 +199,33 @@ TEST(RecoveryTest, TheSurvivorsKeepTheStepTheyWereAtWhenARankDiesSoNoStepIsLost)
   EXPECT_EQ(off.find("in memory on the way out"), std::string::npos) << off;
   EXPECT_EQ(off.find("resuming from the in-memory snapshot of step 10 "), std::string::npos) << off;
   EXPECT_EQ(StepsAndDigest(off), StepsAndDigest(clean)) << off;
+}
+
+// A frozen rank (SIGSTOP) throws nothing at its peer: rank 0 sits in a collective with it until
+// the heartbeat timeout names the hang and the agent stops the workers with SIGTERM. Rank 0's
+// stop-signal thread then keeps the state it holds and says `kept`, and the agent kills it at once
+// instead of waiting out the stop grace (the `state_kept` record). With snapshots only every 1000
+// steps, the job still loses no step and ends bit for bit as an uninterrupted run.
+TEST(RecoveryTest, AFrozenRanksPeerKeepsItsStateOnTheStopSignalAndIsLetGoAtOnce) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string expected = UninterruptedDigest();
+  ASSERT_FALSE(expected.empty());
+  const std::string dir = MakeTempDir();
+  Harness job(Job(dir, {"--max-restarts", "1", "--snapshot-every", "1000", "--heartbeat-timeout", "10"}));
+  const pid_t victim = StartAndReachStep11(job);
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGSTOP);
+  EXPECT_EQ(job.Wait(std::chrono::seconds(240)), 0) << job.all();
+  EXPECT_NE(job.all().find("rank 0: kept the state of step"), std::string::npos) << job.all();
+  std::vector<nlohmann::json> kept = EventsOfKind(dir + "/events.jsonl", "state_kept");
+  ASSERT_FALSE(kept.empty()) << job.all();
+  EXPECT_EQ(kept[0]["rank"], 0) << kept[0];
+  EXPECT_TRUE(kept[0]["stopping"].get<bool>()) << kept[0];
+  std::vector<nlohmann::json> recovered = EventsOfKind(dir + "/events.jsonl", "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << job.all();
+  EXPECT_EQ(recovered[0]["lost_steps"], 0) << recovered[0];
+  EXPECT_EQ(recovered[0]["restored_step"], kept[0]["step"]) << recovered[0];
+  EXPECT_EQ(Digest(job.all()), expected) << job.all();
 }
 
 }  // namespace
