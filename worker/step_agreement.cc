@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <exception>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -94,8 +95,8 @@ void StepAgreement::Arm(const TrainState& state, int64_t epoch, int64_t next_bat
   snapshots_->Arm(state);
 }
 
-void StepAgreement::RescueAfterFailure() noexcept {
-  if (snapshots_) snapshots_->Rescue();
+StepAgreement::~StepAgreement() {
+  if (snapshots_ && std::uncaught_exceptions() > 0) snapshots_->Rescue();
 }
 
 void StepAgreement::CommitAndKeep() {

@@ -35,6 +35,9 @@ class StepAgreement {
   // null for a single process.
   StepAgreement(ProcessGroupHandle* pg, const torch::Device& device, int rank, int world,
                 const progress::ProgressClient& reports, CollectiveWatchdog* watchdog, MemorySnapshots* snapshots);
+  // Unwinding from an exception (most often a collective with a rank that is gone), this rank's
+  // armed state is still whole: it is kept in memory on the way out (MemorySnapshots::Rescue).
+  ~StepAgreement();
   StepAgreement(const StepAgreement&) = delete;
   StepAgreement& operator=(const StepAgreement&) = delete;
 
@@ -51,10 +54,9 @@ class StepAgreement {
   // disarms the snapshot on failure. Call it before the parameters change again.
   void FinishSnapshot();
   // After each optimizer step, before Decide: the state a failure before the next optimizer step
-  // keeps in memory (MemorySnapshots::Arm), from a stop signal's thread or from RescueAfterFailure.
+  // keeps in memory (MemorySnapshots::Arm), from a stop signal's thread or from this object's
+  // destructor when an exception leaves the training loop.
   void Arm(const TrainState& state, int64_t epoch, int64_t next_batch);
-  // On the way out of a failed training loop (an exception): keeps the armed state. Never throws.
-  void RescueAfterFailure() noexcept;
   // Snapshot, then the comparison at once: what a disk checkpoint waits for.
   void SnapshotAndCompare(const TrainState& state, int64_t epoch, int64_t next_batch);
 

@@ -435,7 +435,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
     KillIfPlanned(faults_, progress_.global_step, env_.rank);           // test-only
     ++step;
-    if (o_.timed_iters <= 0) agreement_->Arm(State(), epoch, step);  // kept if this process fails now
+    agreement_->Arm(State(), epoch, step);  // kept if this process fails before the next step
     samples_reported_ += count;
     reports_.Beat(progress_.global_step, samples_reported_);
     if (ddp_ && ddp_->last_sync()) {
@@ -538,24 +538,18 @@ int Training::Run() {
   }
   reports_.Hello("cpp", ParksBeforeRounds());
   if (train_loader_) reports_.TotalSteps(o_.epochs * static_cast<int64_t>(train_loader_->batches_per_epoch()));
-  try {
-    for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
-      ApplySizeSchedule(epoch);
-      TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
-      if (stop_) return o_.timed_iters > 0 ? 0 : 128 + StopSignal();
-      double top1 = Validate(epoch);
-      progress_.best_acc1 = std::max(progress_.best_acc1, top1);
-      Save(epoch + 1, 0);
-      if (o_.desired_acc > 0 && top1 >= o_.desired_acc) {
-        Log("=> reached the desired accuracy %.2f%% (val top1 %.2f%%) after epoch %lld", o_.desired_acc, top1,
-            static_cast<long long>(epoch));
-        break;
-      }
+  for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
+    ApplySizeSchedule(epoch);
+    TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
+    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + StopSignal();
+    double top1 = Validate(epoch);
+    progress_.best_acc1 = std::max(progress_.best_acc1, top1);
+    Save(epoch + 1, 0);
+    if (o_.desired_acc > 0 && top1 >= o_.desired_acc) {
+      Log("=> reached the desired accuracy %.2f%% (val top1 %.2f%%) after epoch %lld", o_.desired_acc, top1,
+          static_cast<long long>(epoch));
+      break;
     }
-  } catch (...) {
-    // Most often a collective with a rank that is gone: this rank's state is still whole.
-    agreement_->RescueAfterFailure();
-    throw;
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
   if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());

@@ -340,7 +340,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     worker::FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
     worker::KillIfPlanned(faults_, progress_.global_step, env_.rank);           // test-only
     ++step;
-    if (o_.timed_iters <= 0) agreement_->Arm(State(), epoch, step);  // kept if this process fails now
+    agreement_->Arm(State(), epoch, step);  // kept if this process fails before the next step
     reports_.Beat(progress_.global_step, progress_.global_step * o_.batch_size);
     if (ddp_ && ddp_->last_sync()) {
       const worker::SyncStopwatch::Lap& lap = *ddp_->last_sync();
@@ -471,17 +471,11 @@ int RecsysTraining::Run() {
   worker::InstallStopSignalHandlers();
   reports_.Hello("cpp", worker::ParksBeforeRounds());
   reports_.TotalSteps(o_.epochs * steps_per_epoch_);
-  try {
-    for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
-      TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
-      if (stop_) return o_.timed_iters > 0 ? 0 : 128 + worker::StopSignal();
-      progress_.best_acc1 = std::max(progress_.best_acc1, Evaluate(epoch));
-      Save(epoch + 1, 0);
-    }
-  } catch (...) {
-    // Most often a collective with a rank that is gone: this rank's state is still whole.
-    agreement_->RescueAfterFailure();
-    throw;
+  for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
+    TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
+    if (stop_) return o_.timed_iters > 0 ? 0 : 128 + worker::StopSignal();
+    progress_.best_acc1 = std::max(progress_.best_acc1, Evaluate(epoch));
+    Save(epoch + 1, 0);
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
   if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());

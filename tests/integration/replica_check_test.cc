@@ -16,24 +16,16 @@
 namespace dtrun::testing {
 namespace {
 
-std::string Digest(const std::string& log) { return StepsAndDigest(log); }
-
-std::pair<int, std::string> RunRecsys(const std::string& dir, const std::string& ratings, const std::string& name,
-                                      const std::vector<std::string>& dtrun_flags,
-                                      std::map<std::string, std::string> env) {
-  return RunRecsysUnderDtrun(dir, ratings, name, dtrun_flags, std::move(env));
-}
-
 TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHappened) {
   if (!BinaryBuilt("train_recsys")) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();
   const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
-    return RunRecsys(dir, ratings, name, {"--snapshot-every", "1", "--event-log", dir + "/" + name + ".jsonl"}, env);
+    return RunRecsysUnderDtrun(dir, ratings, name, {"--snapshot-every", "1", "--event-log", dir + "/" + name + ".jsonl"}, env);
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
-  ASSERT_FALSE(Digest(clean).empty()) << clean;
+  ASSERT_FALSE(StepsAndDigest(clean).empty()) << clean;
   EXPECT_EQ(clean.find("diverged"), std::string::npos) << "a clean run's replicas disagreed:\n" << clean;
 
   // A mantissa bit: the value changes a little, nothing turns NaN.
@@ -48,7 +40,7 @@ TEST(ReplicaCheckTest, AFlippedBitIsFoundItsRankNamedAndTheJobEndsAsIfItNeverHap
   EXPECT_EQ(mismatch["step"], 9);
   EXPECT_NE(mismatch["fingerprint"], mismatch["majority"]);
   EXPECT_NE(log.find("resuming from the in-memory snapshot of step 8"), std::string::npos) << log;
-  EXPECT_EQ(Digest(log), Digest(clean)) << log;
+  EXPECT_EQ(StepsAndDigest(log), StepsAndDigest(clean)) << log;
 }
 
 // The replicas compare a snapshot in the next step's all-reduce (worker/step_agreement.h), so a
@@ -64,7 +56,7 @@ TEST(ReplicaCheckTest, ASnapshotNotYetComparedWhenACrashCameIsRefusedAtTheRestor
   const std::string dir = MakeTempDir();
   const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
-    return RunRecsys(dir, ratings, name, {"--snapshot-every", "1"}, env);
+    return RunRecsysUnderDtrun(dir, ratings, name, {"--snapshot-every", "1"}, env);
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
@@ -82,7 +74,7 @@ TEST(ReplicaCheckTest, ASnapshotNotYetComparedWhenACrashCameIsRefusedAtTheRestor
         << log;
     EXPECT_EQ(log.find("kept the state of step 10 in memory on the way out") != std::string::npos, on_failure) << log;
     EXPECT_NE(log.find("resuming from the in-memory snapshot of step 8"), std::string::npos) << log;
-    EXPECT_EQ(Digest(log), Digest(clean)) << log;
+    EXPECT_EQ(StepsAndDigest(log), StepsAndDigest(clean)) << log;
   }
 }
 
@@ -94,7 +86,7 @@ TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack
   const std::string dir = MakeTempDir();
   const std::string ratings = MakeRatings(120, 300);
   auto run = [&](const std::string& name, std::map<std::string, std::string> env) {
-    return RunRecsys(dir, ratings, name, {"--snapshot-memory", "0"}, env);
+    return RunRecsysUnderDtrun(dir, ratings, name, {"--snapshot-memory", "0"}, env);
   };
   auto [clean_rc, clean] = run("clean", {});
   ASSERT_EQ(clean_rc, 0) << clean;
@@ -103,7 +95,7 @@ TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack
   EXPECT_NE(log.find("the loss of step 10 is not finite on rank(s) 2 only, finite on the other 2"), std::string::npos)
       << log;
   EXPECT_NE(log.find("failed (exit code 78)"), std::string::npos) << log;
-  EXPECT_EQ(Digest(log), Digest(clean)) << log;
+  EXPECT_EQ(StepsAndDigest(log), StepsAndDigest(clean)) << log;
 }
 
 // The same in a Python DDP script: dtrun.check_replicas before each dtrun.snapshot. The reference
