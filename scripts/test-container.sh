@@ -5,7 +5,7 @@
 #   scripts/test-container.sh [BUILD_DIR]      (root; podman; Debian's archive reachable)
 # The stages run with podman's chroot isolation: this machine's sandbox refuses the OCI runtime's
 # rlimits (`podman run` fails there), a cluster's nodes run the image with `podman run`/Kubernetes.
-# Exit 77: cannot run here, said on one line.
+# Exit 77: cannot run here (not root, no podman, or too little disk), said on one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
@@ -17,6 +17,12 @@ if ! why=$(podman info 2>&1 >/dev/null); then
   echo "test-container: skipped: podman cannot run on this machine: $(echo "$why" | head -1)"; exit 77
 fi
 
+# Measured peak on one disk: ~4.2 GiB (the container's files, the layer committed from them, and
+# that layer's copy in podman's copy directory).
+store=$(podman info --format '{{.Store.GraphRoot}}') copies=$(podman info --format '{{.Store.ImageCopyTmpDir}}')
+scripts/disk-room.sh test-container "$store:3000" "$copies:1500" "$build:300" || exit $?
+
+mkdir -p "$build/package-test"
 work=$(mktemp -d "$build/package-test/container.XXXXXX")
 tag=$(basename "$work" | tr 'A-Z.' 'a-z-')
 base_image=localhost/dtrun-base:$tag image=localhost/dtrun-train:$tag check=localhost/dtrun-check:$tag

@@ -6,13 +6,16 @@
 #   scripts/test-deb.sh [BUILD_DIR]     (root; debootstrap; Debian's archive reachable)
 # The package is made from BUILD_DIR (default build/) with CPack into a scratch directory; the clean
 # root comes from scripts/bookworm-base.sh (debootstrap, once per build directory).
-# Exit 77: cannot run here (not root, or no debootstrap), said on one line.
+# Exit 77: cannot run here (not root, no debootstrap, or too little disk), said on one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
 [ "$(id -u)" = 0 ] || { echo "test-deb: skipped: needs root (chroot and mounts)"; exit 77; }
 command -v debootstrap >/dev/null || { echo "test-deb: skipped: no debootstrap (scripts/install-deps.sh package)"; exit 77; }
 [ -s "$build/package/man/dtrun.1.gz" ] || { echo "test-deb: skipped: no man pages in $build (help2man missing? scripts/install-deps.sh package)"; exit 77; }
+
+# Measured peak: ~1.3 GiB (the clean root with the trainers' 411 packages).
+scripts/disk-room.sh test-deb "$build:1800" || exit $?
 
 cache=$build/package-test
 mkdir -p "$cache"
