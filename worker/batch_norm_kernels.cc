@@ -93,41 +93,45 @@ DTRUN_VECTOR_CLONES void ShiftedSums(const T* __restrict x, int64_t begin, int64
 template <typename T>
 DTRUN_VECTOR_CLONES void ScaleShiftReluRows(const T* __restrict x, const T* __restrict residual, T* __restrict y,
                                             int64_t begin, int64_t end, int64_t channels,
-                                            const float* __restrict scale, const float* __restrict shift) {
+                                            const float* __restrict center, const float* __restrict scale,
+                                            const float* __restrict shift) {
   for (int64_t r = begin; r < end; ++r) {
     const int64_t row = r * channels;
     if (residual != nullptr) {
       for (int64_t c = 0; c < channels; ++c) {
-        Store(y, row + c, std::max(0.f, Load(x, row + c) * scale[c] + shift[c] + Load(residual, row + c)));
+        const float v = (Load(x, row + c) - center[c]) * scale[c] + shift[c] + Load(residual, row + c);
+        Store(y, row + c, std::max(0.f, v));
       }
     } else {
-      for (int64_t c = 0; c < channels; ++c) Store(y, row + c, std::max(0.f, Load(x, row + c) * scale[c] + shift[c]));
+      for (int64_t c = 0; c < channels; ++c) {
+        Store(y, row + c, std::max(0.f, (Load(x, row + c) - center[c]) * scale[c] + shift[c]));
+      }
     }
   }
 }
 
-// Σg and Σg·x with g = dy·(y > 0); g also written to g_out when not null.
+// Σg and Σg·(x − center) with g = dy·(y > 0); g also written to g_out when not null.
 template <typename T>
 DTRUN_VECTOR_CLONES void MaskedGradSumsRows(const T* __restrict dy, const T* __restrict y, const T* __restrict x,
                                             T* __restrict g_out, int64_t begin, int64_t end, int64_t channels,
-                                            double* sum_g, double* sum_gx) {
-  ChannelSums(begin, end, channels, [&](int64_t i, int64_t) {
+                                            const float* __restrict center, double* sum_g, double* sum_gx) {
+  ChannelSums(begin, end, channels, [&](int64_t i, int64_t c) {
     const float g = MaskedLoad(dy, y, i);
     if (g_out != nullptr) Store(g_out, i, g);
-    return std::pair<float, float>(g, g * Load(x, i));
+    return std::pair<float, float>(g, g * (Load(x, i) - center[c]));
   }, sum_g, sum_gx);
 }
 
 template <typename T>
 DTRUN_VECTOR_CLONES void AffineMaskedGradRows(const T* __restrict dy, const T* __restrict y, const T* __restrict x,
                                               T* __restrict dx, int64_t begin, int64_t end, int64_t channels,
-                                              const float* __restrict a, const float* __restrict b,
-                                              const float* __restrict c0) {
+                                              const float* __restrict center, const float* __restrict a,
+                                              const float* __restrict b, const float* __restrict c0) {
   for (int64_t r = begin; r < end; ++r) {
     const int64_t row = r * channels;
     for (int64_t c = 0; c < channels; ++c) {
       const float g = MaskedLoad(dy, y, row + c);
-      Store(dx, row + c, a[c] * g + b[c] * Load(x, row + c) + c0[c]);
+      Store(dx, row + c, a[c] * g + b[c] * (Load(x, row + c) - center[c]) + c0[c]);
     }
   }
 }
@@ -161,12 +165,12 @@ void ChannelMeanVarT(const T* x, int64_t rows, int64_t channels, double* mean, d
 }
 
 template <typename T>
-void MaskedGradSumsT(const T* dy, const T* y, const T* x, T* g_out, int64_t rows, int64_t channels, double* sum_g,
-                     double* sum_gx) {
+void MaskedGradSumsT(const T* dy, const T* y, const T* x, T* g_out, int64_t rows, int64_t channels,
+                     const float* center, double* sum_g, double* sum_gx) {
   const int64_t max_ranges = std::max<int64_t>(1, at::get_num_threads());
   std::vector<double> s1(max_ranges * channels), s2(max_ranges * channels);
   const int64_t ranges = ForEachRowRange(rows, [&](int64_t i, int64_t begin, int64_t end) {
-    MaskedGradSumsRows(dy, y, x, g_out, begin, end, channels, &s1[i * channels], &s2[i * channels]);
+    MaskedGradSumsRows(dy, y, x, g_out, begin, end, channels, center, &s1[i * channels], &s2[i * channels]);
   });
   FoldPartials(s1, ranges, channels, sum_g);
   FoldPartials(s2, ranges, channels, sum_gx);
@@ -180,37 +184,38 @@ void ChannelMeanVar(const void* x, Element type, int64_t rows, int64_t channels,
 }
 
 void ScaleShiftRelu(const void* x, const void* residual, void* y, Element type, int64_t rows, int64_t channels,
-                    const float* scale, const float* shift) {
+                    const float* center, const float* scale, const float* shift) {
   ForEachRowRange(rows, [&](int64_t, int64_t begin, int64_t end) {
     if (type == Element::kFloat32) {
       ScaleShiftReluRows(static_cast<const float*>(x), static_cast<const float*>(residual), static_cast<float*>(y),
-                         begin, end, channels, scale, shift);
+                         begin, end, channels, center, scale, shift);
     } else {
       ScaleShiftReluRows(static_cast<const uint16_t*>(x), static_cast<const uint16_t*>(residual),
-                         static_cast<uint16_t*>(y), begin, end, channels, scale, shift);
+                         static_cast<uint16_t*>(y), begin, end, channels, center, scale, shift);
     }
   });
 }
 
 void MaskedGradSums(const void* dy, const void* y, const void* x, void* g_out, Element type, int64_t rows,
-                    int64_t channels, double* sum_g, double* sum_gx) {
+                    int64_t channels, const float* center, double* sum_g, double* sum_gx) {
   if (type == Element::kFloat32) {
     return MaskedGradSumsT(static_cast<const float*>(dy), static_cast<const float*>(y), static_cast<const float*>(x),
-                           static_cast<float*>(g_out), rows, channels, sum_g, sum_gx);
+                           static_cast<float*>(g_out), rows, channels, center, sum_g, sum_gx);
   }
   MaskedGradSumsT(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(y), static_cast<const uint16_t*>(x),
-                  static_cast<uint16_t*>(g_out), rows, channels, sum_g, sum_gx);
+                  static_cast<uint16_t*>(g_out), rows, channels, center, sum_g, sum_gx);
 }
 
 void AffineMaskedGrad(const void* dy, const void* y, const void* x, void* dx, Element type, int64_t rows,
-                      int64_t channels, const float* a, const float* b, const float* c) {
+                      int64_t channels, const float* center, const float* a, const float* b, const float* c) {
   ForEachRowRange(rows, [&](int64_t, int64_t begin, int64_t end) {
     if (type == Element::kFloat32) {
       AffineMaskedGradRows(static_cast<const float*>(dy), static_cast<const float*>(y), static_cast<const float*>(x),
-                           static_cast<float*>(dx), begin, end, channels, a, b, c);
+                           static_cast<float*>(dx), begin, end, channels, center, a, b, c);
     } else {
       AffineMaskedGradRows(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(y),
-                           static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dx), begin, end, channels, a, b, c);
+                           static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dx), begin, end, channels,
+                           center, a, b, c);
     }
   });
 }

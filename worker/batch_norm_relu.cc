@@ -34,17 +34,20 @@ struct FusedBatchNormRelu {
     std::vector<double> mean(channels), var(channels);
     kernels::ChannelMeanVar(x.data_ptr(), ElementOf(x), rows, channels, mean.data(), var.data());
     torch::Tensor mean_t = Float64(mean), var_t = Float64(var);
+    // The kernels take x − center, exact in float32 however far the mean is from zero.
+    torch::Tensor center = mean_t.to(torch::kFloat32).contiguous();
     torch::Tensor invstd = (var_t + eps).rsqrt();
     torch::Tensor scale = (weight.to(torch::kFloat64) * invstd);
-    torch::Tensor shift = bias.to(torch::kFloat64) - mean_t * scale;
+    torch::Tensor shift = bias.to(torch::kFloat64) - (mean_t - center.to(torch::kFloat64)) * scale;
     torch::Tensor scale_f = scale.to(torch::kFloat32).contiguous(), shift_f = shift.to(torch::kFloat32).contiguous();
     torch::Tensor y = ChannelsLastLike(x);
     kernels::ScaleShiftRelu(x.data_ptr(), residual.defined() ? residual.data_ptr() : nullptr, y.data_ptr(),
-                            ElementOf(x), rows, channels, scale_f.data_ptr<float>(), shift_f.data_ptr<float>());
+                            ElementOf(x), rows, channels, center.data_ptr<float>(), scale_f.data_ptr<float>(),
+                            shift_f.data_ptr<float>());
     running_mean.mul_(1 - momentum).add_(mean_t.to(running_mean.dtype()), momentum);
     const double unbias = rows > 1 ? static_cast<double>(rows) / (rows - 1) : 1.0;
     running_var.mul_(1 - momentum).add_((var_t * unbias).to(running_var.dtype()), momentum);
-    ctx->save_for_backward({x, y, weight, mean_t, invstd});
+    ctx->save_for_backward({x, y, weight, mean_t, invstd, center});
     ctx->saved_data["has_residual"] = residual.defined();
     return y;
   }
@@ -52,26 +55,29 @@ struct FusedBatchNormRelu {
   // Returns {dx, d_weight, d_bias, d_residual}.
   static variable_list backward(AutogradContext* ctx, const variable_list& grads) {
     variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &y = saved[1], &weight = saved[2], &mean = saved[3], &invstd = saved[4];
+    const torch::Tensor &x = saved[0], &y = saved[1], &weight = saved[2], &mean = saved[3], &invstd = saved[4],
+                        &center = saved[5];
     const bool has_residual = ctx->saved_data["has_residual"].toBool();
     // The fused kernels read dy as the activations' layout and type.
     torch::Tensor dy = grads[0].to(x.scalar_type()).contiguous(torch::MemoryFormat::ChannelsLast);
     const int64_t channels = x.size(1), rows = Rows(x);
     torch::Tensor d_residual = has_residual ? ChannelsLastLike(x) : torch::Tensor();
-    std::vector<double> sum_g(channels), sum_gx(channels);
+    std::vector<double> sum_g(channels), sum_gx(channels);  // Σg and Σg·(x − center)
     kernels::MaskedGradSums(dy.data_ptr(), y.data_ptr(), x.data_ptr(),
                             has_residual ? d_residual.data_ptr() : nullptr, ElementOf(x), rows, channels,
-                            sum_g.data(), sum_gx.data());
+                            center.data_ptr<float>(), sum_g.data(), sum_gx.data());
     torch::Tensor sum_g_t = Float64(sum_g);
-    torch::Tensor sum_gxhat = invstd * (Float64(sum_gx) - mean * sum_g_t);  // Σ g·x̂
-    // dx = w·invstd·(g − Σg/M − x̂·Σg·x̂/M), written as a·g + b·x + c per channel.
+    torch::Tensor off = mean - center.to(torch::kFloat64);  // the mean, seen from the center
+    torch::Tensor sum_gxhat = invstd * (Float64(sum_gx) - off * sum_g_t);  // Σ g·x̂
+    // dx = w·invstd·(g − Σg/M − x̂·Σg·x̂/M), written as a·g + b·(x − center) + c per channel.
     torch::Tensor a = weight.to(torch::kFloat64) * invstd;
     torch::Tensor b = -a * invstd * sum_gxhat / rows;
-    torch::Tensor c = -a * sum_g_t / rows - b * mean;
+    torch::Tensor c = -a * sum_g_t / rows - b * off;
     torch::Tensor a_f = a.to(torch::kFloat32), b_f = b.to(torch::kFloat32), c_f = c.to(torch::kFloat32);
     torch::Tensor dx = ChannelsLastLike(x);
     kernels::AffineMaskedGrad(dy.data_ptr(), y.data_ptr(), x.data_ptr(), dx.data_ptr(), ElementOf(x), rows, channels,
-                              a_f.data_ptr<float>(), b_f.data_ptr<float>(), c_f.data_ptr<float>());
+                              center.data_ptr<float>(), a_f.data_ptr<float>(), b_f.data_ptr<float>(),
+                              c_f.data_ptr<float>());
     return {dx, sum_gxhat.to(weight.scalar_type()), sum_g_t.to(weight.scalar_type()), d_residual};
   }
 };

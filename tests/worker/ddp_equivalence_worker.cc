@@ -47,7 +47,7 @@ double MaxDifference(torch::nn::Module& a, torch::nn::Module& b) {
   return worst;
 }
 
-// ResNet-18 trained for a few steps on 4 images per rank, with or without SyncBatchNorm; returns
+// ResNet-18 trained for two steps on 4 images per rank, with or without SyncBatchNorm; returns
 // its largest difference from one process trained on the union of the ranks' images.
 double ResNetDifferenceFromUnion(dtrun::worker::ProcessGroupHandle& pg, const dtrun::worker::DistEnv& env,
                                  bool sync_bn) {
@@ -68,7 +68,9 @@ double ResNetDifferenceFromUnion(dtrun::worker::ProcessGroupHandle& pg, const dt
   DdpOptions d;
   d.broadcast_buffers = false;  // with SyncBatchNorm the running statistics agree by themselves
   DistributedDataParallel ddp(net.ptr(), pg, env.world_size, d);
-  for (int step = 0; step < 3; ++step) {
+  // Two steps: from the third on, training amplifies float32 rounding (1e-5 after two steps, 1e-3
+  // after three on an AVX2 CPU), which says nothing of the equivalence.
+  for (int step = 0; step < 2; ++step) {
     torch::AutoGradMode grad_on(true);
     auto [x, y] = batch(env.rank, step);
     opt.zero_grad();
