@@ -19,7 +19,7 @@ fi
 
 # Measured peak on one disk: ~4.2 GiB (the container's files, the layer committed from them, and
 # that layer's copy in podman's copy directory).
-store=$(podman info --format '{{.Store.GraphRoot}}') copies=$(podman info --format '{{.Store.ImageCopyTmpDir}}')
+read -r store copies < <(podman info --format '{{.Store.GraphRoot}} {{.Store.ImageCopyTmpDir}}')
 scripts/disk-room.sh test-container "$store:3000" "$copies:1500" "$build:300" || exit $?
 
 mkdir -p "$build/package-test"

@@ -47,7 +47,7 @@ struct FusedBatchNormRelu {
     running_mean.mul_(1 - momentum).add_(mean_t.to(running_mean.dtype()), momentum);
     const double unbias = rows > 1 ? static_cast<double>(rows) / (rows - 1) : 1.0;
     running_var.mul_(1 - momentum).add_((var_t * unbias).to(running_var.dtype()), momentum);
-    ctx->save_for_backward({x, y, weight, mean_t, invstd, center});
+    ctx->save_for_backward({x, y, weight, mean_t, invstd});
     ctx->saved_data["has_residual"] = residual.defined();
     return y;
   }
@@ -55,8 +55,8 @@ struct FusedBatchNormRelu {
   // Returns {dx, d_weight, d_bias, d_residual}.
   static variable_list backward(AutogradContext* ctx, const variable_list& grads) {
     variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &y = saved[1], &weight = saved[2], &mean = saved[3], &invstd = saved[4],
-                        &center = saved[5];
+    const torch::Tensor &x = saved[0], &y = saved[1], &weight = saved[2], &mean = saved[3], &invstd = saved[4];
+    const torch::Tensor center = mean.to(torch::kFloat32).contiguous();  // as the forward took it
     const bool has_residual = ctx->saved_data["has_residual"].toBool();
     // The fused kernels read dy as the activations' layout and type.
     torch::Tensor dy = grads[0].to(x.scalar_type()).contiguous(torch::MemoryFormat::ChannelsLast);
