@@ -28,9 +28,9 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& record);
 // Every record whose process is still alive (stale ones are removed). Records are read as
 // untrusted: regular files only, no links, at most 64 KiB, fields type-checked.
 std::vector<LaunchRecord> ListLaunches();
-// Removes the private `<pid>-<hex>` directories of launches that are gone (a crashed or killed
-// dtrun cannot remove its own): its process has exited, or the pid now belongs to a process that
-// is not the one its record names. Returns how many were removed.
-int RemoveLeftoverLaunchDirs();
+// Removes what launches that are gone left (a crashed or killed dtrun cannot remove its own): the
+// private `<pid>-<hex>` directories and the records. Gone: its process has exited, or the pid now
+// belongs to a process that is not the one its record names. Returns how many were removed.
+int RemoveLeftoversOfGoneLaunches();
 
 }  // namespace dtrun

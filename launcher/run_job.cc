@@ -226,15 +226,25 @@ absl::StatusOr<int> AwaitRendezvousHost(LaunchConfig& config) {
   }
 }
 
+// $TMPDIR when it is an absolute path, else /tmp: where Python's tempfile, and so torchrun, put
+// their logs.
+std::string TempDirBase() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string base = tmpdir && tmpdir[0] == '/' ? tmpdir : "/tmp";
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  return base;
+}
+
 // Where this launch's logs go: a fresh DIR/<run_id> under --log-dir; without it, when hang
-// detection or --redirects/--tee need files, a private fresh directory in /tmp (never one another
-// user placed there; the event log opens in it before any worker writes); else none ("").
+// detection or --redirects/--tee need files, a private fresh directory in $TMPDIR or /tmp (never
+// one another user placed there; the event log opens in it before any worker writes); else none ("").
 absl::StatusOr<std::string> LogRootFor(const LaunchConfig& config) {
   const AgentOptions& a = config.agent;
   if (!config.log_dir.empty()) return FreshLogRoot(config.log_dir, a.run_id);
   if (!WantsLogFiles(a)) return std::string();
+  const std::string base = TempDirBase();
   for (int tries = 0; tries < 8; ++tries) {
-    std::string root = absl::StrCat("/tmp/dtrun_", a.run_id, "_", RandomHex(6));
+    std::string root = absl::StrCat(base, "/dtrun_", a.run_id, "_", RandomHex(6));
     if (::mkdir(root.c_str(), 0700) == 0) {
       spdlog::info("{} without --log-dir: logs go to {}", a.hang.enabled() ? "hang detection" : "--redirects/--tee",
                    root);
@@ -242,7 +252,7 @@ absl::StatusOr<std::string> LogRootFor(const LaunchConfig& config) {
     }
   }
   return absl::FailedPreconditionError(
-      absl::StrCat("cannot create a log directory in /tmp: ", strerror(errno), "; give one with --log-dir"));
+      absl::StrCat("cannot create a log directory in ", base, ": ", strerror(errno), "; give one with --log-dir"));
 }
 
 // This launch's entry in the registry `dtrun kill` and `dtrun status` read.
@@ -300,7 +310,7 @@ absl::StatusOr<int> RunJob(LaunchConfig config, const std::map<std::string, std:
                            const std::string& command_line, const StdioWriters& stdio) {
   const AgentOptions& a = config.agent;
   DT_ASSIGN_OR_RETURN(std::string runtime_dir, RuntimeDir());
-  RemoveLeftoverLaunchDirs();  // crashed launches cannot clean up after themselves
+  RemoveLeftoversOfGoneLaunches();  // crashed launches cannot clean up after themselves
   std::string private_dir = launch_layout::LaunchDir(runtime_dir, a.launch_id);
   if (::mkdir(private_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The LibTorch-free targets built with clang under sanitizers, and their tests:
-#   build-asan/  ASan + UBSan: unit, component and integration tests (LibTorch tests excluded)
+#   build-asan/  ASan + UBSan: unit, component and integration tests (LibTorch tests excluded); the
+#                fuzzers are built here too (scripts/fuzz.sh), so every library has their coverage
 #   build-tsan/  TSan: the unit, component and single-node integration tests (CTest labels; a
 #                TSan-built dtrun; a race exits it with 66)
 #   scripts/sanitizers.sh [asan|tsan]   (both by default)
@@ -16,14 +17,12 @@ kinds=("$@")
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
 for kind in "${kinds[@]}"; do
   case "$kind" in
-    asan) sanitize=address,undefined; select=(-E 'Torch|Training|Ddp|Cuda|LibTorch') ;;
-    tsan) sanitize=thread; select=(-L '^(unit|component|integration)$') ;;
+    asan) select=(-E 'Torch|Training|Ddp|Cuda|LibTorch') ;;
+    tsan) select=(-L '^(unit|component|integration)$') ;;
     *) echo "unknown sanitizer build: $kind (asan or tsan)" >&2; exit 2 ;;
   esac
   dir=build-$kind
-  # -DDTRUN_WERROR: warnings are errors and clang checks the lock annotations (-Wthread-safety).
-  CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRUN_WITH_TORCH=OFF \
-    -DDTRUN_SANITIZE="$sanitize" -DDTRUN_WERROR=ON >/dev/null
+  scripts/clang-configure.sh "$kind"
   # A compiler that dies without a diagnostic (a CI run once lost two at once) is retried once, one
   # job at a time, with the machine's memory printed: a real compile error fails again, visibly.
   cmake --build "$dir" -j"$(nproc)" || {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 
+#include "base/launch_layout.h"
 #include "base/process_table.h"
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
@@ -70,7 +71,7 @@ TEST(RunRegistryTest, RecordsArePrivateAndHostileEntriesAreSkippedWithoutBlockin
   EXPECT_EQ(all[0].launch_id, "me");
 }
 
-TEST(RunRegistryTest, LeftoverDirsOfGoneLaunchesAreRemovedOthersKept) {
+TEST(RunRegistryTest, LeftoversOfGoneLaunchesAreRemovedOthersKept) {
   const std::string dir = testing::MakeTempDir() + "/rt";
   ScopedRuntimeDir scoped(dir);
   ASSERT_TRUE(RuntimeDir().ok());
@@ -82,9 +83,27 @@ TEST(RunRegistryTest, LeftoverDirsOfGoneLaunchesAreRemovedOthersKept) {
   const std::string other = "notes";                                   // not a launch id: kept
   for (const std::string& d : {dead, live, other}) ASSERT_EQ(::mkdir((dir + "/" + d).c_str(), 0700), 0);
   ASSERT_EQ(::mkdir((dir + "/" + dead + "/attempt_0").c_str(), 0700), 0);
-  EXPECT_EQ(RemoveLeftoverLaunchDirs(), 1);
+  // A record of the gone launch (a SIGKILLed dtrun leaves it), one of this live process, and a
+  // file named like a record that is not one (left alone).
+  LaunchRecord gone;
+  gone.launch_id = dead;
+  gone.pid = std::stoi(out);
+  gone.start_ticks = 1;
+  ASSERT_TRUE(RegisterLaunch(gone).ok());
+  LaunchRecord me;
+  me.launch_id = live;
+  me.pid = ::getpid();
+  me.start_ticks = ProcessStartTicks(me.pid).value_or(0);
+  ASSERT_TRUE(RegisterLaunch(me).ok());
+  std::FILE* notes = std::fopen((dir + "/notes.json").c_str(), "w");
+  std::fputs("[]", notes);
+  std::fclose(notes);
+  EXPECT_EQ(RemoveLeftoversOfGoneLaunches(), 2);  // the directory and the record
   struct stat st;
   EXPECT_NE(::stat((dir + "/" + dead).c_str(), &st), 0);
+  EXPECT_NE(::stat(launch_layout::RegistryEntry(dir, dead).c_str(), &st), 0);
+  EXPECT_EQ(::stat(launch_layout::RegistryEntry(dir, live).c_str(), &st), 0);
+  EXPECT_EQ(::stat((dir + "/notes.json").c_str(), &st), 0);
   EXPECT_EQ(::stat((dir + "/" + live).c_str(), &st), 0);
   EXPECT_EQ(::stat((dir + "/" + other).c_str(), &st), 0);
 }

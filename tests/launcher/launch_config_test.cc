@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -370,6 +371,8 @@ TEST(CredentialsTest, TokenFilesAreReadSafely) {
   absl::StatusOr<Credentials> fifo = LoadCredentials(flags);  // returns at once: no writer is waited for
   EXPECT_EQ(fifo.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(fifo.status().message().find("--rdzv-token-file"), absl::string_view::npos) << fifo.status();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 // `srun -N2 --ntasks-per-node=1 dtrun train` on the second node of a 4-GPU-per-node job: the

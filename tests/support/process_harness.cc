@@ -23,8 +23,20 @@ extern char** environ;
 
 namespace dtrun::testing {
 
+namespace {
+
+// What the programs a test starts leave in $TMPDIR (dtrun's log directories without --log-dir,
+// Python's temporary files) goes into one directory that this test process removes at exit.
+const std::string& ChildTmpDir() {
+  static const std::string dir = MakeTempDir();
+  return dir;
+}
+
+}  // namespace
+
 Harness::Harness(std::vector<std::string> argv, std::map<std::string, std::string> env) {
   std::map<std::string, std::string> merged = EnvironToMap(environ);
+  merged["TMPDIR"] = ChildTmpDir();
   for (auto& [k, v] : env) merged[k] = v;
   SpawnRequest req;
   absl::StatusOr<std::string> exe = FindExecutable(argv[0]);

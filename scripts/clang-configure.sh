@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Configures one of CI's clang builds of the LibTorch-free targets, the same way from every script
+# that uses it (a different cache would rebuild the tree from scratch):
+#   build-asan/  ASan + UBSan, with libFuzzer's coverage in every library: the sanitizer tests
+#                (scripts/sanitizers.sh) and the fuzzers (scripts/fuzz.sh) share one build
+#   build-tsan/  TSan
+#   scripts/clang-configure.sh asan|tsan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in
+  asan) args=(-DDTRUN_SANITIZE=address,undefined -DDTRUN_FUZZ=ON) ;;
+  tsan) args=(-DDTRUN_SANITIZE=thread) ;;
+  *) echo "clang-configure: unknown build '${1:-}' (asan or tsan)" >&2; exit 2 ;;
+esac
+# -DDTRUN_WERROR: warnings are errors and clang checks the lock annotations (-Wthread-safety).
+CC=clang CXX=clang++ cmake -S . -B "build-$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDTRUN_WITH_TORCH=OFF \
+  -DDTRUN_WERROR=ON "${args[@]}" >/dev/null
