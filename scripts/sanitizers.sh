@@ -4,8 +4,7 @@
 #                fuzzers are built here too (scripts/fuzz.sh), so every library has their coverage
 #   build-tsan/  TSan: the unit, component and single-node integration tests (CTest labels; a
 #                TSan-built dtrun; a race exits it with 66)
-#   scripts/sanitizers.sh [--build-only|--test-only] [asan|tsan]   (both builds by default)
-#   (the test command builds them while the main suite runs, then tests them)
+#   scripts/sanitizers.sh [asan|tsan]   (both by default)
 # Leak checking is off: clang 14's LeakSanitizer tracer crashes at exit in multi-node dtrun
 # processes (many threads, a subreaper) and turns a clean run into an abort.
 # TSan leaves out the tests labelled component-grpc and integration-grpc (the rendezvous service,
@@ -13,11 +12,6 @@
 # absl::Mutex's ordering there and would report races that are not there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=1 test=1
-case "${1:-}" in
-  --build-only) test=0; shift ;;
-  --test-only) build=0; shift ;;
-esac
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(asan tsan)
 export PYTHON_EXEC=${PYTHON_EXEC:-/usr/bin/python3}
@@ -28,16 +22,13 @@ for kind in "${kinds[@]}"; do
     *) echo "unknown sanitizer build: $kind (asan or tsan)" >&2; exit 2 ;;
   esac
   dir=build-$kind
-  if [ "$build" = 1 ]; then
-    scripts/clang-configure.sh "$kind"
-    # A compiler that dies without a diagnostic (a CI run once lost two at once) is retried once, one
-    # job at a time, with the machine's memory printed: a real compile error fails again, visibly.
-    cmake --build "$dir" -j"$(nproc)" || {
-      echo "== $kind: the build failed; memory and load now:"; free -m || true; uptime || true
-      cmake --build "$dir" -j1
-    }
-  fi
-  [ "$test" = 1 ] || continue
+  scripts/clang-configure.sh "$kind"
+  # A compiler that dies without a diagnostic (a CI run once lost two at once) is retried once, one
+  # job at a time, with the machine's memory printed: a real compile error fails again, visibly.
+  cmake --build "$dir" -j"$(nproc)" || {
+    echo "== $kind: the build failed; memory and load now:"; free -m || true; uptime || true
+    cmake --build "$dir" -j1
+  }
   echo "== $kind"
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
