@@ -58,17 +58,11 @@ std::optional<LaunchRecord> ReadRecord(const std::string& path) {
   return r;
 }
 
-// Removes the record at `path` if the dtrun it names is gone (the pid has exited, or now belongs
-// to another process); true if removed. `record`: the record already read, if it was.
-bool RemoveIfGone(const std::string& path, const LaunchRecord* record = nullptr) {
-  std::optional<LaunchRecord> read;
-  if (!record) {
-    read = ReadRecord(path);
-    if (!read) return false;  // not a record of ours: left alone
-    record = &*read;
-  }
-  absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(record->pid);
-  if (ticks.ok() && *ticks == record->start_ticks) return false;
+// Removes `record`, read from `path`, if the dtrun it names is gone (the pid has exited, or now
+// belongs to another process); true if removed.
+bool RemoveIfGone(const std::string& path, const LaunchRecord& record) {
+  absl::StatusOr<unsigned long long> ticks = ProcessStartTicks(record.pid);
+  if (ticks.ok() && *ticks == record.start_ticks) return false;
   std::error_code ec;
   return std::filesystem::remove(path, ec) && !ec;
 }
@@ -83,7 +77,7 @@ std::vector<LaunchRecord> ListLaunches() {
   for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
     if (entry.path().extension() != ".json") continue;
     std::optional<LaunchRecord> r = ReadRecord(entry.path().string());
-    if (r && !RemoveIfGone(entry.path().string(), &*r)) out.push_back(std::move(*r));
+    if (r && !RemoveIfGone(entry.path().string(), *r)) out.push_back(std::move(*r));
   }
   return out;
 }
@@ -96,7 +90,9 @@ int RemoveLeftoversOfGoneLaunches() {
   for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() == ".json") {
-      removed += RemoveIfGone(entry.path().string()) ? 1 : 0;
+      // Not a record of ours (ReadRecord refuses it): left alone.
+      std::optional<LaunchRecord> r = ReadRecord(entry.path().string());
+      removed += r && RemoveIfGone(entry.path().string(), *r) ? 1 : 0;
       continue;
     }
     const pid_t pid = launch_layout::PidOfLaunchId(name);

@@ -24,10 +24,11 @@ fuzz_one() {
 }
 
 # One fuzzer per core: each is a single thread.
-echo "== ${#targets[@]} fuzzers, ${SECONDS_EACH} s each, $(nproc) at a time"
+cores=$(nproc)
+echo "== ${#targets[@]} fuzzers, ${SECONDS_EACH} s each, $cores at a time"
 running=0
 for t in "${targets[@]}"; do
-  if [ "$running" -ge "$(nproc)" ]; then wait -n; running=$((running - 1)); fi
+  if [ "$running" -ge "$cores" ]; then wait -n; running=$((running - 1)); fi
   fuzz_one "$t" &
   running=$((running + 1))
 done
