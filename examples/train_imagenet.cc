@@ -81,6 +81,11 @@ int main(int argc, char** argv) {
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")
       ->capture_default_str()->check(Reals(0, 1e7, true));
   app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
+  app.add_flag("!--no-cuda-graphs", o.cuda_graphs, "On a GPU: queue the step's kernels one by one instead of replaying a CUDA graph");
+  app.add_option("--profile-steps", o.profile_steps,
+                 "Trace this many steps (from the first timed one) with PyTorch's profiler (CUDA builds)")->check(Ints(0));
+  app.add_option("--profile-out", o.profile_out, "Where --profile-steps writes its Chrome trace")
+      ->default_str("OUTPUT_DIR/trace.json");
   std::string dist_backend = "gloo";
   app.add_option("--dist-backend", dist_backend, "gloo (CPU tensors); NCCL is chosen for CUDA builds")
       ->check(CLI::IsMember({"gloo", "nccl"}))
@@ -118,6 +123,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.lr.total_epochs = o.epochs;
+  if (o.profile_steps > 0 && o.profile_out.empty()) o.profile_out = o.output_dir + "/trace.json";
   for (size_t start = 0; start < size_schedule.size();) {
     size_t end = size_schedule.find(',', start);
     std::string stage = size_schedule.substr(start, end == std::string::npos ? std::string::npos : end - start);

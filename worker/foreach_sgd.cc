@@ -51,4 +51,44 @@ torch::Tensor ForeachSgd::step(LossClosure closure) {
   return loss;
 }
 
+void ForeachSgd::StepOnDevice(const torch::Tensor& lr, const torch::Tensor& found_inf) {
+#if DTRUN_HAS_DEVICE_STEP
+  torch::NoGradGuard no_grad;
+  const std::optional<at::Tensor> overflow = found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
+  for (torch::optim::OptimizerParamGroup& group : param_groups_) {
+    const auto& o = static_cast<const torch::optim::SGDOptions&>(group.options());
+    std::vector<torch::Tensor> params, grads, bufs;
+    bool first_step = false;  // the buffers start as the first update, as in step()
+    for (const torch::Tensor& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      params.push_back(p);
+      // The fused kernel wants the three tensors in one layout (a channels-last weight's gradient
+      // usually is; a copy where not, which a captured step then repeats).
+      grads.push_back(p.grad().strides() == p.strides() ? p.grad() : torch::empty_like(p).copy_(p.grad()));
+      if (o.momentum() == 0) continue;
+      auto& slot = state_[OptimizerStateKey(state_, p)];
+      if (!slot) {
+        auto state = std::make_unique<torch::optim::SGDParamState>();
+        state->momentum_buffer(torch::zeros_like(p));
+        slot = std::move(state);
+        first_step = true;
+      }
+      auto& state = static_cast<torch::optim::SGDParamState&>(*slot);
+      if (state.momentum_buffer().strides() != p.strides()) {
+        // A buffer from a checkpoint comes back contiguous: once into the parameter's layout.
+        state.momentum_buffer(torch::empty_like(p).copy_(state.momentum_buffer()));
+      }
+      bufs.push_back(state.momentum_buffer());
+    }
+    if (params.empty()) continue;
+    at::_fused_sgd_(params, grads, bufs, o.weight_decay(), o.momentum(), lr, o.dampening(), o.nesterov(),
+                    /*maximize=*/false, first_step, /*grad_scale=*/std::nullopt, overflow);
+  }
+#else
+  (void)lr;
+  (void)found_inf;
+  TORCH_CHECK(false, "ForeachSgd::StepOnDevice needs a CUDA build of LibTorch 2.4 or newer");
+#endif
+}
+
 }  // namespace dtrun::worker

@@ -12,6 +12,11 @@ class ForeachSgd : public torch::optim::SGD {
  public:
   using torch::optim::SGD::SGD;
   torch::Tensor step(LossClosure closure = nullptr) override;
+  // CUDA and LibTorch 2.4+ (DTRUN_HAS_DEVICE_STEP): one fused kernel per group reading the
+  // learning rate from `lr` (float [1] on the device) and skipping the update where `found_inf`
+  // (the loss scaler's flag, or undefined) is set: no host value in the step, so it can be
+  // captured in a CUDA graph. The groups' lr options are not read. Same state as step().
+  void StepOnDevice(const torch::Tensor& lr, const torch::Tensor& found_inf);
 };
 
 }  // namespace dtrun::worker

@@ -48,17 +48,52 @@ bool GradScaler::UnscaleAndUpdate(const std::vector<torch::Tensor>& params, cons
   return true;
 }
 
+void GradScaler::KeepStateOn(const torch::Device& device) {
+  if (!o_.enabled) return;
+  const auto on = torch::TensorOptions().device(device);
+  scale_t_ = torch::full({1}, scale_, on.dtype(torch::kFloat32));
+  growth_t_ = torch::full({1}, growth_tracker_, on.dtype(torch::kInt32));
+  found_inf_ = torch::zeros({1}, on.dtype(torch::kFloat32));
+}
+
+torch::Tensor GradScaler::UnscaleOnDevice(const std::vector<torch::Tensor>& grads) {
+  if (!scale_t_.defined()) return {};
+  torch::NoGradGuard no_grad;
+  found_inf_.zero_();
+  if (!grads.empty()) at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, scale_t_.reciprocal());
+  return found_inf_;
+}
+
+void GradScaler::UpdateOnDevice() {
+  if (!scale_t_.defined()) return;
+  torch::NoGradGuard no_grad;
+  at::_amp_update_scale_(scale_t_, growth_t_, found_inf_, o_.growth_factor, o_.backoff_factor, o_.growth_interval);
+}
+
+double GradScaler::scale() const { return scale_t_.defined() ? scale_t_.item<double>() : scale_; }
+
+int GradScaler::growth_tracker() const { return growth_t_.defined() ? growth_t_.item<int>() : growth_tracker_; }
+
+void GradScaler::SetState(double scale, int growth_tracker) {
+  scale_ = scale;
+  growth_tracker_ = growth_tracker;
+  if (scale_t_.defined()) {
+    scale_t_.fill_(scale);
+    growth_t_.fill_(growth_tracker);
+  }
+}
+
 void GradScaler::Save(torch::serialize::OutputArchive& archive) const {
-  archive.write("scale", torch::tensor(scale_, torch::kFloat64));
-  archive.write("growth_tracker", torch::tensor(static_cast<int64_t>(growth_tracker_)));
+  archive.write("scale", torch::tensor(scale(), torch::kFloat64));
+  archive.write("growth_tracker", torch::tensor(static_cast<int64_t>(growth_tracker())));
 }
 
 void GradScaler::Load(torch::serialize::InputArchive& archive) {
   torch::Tensor t;
   archive.read("scale", t);
-  scale_ = t.item<double>();
+  const double scale = t.item<double>();
   archive.read("growth_tracker", t);
-  growth_tracker_ = static_cast<int>(t.item<int64_t>());
+  SetState(scale, static_cast<int>(t.item<int64_t>()));
 }
 
 }  // namespace dtrun::worker

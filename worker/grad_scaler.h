@@ -28,13 +28,26 @@ class GradScaler {
   // all-reduce); returns true if the optimizer may step. Updates the scale either way.
   bool UnscaleAndUpdate(const std::vector<torch::Tensor>& params, const std::function<bool(bool)>& any_rank);
 
-  double scale() const { return scale_; }
-  int growth_tracker() const { return growth_tracker_; }
+  // The step on the GPU without host syncs (worker/device_step.h): the scale and the growth
+  // tracker move into tensors on `device`, and the three calls below only queue kernels, with
+  // torch.amp.GradScaler's rules. scale() and growth_tracker() then read the device (a sync, for
+  // logs, snapshots and checkpoints). A disabled scaler stays on the host and does nothing.
+  void KeepStateOn(const torch::Device& device);
+  bool state_on_device() const { return scale_t_.defined(); }
+  torch::Tensor ScaleOnDevice(const torch::Tensor& loss) const { return scale_t_.defined() ? loss * scale_t_ : loss; }
+  // Unscales `grads` in place; returns the overflow flag (float [1] on the device: 1 if any
+  // gradient holds an inf or NaN), or an undefined tensor when disabled.
+  torch::Tensor UnscaleOnDevice(const std::vector<torch::Tensor>& grads);
+  // After the optimizer step: backs off on overflow, grows after growth_interval clean steps.
+  void UpdateOnDevice();
+  // The scale as a float [1] tensor on the device (undefined unless state_on_device()).
+  const torch::Tensor& scale_on_device() const { return scale_t_; }
+
+  bool enabled() const { return o_.enabled; }
+  double scale() const;
+  int growth_tracker() const;
   // Sets both (a restored snapshot).
-  void SetState(double scale, int growth_tracker) {
-    scale_ = scale;
-    growth_tracker_ = growth_tracker;
-  }
+  void SetState(double scale, int growth_tracker);
   void Save(torch::serialize::OutputArchive& archive) const;
   void Load(torch::serialize::InputArchive& archive);
 
@@ -42,6 +55,7 @@ class GradScaler {
   GradScalerOptions o_;
   double scale_;
   int growth_tracker_ = 0;
+  torch::Tensor scale_t_, growth_t_, found_inf_;  // defined once the state is on the device
 };
 
 }  // namespace dtrun::worker

@@ -17,6 +17,14 @@
 #define DTRUN_WITH_NCCL 0
 #endif
 
+// The step on the GPU without host syncs (worker/device_step.h) needs fused SGD that takes the
+// learning rate and the overflow flag as tensors on the device (LibTorch 2.4+, CUDA builds).
+#if DTRUN_WITH_NCCL && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4))
+#define DTRUN_HAS_DEVICE_STEP 1
+#else
+#define DTRUN_HAS_DEVICE_STEP 0
+#endif
+
 // Gloo: CMake defines DTRUN_WITH_GLOO when gloo's headers are there (Debian's LibTorch has them,
 // pip wheels do not); without it only NCCL collectives exist.
 #ifndef DTRUN_WITH_GLOO

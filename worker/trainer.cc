@@ -21,6 +21,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/ddp.h"
+#include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
 #include "worker/grad_scaler.h"
 #include "worker/host_memory.h"
@@ -31,6 +32,7 @@
 #include "worker/replica_check.h"
 #include "worker/resnet.h"
 #include "worker/step_agreement.h"
+#include "worker/step_profiler.h"
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
@@ -43,6 +45,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// When the program was loaded (static initialisation, LibTorch linked in): the benchmark's time
+// to the first step counts from here.
+const Clock::time_point kLoaded = Clock::now();
 
 // A loader batch as tensors: uint8 NHWC pixels and int64 labels. On CUDA they are copied into
 // pinned memory here, so the copies to the GPU can be non-blocking (a copy from pageable memory
@@ -75,12 +81,18 @@ struct Normalizer {
   }
 };
 
-// Staged uint8 NHWC → normalised float NCHW on `device`. The NHWC buffer viewed as NCHW already
-// has channels-last strides, which the float conversion keeps: no transposing copy in that case.
-torch::Tensor ToInput(const StagedBatch& b, bool channels_last, const torch::Device& device, const Normalizer& norm) {
-  torch::Tensor x = b.pixels.to(device, /*non_blocking=*/true).permute({0, 3, 1, 2}).to(torch::kFloat32);
+// uint8 NHWC pixels → normalised float NCHW, on the pixels' device. The NHWC buffer viewed as
+// NCHW already has channels-last strides, which the float conversion keeps: no transposing copy
+// in that case.
+torch::Tensor Normalize(const torch::Tensor& pixels, bool channels_last, const Normalizer& norm) {
+  torch::Tensor x = pixels.permute({0, 3, 1, 2}).to(torch::kFloat32);
   x = x.sub_(norm.mean).div_(norm.std);
   return channels_last ? x.contiguous(torch::MemoryFormat::ChannelsLast) : x.contiguous();
+}
+
+// A staged batch's pixels, normalised on `device`.
+torch::Tensor ToInput(const StagedBatch& b, bool channels_last, const torch::Device& device, const Normalizer& norm) {
+  return Normalize(b.pixels.to(device, /*non_blocking=*/true), channels_last, norm);
 }
 
 // Drops the gradients instead of zeroing them: backward then hands its fresh gradient tensors to
@@ -88,6 +100,19 @@ torch::Tensor ToInput(const StagedBatch& b, bool channels_last, const torch::Dev
 void ClearGradients(torch::nn::Module& model) {
   for (torch::Tensor& p : model.parameters()) p.mutable_grad() = torch::Tensor();
 }
+
+// Zeroes the gradients where they are: backward then adds into them, so a step run eagerly next
+// to a CUDA graph leaves the gradients at the addresses the graph reads.
+void ZeroGradients(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model.parameters()) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
+// Eager steps at a batch shape before the step is captured: cuDNN times its algorithms and the
+// optimizer makes its state in the first one; capture wants neither inside it.
+constexpr int kEagerStepsBeforeCapture = 3;
 
 // Correct top-1 and top-5 predictions in the batch.
 std::pair<int64_t, int64_t> TopK(const torch::Tensor& logits, const torch::Tensor& target) {
@@ -142,6 +167,7 @@ class Training {
   int64_t bench_steps_ = 0;
   Clock::time_point bench_start_;
   double bench_data_wait_s_ = 0;  // timed steps' wait for the loader
+  double first_step_s_ = 0;        // from the program's start to the first step done
   bool BenchStep(int batch_images);
   std::optional<StagedBatch> NextTrainBatch();
   std::unique_ptr<Normalizer> norm_;
@@ -151,7 +177,116 @@ class Training {
   // What the ranks decide after each step, and the replica check of every kept state.
   std::optional<StepAgreement> agreement_;
   TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
+
+  // The step on the GPU without host syncs (worker/device_step.h): CUDA LibTorch 2.4+, one process.
+  bool device_step_ = false;
+  torch::Tensor lr_t_;  // the learning rate on the device, set before each step
+  std::unique_ptr<StepGraph> graph_;
+  std::pair<int, int> graph_shape_{0, 0};  // (image size, batch) that graph_ and the warm-up count are for
+  int eager_steps_at_shape_ = 0;
+  torch::Tensor graph_pixels_, graph_labels_;  // the graph's inputs, refilled before each replay
+  LaggedReadback readback_;  // per step: loss, correct top-1, overflow flag, loss scale
+  bool last_loss_finite_ = true;
+  void SetUpDeviceStep();
+  void QueueStepOnDevice(const StagedBatch& b, double lr);
+  void CaptureStep(const StagedBatch& b);
+  torch::Tensor QueueStepBody(const torch::Tensor& pixels, const torch::Tensor& labels);
+  int64_t steps_run_ = 0;  // steps taken by this process
+  std::unique_ptr<StepProfiler> profiler_;
 };
+
+void Training::SetUpDeviceStep() {
+  if (!cuda_) return;
+  const char* why_not = !StepGraph::Supported() ? "this LibTorch is older than 2.4"
+                        : env_.distributed()   ? "several processes: the collectives are not in it yet"
+                                               : nullptr;
+  if (why_not != nullptr) {
+    Log("=> the step reads the GPU's loss and overflow flag every step (%s)", why_not);
+    return;
+  }
+  device_step_ = true;
+  lr_t_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+  scaler_->KeepStateOn(device_);
+  Log("=> the step runs on the GPU without host syncs; CUDA graphs %s", o_.cuda_graphs ? "on" : "off (--no-cuda-graphs)");
+}
+
+// Forward, backward, loss scaling and the optimizer update, queued without reading anything back.
+// Returns float [4] on the device: the loss, correct top-1 predictions, the overflow flag, the loss
+// scale after the update.
+torch::Tensor Training::QueueStepBody(const torch::Tensor& pixels, const torch::Tensor& labels) {
+  torch::Tensor x = Normalize(pixels, o_.channels_last, *norm_);
+  torch::Tensor logits, loss;
+  {
+    AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
+    logits = model_->forward(x);
+    loss = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat32), labels,
+        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+  }
+  scaler_->ScaleOnDevice(loss).backward();
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& p : model_->parameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  const torch::Tensor found_inf = scaler_->UnscaleOnDevice(grads);
+  optimizer_->StepOnDevice(lr_t_, found_inf);
+  scaler_->UpdateOnDevice();
+  torch::NoGradGuard no_grad;
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(device_);
+  torch::Tensor correct = logits.argmax(1).eq(labels).sum().to(torch::kFloat32);
+  torch::Tensor overflow = found_inf.defined() ? found_inf.reshape({}) : torch::zeros({}, f32);
+  torch::Tensor scale = scaler_->state_on_device() ? scaler_->scale_on_device().reshape({}) : torch::ones({}, f32);
+  return torch::stack({loss.detach().to(torch::kFloat32), correct, overflow, scale});
+}
+
+void Training::QueueStepOnDevice(const StagedBatch& b, double lr) {
+  lr_t_.fill_(lr);
+  const int count = b.batch.count;
+  const bool full = count == loader_batch_;  // a last partial batch runs eagerly
+  if (full && std::make_pair(b.batch.image_size, count) != graph_shape_) {
+    graph_.reset();  // a new size: warm up at it, then capture anew
+    graph_shape_ = {b.batch.image_size, count};
+    eager_steps_at_shape_ = 0;
+  }
+  if (full && !graph_ && o_.cuda_graphs && eager_steps_at_shape_ >= kEagerStepsBeforeCapture) CaptureStep(b);
+  if (full && graph_) {
+    graph_pixels_.copy_(b.pixels, /*non_blocking=*/true);
+    graph_labels_.copy_(b.labels, /*non_blocking=*/true);
+    graph_->Replay();
+    readback_.Push(graph_->outputs()[0], count);
+    return;
+  }
+  torch::Tensor pixels = b.pixels.to(device_, /*non_blocking=*/true);
+  torch::Tensor labels = b.labels.to(device_, /*non_blocking=*/true);
+  if (graph_) {
+    ZeroGradients(*model_);
+  } else {
+    ClearGradients(*model_);
+  }
+  readback_.Push(QueueStepBody(pixels, labels), count);
+  if (full) ++eager_steps_at_shape_;
+}
+
+void Training::CaptureStep(const StagedBatch& b) {
+  const auto on = torch::TensorOptions().device(device_);
+  graph_pixels_ = torch::empty(b.pixels.sizes(), on.dtype(torch::kUInt8));
+  graph_labels_ = torch::empty(b.labels.sizes(), on.dtype(torch::kInt64));
+  ClearGradients(*model_);  // backward makes them anew, in the graph's memory
+  auto graph = std::make_unique<StepGraph>();
+  try {
+    graph->Capture([this] { return std::vector<torch::Tensor>{QueueStepBody(graph_pixels_, graph_labels_)}; });
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    Log("warning: the step could not be captured as a CUDA graph (%s); it runs eagerly", what.c_str());
+    o_.cuda_graphs = false;
+    ClearGradients(*model_);
+    return;
+  }
+  graph_ = std::move(graph);
+  Log("=> CUDA graph: the step (batch %d at %d px) is captured and replayed from now on", b.batch.count,
+      b.batch.image_size);
+}
 
 std::optional<StagedBatch> Training::NextTrainBatch() {
   std::optional<data::Batch> b = train_loader_->Next();
@@ -163,11 +298,17 @@ std::optional<StagedBatch> Training::NextTrainBatch() {
 bool Training::BenchStep(int batch_images) {
   if (o_.timed_iters <= 0) return false;
   ++bench_steps_;
+  if (bench_steps_ == 1) {
+    if (cuda_) torch::cuda::synchronize();
+    first_step_s_ = Seconds(kLoaded, Clock::now());
+  }
   if (bench_steps_ == o_.warmup_iters) {
+    if (cuda_) torch::cuda::synchronize();  // the steps are queued ahead: time them done
     AllReduceSum({0});  // barrier
     bench_start_ = Clock::now();
   }
   if (bench_steps_ < o_.warmup_iters + o_.timed_iters) return false;
+  if (cuda_) torch::cuda::synchronize();
   AllReduceSum({0});
   const double secs = Seconds(bench_start_, Clock::now());
   const double ips = static_cast<double>(o_.timed_iters) * batch_images * env_.world_size / secs;
@@ -177,7 +318,8 @@ bool Training::BenchStep(int batch_images) {
                                                    {"world_size", env_.world_size},
                                                    {"timed_iters", o_.timed_iters},
                                                    {"seconds", secs},
-                                                   {"data_wait_s_per_step", bench_data_wait_s_ / o_.timed_iters}}
+                                                   {"data_wait_s_per_step", bench_data_wait_s_ / o_.timed_iters},
+                                                   {"first_step_s", first_step_s_}}
                                         .dump()
                                  << "\n";
   }
@@ -339,6 +481,10 @@ bool Training::Setup() {
     if (resumed->progress) progress_ = *resumed->progress;
     reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
   }
+  SetUpDeviceStep();
+  if (o_.profile_steps > 0) {
+    profiler_ = std::make_unique<StepProfiler>(o_.profile_out, o_.timed_iters > 0 ? o_.warmup_iters : 0, o_.profile_steps);
+  }
   if (pg_) {
     DdpOptions d;
     d.bucket_mb = o_.bucket_mb;
@@ -397,13 +543,39 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
   int64_t step = first_batch;
   std::optional<StagedBatch> b = NextTrainBatch();
   double data_wait = Seconds(data_start, Clock::now());
+  // On the GPU the step's numbers arrive a step late (LaggedReadback); on the CPU at once.
+  readback_.Take(/*all=*/true);  // a step the last epoch left unread (it stopped early)
+  auto account = [&](const LaggedReadback::Values& v) {
+    loss_sum += static_cast<double>(v.values[0]) * v.tag;
+    correct1 += static_cast<int64_t>(v.values[1]);
+    seen += v.tag;
+    last_loss_finite_ = std::isfinite(v.values[0]);
+    if (v.values[2] > 0) {
+      std::printf("Gradient overflow. Skipping step, loss scale reduced to %g\n", static_cast<double>(v.values[3]));
+      std::fflush(stdout);
+    }
+  };
   while (b) {
     progress::ScopedSection step_section(reports_, "step");
+    if (profiler_) profiler_->BeforeStep(steps_run_);
+    ++steps_run_;
     auto compute_start = Clock::now();
     data_s += data_wait;
     if (o_.timed_iters > 0 && bench_steps_ >= o_.warmup_iters) bench_data_wait_s_ += data_wait;
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
+    const int count = b->batch.count;
+    double loss_value = 0;
+    if (device_step_) {
+      SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
+      agreement_->FinishSnapshot();  // the last snapshot's copy is done before this step's update
+      QueueStepOnDevice(*b, lr);
+      auto fetch_start = Clock::now();
+      b = NextTrainBatch();  // while the GPU runs the step
+      data_wait = Seconds(fetch_start, Clock::now());
+      for (const LaggedReadback::Values& v : readback_.Take(/*all=*/false)) account(v);
+      loss_value = last_loss_finite_ ? 0 : NAN;
+    } else {
     torch::Tensor x = ToInput(*b, o_.channels_last, device_, *norm_);
     // Owned by the step: `b` moves on to the next batch before the step is done.
     torch::Tensor y = cuda_ ? b->labels.to(device_, /*non_blocking=*/true) : b->labels.clone();
@@ -421,7 +593,6 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     scaler_->Scale(loss).backward();
     // The next batch is taken (and pinned) while the GPU works through this step's backward,
     // before anything below waits for the GPU (the loss scaler's overflow check, the loss).
-    const int count = b->batch.count;
     auto fetch_start = Clock::now();
     b = NextTrainBatch();
     data_wait = Seconds(fetch_start, Clock::now());
@@ -431,6 +602,9 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     });
     agreement_->FinishSnapshot();  // before the parameters change
     if (step_ok) optimizer_->step();
+    loss_value = loss.item<double>();
+    account({{static_cast<float>(loss_value), static_cast<float>(TopK(logits.detach(), y).first), 0, 0}, count});
+    }
     ++progress_.global_step;
     FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
     KillIfPlanned(faults_, progress_.global_step, env_.rank);           // test-only
@@ -442,10 +616,6 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
       const SyncStopwatch::Lap& lap = *ddp_->last_sync();
       reports_.Sync(progress_.global_step - lap.steps_ago, lap.wait_s, lap.step_s);
     }
-    const double loss_value = loss.item<double>();
-    loss_sum += loss_value * count;
-    correct1 += TopK(logits.detach(), y).first;
-    seen += count;
     compute_s += Seconds(compute_start, Clock::now()) - data_wait;
     if (BenchStep(count)) return;
     if (o_.timed_iters > 0) continue;
@@ -471,6 +641,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
       return;
     }
     if (step % o_.print_freq == 0 || step == steps) {
+      for (const LaggedReadback::Values& v : readback_.Take(/*all=*/true)) account(v);
       double secs = Seconds(window, Clock::now());
       Log("Epoch: [%lld][%lld/%lld] loss %.4f top1 %.2f lr %.5f img/s %.1f data %.3fs compute %.3fs",
           static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps),

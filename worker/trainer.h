@@ -74,6 +74,13 @@ struct TrainOptions {
   int warmup_iters = 3;
   int timed_iters = 0;
   std::string bench_json;
+  // On a GPU (CUDA LibTorch 2.4+, one process): after a few steps at a batch shape, capture the
+  // whole step as a CUDA graph and replay it (worker/device_step.h); a partial batch runs eagerly.
+  bool cuda_graphs = true;
+  // Trace this many steps, from the first timed one (or the first), with PyTorch's profiler into
+  // profile_out as a Chrome trace (worker/step_profiler.h).
+  int profile_steps = 0;
+  std::string profile_out;
 };
 
 // Runs training; returns the process exit code (0 on success). Logs from rank 0.

@@ -56,13 +56,15 @@ L += ["", f"## ResNet-50 training, 224 px, channels-last, batch {batch}, one GPU
       "| input | AMP | train_imagenet (C++) | Python reference | ratio | loader wait/step ours / ref (ms) |",
       "|---|---|---|---|---|---|"]
 for amp in ("fp16", "bf16"):
-    a, b = ips(f"ours_synthetic_{amp}"), ips(f"ref_synthetic_{amp}")
-    L.append(f"| synthetic | {amp} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
-             f"{fmt(wait_ms(f'ours_synthetic_{amp}'), '.1f')} / {fmt(wait_ms(f'ref_synthetic_{amp}'), '.1f')} |")
+    b = ips(f"ref_synthetic_{amp}")
+    for suffix, label in (("", "captured step (CUDA graph)"), ("_nograph", "kernel by kernel (--no-cuda-graphs)")):
+        a = ips(f"ours_synthetic_{amp}{suffix}")
+        L.append(f"| synthetic, ours {label} | {amp} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
+                 f"{fmt(wait_ms(f'ours_synthetic_{amp}{suffix}'), '.1f')} / {fmt(wait_ms(f'ref_synthetic_{amp}'), '.1f')} |")
 a, b = ips("ours_jpeg_fp16_j16"), ips("ref_jpeg_fp16_w16")
 L.append(f"| JPEG 500x375, 16 loader threads / workers | fp16 | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
          f"{fmt(wait_ms('ours_jpeg_fp16_j16'), '.1f')} / {fmt(wait_ms('ref_jpeg_fp16_w16'), '.1f')} |")
-for j in (8, 4):
+for j in (8, 6, 4):
     a = ips(f"ours_jpeg_fp16_j{j}")
     if a is not None:
         L.append(f"| JPEG, {j} loader threads | fp16 | {fmt(a)} | | | {fmt(wait_ms(f'ours_jpeg_fp16_j{j}'), '.1f')} / |")
@@ -70,6 +72,16 @@ c = ips("ref_compiled_synthetic_fp16")
 if c is not None:
     L.append(f"| synthetic, torch.compile'd Python | fp16 | {fmt(ips('ours_synthetic_fp16'))} | {fmt(c)} | "
              f"{ratio(ips('ours_synthetic_fp16'), c)} | |")
+def first_step(name):
+    st = by_name.get(name)
+    return st["result"].get("first_step_s") if st and st["rc"] == 0 else None
+
+
+for amp in ("fp16", "bf16"):
+    a, b = first_step(f"ours_synthetic_{amp}"), first_step(f"ref_synthetic_{amp}")
+    if a is not None or b is not None:
+        L += ["", f"Time to the first step done (cold start, synthetic {amp}; from the program's start, Python from "
+                  f"before `import torch`): ours {fmt(a, '.2f')} s, reference {fmt(b, '.2f')} s."]
 if decode:
     L += ["", f"Loader capacity (dtdata bench, decode + RandomResizedCrop to 224, 16 threads): "
               f"{float(decode.group(1)):.0f} images/s ({float(decode.group(2)):.0f} per thread)" +
@@ -89,4 +101,8 @@ if restart:
           "| launcher | rank 0 replaced | whole group restarted |", "|---|---|---|"]
     for k, a, b in restart:
         L.append(f"| {k} | {a} | {b} |")
+profile = os.path.join(out, "profile.txt")
+if os.path.exists(profile):
+    L += ["", "## Where a step's time goes (bench/gpu/trace_summary.py, 10 traced steps, fp16)", "", "```"]
+    L += open(profile).read().rstrip().splitlines() + ["```"]
 open(os.path.join(out, "report.txt"), "w").write("\n".join(L) + "\n")

@@ -6,11 +6,15 @@ AMP recipes do. Input: ImageFolder JPEGs through a DataLoader (RandomResizedCrop
 pin_memory), or --synthetic uint8 batches copied from pinned memory like train_imagenet's.
 Prints "BENCH {json}" with images/s over the timed window (after --warmup-iters).
   train_ref_gpu.py [DIR] [--synthetic] -a resnet50 -b 256 --amp fp16|bf16|off -j 16 [--compile]
+  --profile-steps N --profile-out F: a Chrome trace of N timed steps (bench/gpu/trace_summary.py)
 """
+import time
+
+STARTED = time.perf_counter()  # before importing torch: the time to the first step counts from here
+
 import argparse
 import json
 import os
-import time
 
 import torch
 import torch.distributed as dist
@@ -31,6 +35,9 @@ p.add_argument("--compile", action="store_true", help="torch.compile the model")
 p.add_argument("--warmup-iters", type=int, default=20)
 p.add_argument("--timed-iters", type=int, default=50)
 p.add_argument("--bench-json", default="")
+p.add_argument("--profile-steps", type=int, default=0,
+               help="trace this many steps from the first timed one with torch.profiler")
+p.add_argument("--profile-out", default="trace.json", help="the Chrome trace --profile-steps writes")
 args = p.parse_args()
 
 torch.backends.cudnn.benchmark = True
@@ -90,7 +97,21 @@ batches = synthetic_batches() if args.synthetic else folder_batches()
 model.train()
 data_s = 0.0
 t0 = None
+profiler = None
 for it in range(args.warmup_iters + args.timed_iters):
+    if args.profile_steps > 0 and it == args.warmup_iters:
+        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                      torch.profiler.ProfilerActivity.CUDA])
+        profiler.__enter__()
+    if profiler is not None and it == args.warmup_iters + args.profile_steps:
+        torch.cuda.synchronize()
+        profiler.__exit__(None, None, None)
+        profiler.export_chrome_trace(args.profile_out)
+        print(f"=> profile of {args.profile_steps} steps written to {args.profile_out}", flush=True)
+        profiler = None
+    if it == 1:
+        torch.cuda.synchronize()
+        first_step_s = time.perf_counter() - STARTED
     if it == args.warmup_iters:
         torch.cuda.synchronize()
         if distributed:
@@ -111,10 +132,14 @@ for it in range(args.warmup_iters + args.timed_iters):
     top1 = (output.argmax(1) == target).float().mean().item()
 torch.cuda.synchronize()
 elapsed = time.perf_counter() - t0
+if profiler is not None:
+    profiler.__exit__(None, None, None)
+    profiler.export_chrome_trace(args.profile_out)
+    print(f"=> profile written to {args.profile_out}", flush=True)
 res = {"images_per_s": args.timed_iters * args.batch_size * world / elapsed, "world_size": world,
        "batch": args.batch_size, "amp": args.amp, "compile": args.compile, "synthetic": args.synthetic,
        "workers": args.workers, "data_wait_s_per_step": data_s / args.timed_iters, "seconds": elapsed,
-       "loss": loss_value}
+       "loss": loss_value, "first_step_s": first_step_s}
 if not distributed or dist.get_rank() == 0:
     print("BENCH " + json.dumps(res), flush=True)
     if args.bench_json:

@@ -13,6 +13,8 @@
 #include "tests/support/process_harness.h"
 #include "base/env_names.h"
 #include "snapshot/snapshot_region.h"
+#include "worker/device_step.h"
+#include "worker/foreach_sgd.h"
 #include "worker/grad_scaler.h"
 #include "worker/memory_snapshot.h"
 #include "worker/resnet.h"
@@ -80,6 +82,109 @@ TEST(CudaTest, GradScalerFindsOverflowInCudaGradientsAndUnscalesClean) {
   EXPECT_FALSE(s.UnscaleAndUpdate({p}, nullptr));
   ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(s.scale(), 4.0);
+}
+
+// The step without host syncs, captured as a CUDA graph and replayed, moves the weights exactly as
+// the same step queued kernel by kernel; an overflow inside the graph skips the update and backs
+// the scale off, all on the device.
+struct TinyTrainer {
+  torch::nn::Sequential model{torch::nn::Linear(64, 256), torch::nn::ReLU(), torch::nn::Linear(256, 10)};
+  std::unique_ptr<ForeachSgd> sgd;
+  GradScaler scaler;
+  torch::Tensor lr = torch::full({1}, 0.05f, torch::kCUDA);
+
+  explicit TinyTrainer(double init_scale) : scaler(GradScalerOptions{true, init_scale, 2.0, 0.5, 3}) {
+    torch::manual_seed(7);
+    model = torch::nn::Sequential{torch::nn::Linear(64, 256), torch::nn::ReLU(), torch::nn::Linear(256, 10)};
+    model->to(torch::kCUDA);
+    sgd = std::make_unique<ForeachSgd>(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4));
+    scaler.KeepStateOn(torch::kCUDA);
+  }
+  // The trainer's step body in small: returns the loss (float [1]).
+  torch::Tensor Step(const torch::Tensor& x, const torch::Tensor& y) {
+    torch::Tensor loss;
+    {
+      AutocastScope autocast(true, /*cuda=*/true, at::kHalf);
+      loss = torch::nn::functional::cross_entropy(model->forward(x).to(torch::kFloat32), y);
+    }
+    scaler.ScaleOnDevice(loss).backward();
+    std::vector<torch::Tensor> grads;
+    for (const torch::Tensor& p : model->parameters()) grads.push_back(p.grad());
+    torch::Tensor found_inf = scaler.UnscaleOnDevice(grads);
+    sgd->StepOnDevice(lr, found_inf);
+    scaler.UpdateOnDevice();
+    return loss.detach().reshape({1});
+  }
+  std::vector<torch::Tensor> Weights() {
+    std::vector<torch::Tensor> w;
+    for (const torch::Tensor& p : model->parameters()) w.push_back(p.detach().cpu().clone());
+    return w;
+  }
+};
+
+TEST(CudaTest, ACapturedStepReplaysAsTheEagerStepRuns) {
+  SKIP_WITHOUT_CUDA();
+  if (!StepGraph::Supported()) GTEST_SKIP() << "this LibTorch cannot capture the step (older than 2.4)";
+  torch::manual_seed(1);
+  std::vector<torch::Tensor> xs, ys;
+  for (int i = 0; i < 8; ++i) {
+    xs.push_back(torch::randn({32, 64}, torch::kCUDA));
+    ys.push_back(torch::randint(0, 10, {32}, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA)));
+  }
+  TinyTrainer eager(1024), graphed(1024);
+  for (int i = 0; i < 8; ++i) {
+    for (torch::Tensor& p : eager.model->parameters()) p.mutable_grad() = torch::Tensor();
+    eager.Step(xs[i], ys[i]);
+  }
+  for (int i = 0; i < 3; ++i) {  // eager warm-up, as the trainer does
+    for (torch::Tensor& p : graphed.model->parameters()) p.mutable_grad() = torch::Tensor();
+    graphed.Step(xs[i], ys[i]);
+  }
+  const std::vector<torch::Tensor> before = graphed.Weights();
+  torch::Tensor x = torch::empty_like(xs[0]), y = torch::empty_like(ys[0]);
+  for (torch::Tensor& p : graphed.model->parameters()) p.mutable_grad() = torch::Tensor();
+  StepGraph graph;
+  graph.Capture([&] { return std::vector<torch::Tensor>{graphed.Step(x, y)}; });
+  EXPECT_TRUE(torch::equal(graphed.Weights()[0], before[0])) << "capturing runs nothing";
+  LaggedReadback losses;
+  for (int i = 3; i < 8; ++i) {
+    x.copy_(xs[i]);
+    y.copy_(ys[i]);
+    graph.Replay();
+    losses.Push(graph.outputs()[0], i);
+  }
+  const std::vector<LaggedReadback::Values> read = losses.Take(/*all=*/true);
+  ASSERT_EQ(read.size(), 5u);
+  EXPECT_EQ(read.front().tag, 3);
+  EXPECT_TRUE(std::isfinite(read.back().values[0])) << read.back().values[0];
+  const std::vector<torch::Tensor> a = eager.Weights(), b = graphed.Weights();
+  EXPECT_FALSE(torch::equal(b[0], before[0])) << "the replays trained";
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-6)) << "parameter " << i << ": " << (a[i] - b[i]).abs().max().item<float>();
+  }
+  EXPECT_EQ(eager.scaler.scale(), graphed.scaler.scale());
+  EXPECT_EQ(eager.scaler.scale(), 4096.0) << "grew twice: every 3 clean steps (growth interval 3)";
+}
+
+TEST(CudaTest, AnOverflowInsideTheGraphSkipsTheUpdateAndBacksOffTheScale) {
+  SKIP_WITHOUT_CUDA();
+  if (!StepGraph::Supported()) GTEST_SKIP() << "this LibTorch cannot capture the step (older than 2.4)";
+  TinyTrainer t(1024);
+  torch::Tensor x = torch::randn({32, 64}, torch::kCUDA);
+  torch::Tensor y = torch::randint(0, 10, {32}, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA));
+  t.Step(x, y);  // makes the momentum buffers
+  for (torch::Tensor& p : t.model->parameters()) p.mutable_grad() = torch::Tensor();
+  StepGraph graph;
+  graph.Capture([&] { return std::vector<torch::Tensor>{t.Step(x, y)}; });
+  const std::vector<torch::Tensor> before = t.Weights();
+  x.fill_(std::numeric_limits<float>::infinity());  // fp16 activations overflow: the gradients too
+  graph.Replay();
+  const std::vector<torch::Tensor> after = t.Weights();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(torch::equal(before[i], after[i])) << "parameter " << i;
+  EXPECT_EQ(t.scaler.scale(), 512.0);
+  x.normal_();
+  graph.Replay();
+  EXPECT_FALSE(torch::equal(t.Weights()[0], before[0])) << "a clean step updates again";
 }
 
 // A snapshot of a state on the GPU is copied into its slot on a side stream while the next step
@@ -174,19 +279,28 @@ TEST(CudaTest, NcclAllReduceUnderDtrunOnEveryGpu) {
 
 std::string DemoDataset() {
   static const std::string dir =
-      dtrun::testing::MakeDemoDataset({"--train-per-class", "64", "--val-per-class", "16", "--size", "72"});
+      // 600 training images: 18 batches of 32 and a last one of 24, which runs eagerly next to the graph.
+      dtrun::testing::MakeDemoDataset({"--train-per-class", "60", "--val-per-class", "16", "--size", "72"});
   return dir;
 }
 
 // The whole CUDA training path (pinned non-blocking input copies, channels-last, autocast, the
-// loss scaler with fp16, NCCL DDP) learns the demo set far above chance (10%).
-void ExpectLearns(const std::string& amp) {
-  const std::string n = std::to_string(torch::cuda::device_count());
-  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", n, BinDir() + "/train_imagenet",
-                             DemoDataset(), "--arch", "resnet18", "--amp", amp, "--epochs", "8", "-b", "32", "--lr",
-                             "0.02", "--lr-schedule", "cosine", "--warmup-epochs", "1", "--image-size", "64", "-j", "4",
-                             "-p", "1000", "--output-dir", MakeTempDir() + "/run"});
+// loss scaler with fp16, NCCL DDP; on one GPU the step without host syncs, captured as a CUDA
+// graph unless --no-cuda-graphs) learns the demo set far above chance (10%).
+void ExpectLearns(const std::string& amp, bool graphs = true) {
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  const std::string n = std::to_string(gpus);
+  std::vector<std::string> cmd{DtrunBinary(), "--standalone", "--nproc-per-node", n, BinDir() + "/train_imagenet",
+                               DemoDataset(), "--arch", "resnet18", "--amp", amp, "--epochs", "8", "-b", "32", "--lr",
+                               "0.02", "--lr-schedule", "cosine", "--warmup-epochs", "1", "--image-size", "64", "-j", "4",
+                               "-p", "1000", "--output-dir", MakeTempDir() + "/run"};
+  if (!graphs) cmd.push_back("--no-cuda-graphs");
+  auto [rc, out] = RunToEnd(cmd);
   ASSERT_EQ(rc, 0) << out;
+  if (gpus == 1 && StepGraph::Supported()) {
+    EXPECT_NE(out.find("without host syncs"), std::string::npos) << out;
+    EXPECT_EQ(out.find("is captured and replayed") != std::string::npos, graphs) << out;
+  }
   std::smatch m;
   ASSERT_TRUE(std::regex_search(out, m, std::regex("best val top1 ([0-9.]+)%"))) << out;
   EXPECT_GT(std::stod(m[1]), 30.0) << out;
@@ -200,6 +314,11 @@ TEST(CudaTest, TrainingWithFp16AndTheLossScalerLearns) {
 TEST(CudaTest, TrainingWithBf16Learns) {
   SKIP_WITHOUT_CUDA();
   ExpectLearns("bf16");
+}
+
+TEST(CudaTest, TrainingWithoutCudaGraphsLearns) {
+  SKIP_WITHOUT_CUDA();
+  ExpectLearns("fp16", /*graphs=*/false);
 }
 
 // A Python worker's init_process_group("nccl") under dtrun: the environment dtrun gives is

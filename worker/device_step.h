@@ -1,0 +1,71 @@
+// The training step on a GPU without host syncs, and its CUDA graph (docs/DESIGN.md, "The step
+// on a GPU"). The only CUDA-graph code of the worker library.
+//
+// StepGraph captures a step's work once and replays it: one launch for the whole forward,
+// backward, loss scaling and optimizer update instead of ~1,500 kernel launches by the host. The
+// captured body must queue device work only: no host read of a device value, no new input shape.
+// What it returns (the step's metrics) lives in the graph's memory and is rewritten by each
+// replay; so are the gradients, which backward allocated during the capture.
+//
+// LaggedReadback carries a step's few numbers (loss, top-1, overflow, loss scale) to the host
+// behind the step, in pinned memory, and hands them over one step later, once done: the host
+// then waits for the step before last while the GPU runs the last one, never for the step it has
+// just queued.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace dtrun::worker {
+
+class StepGraph {
+ public:
+  StepGraph();
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  // Whether this build can capture a step (a CUDA build of LibTorch 2.4+: DTRUN_HAS_DEVICE_STEP).
+  static bool Supported();
+  // Records `body` on a side stream into the graph's own memory pool; nothing runs until Replay.
+  // The tensors `body` returns are kept (they are the graph's outputs). Throws on a capture error.
+  void Capture(const std::function<std::vector<torch::Tensor>()>& body);
+  // Runs the captured work on the current stream, after what is queued there.
+  void Replay();
+  const std::vector<torch::Tensor>& outputs() const { return outputs_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<torch::Tensor> outputs_;
+};
+
+class LaggedReadback {
+ public:
+  struct Values {
+    std::vector<float> values;
+    int64_t tag = 0;  // what the caller passed along (the step's batch size)
+  };
+  LaggedReadback();
+  ~LaggedReadback();
+  LaggedReadback(const LaggedReadback&) = delete;
+  LaggedReadback& operator=(const LaggedReadback&) = delete;
+
+  // Copies `values` (a small float tensor; on a GPU, behind the work queued on the current
+  // stream) for a later Take. A CPU tensor is read at once.
+  void Push(const torch::Tensor& values, int64_t tag);
+  // The values pushed so far, oldest first, except the newest unless `all`; waits for each.
+  std::vector<Values> Take(bool all);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::deque<Values> ready_;  // read from CPU tensors
+};
+
+}  // namespace dtrun::worker
