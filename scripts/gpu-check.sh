@@ -100,8 +100,15 @@ theirs() {  # theirs NAME ARGS...
 # ResNet-50, 224 px, channels-last, batch $batch, synthetic: ours with the captured step (the
 # default), ours kernel by kernel (--no-cuda-graphs), the Python reference eager.
 syn="--synthetic --synthetic-size 40000 -j 16 --warmup-iters 20 --timed-iters 60"
+ctest_exclude='^$'
 for amp in fp16 bf16; do
   ours "ours_synthetic_$amp" $syn --amp "$amp"
+  rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    # A captured step that hangs would cost every later row that captures its limit: skip them.
+    GPU_CHECK_SKIP="${GPU_CHECK_SKIP:-} ours_synthetic_bf16 profile_ours_graph ours_jpeg_fp16_j16 ours_jpeg_fp16_j6"
+    ctest_exclude='Fp16AndTheLossScalerLearns|Bf16Learns'
+  fi
   ours "ours_synthetic_${amp}_nograph" $syn --amp "$amp" --no-cuda-graphs
   theirs "ref_synthetic_$amp" --synthetic --amp "$amp" --warmup-iters 20 --timed-iters 60
 done
@@ -119,7 +126,7 @@ step profile_ref_eager 120 "$py" "$repo/bench/gpu/train_ref_gpu.py" --synthetic 
   ours_eager="$work/trace_ours_eager.json" ref_eager="$work/trace_ref_eager.json" >"$out/profile.txt" 2>&1
 (cd "$work" && tar czf "$out/traces.tar.gz" trace_*.json 2>/dev/null)
 
-step cuda_tests 240 ctest --test-dir "$build" -L cuda --no-tests=error --output-on-failure --timeout 90
+step cuda_tests 240 ctest --test-dir "$build" -L cuda -E "$ctest_exclude" --no-tests=error --output-on-failure --timeout 90
 grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs" "$log" | tail -30 >"$out/ctest.log" 2>/dev/null
 
 theirs ref_compiled_synthetic_fp16 --synthetic --compile --amp fp16 --warmup-iters 30 --timed-iters 60
