@@ -17,6 +17,7 @@
 
 #include "agent/worker_env.h"
 #include "base/executable.h"
+#include "base/remove_tree.h"
 #include "gtest/gtest.h"
 
 extern char** environ;
@@ -162,10 +163,9 @@ std::vector<std::string>& TempDirs() {
 void RemoveTempDirs() {
   const char* keep = std::getenv("DTRUN_KEEP_TEST_DIRS");
   if (keep && *keep && std::string(keep) != "0") return;
-  for (const std::string& dir : TempDirs()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+  // Not std::filesystem::remove_all: in a test that links pip's LibTorch it is libtorch.so's copy,
+  // which crashed at exit (base/remove_tree.h).
+  for (const std::string& dir : TempDirs()) RemoveTree(dir);
 }
 
 }  // namespace
