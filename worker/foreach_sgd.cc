@@ -7,6 +7,15 @@
 
 namespace dtrun::worker {
 
+torch::Tensor InLayoutOf(const torch::Tensor& t, const torch::Tensor& like) {
+  if (t.strides() == like.strides()) return t;
+  const at::MemoryFormat format = like.suggest_memory_format();
+  if (t.sizes() == like.sizes() && t.is_contiguous(format) && like.is_contiguous(format)) {
+    return t.as_strided(like.sizes(), like.strides());
+  }
+  return torch::empty_like(like).copy_(t);
+}
+
 torch::Tensor ForeachSgd::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   torch::Tensor loss;
@@ -62,9 +71,7 @@ void ForeachSgd::StepOnDevice(const torch::Tensor& lr, const torch::Tensor& foun
     for (const torch::Tensor& p : group.params()) {
       if (!p.grad().defined()) continue;
       params.push_back(p);
-      // The fused kernel wants the three tensors in one layout (a channels-last weight's gradient
-      // usually is; a copy where not, which a captured step then repeats).
-      grads.push_back(p.grad().strides() == p.strides() ? p.grad() : torch::empty_like(p).copy_(p.grad()));
+      grads.push_back(InLayoutOf(p.grad(), p));
       if (o.momentum() == 0) continue;
       auto& slot = state_[OptimizerStateKey(state_, p)];
       if (!slot) {
@@ -74,10 +81,8 @@ void ForeachSgd::StepOnDevice(const torch::Tensor& lr, const torch::Tensor& foun
         first_step = true;
       }
       auto& state = static_cast<torch::optim::SGDParamState&>(*slot);
-      if (state.momentum_buffer().strides() != p.strides()) {
-        // A buffer from a checkpoint comes back contiguous: once into the parameter's layout.
-        state.momentum_buffer(torch::empty_like(p).copy_(state.momentum_buffer()));
-      }
+      // A buffer from a checkpoint comes back contiguous: once into the parameter's layout.
+      if (state.momentum_buffer().strides() != p.strides()) state.momentum_buffer(InLayoutOf(state.momentum_buffer(), p));
       bufs.push_back(state.momentum_buffer());
     }
     if (params.empty()) continue;

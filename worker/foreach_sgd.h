@@ -8,6 +8,11 @@
 
 namespace dtrun::worker {
 
+// `t` with the strides of `like` (same sizes): itself if they already match, a view where both are
+// dense in the same memory order (a 1x1 convolution's weight and a gradient whose strides say
+// channels-last), else a copy. Fused multi-tensor kernels want their tensor lists in one layout.
+torch::Tensor InLayoutOf(const torch::Tensor& t, const torch::Tensor& like);
+
 class ForeachSgd : public torch::optim::SGD {
  public:
   using torch::optim::SGD::SGD;

@@ -73,5 +73,28 @@ TEST(ForeachSgdTest, StateRoundTripsThroughTorchSgdSerialization) {
   EXPECT_TRUE(torch::allclose(p, q));
 }
 
+
+// A 1x1 convolution's weight and a gradient with other strides share one memory order: a view,
+// no copy. A 3x3 one's do not: a copy in the weight's layout.
+TEST(InLayoutOfTest, AViewWhereTheMemoryOrderIsTheSameElseACopyInTheOtherLayout) {
+  // As a 1x1 weight and the gradient cuDNN gives it: strides {4, 1, 1, 1} and {4, 1, 4, 4}.
+  const torch::Tensor w1 = torch::randn({8, 4, 1, 1});
+  const torch::Tensor g1 = torch::empty_strided({8, 4, 1, 1}, {4, 1, 4, 4}).normal_();
+  ASSERT_NE(w1.strides(), g1.strides());
+  const torch::Tensor v = InLayoutOf(g1, w1);
+  EXPECT_EQ(v.strides(), w1.strides());
+  EXPECT_EQ(v.data_ptr(), g1.data_ptr()) << "a view";
+  EXPECT_TRUE(torch::equal(v, g1));
+
+  const torch::Tensor w3 = torch::randn({8, 4, 3, 3}).contiguous(torch::MemoryFormat::ChannelsLast);
+  const torch::Tensor g3 = torch::randn({8, 4, 3, 3});
+  const torch::Tensor c = InLayoutOf(g3, w3);
+  EXPECT_EQ(c.strides(), w3.strides());
+  EXPECT_NE(c.data_ptr(), g3.data_ptr()) << "a copy";
+  EXPECT_TRUE(torch::equal(c, g3));
+
+  EXPECT_EQ(InLayoutOf(w3, w3).data_ptr(), w3.data_ptr()) << "already alike: itself";
+}
+
 }  // namespace
 }  // namespace dtrun::worker
