@@ -187,6 +187,12 @@ class Training {
   torch::Tensor graph_pixels_, graph_labels_;  // the graph's inputs, refilled before each replay
   LaggedReadback readback_;  // per step: loss, correct top-1, overflow flag, loss scale
   bool last_loss_finite_ = true;
+  // The step kernel by kernel, reading the loss and the scaler's overflow flag back (the CPU, and
+  // several GPUs); takes the next batch into `b` while the GPU works. Returns the loss and the
+  // correct top-1 predictions, tagged with the batch size.
+  LaggedReadback::Values StepReadingBack(std::optional<StagedBatch>& b, double* data_wait);
+  // The step on one GPU, queued or replayed with nothing read back; the next batch meanwhile.
+  void StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait);
   void SetUpDeviceStep();
   void QueueStepOnDevice(const StagedBatch& b, double lr);
   void CaptureStep(const StagedBatch& b);
@@ -194,6 +200,44 @@ class Training {
   int64_t steps_run_ = 0;  // steps taken by this process
   std::unique_ptr<StepProfiler> profiler_;
 };
+
+LaggedReadback::Values Training::StepReadingBack(std::optional<StagedBatch>& b, double* data_wait) {
+  const int count = b->batch.count;
+  torch::Tensor x = ToInput(*b, o_.channels_last, device_, *norm_);
+  // Owned by the step: `b` moves on to the next batch before the step is done.
+  torch::Tensor y = cuda_ ? b->labels.to(device_, /*non_blocking=*/true) : b->labels.clone();
+  if (ddp_) ddp_->SyncBuffers();
+  torch::Tensor logits, loss;
+  {
+    AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
+    logits = model_->forward(x);
+    loss = torch::nn::functional::cross_entropy(
+        logits.to(torch::kFloat32), y,
+        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+  }
+  ClearGradients(*model_);
+  scaler_->Scale(loss).backward();
+  // The next batch is taken (and pinned) while the GPU works through this step's backward,
+  // before anything below waits for the GPU (the loss scaler's overflow check, the loss).
+  auto fetch_start = Clock::now();
+  b = NextTrainBatch();
+  *data_wait = Seconds(fetch_start, Clock::now());
+  if (ddp_) ddp_->FinishGradientSync();
+  bool step_ok = scaler_->UnscaleAndUpdate(model_->parameters(), [this](bool mine) {
+    return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
+  });
+  agreement_->FinishSnapshot();  // before the parameters change
+  if (step_ok) optimizer_->step();
+  return {{loss.item<float>(), static_cast<float>(TopK(logits.detach(), y).first), 0, 0}, count};
+}
+
+void Training::StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait) {
+  agreement_->FinishSnapshot();  // the last snapshot's copy is done before this step's update
+  QueueStepOnDevice(*b, lr);
+  auto fetch_start = Clock::now();
+  b = NextTrainBatch();  // while the GPU runs the step
+  *data_wait = Seconds(fetch_start, Clock::now());
+}
 
 void Training::SetUpDeviceStep() {
   if (!cuda_) return;
@@ -565,45 +609,12 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
     const int count = b->batch.count;
-    double loss_value = 0;
-    if (device_step_) {
-      SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
-      agreement_->FinishSnapshot();  // the last snapshot's copy is done before this step's update
-      QueueStepOnDevice(*b, lr);
-      auto fetch_start = Clock::now();
-      b = NextTrainBatch();  // while the GPU runs the step
-      data_wait = Seconds(fetch_start, Clock::now());
-      for (const LaggedReadback::Values& v : readback_.Take(/*all=*/false)) account(v);
-      loss_value = last_loss_finite_ ? 0 : NAN;
-    } else {
-    torch::Tensor x = ToInput(*b, o_.channels_last, device_, *norm_);
-    // Owned by the step: `b` moves on to the next batch before the step is done.
-    torch::Tensor y = cuda_ ? b->labels.to(device_, /*non_blocking=*/true) : b->labels.clone();
-    if (ddp_) ddp_->SyncBuffers();
-    torch::Tensor logits, loss;
-    {
-      AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
-      logits = model_->forward(x);
-      loss = torch::nn::functional::cross_entropy(
-          logits.to(torch::kFloat32), y,
-          torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
-    }
-    ClearGradients(*model_);
     SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
-    scaler_->Scale(loss).backward();
-    // The next batch is taken (and pinned) while the GPU works through this step's backward,
-    // before anything below waits for the GPU (the loss scaler's overflow check, the loss).
-    auto fetch_start = Clock::now();
-    b = NextTrainBatch();
-    data_wait = Seconds(fetch_start, Clock::now());
-    if (ddp_) ddp_->FinishGradientSync();
-    bool step_ok = scaler_->UnscaleAndUpdate(model_->parameters(), [this](bool mine) {
-      return AllReduceSum({mine ? 1.0 : 0.0})[0] > 0;
-    });
-    agreement_->FinishSnapshot();  // before the parameters change
-    if (step_ok) optimizer_->step();
-    loss_value = loss.item<double>();
-    account({{static_cast<float>(loss_value), static_cast<float>(TopK(logits.detach(), y).first), 0, 0}, count});
+    if (device_step_) {
+      StepOnDevice(b, lr, &data_wait);
+      for (const LaggedReadback::Values& v : readback_.Take(/*all=*/false)) account(v);
+    } else {
+      account(StepReadingBack(b, &data_wait));
     }
     ++progress_.global_step;
     FlipIfPlanned(faults_, *model_, progress_.global_step, env_.rank);  // test-only
@@ -627,7 +638,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     wishes.snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
     // fp16's loss scaling overflows now and then on purpose; otherwise a loss that is not finite
     // on some ranks only marks them (worker/replica_check.h).
-    wishes.loss_finite = std::isfinite(loss_value) || (autocast_ && autocast_dtype_ == at::kHalf);
+    wishes.loss_finite = last_loss_finite_ || (autocast_ && autocast_dtype_ == at::kHalf);
     const StepVerdict next = agreement_->Decide(wishes, progress_.global_step);
     if (next.stop || next.save) {
       Save(epoch, step);
