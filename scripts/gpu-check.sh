@@ -76,8 +76,12 @@ cap=$("$py" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability()
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$cap}
 # No unity builds here: a GPU session is rare, and an unknown compiler that trips on a batch (GCC 14
 # did on gpu_probe.cc, see status/CMakeLists.txt) must not cost it; 16 cores build it quickly.
+# cuDNN's header and library for the fused batch norm + ReLU (the wheel's nvidia-cudnn package).
+cudnn_args=()
+cudnn_dir=$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) &&
+  cudnn_args=(-DCUDNN_INCLUDE_DIR="$cudnn_dir/include" -DCUDNN_LIBRARY_DIR="$cudnn_dir/lib")
 printf -v configure '%q ' cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DDTRUN_UNITY_BUILD=OFF "${KIT_CMAKE_ARGS[@]}"
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DDTRUN_UNITY_BUILD=OFF "${KIT_CMAKE_ARGS[@]}" "${cudnn_args[@]}"
 printf -v compile '%q ' cmake --build "$build" -j"$(nproc)" --target dtrun dtdata allreduce_check train_imagenet \
   restart_probe dtrun_cuda_tests
 step build 420 bash -c "$configure && $compile" || cp "$log" "$out/build.log"
@@ -106,10 +110,12 @@ for amp in fp16 bf16; do
   rc=$?
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     # A captured step that hangs would cost every later row that captures its limit: skip them.
-    GPU_CHECK_SKIP="${GPU_CHECK_SKIP:-} ours_synthetic_bf16 profile_ours_graph ours_jpeg_fp16_j16 ours_jpeg_fp16_j6"
+    GPU_CHECK_SKIP="${GPU_CHECK_SKIP:-} ours_synthetic_fp16_cudnnbn ours_synthetic_bf16 profile_ours_graph ours_jpeg_fp16_j16 ours_jpeg_fp16_j6"
     ctest_exclude='Fp16AndTheLossScalerLearns|Bf16Learns'
   fi
   ours "ours_synthetic_${amp}_nograph" $syn --amp "$amp" --no-cuda-graphs
+  # cuDNN's fused batch norm + add + ReLU (fp16 only: it takes half-precision activations).
+  [ "$amp" = fp16 ] && ours "ours_synthetic_fp16_cudnnbn" $syn --amp fp16 --cudnn-bn-relu
   theirs "ref_synthetic_$amp" --synthetic --amp "$amp" --warmup-iters 20 --timed-iters 60
 done
 

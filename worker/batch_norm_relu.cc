@@ -1,5 +1,7 @@
 #include "worker/batch_norm_relu.h"
 
+#include "worker/cudnn_batch_norm_relu.h"
+
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "worker/batch_norm_kernels.h"
@@ -125,6 +127,9 @@ bool UsesFusedBatchNormRelu(const torch::nn::BatchNorm2d& bn, const torch::Tenso
 
 torch::Tensor BatchNormAddRelu(torch::nn::BatchNorm2d& bn, const torch::Tensor& x, const torch::Tensor& residual,
                                const NormalizationMode& mode) {
+  if (mode.cudnn && mode.sync == nullptr && CudnnBatchNormReluApplies(bn, x, residual)) {
+    return CudnnBatchNormAddRelu(bn, x, residual);
+  }
   if (!UsesFusedBatchNormRelu(bn, x, residual, mode)) {
     torch::Tensor y = SyncBatchNorm(bn, x, mode.sync.get());
     if (residual.defined()) y = y.add_(residual);

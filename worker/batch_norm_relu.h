@@ -16,6 +16,7 @@ class BatchNormSync;  // worker/sync_batch_norm.h
 struct NormalizationMode {
   std::shared_ptr<BatchNormSync> sync;  // SyncBatchNorm; null: statistics per process
   bool fused = true;                    // the fused CPU kernels where they apply
+  bool cudnn = false;                   // cuDNN's fused call on a GPU where it applies (worker/cudnn_batch_norm_relu.h)
 };
 
 // `residual` may be an undefined tensor (no residual add).

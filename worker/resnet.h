@@ -26,6 +26,7 @@ class ResNetImpl : public torch::nn::Module {
   void SetBatchNormSync(std::shared_ptr<BatchNormSync> sync) { norm_->sync = std::move(sync); }
   // Fused BatchNorm(+add)+ReLU CPU kernels (default) or ATen's separate operations.
   void SetFusedBatchNorm(bool fused) { norm_->fused = fused; }
+  void SetCudnnBatchNormRelu(bool on) { norm_->cudnn = on; }
 
  private:
   std::shared_ptr<NormalizationMode> norm_ = std::make_shared<NormalizationMode>();

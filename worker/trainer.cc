@@ -20,6 +20,7 @@
 #include "worker/collective_watchdog.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
+#include "worker/cudnn_batch_norm_relu.h"
 #include "worker/ddp.h"
 #include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
@@ -484,6 +485,10 @@ bool Training::Setup() {
   mo.zero_init_residual = o_.zero_init_residual;
   model_ = ResNet(mo);
   model_->SetFusedBatchNorm(o_.fused_bn);
+  if (o_.cudnn_bn_relu && cuda_ && !CudnnBatchNormReluBuilt()) {
+    Log("warning: --cudnn-bn-relu: this build has no cuDNN header or library; batch norm, add and ReLU stay apart");
+  }
+  model_->SetCudnnBatchNormRelu(o_.cudnn_bn_relu);
   model_->to(device_);
   if (o_.channels_last) {
     torch::NoGradGuard no_grad;

@@ -60,6 +60,7 @@ struct TrainOptions {
   bool evaluate = false;       // only validate
   double bucket_mb = 25;
   bool fused_bn = true;        // fused BatchNorm(+add)+ReLU CPU kernels (worker/batch_norm_relu.h)
+  bool cudnn_bn_relu = false;  // the same fused by cuDNN on a GPU (worker/cudnn_batch_norm_relu.h)
   bool sync_bn = false;        // batch-norm statistics over the global batch (worker/sync_batch_norm.h)
   // Gradient all-reduce during backward. Off for CPU training, where it competes with the compute
   // threads for the same cores (no gain, up to 8% slower on 2 cores, docs/BENCHMARKS.md); meant to

@@ -57,8 +57,11 @@ L += ["", f"## ResNet-50 training, 224 px, channels-last, batch {batch}, one GPU
       "|---|---|---|---|---|---|"]
 for amp in ("fp16", "bf16"):
     b = ips(f"ref_synthetic_{amp}")
-    for suffix, label in (("", "captured step (CUDA graph)"), ("_nograph", "kernel by kernel (--no-cuda-graphs)")):
+    for suffix, label in (("", "captured step (CUDA graph)"), ("_nograph", "kernel by kernel (--no-cuda-graphs)"),
+                          ("_cudnnbn", "captured, cuDNN's fused BN+add+ReLU (--cudnn-bn-relu)")):
         a = ips(f"ours_synthetic_{amp}{suffix}")
+        if a is None and suffix == "_cudnnbn":
+            continue
         L.append(f"| synthetic, ours {label} | {amp} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
                  f"{fmt(wait_ms(f'ours_synthetic_{amp}{suffix}'), '.1f')} / {fmt(wait_ms(f'ref_synthetic_{amp}'), '.1f')} |")
 a, b = ips("ours_jpeg_fp16_j16"), ips("ref_jpeg_fp16_w16")

@@ -13,6 +13,8 @@
 #include "tests/support/process_harness.h"
 #include "base/env_names.h"
 #include "snapshot/snapshot_region.h"
+#include "worker/batch_norm_relu.h"
+#include "worker/cudnn_batch_norm_relu.h"
 #include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
 #include "worker/grad_scaler.h"
@@ -185,6 +187,55 @@ TEST(CudaTest, AnOverflowInsideTheGraphSkipsTheUpdateAndBacksOffTheScale) {
   x.normal_();
   graph.Replay();
   EXPECT_FALSE(torch::equal(t.Weights()[0], before[0])) << "a clean step updates again";
+}
+
+// cuDNN's fused batch norm + add + ReLU gives what the three separate operations give: output,
+// running statistics, and the gradients of the input, the affine parameters and the residual.
+TEST(CudaTest, CudnnFusedBatchNormAddReluMatchesTheSeparateOperations) {
+  SKIP_WITHOUT_CUDA();
+  if (!CudnnBatchNormReluBuilt()) GTEST_SKIP() << "built without cuDNN's header and library";
+  for (const bool add : {false, true}) {
+    torch::manual_seed(5);
+    const auto half_cl = [](torch::Tensor t) {
+      return t.to(torch::kCUDA, torch::kHalf).contiguous(torch::MemoryFormat::ChannelsLast);
+    };
+    const torch::Tensor x0 = half_cl(torch::randn({16, 64, 14, 14}));
+    const torch::Tensor r0 = add ? half_cl(torch::randn({16, 64, 14, 14})) : torch::Tensor();
+    const torch::Tensor dy = half_cl(torch::randn({16, 64, 14, 14}));
+    torch::nn::BatchNorm2d bns[2] = {torch::nn::BatchNorm2d(64), torch::nn::BatchNorm2d(64)};
+    torch::Tensor y[2], dx[2], dr[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      torch::nn::BatchNorm2d& bn = bns[fused];
+      bn->to(torch::kCUDA);
+      {
+        torch::NoGradGuard no_grad;
+        bn->weight.uniform_(0.5, 1.5);
+        bn->bias.uniform_(-0.5, 0.5);
+      }
+      torch::Tensor x = x0.detach().clone().requires_grad_(true);
+      torch::Tensor r = add ? r0.detach().clone().requires_grad_(true) : torch::Tensor();
+      NormalizationMode mode;
+      mode.cudnn = fused == 1;
+      ASSERT_EQ(CudnnBatchNormReluApplies(bn, x, r), true);
+      y[fused] = BatchNormAddRelu(bn, x, r, mode);
+      y[fused].backward(dy);
+      dx[fused] = x.grad().to(torch::kFloat32).cpu();
+      if (add) dr[fused] = r.grad().to(torch::kFloat32).cpu();
+    }
+    const auto close = [](const torch::Tensor& a, const torch::Tensor& b) {
+      return torch::allclose(a.to(torch::kFloat32).cpu(), b.to(torch::kFloat32).cpu(), /*rtol=*/2e-2, /*atol=*/2e-2);
+    };
+    EXPECT_TRUE(close(y[1], y[0])) << "add " << add << ": " << (y[1].to(torch::kFloat32) - y[0].to(torch::kFloat32)).abs().max().item<float>();
+    EXPECT_TRUE(close(dx[1], dx[0])) << (dx[1] - dx[0]).abs().max().item<float>();
+    if (add) {
+      EXPECT_TRUE(close(dr[1], dr[0])) << (dr[1] - dr[0]).abs().max().item<float>();
+    }
+    EXPECT_TRUE(close(bns[1]->weight.grad(), bns[0]->weight.grad()));
+    EXPECT_TRUE(close(bns[1]->bias.grad(), bns[0]->bias.grad()));
+    EXPECT_TRUE(close(bns[1]->running_mean, bns[0]->running_mean));
+    EXPECT_TRUE(close(bns[1]->running_var, bns[0]->running_var));
+    EXPECT_EQ(bns[1]->num_batches_tracked.item<int64_t>(), 1);
+  }
 }
 
 // A snapshot of a state on the GPU is copied into its slot on a side stream while the next step
