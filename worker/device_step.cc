@@ -10,6 +10,22 @@
 #endif
 
 namespace dtrun::worker {
+namespace {
+
+// Values on the CPU, read at once.
+LaggedReadback::Values ReadNow(const torch::Tensor& values, int64_t tag) {
+  torch::Tensor v = values.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  return {std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + v.numel()), tag};
+}
+
+}  // namespace
+
+std::vector<LaggedReadback::Values> LaggedReadback::Take(bool all) {
+  std::vector<Values> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
+  ready_.clear();
+  TakePending(all, &out);
+  return out;
+}
 
 #if DTRUN_HAS_DEVICE_STEP
 struct StepGraph::Impl {
@@ -66,12 +82,13 @@ LaggedReadback::LaggedReadback() : impl_(std::make_unique<Impl>()) {}
 
 void LaggedReadback::Push(const torch::Tensor& values, int64_t tag) {
   if (!values.is_cuda()) {
-    torch::Tensor v = values.to(torch::kFloat32).contiguous();
-    ready_.push_back({std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + v.numel()), tag});
+    ready_.push_back(ReadNow(values, tag));
     return;
   }
   if (impl_->pending.size() == 2) {
-    for (Values& v : Take(/*all=*/false)) ready_.push_back(std::move(v));
+    std::vector<Values> older;
+    TakePending(/*all=*/false, &older);
+    for (Values& v : older) ready_.push_back(std::move(v));
   }
   Impl::Slot& slot = impl_->slots[impl_->next];
   if (!slot.host.defined() || slot.host.numel() != values.numel()) {
@@ -84,17 +101,14 @@ void LaggedReadback::Push(const torch::Tensor& values, int64_t tag) {
   impl_->next ^= 1;
 }
 
-std::vector<LaggedReadback::Values> LaggedReadback::Take(bool all) {
-  std::vector<Values> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
-  ready_.clear();
+void LaggedReadback::TakePending(bool all, std::vector<Values>* out) {
   while (impl_->pending.size() > (all ? 0u : 1u)) {
     Impl::Slot& slot = impl_->slots[impl_->pending.front()];
     impl_->pending.pop_front();
     slot.done.synchronize();
     const float* p = slot.host.data_ptr<float>();
-    out.push_back({std::vector<float>(p, p + slot.host.numel()), slot.tag});
+    out->push_back({std::vector<float>(p, p + slot.host.numel()), slot.tag});
   }
-  return out;
 }
 
 #else  // no CUDA graphs in this build: StepGraph is never used, LaggedReadback reads at once
@@ -110,16 +124,8 @@ void StepGraph::Replay() { TORCH_CHECK(false, "no captured step"); }
 struct LaggedReadback::Impl {};
 LaggedReadback::LaggedReadback() = default;
 
-void LaggedReadback::Push(const torch::Tensor& values, int64_t tag) {
-  torch::Tensor v = values.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  ready_.push_back({std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + v.numel()), tag});
-}
-
-std::vector<LaggedReadback::Values> LaggedReadback::Take(bool) {
-  std::vector<Values> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));
-  ready_.clear();
-  return out;
-}
+void LaggedReadback::Push(const torch::Tensor& values, int64_t tag) { ready_.push_back(ReadNow(values, tag)); }
+void LaggedReadback::TakePending(bool, std::vector<Values>*) {}
 #endif
 
 StepGraph::~StepGraph() = default;

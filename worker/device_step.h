@@ -63,9 +63,11 @@ class LaggedReadback {
   std::vector<Values> Take(bool all);
 
  private:
+  // Moves the copies still on their way, all or all but the newest, to `out` once done.
+  void TakePending(bool all, std::vector<Values>* out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::deque<Values> ready_;  // read from CPU tensors
+  std::deque<Values> ready_;  // read already (CPU tensors, or older copies made room for)
 };
 
 }  // namespace dtrun::worker

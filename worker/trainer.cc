@@ -191,6 +191,7 @@ class Training {
   // The step kernel by kernel, reading the loss and the scaler's overflow flag back (the CPU, and
   // several GPUs); takes the next batch into `b` while the GPU works. Returns the loss and the
   // correct top-1 predictions, tagged with the batch size.
+  std::pair<torch::Tensor, torch::Tensor> ForwardAndLoss(const torch::Tensor& x, const torch::Tensor& labels);
   LaggedReadback::Values StepReadingBack(std::optional<StagedBatch>& b, double* data_wait);
   // The step on one GPU, queued or replayed with nothing read back; the next batch meanwhile.
   void StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait);
@@ -202,20 +203,23 @@ class Training {
   std::unique_ptr<StepProfiler> profiler_;
 };
 
+// The forward pass and the loss, under autocast when on: both steps' first half.
+std::pair<torch::Tensor, torch::Tensor> Training::ForwardAndLoss(const torch::Tensor& x, const torch::Tensor& labels) {
+  AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
+  torch::Tensor logits = model_->forward(x);
+  torch::Tensor loss = torch::nn::functional::cross_entropy(
+      logits.to(torch::kFloat32), labels,
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
+  return {logits, loss};
+}
+
 LaggedReadback::Values Training::StepReadingBack(std::optional<StagedBatch>& b, double* data_wait) {
   const int count = b->batch.count;
   torch::Tensor x = ToInput(*b, o_.channels_last, device_, *norm_);
   // Owned by the step: `b` moves on to the next batch before the step is done.
   torch::Tensor y = cuda_ ? b->labels.to(device_, /*non_blocking=*/true) : b->labels.clone();
   if (ddp_) ddp_->SyncBuffers();
-  torch::Tensor logits, loss;
-  {
-    AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
-    logits = model_->forward(x);
-    loss = torch::nn::functional::cross_entropy(
-        logits.to(torch::kFloat32), y,
-        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
-  }
+  auto [logits, loss] = ForwardAndLoss(x, y);
   ClearGradients(*model_);
   scaler_->Scale(loss).backward();
   // The next batch is taken (and pinned) while the GPU works through this step's backward,
@@ -259,15 +263,7 @@ void Training::SetUpDeviceStep() {
 // Returns float [4] on the device: the loss, correct top-1 predictions, the overflow flag, the loss
 // scale after the update.
 torch::Tensor Training::QueueStepBody(const torch::Tensor& pixels, const torch::Tensor& labels) {
-  torch::Tensor x = Normalize(pixels, o_.channels_last, *norm_);
-  torch::Tensor logits, loss;
-  {
-    AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
-    logits = model_->forward(x);
-    loss = torch::nn::functional::cross_entropy(
-        logits.to(torch::kFloat32), labels,
-        torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(o_.label_smoothing));
-  }
+  auto [logits, loss] = ForwardAndLoss(Normalize(pixels, o_.channels_last, *norm_), labels);
   scaler_->ScaleOnDevice(loss).backward();
   std::vector<torch::Tensor> grads;
   for (const torch::Tensor& p : model_->parameters()) {
