@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
   app.add_flag("--cudnn-bn-relu", o.cudnn_bn_relu,
                "On a GPU: batch norm, residual add and ReLU as one cuDNN call (fp16, channels-last; not yet measured)");
+  app.add_flag("--gpu-decode", o.gpu_decode,
+               "On a GPU: decode the training JPEGs there with nvJPEG, in batches; loader threads only read files "
+               "(not yet measured)");
   app.add_flag("!--no-cuda-graphs", o.cuda_graphs, "On a GPU: queue the step's kernels one by one instead of replaying a CUDA graph");
   app.add_option("--profile-steps", o.profile_steps,
                  "Trace this many steps (from the first timed one) with PyTorch's profiler (CUDA builds)")->check(Ints(0));

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/cudnn_batch_norm_relu.h"
+#include "worker/device_batch.h"
 #include "worker/ddp.h"
 #include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
@@ -37,6 +39,7 @@
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
+#include "worker/nvjpeg_decoder.h"
 #include "worker/torch_compat.h"
 #include "worker/train_state.h"
 #include "worker/warm_start.h"
@@ -46,6 +49,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// User + system CPU time of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
 
 // When the program was loaded (static initialisation, LibTorch linked in): the benchmark's time
 // to the first step counts from here.
@@ -68,6 +79,15 @@ StagedBatch Stage(data::Batch b, bool cuda) {
     s.pixels = s.pixels.pin_memory();
     s.labels = s.labels.pin_memory();
   }
+  return s;
+}
+
+// A batch whose JPEGs the loader left encoded: its pixels made on the device (already there).
+StagedBatch StageOnDevice(data::Batch b, DeviceBatchAssembler& assembler, bool cuda) {
+  StagedBatch s{std::move(b), {}, {}};
+  s.pixels = assembler.Assemble(s.batch);
+  s.labels = torch::from_blob(s.batch.labels.data(), {s.batch.count}, torch::kInt64);
+  if (cuda) s.labels = s.labels.pin_memory();
   return s;
 }
 
@@ -169,9 +189,13 @@ class Training {
   Clock::time_point bench_start_;
   double bench_data_wait_s_ = 0;  // timed steps' wait for the loader
   double first_step_s_ = 0;        // from the program's start to the first step done
+  double bench_cpu_start_s_ = 0;   // the process's CPU time when the timed window began
   bool BenchStep(int batch_images);
   std::optional<StagedBatch> NextTrainBatch();
   std::unique_ptr<Normalizer> norm_;
+  // --gpu-decode: training batches' JPEGs decoded on the GPU (null otherwise).
+  std::unique_ptr<DeviceBatchAssembler> assembler_;
+  void SetUpGpuDecode();
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
   FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
@@ -332,6 +356,7 @@ void Training::CaptureStep(const StagedBatch& b) {
 std::optional<StagedBatch> Training::NextTrainBatch() {
   std::optional<data::Batch> b = train_loader_->Next();
   if (!b) return std::nullopt;
+  if (assembler_) return StageOnDevice(std::move(*b), *assembler_, cuda_);
   return Stage(std::move(*b), cuda_);
 }
 
@@ -347,20 +372,28 @@ bool Training::BenchStep(int batch_images) {
     if (cuda_) torch::cuda::synchronize();  // the steps are queued ahead: time them done
     AllReduceSum({0});  // barrier
     bench_start_ = Clock::now();
+    bench_cpu_start_s_ = ProcessCpuSeconds();
   }
   if (bench_steps_ < o_.warmup_iters + o_.timed_iters) return false;
   if (cuda_) torch::cuda::synchronize();
   AllReduceSum({0});
   const double secs = Seconds(bench_start_, Clock::now());
   const double ips = static_cast<double>(o_.timed_iters) * batch_images * env_.world_size / secs;
-  Log("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step", o_.timed_iters, ips, secs / o_.timed_iters);
+  // The cores this process kept busy (training loop, loader threads, LibTorch's): what feeding
+  // the GPU costs.
+  const double cpu_cores = (ProcessCpuSeconds() - bench_cpu_start_s_) / secs;
+  Log("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step, %.1f CPU cores busy", o_.timed_iters, ips,
+      secs / o_.timed_iters, cpu_cores);
   if (env_.rank == 0 && !o_.bench_json.empty()) {
     std::ofstream(o_.bench_json) << nlohmann::json{{"images_per_s", ips},
                                                    {"world_size", env_.world_size},
                                                    {"timed_iters", o_.timed_iters},
                                                    {"seconds", secs},
                                                    {"data_wait_s_per_step", bench_data_wait_s_ / o_.timed_iters},
-                                                   {"first_step_s", first_step_s_}}
+                                                   {"first_step_s", first_step_s_},
+                                                   {"cpu_cores_busy", cpu_cores},
+                                                   {"gpu_decoded_jpegs", assembler_ ? assembler_->device_decoded() : 0},
+                                                   {"host_decoded_jpegs", assembler_ ? assembler_->host_decoded() : 0}}
                                         .dump()
                                  << "\n";
   }
@@ -392,6 +425,20 @@ std::vector<double> Training::AllReduceSum(std::vector<double> v) {
   return v;
 }
 
+void Training::SetUpGpuDecode() {
+  if (!o_.gpu_decode) return;
+  if (o_.synthetic) return;  // nothing to decode
+  absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> decoder = MakeNvJpegDecoder(device_);
+  if (!decoder.ok()) {
+    Log("warning: --gpu-decode: %s; JPEGs are decoded by the %d loader threads", std::string(decoder.status().message()).c_str(),
+        o_.workers);
+    return;
+  }
+  Log("=> JPEGs decoded on the GPU by %s; %d loader threads read files and parse headers", (*decoder)->Describe().c_str(),
+      o_.workers);
+  assembler_ = std::make_unique<DeviceBatchAssembler>(std::move(*decoder), device_, o_.max_image_pixels);
+}
+
 // (Re)builds both loaders for an image size and per-process batch.
 void Training::MakeLoaders(int image_size, int batch_size) {
   if (train_loader_ && loader_size_ == image_size && loader_batch_ == batch_size) return;
@@ -409,6 +456,7 @@ void Training::MakeLoaders(int image_size, int batch_size) {
   lo.image_size = image_size;
   lo.seed = o_.seed;
   lo.max_image_pixels = o_.max_image_pixels;
+  if (assembler_) lo.hand_on_jpegs_up_to_pixels = std::min(o_.max_image_pixels, kDeviceDecodeMaxPixels);
   lo.sampler = data::SamplerOptions{env_.rank, env_.world_size, true, o_.seed, false, true};
   train_loader_ = std::make_unique<data::Loader>(*train_set_, lo);
   lo.train = false;
@@ -445,6 +493,7 @@ bool Training::Setup() {
     at::globalContext().setBenchmarkCuDNN(true);
   }
   norm_ = std::make_unique<Normalizer>(device_);
+  SetUpGpuDecode();
   if (env_.distributed()) {
     pg_ = InitProcessGroup(env_, std::chrono::minutes(30), cuda_);
     watchdog_ = std::make_unique<CollectiveWatchdog>(

@@ -78,6 +78,9 @@ struct TrainOptions {
   // On a GPU (CUDA LibTorch 2.4+, one process): after a few steps at a batch shape, capture the
   // whole step as a CUDA graph and replay it (worker/device_step.h); a partial batch runs eagerly.
   bool cuda_graphs = true;
+  // On a GPU: the loader hands JPEGs on undecoded, and nvJPEG decodes them on the GPU where the
+  // build has it, the crop, resize and flip following there (worker/device_batch.h).
+  bool gpu_decode = false;
   // Trace this many steps, from the first timed one (or the first), with PyTorch's profiler into
   // profile_out as a Chrome trace (worker/step_profiler.h).
   int profile_steps = 0;

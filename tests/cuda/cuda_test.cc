@@ -2,7 +2,9 @@
 // without a GPU (CI); scripts/gpu-check.sh runs them on one (ctest -L cuda).
 #include <cstdlib>
 #include <cstdio>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -15,10 +17,16 @@
 #include "snapshot/snapshot_region.h"
 #include "worker/batch_norm_relu.h"
 #include "worker/cudnn_batch_norm_relu.h"
+#include "worker/data/dataset.h"
+#include "worker/data/decode.h"
+#include "worker/data/encode.h"
+#include "worker/data/loader.h"
+#include "worker/device_batch.h"
 #include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
 #include "worker/grad_scaler.h"
 #include "worker/memory_snapshot.h"
+#include "worker/nvjpeg_decoder.h"
 #include "worker/resnet.h"
 #include "worker/sync_stopwatch.h"
 #include "worker/torch_compat.h"
@@ -338,7 +346,7 @@ std::string DemoDataset() {
 // The whole CUDA training path (pinned non-blocking input copies, channels-last, autocast, the
 // loss scaler with fp16, NCCL DDP; on one GPU the step without host syncs, captured as a CUDA
 // graph unless --no-cuda-graphs) learns the demo set far above chance (10%).
-void ExpectLearns(const std::string& amp, bool graphs = true) {
+void ExpectLearns(const std::string& amp, bool graphs = true, const std::vector<std::string>& extra = {}) {
   const int gpus = static_cast<int>(torch::cuda::device_count());
   const std::string n = std::to_string(gpus);
   std::vector<std::string> cmd{DtrunBinary(), "--standalone", "--nproc-per-node", n, BinDir() + "/train_imagenet",
@@ -346,6 +354,7 @@ void ExpectLearns(const std::string& amp, bool graphs = true) {
                                "0.02", "--lr-schedule", "cosine", "--warmup-epochs", "1", "--image-size", "64", "-j", "4",
                                "-p", "1000", "--output-dir", MakeTempDir() + "/run"};
   if (!graphs) cmd.push_back("--no-cuda-graphs");
+  cmd.insert(cmd.end(), extra.begin(), extra.end());
   auto [rc, out] = RunToEnd(cmd);
   ASSERT_EQ(rc, 0) << out;
   if (gpus == 1 && StepGraph::Supported()) {
@@ -370,6 +379,113 @@ TEST(CudaTest, TrainingWithBf16Learns) {
 TEST(CudaTest, TrainingWithoutCudaGraphsLearns) {
   SKIP_WITHOUT_CUDA();
   ExpectLearns("fp16", /*graphs=*/false);
+}
+
+// The loader hands the JPEGs on; nvJPEG decodes them on the GPU, ATen crops and resizes them there.
+TEST(CudaTest, TrainingWithJpegsDecodedOnTheGpuLearns) {
+  SKIP_WITHOUT_CUDA();
+  if (!NvJpegBuilt()) GTEST_SKIP() << "built without nvJPEG (no nvjpeg.h or libnvjpeg found)";
+  ExpectLearns("fp16", /*graphs=*/true, {"--gpu-decode"});
+}
+
+// A smooth test image: decoders agree on it to a level or two.
+data::Image Smooth(int w, int h) {
+  data::Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &img.rgb[(static_cast<size_t>(y) * w + x) * 3];
+      p[0] = static_cast<uint8_t>(255 * x / (w - 1));
+      p[1] = static_cast<uint8_t>(255 * y / (h - 1));
+      p[2] = static_cast<uint8_t>(128 + 100 * std::sin(0.05 * (x + 2 * y)));
+    }
+  }
+  return img;
+}
+
+// nvJPEG's images are TurboJPEG's within IDCT and chroma-upsampling differences; a truncated one in the batch neither crashes nor spoils the others' results.
+TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
+  SKIP_WITHOUT_CUDA();
+  if (!NvJpegBuilt()) GTEST_SKIP() << "built without nvJPEG (no nvjpeg.h or libnvjpeg found)";
+  absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> nv = MakeNvJpegDecoder(torch::Device(torch::kCUDA, 0));
+  ASSERT_TRUE(nv.ok()) << nv.status();
+  std::printf("decoder: %s\n", (*nv)->Describe().c_str());
+  std::vector<std::string> jpegs;
+  for (auto [w, h] : {std::pair{500, 375}, std::pair{333, 500}, std::pair{64, 48}, std::pair{1023, 767}}) {
+    jpegs.push_back(data::EncodeJpeg(Smooth(w, h), 90).value());
+  }
+  std::vector<std::string_view> views(jpegs.begin(), jpegs.end());
+  absl::StatusOr<std::vector<torch::Tensor>> got = (*nv)->Decode(views);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), jpegs.size());
+  data::Decoder host;
+  for (size_t i = 0; i < jpegs.size(); ++i) {
+    auto info = host.Info(jpegs[i]);
+    ASSERT_TRUE(info.ok());
+    auto want = host.Decode(jpegs[i], data::Box{0, 0, double(info->width), double(info->height)}, info->width,
+                            info->height);
+    ASSERT_TRUE(want.ok());
+    ASSERT_TRUE((*got)[i].defined()) << "image " << i;
+    ASSERT_EQ((*got)[i].sizes(), (std::vector<int64_t>{info->height, info->width, 3}));
+    const torch::Tensor ref = torch::from_blob(want->rgb.data(), {info->height, info->width, 3}, torch::kUInt8);
+    const torch::Tensor diff = ((*got)[i].cpu().to(torch::kInt32) - ref.to(torch::kInt32)).abs().to(torch::kFloat32);
+    std::printf("image %zu (%dx%d): mean |diff| %.3f, max %.0f\n", i, info->width, info->height,
+                diff.mean().item<float>(), diff.max().item<float>());
+    EXPECT_LT(diff.mean().item<float>(), 2.0f) << "image " << i;
+  }
+  // A batch with a truncated JPEG: an error for the batch or images for the rest, never a crash.
+  std::vector<std::string> mixed{jpegs[0], jpegs[1].substr(0, jpegs[1].size() / 2), jpegs[2]};
+  std::vector<std::string_view> mixed_views(mixed.begin(), mixed.end());
+  absl::StatusOr<std::vector<torch::Tensor>> partial = (*nv)->Decode(mixed_views);
+  torch::cuda::synchronize();
+  std::printf("a batch with a truncated JPEG: %s\n", partial.ok() ? "decoded" : std::string(partial.status().message()).c_str());
+  // And the decoder still works after it.
+  got = (*nv)->Decode(views);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE((*got)[0].defined());
+}
+
+// The loader's JPEGs decoded, cropped, resized and flipped on the GPU, on the decode stream, read on
+// the default stream after its event: the loader's own pixels within a few levels.
+TEST(CudaTest, BatchesAssembledOnTheGpuAreTheLoadersWithinAFewLevels) {
+  SKIP_WITHOUT_CUDA();
+  if (!NvJpegBuilt()) GTEST_SKIP() << "built without nvJPEG (no nvjpeg.h or libnvjpeg found)";
+  const torch::Device gpu(torch::kCUDA, 0);
+  absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> nv = MakeNvJpegDecoder(gpu);
+  ASSERT_TRUE(nv.ok()) << nv.status();
+  const std::string root = MakeTempDir() + "/ds";
+  for (int i = 0; i < 24; ++i) {
+    const std::string dir = root + "/c" + std::to_string(i % 3);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/" + std::to_string(i) + ".jpg", std::ios::binary)
+        << data::EncodeJpeg(Smooth(200 + 13 * i, 150 + 7 * i), 90).value();
+  }
+  auto ds = std::move(data::OpenImageFolder(root).value());
+  auto epoch = [&](int64_t hand_on) {
+    data::LoaderOptions o;
+    o.batch_size = 8;
+    o.image_size = 64;
+    o.seed = 3;
+    o.hand_on_jpegs_up_to_pixels = hand_on;
+    data::Loader loader(*ds, o);
+    loader.StartEpoch(0);
+    std::vector<data::Batch> out;
+    while (auto b = loader.Next()) out.push_back(std::move(*b));
+    return out;
+  };
+  const std::vector<data::Batch> want = epoch(0);
+  std::vector<data::Batch> got = epoch(kDeviceDecodeMaxPixels);
+  DeviceBatchAssembler assembler(std::move(*nv), gpu);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    const torch::Tensor pixels = assembler.Assemble(got[b]).cpu();
+    const torch::Tensor ref = torch::from_blob(const_cast<uint8_t*>(want[b].pixels.data()), {want[b].count, 64, 64, 3},
+                                               torch::kUInt8);
+    const torch::Tensor diff = (pixels.to(torch::kInt32) - ref.to(torch::kInt32)).abs().to(torch::kFloat32);
+    std::printf("batch %zu: mean |diff| %.3f, max %.0f\n", b, diff.mean().item<float>(), diff.max().item<float>());
+    EXPECT_LT(diff.mean().item<float>(), 2.0f) << "batch " << b;
+  }
+  EXPECT_EQ(assembler.device_decoded(), 24);
+  EXPECT_EQ(assembler.host_decoded(), 0);
 }
 
 // A Python worker's init_process_group("nccl") under dtrun: the environment dtrun gives is

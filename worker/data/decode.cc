@@ -38,6 +38,16 @@ absl::Status Decoder::CheckBudget(int width, int height) const {
   }
   return absl::OkStatus();
 }
+absl::Status Decoder::HeaderError() {
+  const absl::Status st =
+      absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(static_cast<tjhandle>(tj_))));
+  // libjpeg-turbo 2.1 keeps a failed header's state: every later header read on the handle fails
+  // too, and one bad file would make its loader thread skip every image after it. A new handle.
+  tjDestroy(static_cast<tjhandle>(tj_));
+  tj_ = tjInitDecompress();
+  return st;
+}
+
 Decoder::~Decoder() {
   if (tj_) tjDestroy(static_cast<tjhandle>(tj_));
 }
@@ -47,10 +57,12 @@ absl::StatusOr<ImageInfo> Decoder::Info(std::string_view bytes) {
     int w = 0, h = 0, subsamp = 0, colorspace = 0;
     if (tjDecompressHeader3(static_cast<tjhandle>(tj_), reinterpret_cast<const unsigned char*>(bytes.data()),
                             bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
-      return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(static_cast<tjhandle>(tj_))));
+      return HeaderError();
     }
     DT_RETURN_IF_ERROR(CheckBudget(w, h));
-    return ImageInfo{w, h, true};
+    const bool plain_chroma = subsamp == TJSAMP_444 || subsamp == TJSAMP_422 || subsamp == TJSAMP_420 ||
+                              subsamp == TJSAMP_440;
+    return ImageInfo{w, h, true, colorspace == TJCS_YCbCr && plain_chroma};
   }
   DT_ASSIGN_OR_RETURN(StbSize size, StbReadSize(bytes));
   DT_RETURN_IF_ERROR(CheckBudget(size.width, size.height));
@@ -66,9 +78,7 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   tjhandle tj = static_cast<tjhandle>(tj_);
   int w = 0, h = 0, subsamp = 0, colorspace = 0;
   const auto* buf = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) {
-    return absl::DataLossError(absl::StrCat("corrupt JPEG header: ", tjGetErrorStr2(tj)));
-  }
+  if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) return HeaderError();
   DT_RETURN_IF_ERROR(CheckBudget(w, h));
   // The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps the needed region at least
   // min_w × min_h: the IDCT does less work and the resampler has less to shrink. (libjpeg-turbo

@@ -17,6 +17,9 @@ struct ImageInfo {
   int width = 0;
   int height = 0;
   bool jpeg = false;
+  // A 3-component YCbCr JPEG with 4:4:4, 4:2:2, 4:2:0 or 4:4:0 chroma: what every JPEG decoder
+  // takes, a GPU's included (not grey, CMYK or 4:1:1).
+  bool plain_ycbcr = false;
 };
 
 class Decoder {
@@ -43,6 +46,7 @@ class Decoder {
 
  private:
   absl::Status CheckBudget(int width, int height) const;
+  absl::Status HeaderError();  // DataLoss; starts a fresh handle
 
   void* tj_ = nullptr;  // tjhandle
   int64_t max_pixels_;

@@ -102,47 +102,65 @@ std::optional<Batch> Loader::Next() {
   return b;
 }
 
+absl::Status DecodeAndCrop(Decoder& decoder, std::string_view bytes, const Box& box, bool flip, int size,
+                           uint8_t* dst) {
+  double scale = 1;
+  absl::StatusOr<Image> img = decoder.Decode(bytes, box, size, size, &scale);
+  if (!img.ok()) return img.status();
+  const Box scaled{box.x * scale, box.y * scale, box.w * scale, box.h * scale};
+  ResizeCrop(*img, scaled, size, size, flip, dst);
+  return absl::OkStatus();
+}
+
 Batch Loader::Build(int64_t epoch, size_t batch, const std::vector<size_t>& indices) {
   const auto start = std::chrono::steady_clock::now();
   const int s = options_.image_size;
   const size_t image_bytes = static_cast<size_t>(s) * s * 3;
+  const int64_t hand_on_limit = options_.train ? options_.hand_on_jpegs_up_to_pixels : 0;
   Batch out;
   out.epoch = epoch;
   out.index = batch;
   out.image_size = s;
   out.pixels.resize(indices.size() * image_bytes);
+  size_t decoded = 0;  // images in out.pixels
   thread_local Decoder decoder(options_.max_image_pixels);  // loader threads serve one Loader
   for (size_t index : indices) {
     // Randomness per (seed, epoch, sample): independent of which thread builds the batch.
     std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(epoch) << 40) ^ index);
-    uint8_t* dst = out.pixels.data() + static_cast<size_t>(out.count) * image_bytes;
+    uint8_t* dst = out.pixels.data() + decoded * image_bytes;
     if (dataset_.synthetic()) {
       SyntheticPixels(dataset_.label(index), rng, s, dst);
     } else {
       absl::StatusOr<std::string> bytes = dataset_.ReadBytes(index);
       absl::StatusOr<ImageInfo> info = bytes.ok() ? decoder.Info(*bytes) : absl::StatusOr<ImageInfo>(bytes.status());
-      Box box;
+      absl::Status st = info.status();
       if (info.ok()) {
-        box = options_.train ? RandomResizedCropBox(info->width, info->height, rng)
-                             : CenterCropBox(info->width, info->height,
-                                             static_cast<int>(std::lround(s * 256.0 / 224.0)), s);
+        const Box box = options_.train ? RandomResizedCropBox(info->width, info->height, rng)
+                                       : CenterCropBox(info->width, info->height,
+                                                       static_cast<int>(std::lround(s * 256.0 / 224.0)), s);
+        const bool flip = options_.train && (rng() & 1);
+        if (info->plain_ycbcr && int64_t{info->width} * info->height <= hand_on_limit) {
+          out.encoded.push_back(EncodedSample{out.count, std::move(*bytes), info->width, info->height, box, flip});
+          out.labels.push_back(dataset_.label(index));
+          ++out.count;
+          continue;
+        }
+        st = DecodeAndCrop(decoder, *bytes, box, flip, s, dst);
       }
-      double scale = 1;
-      absl::StatusOr<Image> img = info.ok() ? decoder.Decode(*bytes, box, s, s, &scale) : info.status();
-      if (!img.ok()) {
+      if (!st.ok()) {
         ++out.skipped;
         ++skipped_total_;
-        spdlog::warn("skipping {}: {}", dataset_.Describe(index), std::string(img.status().message()));
+        spdlog::warn("skipping {}: {}", dataset_.Describe(index), std::string(st.message()));
         continue;
       }
-      Box scaled{box.x * scale, box.y * scale, box.w * scale, box.h * scale};
-      bool flip = options_.train && (rng() & 1);
-      ResizeCrop(*img, scaled, s, s, flip, dst);
     }
+    if (hand_on_limit > 0) out.pixel_slots.push_back(out.count);
+    ++decoded;
     out.labels.push_back(dataset_.label(index));
     ++out.count;
   }
-  out.pixels.resize(static_cast<size_t>(out.count) * image_bytes);
+  out.pixels.resize(decoded * image_bytes);
+  if (out.encoded.empty()) out.pixel_slots.clear();
   out.work_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

@@ -4,12 +4,17 @@
 // memory growth). Per-sample randomness comes from (seed, epoch, index), so results do not
 // depend on thread timing, and an epoch can start at any batch (resume). Undecodable samples are
 // skipped, counted and logged, never fatal. Next() is for one consumer thread.
+// A consumer that decodes JPEGs itself (on a GPU: worker/device_batch.h) asks for them encoded:
+// they come with the crop box and flip the loader would have used, and only the other samples are
+// decoded here.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -30,6 +35,18 @@ struct LoaderOptions {
   SamplerOptions sampler;
   // Images whose header claims more pixels are skipped (and counted) before decoding.
   int64_t max_image_pixels = Decoder::kDefaultMaxPixels;
+  // > 0: JPEGs that any decoder takes (ImageInfo::plain_ycbcr) of at most this many pixels are
+  // handed on encoded (Batch::encoded) instead of decoded. Training batches only.
+  int64_t hand_on_jpegs_up_to_pixels = 0;
+};
+
+// A JPEG handed on undecoded, with the augmentation the loader drew for it.
+struct EncodedSample {
+  int slot = 0;           // position in the batch
+  std::string bytes;
+  int width = 0, height = 0;  // from the header
+  Box box;                // the crop, integer pixel coordinates of the full-size image
+  bool flip = false;
 };
 
 struct Batch {
@@ -37,8 +54,12 @@ struct Batch {
   size_t index = 0;       // batch number within the epoch
   int count = 0;          // samples in it (fewer than batch_size at the end or after skips)
   int image_size = 0;
-  std::vector<uint8_t> pixels;  // count × image_size × image_size × 3
+  std::vector<uint8_t> pixels;  // count × image_size × image_size × 3 (less what is in `encoded`)
   std::vector<int64_t> labels;
+  // With LoaderOptions::hand_on_jpegs_up_to_pixels: the samples left encoded, and the slot of each
+  // image in `pixels`. Both empty otherwise (`pixels` then holds every sample in order).
+  std::vector<EncodedSample> encoded;
+  std::vector<int> pixel_slots;
   int skipped = 0;        // undecodable samples left out of this batch
   double work_seconds = 0;  // decode + augment time spent on it (all threads)
 };
@@ -78,6 +99,11 @@ class Loader {
   std::atomic<int64_t> skipped_total_{0};
   std::vector<std::thread> threads_;
 };
+
+// Decodes one sample as the loader does (DCT-scaled where the crop allows), then crops `box` (in
+// full-size coordinates), resizes it to size × size and mirrors it if `flip`, into `dst` (HWC).
+absl::Status DecodeAndCrop(Decoder& decoder, std::string_view bytes, const Box& box, bool flip, int size,
+                           uint8_t* dst);
 
 // ImageNet normalisation constants (RGB), as torchvision's Normalize.
 inline constexpr float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};

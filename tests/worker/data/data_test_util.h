@@ -3,6 +3,8 @@
 
 #include <turbojpeg.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -27,7 +29,25 @@ inline void WriteFile(const std::string& path, const std::string& bytes) {
 
 inline std::string Jpeg(int w, int h, uint64_t seed = 1) { return EncodeJpeg(Noise(w, h, seed), 90).value(); }
 
-// Grey (1 component) or CMYK (4 components) JPEG.
+// A smooth image (gradients and a slow wave): where two decoders or resamplers agree to a level
+// or two, unlike noise.
+inline Image Smooth(int w, int h, uint64_t seed) {
+  Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+  const double phase = static_cast<double>(seed % 97) / 7.0;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &img.rgb[(static_cast<size_t>(y) * w + x) * 3];
+      p[0] = static_cast<uint8_t>(255.0 * x / std::max(1, w - 1));
+      p[1] = static_cast<uint8_t>(255.0 * y / std::max(1, h - 1));
+      p[2] = static_cast<uint8_t>(127.5 + 100 * std::sin(phase + 0.05 * (x + 2 * y)));
+    }
+  }
+  return img;
+}
+
+inline std::string SmoothJpeg(int w, int h, uint64_t seed = 1) { return EncodeJpeg(Smooth(w, h, seed), 90).value(); }
+
+// Grey (1 component), CMYK (4 components) or RGB (TJPF_RGBX, at any subsampling) JPEG.
 inline std::string JpegWithFormat(int w, int h, int pixel_format, int subsamp) {
   const int channels = pixel_format == TJPF_GRAY ? 1 : 4;
   std::vector<uint8_t> px(static_cast<size_t>(w) * h * channels, 128);

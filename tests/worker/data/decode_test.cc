@@ -51,6 +51,41 @@ TEST(DecoderTest, GreyAndCmykJpegsComeOutRgb) {
   }
 }
 
+// What a GPU decoder may be handed: 3-component YCbCr with common chroma, nothing else.
+TEST(DecoderTest, InfoSaysWhichJpegsArePlainYCbCr) {
+  Decoder d;
+  auto rgb = d.Info(testing::Jpeg(32, 16));
+  ASSERT_TRUE(rgb.ok());
+  EXPECT_TRUE(rgb->plain_ycbcr);
+  auto rgb_444 = d.Info(JpegWithFormat(32, 16, TJPF_RGBX, TJSAMP_444));
+  ASSERT_TRUE(rgb_444.ok());
+  EXPECT_TRUE(rgb_444->plain_ycbcr);
+  for (auto [fmt, samp] : {std::pair{TJPF_GRAY, TJSAMP_GRAY}, std::pair{TJPF_CMYK, TJSAMP_444},
+                           std::pair{TJPF_RGBX, TJSAMP_411}}) {
+    auto info = d.Info(JpegWithFormat(32, 16, fmt, samp));
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_TRUE(info->jpeg);
+    EXPECT_FALSE(info->plain_ycbcr) << "pixel format " << fmt << ", subsampling " << samp;
+  }
+  auto png = d.Info(Png(8, 8));
+  ASSERT_TRUE(png.ok());
+  EXPECT_FALSE(png->plain_ycbcr);
+}
+
+// A header that fails to parse must not spoil the decoder for the images after it (TurboJPEG
+// 2.1's handle keeps the failed state).
+TEST(DecoderTest, ACorruptHeaderDoesNotSpoilTheNextImage) {
+  Decoder d;
+  const std::string good = testing::Jpeg(64, 48);
+  const std::string cut = good.substr(0, 200);  // inside the Huffman tables
+  EXPECT_FALSE(d.Info(cut).ok());
+  auto info = d.Info(good);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->width, 64);
+  EXPECT_FALSE(d.Decode(cut, Box{0, 0, 64, 48}, 64, 48).ok());
+  EXPECT_TRUE(d.Decode(good, Box{0, 0, 64, 48}, 64, 48).ok());
+}
+
 TEST(DecoderTest, PngWithAJpegNameIsDecoded) {
   Decoder d;
   std::string p = Png(20, 10);

@@ -1,0 +1,197 @@
+#include "worker/device_batch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+
+#include "worker/torch_compat.h"  // DTRUN_WITH_NCCL: a CUDA LibTorch
+
+#if DTRUN_WITH_NCCL
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace dtrun::worker {
+
+// Where a batch is assembled: on a GPU, a stream of its own that the training stream then waits
+// for; elsewhere, in line.
+class DeviceBatchAssembler::DecodeStream {
+ public:
+  explicit DecodeStream(const torch::Device& device) : device_(device) {
+#if DTRUN_WITH_NCCL
+    if (device.is_cuda()) side_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index()));
+#endif
+  }
+
+  torch::Tensor Run(const std::function<torch::Tensor()>& build) {
+#if DTRUN_WITH_NCCL
+    if (side_) {
+      const c10::cuda::CUDAStream consumer = c10::cuda::getCurrentCUDAStream(device_.index());
+      torch::Tensor out;
+      {
+        c10::cuda::CUDAStreamGuard guard(*side_);
+        out = build();
+      }
+      at::cuda::CUDAEvent done;
+      done.record(*side_);
+      done.block(consumer);
+      // Made on the decode stream, read on the consumer's: the allocator must not hand the memory
+      // to the decode stream's next batch before the consumer is done with it.
+      c10::cuda::CUDACachingAllocator::recordStream(out.storage().data_ptr(), consumer);
+      return out;
+    }
+#endif
+    return build();
+  }
+
+ private:
+  torch::Device device_;
+#if DTRUN_WITH_NCCL
+  std::optional<c10::cuda::CUDAStream> side_;
+#endif
+};
+
+torch::Tensor CropAndResize(const torch::Tensor& image, const data::Box& box, int size) {
+  const int64_t h = image.size(0), w = image.size(1);
+  const int64_t x = std::clamp<int64_t>(std::lround(box.x), 0, w - 1);
+  const int64_t y = std::clamp<int64_t>(std::lround(box.y), 0, h - 1);
+  const int64_t cw = std::clamp<int64_t>(std::lround(box.w), 1, w - x);
+  const int64_t ch = std::clamp<int64_t>(std::lround(box.h), 1, h - y);
+  const torch::Tensor crop = image.narrow(0, y, ch).narrow(1, x, cw).permute({2, 0, 1}).unsqueeze(0);
+  // One kernel from the strided uint8 view to the planar float the resampler reads.
+  torch::Tensor planar = torch::empty({1, 3, ch, cw}, image.options().dtype(torch::kFloat32)).copy_(crop);
+  return at::_upsample_bilinear2d_aa(planar, {size, size}, /*align_corners=*/false);
+}
+
+DeviceBatchAssembler::DeviceBatchAssembler(std::unique_ptr<JpegBatchDecoder> decoder, const torch::Device& device,
+                                           int64_t max_image_pixels)
+    : decoder_(std::move(decoder)),
+      device_(device),
+      host_decoder_(max_image_pixels),
+      stream_(std::make_unique<DecodeStream>(device)) {}
+
+DeviceBatchAssembler::~DeviceBatchAssembler() = default;
+
+torch::Tensor DeviceBatchAssembler::Assemble(data::Batch& batch) {
+  return stream_->Run([&] { return Build(batch); });
+}
+
+torch::Tensor DeviceBatchAssembler::ToDevice(const torch::Tensor& host) const {
+  if (!device_.is_cuda()) return host.clone();  // `host` may be a view of the batch's vectors
+  // From pinned memory the copy is queued, not waited for.
+  return host.pin_memory().to(device_, /*non_blocking=*/true);
+}
+
+torch::Tensor DeviceBatchAssembler::Indices(const std::vector<int64_t>& v) const {
+  return ToDevice(torch::tensor(v, torch::kInt64));
+}
+
+std::vector<torch::Tensor> DeviceBatchAssembler::DecodeOnDevice(const data::Batch& batch) {
+  std::vector<torch::Tensor> images(batch.encoded.size());
+  if (!decoder_ || batch.encoded.empty()) return images;
+  std::vector<std::string_view> jpegs;
+  jpegs.reserve(batch.encoded.size());
+  for (const data::EncodedSample& e : batch.encoded) jpegs.emplace_back(e.bytes);
+  absl::StatusOr<std::vector<torch::Tensor>> decoded = decoder_->Decode(jpegs);
+  if (decoded.ok() && decoded->size() != jpegs.size()) {
+    decoded = absl::InternalError("it returned a different number of images than it was given");
+  }
+  if (!decoded.ok()) {
+    std::fprintf(stderr, "warning: %s failed on batch %zu (%s); its JPEGs are decoded on the host\n",
+                 decoder_->Describe().c_str(), batch.index, std::string(decoded.status().message()).c_str());
+    if (++failures_in_a_row_ >= kFailuresBeforeGivingUp) {
+      std::fprintf(stderr, "warning: %s failed %d batches in a row; JPEGs are decoded on the host from now on "
+                   "(more --workers keep the GPU fed)\n", decoder_->Describe().c_str(), failures_in_a_row_);
+      decoder_.reset();
+    }
+    return images;
+  }
+  failures_in_a_row_ = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const torch::Tensor& t = (*decoded)[i];
+    const data::EncodedSample& e = batch.encoded[i];
+    // A decoder that reads the header differently from the loader leaves the image to the host.
+    if (t.defined() && t.dim() == 3 && t.size(0) == e.height && t.size(1) == e.width && t.size(2) == 3 &&
+        t.scalar_type() == torch::kUInt8) {
+      images[i] = t;
+      ++device_decoded_;
+    }
+  }
+  return images;
+}
+
+torch::Tensor DeviceBatchAssembler::Build(data::Batch& batch) {
+  const int s = batch.image_size;
+  const size_t image_bytes = static_cast<size_t>(s) * s * 3;
+  std::vector<int64_t> host_slots(batch.pixel_slots.begin(), batch.pixel_slots.end());
+  if (batch.encoded.empty()) {  // the loader decoded every sample, in order
+    host_slots.resize(static_cast<size_t>(batch.count));
+    std::iota(host_slots.begin(), host_slots.end(), 0);
+  }
+  const std::vector<torch::Tensor> images = DecodeOnDevice(batch);
+  std::vector<torch::Tensor> resized;
+  std::vector<int64_t> device_slots, flip_rows, dropped;
+  for (size_t i = 0; i < batch.encoded.size(); ++i) {
+    const data::EncodedSample& e = batch.encoded[i];
+    if (images[i].defined()) {
+      try {
+        resized.push_back(CropAndResize(images[i], e.box, s));
+        if (e.flip) flip_rows.push_back(static_cast<int64_t>(resized.size()) - 1);
+        device_slots.push_back(e.slot);
+        continue;
+      } catch (const c10::Error& err) {
+        const std::string what = err.what_without_backtrace();
+        std::fprintf(stderr, "warning: resizing a %dx%d image on the device failed (%s); decoding it on the host\n",
+                     e.width, e.height, what.substr(0, what.find('\n')).c_str());
+      }
+    }
+    ++host_decoded_;
+    batch.pixels.resize(batch.pixels.size() + image_bytes);
+    const absl::Status st = data::DecodeAndCrop(host_decoder_, e.bytes, e.box, e.flip, s,
+                                                batch.pixels.data() + batch.pixels.size() - image_bytes);
+    if (!st.ok()) {
+      batch.pixels.resize(batch.pixels.size() - image_bytes);
+      dropped.push_back(e.slot);
+      std::fprintf(stderr, "warning: skipping sample %d of batch %zu: %s\n", e.slot, batch.index,
+                   std::string(st.message()).c_str());
+      continue;
+    }
+    host_slots.push_back(e.slot);
+  }
+
+  torch::Tensor out = torch::empty({batch.count, s, s, 3}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
+  if (!resized.empty()) {
+    torch::Tensor x = resized.size() == 1 ? resized[0] : torch::cat(resized);
+    if (!flip_rows.empty()) {
+      const torch::Tensor rows = Indices(flip_rows);
+      x.index_copy_(0, rows, x.index_select(0, rows).flip({3}));
+    }
+    // As the loader's resampler: round to the nearest level.
+    x = x.round_().clamp_(0, 255).to(torch::kUInt8).permute({0, 2, 3, 1});
+    out.index_copy_(0, Indices(device_slots), x);
+  }
+  if (!host_slots.empty()) {
+    const torch::Tensor px = torch::from_blob(batch.pixels.data(), {static_cast<int64_t>(host_slots.size()), s, s, 3},
+                                              torch::kUInt8);
+    out.index_copy_(0, Indices(host_slots), ToDevice(px));
+  }
+  if (dropped.empty()) return out;
+
+  std::vector<int64_t> keep;
+  std::vector<int64_t> labels;
+  for (int64_t slot = 0; slot < batch.count; ++slot) {
+    if (std::find(dropped.begin(), dropped.end(), slot) != dropped.end()) continue;
+    keep.push_back(slot);
+    labels.push_back(batch.labels[static_cast<size_t>(slot)]);
+  }
+  batch.labels = std::move(labels);
+  batch.count = static_cast<int>(keep.size());
+  batch.skipped += static_cast<int>(dropped.size());
+  return keep.empty() ? out.narrow(0, 0, 0) : out.index_select(0, Indices(keep));
+}
+
+}  // namespace dtrun::worker
