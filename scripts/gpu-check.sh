@@ -5,10 +5,12 @@
 # Builds dtrun and the worker library against this PyTorch's LibTorch, the other dependencies from
 # the kit's .debs unpacked into .gpu-kit/prefix; then, each step bounded in time and the whole run
 # kept under GPU_CHECK_BUDGET_S (default 570 s; the steps run in order of importance and the rest
-# are skipped, and reported so, when it runs short; GPU_CHECK_SKIP="STEP ..." skips named steps):
-# ResNet-50 training throughput (fp16/bf16, channels-last, synthetic) with the captured step, kernel
-# by kernel and the Python reference; profiler traces of all three; the CUDA tests (ctest -L cuda);
-# torch.compile'd Python; snapshots on the GPU; real JPEGs and the loader's cores; NCCL all_reduce,
+# are skipped, and reported so, when it runs short; GPU_CHECK_SKIP="STEP ..." skips named steps,
+# GPU_CHECK_ONLY="STEP ..." runs only those): ResNet-50 training throughput (fp16/bf16,
+# channels-last, synthetic) with the captured step, cuDNN's fused batch norm, kernel by kernel and
+# the Python reference; real JPEGs fed by nvJPEG on the GPU or by the loader's threads, with the
+# CPU cores each keeps busy; the CUDA tests (ctest -L cuda); torch.compile'd Python; profiler
+# traces; snapshots on the GPU; NCCL all_reduce,
 # a Python NCCL job under dtrun, GPU numbers in dtrun status, launch and restart timings. Writes
 # report.txt, report.json, profile.txt, traces.tar.gz, steps.log, ctest.log (and build.log if the
 # build fails) to OUT_DIR.
@@ -38,6 +40,9 @@ record() {  # record STEP RC SECONDS [JSON_FILE]
 step() {
   local name=$1 limit=$2 json=""; shift 2
   if [ "$1" = --json ]; then json=$2; shift 2; fi
+  if [ -n "${GPU_CHECK_ONLY:-}" ] && [ "$name" != build ] && [[ " $GPU_CHECK_ONLY " != *" $name "* ]]; then
+    record "$name" '"skipped"' 0; return 1
+  fi
   if [[ " ${GPU_CHECK_SKIP:-} " == *" $name "* ]]; then
     echo "== $name: skipped (GPU_CHECK_SKIP)" | tee -a "$log"; record "$name" '"skipped"' 0; return 1
   fi
@@ -80,8 +85,26 @@ export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$cap}
 cudnn_args=()
 cudnn_dir=$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) &&
   cudnn_args=(-DCUDNN_INCLUDE_DIR="$cudnn_dir/include" -DCUDNN_LIBRARY_DIR="$cudnn_dir/lib")
+# nvJPEG for --gpu-decode: a wheel's nvidia/nvjpeg package, else the CUDA toolkit beside nvcc.
+nvjpeg_args=()
+nvjpeg_dir=$("$py" -c 'import nvidia.nvjpeg as m; print(list(m.__path__)[0])' 2>/dev/null)
+if [ -n "$nvjpeg_dir" ] && [ -f "$nvjpeg_dir/include/nvjpeg.h" ]; then
+  nvjpeg_args=(-DNVJPEG_INCLUDE_DIR="$nvjpeg_dir/include" -DNVJPEG_LIBRARY_DIR="$nvjpeg_dir/lib")
+else
+  nvcc_root=$(dirname "$(dirname "$(command -v nvcc || echo /none/bin/nvcc)")")
+  for root in "${CUDA_HOME:-/none}" "$nvcc_root" /usr/local/cuda; do
+    [ -f "$root/include/nvjpeg.h" ] || continue
+    for lib in "$root/lib64" "$root/targets/x86_64-linux/lib" "$root/lib"; do
+      if compgen -G "$lib/libnvjpeg.so*" >/dev/null; then
+        nvjpeg_args=(-DNVJPEG_INCLUDE_DIR="$root/include" -DNVJPEG_LIBRARY_DIR="$lib")
+        break 2
+      fi
+    done
+  done
+fi
+echo "nvJPEG: ${nvjpeg_args[*]:-none found}" | tee -a "$log" "$work/env.txt"
 printf -v configure '%q ' cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DDTRUN_UNITY_BUILD=OFF "${KIT_CMAKE_ARGS[@]}" "${cudnn_args[@]}"
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DDTRUN_UNITY_BUILD=OFF "${KIT_CMAKE_ARGS[@]}" "${cudnn_args[@]}" "${nvjpeg_args[@]}"
 printf -v compile '%q ' cmake --build "$build" -j"$(nproc)" --target dtrun dtdata allreduce_check train_imagenet \
   restart_probe dtrun_cuda_tests
 step build 420 bash -c "$configure && $compile" || cp "$log" "$out/build.log"
@@ -100,24 +123,44 @@ theirs() {  # theirs NAME ARGS...
     -a resnet50 -b "$batch" --bench-json "$work/$name.json"
 }
 
-# In order of what the GPU-speed issue needs most, as the budget may end the run early. First
-# ResNet-50, 224 px, channels-last, batch $batch, synthetic: ours with the captured step (the
-# default), ours kernel by kernel (--no-cuda-graphs), the Python reference eager.
+# In order of what the GPU-speed issue needs most, as the budget may end the run early
+# (GPU_CHECK_ONLY="STEP ..." runs only the named steps, and the build). ResNet-50, 224 px,
+# channels-last, batch $batch. First synthetic fp16: ours with the captured step (the default),
+# with cuDNN's fused batch norm + add + ReLU (fp16 only: it takes half-precision activations), the
+# Python reference eager.
 syn="--synthetic --synthetic-size 40000 -j 16 --warmup-iters 20 --timed-iters 60"
 ctest_exclude='^$'
-for amp in fp16 bf16; do
-  ours "ours_synthetic_$amp" $syn --amp "$amp"
-  rc=$?
-  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    # A captured step that hangs would cost every later row that captures its limit: skip them.
-    GPU_CHECK_SKIP="${GPU_CHECK_SKIP:-} ours_synthetic_fp16_cudnnbn ours_synthetic_bf16 profile_ours_graph ours_jpeg_fp16_j16 ours_jpeg_fp16_j6"
-    ctest_exclude='Fp16AndTheLossScalerLearns|Bf16Learns'
-  fi
-  ours "ours_synthetic_${amp}_nograph" $syn --amp "$amp" --no-cuda-graphs
-  # cuDNN's fused batch norm + add + ReLU (fp16 only: it takes half-precision activations).
-  [ "$amp" = fp16 ] && ours "ours_synthetic_fp16_cudnnbn" $syn --amp fp16 --cudnn-bn-relu
-  theirs "ref_synthetic_$amp" --synthetic --amp "$amp" --warmup-iters 20 --timed-iters 60
-done
+ours ours_synthetic_fp16 $syn --amp fp16
+rc=$?
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+  # A captured step that hangs would cost every later row that captures its limit: skip them.
+  GPU_CHECK_SKIP="${GPU_CHECK_SKIP:-} ours_synthetic_fp16_cudnnbn ours_synthetic_bf16 profile_ours_graph"
+  GPU_CHECK_SKIP+=" ours_jpeg_fp16_j16 ours_jpeg_fp16_j6 ours_jpeg_fp16_j6_gpudec ours_jpeg_fp16_j4_gpudec ours_jpeg_fp16_j2_gpudec"
+  ctest_exclude='Fp16AndTheLossScalerLearns|Bf16Learns|DecodedOnTheGpuLearns'
+fi
+ours ours_synthetic_fp16_cudnnbn $syn --amp fp16 --cudnn-bn-relu
+theirs ref_synthetic_fp16 --synthetic --amp fp16 --warmup-iters 20 --timed-iters 60
+
+# Real JPEGs at ImageNet-like sizes (500x375, ~100 KB): the GPU fed by nvJPEG from 6 loader
+# threads (--gpu-decode), by the loader's own decoding on 16, and the Python reference's
+# DataLoader on 16 workers. Each row's JSON has the CPU cores the run kept busy.
+step make_dataset 120 "$bin/dtdata" make-demo "$work/jpeg" --classes 100 --train-per-class 128 --val-per-class 1 \
+  --width 500 --height 375
+real="--warmup-iters 10 --timed-iters 30"
+ours ours_jpeg_fp16_j6_gpudec "$work/jpeg" $real -j 6 --amp fp16 --gpu-decode
+ours ours_jpeg_fp16_j16 "$work/jpeg" $real -j 16 --amp fp16
+theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 --warmup-iters 10 --timed-iters 30
+
+step cuda_tests 240 ctest --test-dir "$build" -L cuda -E "$ctest_exclude" --no-tests=error --output-on-failure --timeout 90
+grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs|decoded on the GPU|mean \|diff\||decoder:" \
+  "$log" | tail -40 >"$out/ctest.log" 2>/dev/null
+
+ours ours_synthetic_bf16 $syn --amp bf16
+theirs ref_synthetic_bf16 --synthetic --amp bf16 --warmup-iters 20 --timed-iters 60
+theirs ref_compiled_synthetic_fp16 --synthetic --compile --amp fp16 --warmup-iters 30 --timed-iters 60
+ours ours_jpeg_fp16_j2_gpudec "$work/jpeg" $real -j 2 --amp fp16 --gpu-decode
+ours ours_jpeg_fp16_j6 "$work/jpeg" $real -j 6 --amp fp16
+for amp in fp16 bf16; do ours "ours_synthetic_${amp}_nograph" $syn --amp "$amp" --no-cuda-graphs; done
 
 # Where a step's time goes: 10 steps traced by PyTorch's profiler in each, summarised alike.
 prof="--warmup-iters 15 --timed-iters 12 --profile-steps 10"
@@ -132,11 +175,6 @@ step profile_ref_eager 120 "$py" "$repo/bench/gpu/train_ref_gpu.py" --synthetic 
   ours_eager="$work/trace_ours_eager.json" ref_eager="$work/trace_ref_eager.json" >"$out/profile.txt" 2>&1
 (cd "$work" && tar czf "$out/traces.tar.gz" trace_*.json 2>/dev/null)
 
-step cuda_tests 240 ctest --test-dir "$build" -L cuda -E "$ctest_exclude" --no-tests=error --output-on-failure --timeout 90
-grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs" "$log" | tail -30 >"$out/ctest.log" 2>/dev/null
-
-theirs ref_compiled_synthetic_fp16 --synthetic --compile --amp fp16 --warmup-iters 30 --timed-iters 60
-
 # In-memory snapshots of a state on the GPU (issue 28): every step, copied by the GPU's DMA into
 # pinned slots alongside the next step (worker/snapshot_device_copy.h), against none. The
 # trainer's own line says what the step paid; the img/s lines say what throughput paid.
@@ -147,13 +185,7 @@ for mode in every_step:--snapshot-every=1 none:--snapshot-memory=0; do
     | tail -5 | tee '$work/snapshots_${mode%%:*}.txt'"
 done
 
-# Real JPEGs at ImageNet-like sizes (500x375, ~100 KB): does the loader keep the GPU fed, on how many cores?
-step make_dataset 120 "$bin/dtdata" make-demo "$work/jpeg" --classes 100 --train-per-class 128 --val-per-class 1 \
-  --width 500 --height 375
-real="--warmup-iters 10 --timed-iters 30"
-ours ours_jpeg_fp16_j16 "$work/jpeg" $real -j 16 --amp fp16
-ours ours_jpeg_fp16_j6 "$work/jpeg" $real -j 6 --amp fp16
-theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 --warmup-iters 10 --timed-iters 30
+ours ours_jpeg_fp16_j4_gpudec "$work/jpeg" $real -j 4 --amp fp16 --gpu-decode
 step decode_bench 60 bash -o pipefail -c "'$bin/dtdata' bench '$work/jpeg/train' --threads 16 --batches 20 --batch-size $batch \
   --image-size 224 | tee '$work/decode.txt'"
 step decode_bench_1t 40 bash -o pipefail -c "'$bin/dtdata' bench '$work/jpeg/train' --threads 1 --batches 3 \

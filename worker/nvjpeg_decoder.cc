@@ -159,7 +159,8 @@ absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> MakeNvJpegDecoder(const torch:
 
 bool NvJpegBuilt() { return false; }
 
-absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> MakeNvJpegDecoder(const torch::Device&) {
+absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> MakeNvJpegDecoder(const torch::Device& device) {
+  if (!device.is_cuda()) return absl::UnavailableError("nvJPEG decodes on a GPU; this process trains on the CPU");
   return absl::UnavailableError(
       "this build has no nvJPEG (CMake found no nvjpeg.h and libnvjpeg; set NVJPEG_INCLUDE_DIR and NVJPEG_LIBRARY_DIR)");
 }

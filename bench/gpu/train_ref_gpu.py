@@ -23,6 +23,31 @@ import torchvision.datasets as datasets
 import torchvision.models as models
 import torchvision.transforms as transforms
 
+
+
+def tree_cpu_seconds():
+    """User + system CPU seconds of this process and its live descendants (the DataLoader's
+    workers): the cores the run keeps busy, read from /proc."""
+    stats = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(pid)] = (int(fields[1]), int(fields[11]) + int(fields[12]))  # ppid, utime + stime
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(stats[pid][1] for pid in tree if pid in stats) / os.sysconf("SC_CLK_TCK")
+
+
 p = argparse.ArgumentParser()
 p.add_argument("data", nargs="?", default="")
 p.add_argument("--synthetic", action="store_true")
@@ -117,6 +142,7 @@ for it in range(args.warmup_iters + args.timed_iters):
         if distributed:
             dist.barrier()
         t0 = time.perf_counter()
+        cpu0 = tree_cpu_seconds()
         data_s = 0.0
     td = time.perf_counter()
     images, target = next(batches)
@@ -132,6 +158,7 @@ for it in range(args.warmup_iters + args.timed_iters):
     top1 = (output.argmax(1) == target).float().mean().item()
 torch.cuda.synchronize()
 elapsed = time.perf_counter() - t0
+cpu_cores = (tree_cpu_seconds() - cpu0) / elapsed
 if profiler is not None:
     profiler.__exit__(None, None, None)
     profiler.export_chrome_trace(args.profile_out)
@@ -139,7 +166,7 @@ if profiler is not None:
 res = {"images_per_s": args.timed_iters * args.batch_size * world / elapsed, "world_size": world,
        "batch": args.batch_size, "amp": args.amp, "compile": args.compile, "synthetic": args.synthetic,
        "workers": args.workers, "data_wait_s_per_step": data_s / args.timed_iters, "seconds": elapsed,
-       "loss": loss_value, "first_step_s": first_step_s}
+       "loss": loss_value, "first_step_s": first_step_s, "cpu_cores_busy": cpu_cores}
 if not distributed or dist.get_rank() == 0:
     print("BENCH " + json.dumps(res), flush=True)
     if args.bench_json:
