@@ -10,7 +10,6 @@
 
 #if DTRUN_WITH_NCCL
 #include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -41,7 +40,7 @@ class DeviceBatchAssembler::DecodeStream {
       done.block(consumer);
       // Made on the decode stream, read on the consumer's: the allocator must not hand the memory
       // to the decode stream's next batch before the consumer is done with it.
-      c10::cuda::CUDACachingAllocator::recordStream(out.storage().data_ptr(), consumer);
+      out.record_stream(consumer);
       return out;
     }
 #endif

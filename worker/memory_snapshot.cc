@@ -1,6 +1,7 @@
 #include "worker/memory_snapshot.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -250,6 +251,10 @@ struct MemorySnapshots::Copy {
   snapshot::SlotHeader header;
   double cpu_s = 0;
   uint64_t fingerprint = 0;
+  bool host_sources = false;       // segments the copier copies from live host tensors
+  bool ordered_on_device = false;  // the step after it waited for the GPU's copies on the GPU
+  double device_s = 0;             // the GPU's copies, first to last
+  std::atomic<bool> done{false};   // RunCopy finished
 };
 
 namespace {
@@ -321,6 +326,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
     if (IsPlainCpu(t, r) && (!overlap || replicated)) {
       copy->segments.push_back({static_cast<const char*>(t.data_ptr()), r.offset, r.nbytes, replicated});
       copy->held.push_back(t);
+      copy->host_sources = true;
     } else if (IsPlainCpu(t, r)) {
       std::memcpy(base + r.offset, t.data_ptr(), r.nbytes);
     } else if (DeviceSnapshotCopy::Takes(t)) {
@@ -374,6 +380,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
 void MemorySnapshots::RunCopy(Copy* copy) {
   Copy& c = *copy;
   c.device.Wait();  // the GPU's copies into the slot, if any
+  c.device_s = c.device.DeviceSeconds();
   const double cpu_start = ThreadCpuSeconds();
   char* base = region_.Payload(c.slot);
   snapshot::PayloadHasher hasher, fingerprint;
@@ -388,7 +395,17 @@ void MemorySnapshots::RunCopy(Copy* copy) {
   c.header.unix_ms = UnixMillisNow();
   c.fingerprint = fingerprint.Digest();
   c.cpu_s = ThreadCpuSeconds() - cpu_start;
+  c.done.store(true, std::memory_order_release);
 }
+
+bool MemorySnapshots::OrderAfterCopies() {
+  if (!copy_ || copy_->host_sources || !copier_.joinable()) return false;
+  if (!copy_->device.OrderCurrentStreamAfter()) return false;
+  copy_->ordered_on_device = true;
+  return true;
+}
+
+bool MemorySnapshots::copy_done() const { return copy_ && copy_->done.load(std::memory_order_acquire); }
 
 bool MemorySnapshots::Finish() {
   if (!copy_) return false;
@@ -402,7 +419,9 @@ bool MemorySnapshots::Finish() {
   if (verifier_) verifier_(c->fingerprint, c->header.step);
   std::lock_guard<std::mutex> lock(mu_);
   region_.Commit(c->slot, c->header);
-  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  // The step ordered after the copies on the GPU waited there for them, not here.
+  if (c->ordered_on_device) waited += c->device_s;
   last_background_s_ = c->cpu_s;
   last_step_ = c->header.step;
   last_bytes_ = c->header.payload_bytes;

@@ -103,6 +103,13 @@ class MemorySnapshots {
   void SetVerifier(Verifier verifier) { verifier_ = std::move(verifier); }
   // Whether a background copy is still running (Finish has something to wait for).
   bool copying() const { return copier_.joinable(); }
+  // For a state on the GPU: the current stream waits, on the GPU, for the pending snapshot's
+  // copies, so the next optimizer step can be queued without Finish; Finish, later or in the next
+  // Begin, then waits only for the hashing. False (call Finish) when none is pending or it copies
+  // host memory too.
+  bool OrderAfterCopies();
+  // Whether the pending snapshot's copy and hash are done: Finish would not wait.
+  bool copy_done() const;
   // Begin, then Finish: the snapshot is complete on return.
   absl::Status Write(const TrainState& state);
 

@@ -21,7 +21,9 @@ struct DeviceSnapshotCopy::Impl {
   c10::DeviceIndex device = -1;
   bool first_phase_open = true;
   bool any = false;
-  at::cuda::CUDAEvent done;
+  // With timing: DeviceSeconds is what a step ordered after the copies waits for them.
+  at::cuda::CUDAEvent started{cudaEventDefault};
+  at::cuda::CUDAEvent done{cudaEventDefault};
 
   // The side stream of `device`, ordered after what the current stream has queued.
   c10::cuda::CUDAStream& Side(c10::DeviceIndex d) {
@@ -31,6 +33,7 @@ struct DeviceSnapshotCopy::Impl {
       at::cuda::CUDAEvent queued;
       queued.record(c10::cuda::getCurrentCUDAStream(d));
       queued.block(*side);
+      started.record(*side);
     }
     return *side;
   }
@@ -71,6 +74,16 @@ void DeviceSnapshotCopy::Wait() {
   if (impl_->any) impl_->done.synchronize();
 }
 
+bool DeviceSnapshotCopy::OrderCurrentStreamAfter() {
+  if (!impl_->any) return false;
+  impl_->done.block(c10::cuda::getCurrentCUDAStream(impl_->device));
+  return true;
+}
+
+double DeviceSnapshotCopy::DeviceSeconds() {
+  return impl_->any ? impl_->started.elapsed_time(impl_->done) / 1e3 : 0;
+}
+
 void HostPins::Pin(char* base, size_t bytes) {
   if (failed_ || bytes == 0) return;
   for (auto it = pinned_.begin(); it != pinned_.end(); ++it) {
@@ -101,6 +114,8 @@ bool DeviceSnapshotCopy::Takes(const torch::Tensor&) { return false; }
 void DeviceSnapshotCopy::Enqueue(const torch::Tensor& dst, const torch::Tensor& src, bool) { dst.copy_(src); }
 void DeviceSnapshotCopy::Close() {}
 void DeviceSnapshotCopy::Wait() {}
+bool DeviceSnapshotCopy::OrderCurrentStreamAfter() { return false; }
+double DeviceSnapshotCopy::DeviceSeconds() { return 0; }
 void HostPins::Pin(char*, size_t) {}
 HostPins::~HostPins() = default;
 #endif

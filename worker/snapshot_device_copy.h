@@ -36,6 +36,11 @@ class DeviceSnapshotCopy {
   void Close();
   // Blocks the calling thread until every copy is done (at once if there were none).
   void Wait();
+  // After Close: the current stream waits, on the GPU, for every copy, so what it queues next may
+  // change the copied tensors with no host wait. False if nothing was copied by the GPU.
+  bool OrderCurrentStreamAfter();
+  // After Wait: the GPU's time from the first copy to the last (0 if there were none).
+  double DeviceSeconds();
 
  private:
   struct Impl;

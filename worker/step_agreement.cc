@@ -88,6 +88,13 @@ void StepAgreement::FinishSnapshot() {
   CommitAndKeep();
 }
 
+void StepAgreement::FinishSnapshotBeforeDeviceStep() {
+  if (!snapshots_) return;
+  snapshots_->Disarm();
+  if (snapshots_->OrderAfterCopies() && !snapshots_->copy_done()) return;
+  CommitAndKeep();
+}
+
 void StepAgreement::Arm(const TrainState& state, int64_t epoch, int64_t next_batch) {
   if (!snapshots_) return;
   state.progress->epoch = epoch;

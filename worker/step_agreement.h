@@ -53,6 +53,10 @@ class StepAgreement {
   // Completes a snapshot whose copy runs alongside the step (DTRUN_SNAPSHOT_COPY=background) and
   // disarms the snapshot on failure. Call it before the parameters change again.
   void FinishSnapshot();
+  // The same before a step queued on the GPU with nothing read back: a snapshot of a state on the
+  // GPU is ordered before the step on the GPU (the host does not wait for its copy) and committed
+  // once its copier is done, here or at the next snapshot. One process only (no collective verifier).
+  void FinishSnapshotBeforeDeviceStep();
   // After each optimizer step, before Decide: the state a failure before the next optimizer step
   // keeps in memory (MemorySnapshots::Arm), from a stop signal's thread or from this object's
   // destructor when an exception leaves the training loop.

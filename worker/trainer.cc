@@ -261,7 +261,8 @@ LaggedReadback::Values Training::StepReadingBack(std::optional<StagedBatch>& b, 
 }
 
 void Training::StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait) {
-  agreement_->FinishSnapshot();  // the last snapshot's copy is done before this step's update
+  // The last snapshot's copy is done before this step's update: on the GPU, the host not waiting.
+  agreement_->FinishSnapshotBeforeDeviceStep();
   QueueStepOnDevice(*b, lr);
   auto fetch_start = Clock::now();
   b = NextTrainBatch();  // while the GPU runs the step

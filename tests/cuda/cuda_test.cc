@@ -299,6 +299,57 @@ TEST(CudaTest, ASnapshotOfAStateOnTheGpuIsCopiedAlongsideTheNextStepAndRestoresE
 
 // Same weights, same input: the channels-last CUDA forward and backward agree with the CPU's
 // (TF32 and cuDNN's algorithms allow small differences).
+// The captured step's way: the next optimizer step is queued at once, the GPU waiting for the
+// snapshot's copies (MemorySnapshots::OrderAfterCopies), and the host finishes the snapshot later.
+// Updates queued right after must not reach the copy.
+TEST(CudaTest, ASnapshotOrderedBeforeTheNextStepOnTheGpuKeepsTheStateItBeganWith) {
+  SKIP_WITHOUT_CUDA();
+  absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(256 << 20, "cuda-snapshot-order-test");
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  setenv(env::kSnapshotFd, std::to_string(fd->get()).c_str(), 1);
+  setenv(env::kRunId, "cuda-snapshot-order-test", 1);
+  unsetenv(env::kSnapshotCopy);
+  std::unique_ptr<MemorySnapshots> snapshots = MemorySnapshots::FromEnvironment(DistEnv{});
+  unsetenv(env::kSnapshotFd);
+  ASSERT_NE(snapshots, nullptr);
+
+  torch::manual_seed(4);
+  torch::nn::Sequential model{torch::nn::Linear(2048, 4096), torch::nn::BatchNorm1d(4096), torch::nn::Linear(4096, 2048)};
+  model->to(torch::kCUDA);
+  torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
+  Progress progress;
+  TrainState state{model.ptr().get(), &optimizer, nullptr, &progress};
+  auto step = [&] {
+    optimizer.zero_grad();
+    model->forward(torch::randn({512, 2048}, torch::kCUDA)).square().mean().backward();
+    optimizer.step();
+  };
+  auto values = [&] {
+    std::vector<torch::Tensor> out;
+    for (const StateTensor& t : StateTensors(state)) out.push_back(t.tensor.detach().cpu().clone());
+    return out;
+  };
+  step();
+  progress.global_step = 1;
+  const std::vector<torch::Tensor> at_begin = values();
+
+  ASSERT_TRUE(snapshots->Begin(state).ok());
+  ASSERT_TRUE(snapshots->OrderAfterCopies()) << "a state on the GPU, copied by the GPU";
+  for (int i = 0; i < 3; ++i) step();  // queued at once: the GPU holds them until the copies are done
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model->parameters()) p.add_(1.0);
+  ASSERT_TRUE(snapshots->Finish());
+  torch::cuda::synchronize();
+  EXPECT_FALSE(snapshots->copy_done());  // nothing pending after Finish
+  std::printf("snapshot of %.1f MB from the GPU, ordered on the GPU: %.2f ms counted against the step\n",
+              snapshots->last_bytes() / 1e6, 1e3 * snapshots->last_write_seconds());
+
+  ASSERT_TRUE(snapshots->Restore(1, state).ok());
+  const std::vector<torch::Tensor> restored = values();
+  ASSERT_EQ(restored.size(), at_begin.size());
+  for (size_t i = 0; i < restored.size(); ++i) EXPECT_TRUE(torch::equal(restored[i], at_begin[i])) << "tensor " << i;
+}
+
 TEST(CudaTest, ChannelsLastResNetOnCudaMatchesTheCpu) {
   SKIP_WITHOUT_CUDA();
   torch::manual_seed(0);

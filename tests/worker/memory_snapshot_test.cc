@@ -120,6 +120,19 @@ TEST(MemorySnapshotsTest, TheBackgroundCopyWritesTheSamePayloadAsACopyBetweenSte
   EXPECT_EQ(between_steps->last_background_seconds(), 0);
 }
 
+// Only the GPU's copies can be waited for on the GPU: a state on the host, copied by the copier
+// thread from live tensors, must be finished by the host before the optimizer step.
+TEST(MemorySnapshotsTest, AStateOnTheHostIsNeverOrderedOnTheGpu) {
+  Snapshots snapshots("background");
+  Job job;
+  EXPECT_FALSE(snapshots->OrderAfterCopies());  // nothing pending
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());
+  ASSERT_TRUE(snapshots->copying());
+  EXPECT_FALSE(snapshots->OrderAfterCopies());
+  ASSERT_TRUE(snapshots->Finish());
+  EXPECT_FALSE(snapshots->copy_done());  // nothing pending after Finish
+}
+
 TEST(MemorySnapshotsTest, BeginningASnapshotFinishesTheOneBefore) {
   Snapshots snapshots("background");
   Job job;
