@@ -86,6 +86,10 @@ int main(int argc, char** argv) {
   app.add_flag("--gpu-decode", o.gpu_decode,
                "On a GPU: decode the training JPEGs there with nvJPEG, in batches; loader threads only read files "
                "(not yet measured)");
+  app.add_option("--gpu-decode-share", o.gpu_decode_share,
+                 "With --gpu-decode: the share of the JPEGs the GPU decodes, the loader threads the rest "
+                 "(default: balanced by their measured speeds)")
+      ->check(Reals(0, 1));
   app.add_flag("!--no-cuda-graphs", o.cuda_graphs, "On a GPU: queue the step's kernels one by one instead of replaying a CUDA graph");
   app.add_option("--profile-steps", o.profile_steps,
                  "Trace this many steps (from the first timed one) with PyTorch's profiler (CUDA builds)")->check(Ints(0));

@@ -1,10 +1,14 @@
 #include "worker/device_batch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "worker/torch_compat.h"  // DTRUN_WITH_NCCL: a CUDA LibTorch
 
@@ -17,7 +21,7 @@
 namespace dtrun::worker {
 
 // Where a batch is assembled: on a GPU, a stream of its own that the training stream then waits
-// for; elsewhere, in line.
+// for, timed by events; elsewhere, in line, timed by the clock.
 class DeviceBatchAssembler::DecodeStream {
  public:
   explicit DecodeStream(const torch::Device& device) : device_(device) {
@@ -26,31 +30,58 @@ class DeviceBatchAssembler::DecodeStream {
 #endif
   }
 
-  torch::Tensor Run(const std::function<torch::Tensor()>& build) {
+  // Runs `build` (which returns the batch and how many JPEGs the device decoded for it).
+  torch::Tensor Run(const std::function<std::pair<torch::Tensor, int>()>& build) {
 #if DTRUN_WITH_NCCL
     if (side_) {
       const c10::cuda::CUDAStream consumer = c10::cuda::getCurrentCUDAStream(device_.index());
-      torch::Tensor out;
+      Pending p;
+      p.start.record(*side_);
+      std::pair<torch::Tensor, int> built;
       {
         c10::cuda::CUDAStreamGuard guard(*side_);
-        out = build();
+        built = build();
       }
-      at::cuda::CUDAEvent done;
-      done.record(*side_);
-      done.block(consumer);
+      p.end.record(*side_);
+      p.end.block(consumer);
+      p.images = built.second;
+      pending_.push_back(std::move(p));
+      if (pending_.size() > kMaxPending) pending_.pop_front();  // nobody takes them: keep the newest
       // Made on the decode stream, read on the consumer's: the allocator must not hand the memory
       // to the decode stream's next batch before the consumer is done with it.
-      out.record_stream(consumer);
-      return out;
+      built.first.record_stream(consumer);
+      return built.first;
     }
 #endif
-    return build();
+    const auto start = std::chrono::steady_clock::now();
+    std::pair<torch::Tensor, int> built = build();
+    done_.push_back({built.second, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
+    if (done_.size() > 64) done_.erase(done_.begin());
+    return built.first;
+  }
+
+  std::vector<DeviceTiming> TakeTimings() {
+#if DTRUN_WITH_NCCL
+    while (!pending_.empty() && pending_.front().end.query()) {
+      Pending& p = pending_.front();
+      done_.push_back({p.images, p.start.elapsed_time(p.end) / 1e3});
+      pending_.pop_front();
+    }
+#endif
+    return std::exchange(done_, {});
   }
 
  private:
   torch::Device device_;
+  std::vector<DeviceTiming> done_;
 #if DTRUN_WITH_NCCL
+  struct Pending {
+    at::cuda::CUDAEvent start{cudaEventDefault}, end{cudaEventDefault};  // with timing
+    int images = 0;
+  };
+  static constexpr size_t kMaxPending = 64;
   std::optional<c10::cuda::CUDAStream> side_;
+  std::deque<Pending> pending_;
 #endif
 };
 
@@ -76,7 +107,15 @@ DeviceBatchAssembler::DeviceBatchAssembler(std::unique_ptr<JpegBatchDecoder> dec
 DeviceBatchAssembler::~DeviceBatchAssembler() = default;
 
 torch::Tensor DeviceBatchAssembler::Assemble(data::Batch& batch) {
-  return stream_->Run([&] { return Build(batch); });
+  return stream_->Run([&] {
+    const int64_t before = device_decoded_;
+    torch::Tensor out = Build(batch);
+    return std::make_pair(out, static_cast<int>(device_decoded_ - before));
+  });
+}
+
+std::vector<DeviceBatchAssembler::DeviceTiming> DeviceBatchAssembler::TakeDeviceTimings() {
+  return stream_->TakeTimings();
 }
 
 torch::Tensor DeviceBatchAssembler::ToDevice(const torch::Tensor& host) const {

@@ -12,6 +12,7 @@
 // One thread (the training loop's).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -54,6 +55,14 @@ class DeviceBatchAssembler {
   // queued later on the current stream. Samples that nothing could decode are removed from
   // `batch` (labels, count) and added to its `skipped`.
   torch::Tensor Assemble(data::Batch& batch);
+
+  // Batches whose work on the device is done, since the last call: the JPEGs the device decoded
+  // and the seconds its decode stream spent on the batch (worker/decode_share.h balances on them).
+  struct DeviceTiming {
+    int images = 0;
+    double seconds = 0;
+  };
+  std::vector<DeviceTiming> TakeDeviceTimings();
 
   // JPEGs handed to the device decoder, and those of them it left to the host.
   int64_t device_decoded() const { return device_decoded_; }

@@ -86,8 +86,9 @@ class NvJpegDecoder final : public JpegBatchDecoder {
       int widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
       if (nvjpegGetImageInfo(handle_, data, jpegs[i].size(), &components, &chroma, widths, heights) !=
               NVJPEG_STATUS_SUCCESS ||
-          components != 3 || widths[0] <= 0 || heights[0] <= 0) {
-        continue;
+          components != 3 || widths[0] <= 0 || heights[0] <= 0 ||
+          int64_t{widths[0]} * heights[0] > kDeviceDecodeMaxPixels) {
+        continue;  // the host decodes it; the size bound holds whatever nvJPEG's parser reads
       }
       if (hardware_ && !HardwareTakes(data, jpegs[i].size())) continue;
       plan.push_back(Planned{i, widths[0], heights[0], total});

@@ -22,6 +22,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/cudnn_batch_norm_relu.h"
+#include "worker/decode_share.h"
 #include "worker/device_batch.h"
 #include "worker/ddp.h"
 #include "worker/device_step.h"
@@ -195,7 +196,9 @@ class Training {
   std::unique_ptr<Normalizer> norm_;
   // --gpu-decode: training batches' JPEGs decoded on the GPU (null otherwise).
   std::unique_ptr<DeviceBatchAssembler> assembler_;
+  std::optional<DecodeShare> decode_share_;  // how much of it the GPU takes
   void SetUpGpuDecode();
+  void BalanceDecoding(const data::Batch& from_loader);
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
   FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
@@ -357,8 +360,9 @@ void Training::CaptureStep(const StagedBatch& b) {
 std::optional<StagedBatch> Training::NextTrainBatch() {
   std::optional<data::Batch> b = train_loader_->Next();
   if (!b) return std::nullopt;
-  if (assembler_) return StageOnDevice(std::move(*b), *assembler_, cuda_);
-  return Stage(std::move(*b), cuda_);
+  if (!assembler_) return Stage(std::move(*b), cuda_);
+  BalanceDecoding(*b);
+  return StageOnDevice(std::move(*b), *assembler_, cuda_);
 }
 
 // Counts benchmark steps; returns true when the timed window is over (result printed).
@@ -394,7 +398,8 @@ bool Training::BenchStep(int batch_images) {
                                                    {"first_step_s", first_step_s_},
                                                    {"cpu_cores_busy", cpu_cores},
                                                    {"gpu_decoded_jpegs", assembler_ ? assembler_->device_decoded() : 0},
-                                                   {"host_decoded_jpegs", assembler_ ? assembler_->host_decoded() : 0}}
+                                                   {"host_decoded_jpegs", assembler_ ? assembler_->host_decoded() : 0},
+                                                   {"gpu_decode_share", decode_share_ ? decode_share_->share() : 0.0}}
                                         .dump()
                                  << "\n";
   }
@@ -435,9 +440,26 @@ void Training::SetUpGpuDecode() {
         o_.workers);
     return;
   }
-  Log("=> JPEGs decoded on the GPU by %s; %d loader threads read files and parse headers", (*decoder)->Describe().c_str(),
-      o_.workers);
+  decode_share_.emplace(o_.workers, o_.gpu_decode_share);
+  if (decode_share_->fixed()) {
+    Log("=> JPEGs decoded on the GPU by %s: %.0f%% of them (--gpu-decode-share), the rest by %d loader threads",
+        (*decoder)->Describe().c_str(), 100 * decode_share_->share(), o_.workers);
+  } else {
+    Log("=> JPEGs decoded on the GPU by %s and by %d loader threads, shared by their measured speeds",
+        (*decoder)->Describe().c_str(), o_.workers);
+  }
   assembler_ = std::make_unique<DeviceBatchAssembler>(std::move(*decoder), device_, o_.max_image_pixels);
+}
+
+// Measures both decoders on what they just did and sets the share of the JPEGs the loader hands on.
+void Training::BalanceDecoding(const data::Batch& from_loader) {
+  const size_t loader_decoded = from_loader.encoded.empty() ? static_cast<size_t>(from_loader.count)
+                                                            : from_loader.pixel_slots.size();
+  decode_share_->ObserveLoader(static_cast<int>(loader_decoded), from_loader.decode_seconds);
+  for (const DeviceBatchAssembler::DeviceTiming& t : assembler_->TakeDeviceTimings()) {
+    decode_share_->ObserveDevice(t.images, t.seconds);
+  }
+  train_loader_->SetHandOnShare(assembler_->decoder_in_use() ? decode_share_->share() : 0.0);
 }
 
 // (Re)builds both loaders for an image size and per-process batch.
@@ -786,6 +808,11 @@ int Training::Run() {
   }
   if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
   if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());
+  if (assembler_) {
+    Log("=> JPEGs: %lld decoded on the GPU, %lld left to the host; the GPU's share at the end %.0f%%",
+        static_cast<long long>(assembler_->device_decoded()), static_cast<long long>(assembler_->host_decoded()),
+        100 * decode_share_->share());
+  }
   // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
   Log("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));

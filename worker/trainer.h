@@ -7,6 +7,7 @@
 // --desired-acc early stop.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ struct TrainOptions {
   // On a GPU: the loader hands JPEGs on undecoded, and nvJPEG decodes them on the GPU where the
   // build has it, the crop, resize and flip following there (worker/device_batch.h).
   bool gpu_decode = false;
+  // The share of those JPEGs the GPU decodes (the loader's threads the rest); unset: balanced by
+  // both sides' measured speeds (worker/decode_share.h).
+  std::optional<double> gpu_decode_share;
   // Trace this many steps, from the first timed one (or the first), with PyTorch's profiler into
   // profile_out as a Chrome trace (worker/step_profiler.h).
   int profile_steps = 0;

@@ -83,13 +83,15 @@ jpeg_rows += [(f"ours_jpeg_fp16_j{j}_gpudec", f"ours, nvJPEG on the GPU (--gpu-d
 if any(ips(n) is not None for n, _ in jpeg_rows):
     ref = ips("ref_jpeg_fp16_w16")
     L += ["", "## Feeding it: real JPEGs (500x375), fp16, ResNet-50", "",
-          "| input pipeline | images/s | vs reference | CPU cores busy | loader wait/step (ms) | JPEGs on GPU / host |",
+          "| input pipeline | images/s | vs reference | CPU cores busy | loader wait/step (ms) | JPEGs on GPU / host "
+          "(GPU's share at the end) |",
           "|---|---|---|---|---|---|"]
     for name, label in jpeg_rows:
         if name not in by_name:
             continue
         gpu, host = result(name, "gpu_decoded_jpegs"), result(name, "host_decoded_jpegs")
-        split = f"{gpu} / {host}" if gpu else ""
+        share = result(name, "gpu_decode_share")
+        split = f"{gpu} / {host} ({100 * share:.0f}%)" if gpu else ""
         L.append(f"| {label} | {fmt(ips(name))} | {ratio(ips(name), ref)} | {fmt(result(name, 'cpu_cores_busy'), '.1f')} | "
                  f"{fmt(wait_ms(name), '.1f')} | {split} |")
 

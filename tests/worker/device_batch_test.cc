@@ -108,6 +108,16 @@ TEST(DeviceBatchAssemblerTest, AssembledBatchesAreTheLoadersWithinAFewLevels) {
   }
   EXPECT_EQ(assembler.device_decoded(), 10);
   EXPECT_EQ(assembler.host_decoded(), 0);
+  // One timing per batch, for the decode share; taken once.
+  const std::vector<DeviceBatchAssembler::DeviceTiming> timings = assembler.TakeDeviceTimings();
+  ASSERT_EQ(timings.size(), got.size());
+  int images = 0;
+  for (const auto& t : timings) {
+    images += t.images;
+    EXPECT_GT(t.seconds, 0);
+  }
+  EXPECT_EQ(images, 10);
+  EXPECT_TRUE(assembler.TakeDeviceTimings().empty());
 }
 
 // What the device decoder leaves is decoded on the host exactly as the loader would have.

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -61,6 +62,20 @@ void Loader::StartEpoch(int64_t epoch, size_t start_batch) {
 bool Loader::CanProduce() const {
   return stopping_ || (next_to_build_ < end_ &&
                        next_to_build_ < next_to_deliver_ + static_cast<size_t>(options_.max_batches_ahead));
+}
+
+void Loader::SetHandOnShare(double share) { hand_on_share_.store(std::clamp(share, 0.0, 1.0)); }
+
+bool Loader::HandsOn(int64_t epoch, size_t index) const {
+  const double share = hand_on_share_.load(std::memory_order_relaxed);
+  if (share >= 1) return true;
+  // splitmix64 of (seed, epoch, index): independent of the augmentation's generator.
+  uint64_t z = options_.seed ^ (static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ull) ^
+               (static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53 < share;
 }
 
 bool Loader::HasNext() const { return next_to_deliver_ >= end_ || ready_.count(next_to_deliver_) > 0; }
@@ -139,13 +154,15 @@ Batch Loader::Build(int64_t epoch, size_t batch, const std::vector<size_t>& indi
                                        : CenterCropBox(info->width, info->height,
                                                        static_cast<int>(std::lround(s * 256.0 / 224.0)), s);
         const bool flip = options_.train && (rng() & 1);
-        if (info->plain_ycbcr && int64_t{info->width} * info->height <= hand_on_limit) {
+        if (info->plain_ycbcr && int64_t{info->width} * info->height <= hand_on_limit && HandsOn(epoch, index)) {
           out.encoded.push_back(EncodedSample{out.count, std::move(*bytes), info->width, info->height, box, flip});
           out.labels.push_back(dataset_.label(index));
           ++out.count;
           continue;
         }
+        const auto decode_start = std::chrono::steady_clock::now();
         st = DecodeAndCrop(decoder, *bytes, box, flip, s, dst);
+        out.decode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - decode_start).count();
       }
       if (!st.ok()) {
         ++out.skipped;

@@ -36,7 +36,8 @@ struct LoaderOptions {
   // Images whose header claims more pixels are skipped (and counted) before decoding.
   int64_t max_image_pixels = Decoder::kDefaultMaxPixels;
   // > 0: JPEGs that any decoder takes (ImageInfo::plain_ycbcr) of at most this many pixels are
-  // handed on encoded (Batch::encoded) instead of decoded. Training batches only.
+  // handed on encoded (Batch::encoded) instead of decoded, as many of them as
+  // Loader::SetHandOnShare says. Training batches only.
   int64_t hand_on_jpegs_up_to_pixels = 0;
 };
 
@@ -62,6 +63,7 @@ struct Batch {
   std::vector<int> pixel_slots;
   int skipped = 0;        // undecodable samples left out of this batch
   double work_seconds = 0;  // decode + augment time spent on it (all threads)
+  double decode_seconds = 0;  // of it, decoding and resizing the images in `pixels`
 };
 
 class Loader {
@@ -74,6 +76,11 @@ class Loader {
   // The next batch in order; nullopt when the epoch is done.
   std::optional<Batch> Next();
 
+  // The share (0..1, default 1) of the JPEGs that could be handed on that are: the consumer
+  // balances its decoder against these threads while they run. Which samples: a hash of (seed,
+  // epoch, index) under the share, so a share picks the same ones on every run.
+  void SetHandOnShare(double share);
+
   size_t batches_per_epoch() const;
   size_t samples_per_epoch() const { return indices_.size(); }
   int64_t skipped_total() const { return skipped_total_.load(); }
@@ -83,6 +90,7 @@ class Loader {
   Batch Build(int64_t epoch, size_t batch, const std::vector<size_t>& indices);
   bool CanProduce() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasNext() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool HandsOn(int64_t epoch, size_t index) const;
 
   const Dataset& dataset_;
   const LoaderOptions options_;
@@ -97,6 +105,7 @@ class Loader {
   std::map<size_t, Batch> ready_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> skipped_total_{0};
+  std::atomic<double> hand_on_share_{1.0};
   std::vector<std::thread> threads_;
 };
 

@@ -11,6 +11,8 @@ using dtrun::testing::MakeTempDir;
 using testing::Jpeg;
 using testing::WriteFile;
 
+constexpr int64_t kOneMegapixel = 1 << 20;
+
 std::unique_ptr<Dataset> SmallFolder(int per_class, bool with_bad) {
   std::string root = MakeTempDir() + "/ds";
   for (int c = 0; c < 2; ++c) {
@@ -151,6 +153,34 @@ TEST(LoaderTest, HandedOnJpegsCarryWhatTheLoaderWouldHaveDecoded) {
 
   o.train = false;  // validation decodes everything itself
   for (const Batch& b : Epoch(*ds, o, 0)) EXPECT_TRUE(b.encoded.empty() && b.pixel_slots.empty());
+}
+
+// The consumer's share of the JPEGs: none, about half (the same half for the same share), all.
+TEST(LoaderTest, TheHandOnShareDecidesHowManyJpegsAreHandedOn) {
+  auto ds = SmallFolder(40, false);  // 80 JPEGs
+  LoaderOptions o;
+  o.batch_size = 16;
+  o.image_size = 8;
+  o.hand_on_jpegs_up_to_pixels = kOneMegapixel;
+  auto handed_on = [&](double share) {
+    Loader loader(*ds, o);
+    loader.SetHandOnShare(share);
+    loader.StartEpoch(3);
+    size_t n = 0;
+    while (auto b = loader.Next()) {
+      n += b->encoded.size();
+      const size_t in_pixels = b->encoded.empty() ? static_cast<size_t>(b->count) : b->pixel_slots.size();
+      EXPECT_EQ(b->encoded.size() + in_pixels, static_cast<size_t>(b->count));
+    }
+    return n;
+  };
+  EXPECT_EQ(handed_on(0.0), 0u);
+  EXPECT_EQ(handed_on(1.0), 80u);
+  const size_t half = handed_on(0.5);
+  EXPECT_GT(half, 25u);
+  EXPECT_LT(half, 55u);
+  EXPECT_EQ(handed_on(0.5), half);
+  EXPECT_LE(handed_on(0.25), half);  // a subset: the same hash under a lower bar
 }
 
 TEST(LoaderTest, ValidationIsDeterministicAndSyntheticDataNeedsNoFiles) {
