@@ -51,7 +51,10 @@ int Verify(const std::string& src, int64_t max_pixels) {
 
 // Decode + RandomResizedCrop + flip into uint8 batches, then normalise to float (as
 // ToTensor + Normalize would), counting images per second.
-int Bench(const std::string& src, int threads, int batches, int batch_size, int image_size, int64_t max_pixels) {
+// With `hand_on`, JPEGs are left encoded as train_imagenet --gpu-decode leaves them: what the loader's
+// threads still do (read, parse the header, draw the crop) when the GPU decodes.
+int Bench(const std::string& src, int threads, int batches, int batch_size, int image_size, int64_t max_pixels,
+          bool hand_on) {
   absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(src);
   if (!ds.ok()) return Fail(ds.status());
   LoaderOptions o;
@@ -60,9 +63,10 @@ int Bench(const std::string& src, int threads, int batches, int batch_size, int 
   o.image_size = image_size;
   o.max_batches_ahead = 2 * threads;
   o.max_image_pixels = max_pixels;
+  if (hand_on) o.hand_on_jpegs_up_to_pixels = int64_t{4} << 20;  // worker/device_batch.h's bound
   Loader loader(**ds, o);
   std::vector<float> normalised;
-  size_t images = 0;
+  size_t images = 0, handed_on = 0;
   auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; images < static_cast<size_t>(batches) * batch_size; ++epoch) {
     loader.StartEpoch(epoch);
@@ -77,12 +81,14 @@ int Bench(const std::string& src, int threads, int batches, int batch_size, int 
         for (int k = 0; k < 3; ++k) normalised[i + k] = b->pixels[i + k] * a[k] + c[k];
       }
       images += b->count;
+      handed_on += b->encoded.size();
       if (images >= static_cast<size_t>(batches) * batch_size) break;
     }
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("threads=%d images=%zu seconds=%.2f images_per_s=%.1f per_thread=%.1f skipped=%lld\n", threads,
-              images, s, images / s, images / s / threads, static_cast<long long>(loader.skipped_total()));
+  std::printf("threads=%d images=%zu seconds=%.2f images_per_s=%.1f per_thread=%.1f skipped=%lld handed_on=%zu\n",
+              threads, images, s, images / s, images / s / threads, static_cast<long long>(loader.skipped_total()),
+              handed_on);
   return 0;
 }
 
@@ -147,6 +153,9 @@ int main(int argc, char** argv) {
   bench->add_option("--image-size", image_size)->check(CLI::Range(16, 4096))->capture_default_str();
   bool decode_only = false;
   bench->add_flag("--decode-only", decode_only, "Only full-size JPEG decoding on one thread (the per-core ceiling)");
+  bool hand_on = false;
+  bench->add_flag("--hand-on-jpegs", hand_on,
+                  "Leave plain JPEGs encoded, as train_imagenet --gpu-decode does: the loader's own work then");
   SyntheticRatingsOptions ratings;
   auto* make_ratings = app.add_subcommand("make-ratings", "Write a synthetic MovieLens-style ratings.csv a model can learn");
   make_ratings->add_option("out", out, "Output CSV (userId,movieId,rating,timestamp)")->required();
@@ -191,7 +200,7 @@ int main(int argc, char** argv) {
     return table->malformed == 0 ? 0 : 1;
   } else if (bench->parsed()) {
     if (decode_only) return DecodeOnlyBench(src, batches * batch_size);
-    return Bench(src, threads, batches, batch_size, image_size, max_pixels);
+    return Bench(src, threads, batches, batch_size, image_size, max_pixels, hand_on);
   }
   return 0;
 }
