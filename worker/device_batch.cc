@@ -85,6 +85,83 @@ class DeviceBatchAssembler::DecodeStream {
 #endif
 };
 
+namespace {
+
+// A host tensor on `device`. From pinned memory the copy is queued, not waited for (from pageable
+// memory it would wait for the stream).
+torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device) {
+  if (!device.is_cuda()) return host.clone();  // `host` may be a view of the batch's vectors
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
+torch::Tensor Indices(const std::vector<int64_t>& v, const torch::Device& device) {
+  return ToDevice(torch::tensor(v, torch::kInt64), device);
+}
+
+// Where each sample of a batch ends up.
+struct Placement {
+  std::vector<torch::Tensor> resized;  // float [1, 3, S, S] per image the device decoded
+  std::vector<int64_t> device_slots;   // their slots
+  std::vector<int64_t> flip_rows;      // which of them to mirror
+  std::vector<int64_t> host_slots;     // the slots of the images in the batch's `pixels`
+  std::vector<int64_t> dropped;        // slots nobody could decode
+};
+
+// The resized device images into their slots of `out`, mirrored where drawn and rounded.
+void PutDeviceImages(const Placement& p, const torch::Device& device, torch::Tensor& out) {
+  if (p.resized.empty()) return;
+  torch::Tensor x = p.resized.size() == 1 ? p.resized[0] : torch::cat(p.resized);
+  if (!p.flip_rows.empty()) {
+    const torch::Tensor rows = Indices(p.flip_rows, device);
+    x.index_copy_(0, rows, x.index_select(0, rows).flip({3}));
+  }
+  // As the loader's resampler: round to the nearest level.
+  x = x.round_().clamp_(0, 255).to(torch::kUInt8).permute({0, 2, 3, 1});
+  out.index_copy_(0, Indices(p.device_slots, device), x);
+}
+
+// The images decoded on the host (by the loader, or here) into their slots of `out`.
+void PutHostImages(const Placement& p, data::Batch& batch, const torch::Device& device, torch::Tensor& out) {
+  if (p.host_slots.empty()) return;
+  const int s = batch.image_size;
+  const torch::Tensor px =
+      torch::from_blob(batch.pixels.data(), {static_cast<int64_t>(p.host_slots.size()), s, s, 3}, torch::kUInt8);
+  out.index_copy_(0, Indices(p.host_slots, device), ToDevice(px, device));
+}
+
+// `out` without the dropped slots; the batch's labels, count and skipped to match.
+torch::Tensor DropUndecodable(const std::vector<int64_t>& dropped, const torch::Device& device, data::Batch& batch,
+                              const torch::Tensor& out) {
+  if (dropped.empty()) return out;
+  std::vector<int64_t> keep, labels;
+  for (int64_t slot = 0; slot < batch.count; ++slot) {
+    if (std::find(dropped.begin(), dropped.end(), slot) != dropped.end()) continue;
+    keep.push_back(slot);
+    labels.push_back(batch.labels[static_cast<size_t>(slot)]);
+  }
+  batch.labels = std::move(labels);
+  batch.count = static_cast<int>(keep.size());
+  batch.skipped += static_cast<int>(dropped.size());
+  return keep.empty() ? out.narrow(0, 0, 0) : out.index_select(0, Indices(keep, device));
+}
+
+// Crops and resizes one image into `p`; false (said on stderr) if the device could not.
+bool ResizeOnDevice(const torch::Tensor& image, const data::EncodedSample& e, int size, Placement& p) {
+  try {
+    p.resized.push_back(CropAndResize(image, e.box, size));
+  } catch (const c10::Error& err) {
+    const std::string what = err.what_without_backtrace();
+    std::fprintf(stderr, "warning: resizing a %dx%d image on the device failed (%s); decoding it on the host\n",
+                 e.width, e.height, what.substr(0, what.find('\n')).c_str());
+    return false;
+  }
+  if (e.flip) p.flip_rows.push_back(static_cast<int64_t>(p.resized.size()) - 1);
+  p.device_slots.push_back(e.slot);
+  return true;
+}
+
+}  // namespace
+
 torch::Tensor CropAndResize(const torch::Tensor& image, const data::Box& box, int size) {
   const int64_t h = image.size(0), w = image.size(1);
   const int64_t x = std::clamp<int64_t>(std::lround(box.x), 0, w - 1);
@@ -116,16 +193,6 @@ torch::Tensor DeviceBatchAssembler::Assemble(data::Batch& batch) {
 
 std::vector<DeviceBatchAssembler::DeviceTiming> DeviceBatchAssembler::TakeDeviceTimings() {
   return stream_->TakeTimings();
-}
-
-torch::Tensor DeviceBatchAssembler::ToDevice(const torch::Tensor& host) const {
-  if (!device_.is_cuda()) return host.clone();  // `host` may be a view of the batch's vectors
-  // From pinned memory the copy is queued, not waited for.
-  return host.pin_memory().to(device_, /*non_blocking=*/true);
-}
-
-torch::Tensor DeviceBatchAssembler::Indices(const std::vector<int64_t>& v) const {
-  return ToDevice(torch::tensor(v, torch::kInt64));
 }
 
 std::vector<torch::Tensor> DeviceBatchAssembler::DecodeOnDevice(const data::Batch& batch) {
@@ -163,73 +230,40 @@ std::vector<torch::Tensor> DeviceBatchAssembler::DecodeOnDevice(const data::Batc
 }
 
 torch::Tensor DeviceBatchAssembler::Build(data::Batch& batch) {
-  const int s = batch.image_size;
-  const size_t image_bytes = static_cast<size_t>(s) * s * 3;
-  std::vector<int64_t> host_slots(batch.pixel_slots.begin(), batch.pixel_slots.end());
+  Placement p;
+  p.host_slots.assign(batch.pixel_slots.begin(), batch.pixel_slots.end());
   if (batch.encoded.empty()) {  // the loader decoded every sample, in order
-    host_slots.resize(static_cast<size_t>(batch.count));
-    std::iota(host_slots.begin(), host_slots.end(), 0);
+    p.host_slots.resize(static_cast<size_t>(batch.count));
+    std::iota(p.host_slots.begin(), p.host_slots.end(), 0);
   }
   const std::vector<torch::Tensor> images = DecodeOnDevice(batch);
-  std::vector<torch::Tensor> resized;
-  std::vector<int64_t> device_slots, flip_rows, dropped;
   for (size_t i = 0; i < batch.encoded.size(); ++i) {
     const data::EncodedSample& e = batch.encoded[i];
-    if (images[i].defined()) {
-      try {
-        resized.push_back(CropAndResize(images[i], e.box, s));
-        if (e.flip) flip_rows.push_back(static_cast<int64_t>(resized.size()) - 1);
-        device_slots.push_back(e.slot);
-        continue;
-      } catch (const c10::Error& err) {
-        const std::string what = err.what_without_backtrace();
-        std::fprintf(stderr, "warning: resizing a %dx%d image on the device failed (%s); decoding it on the host\n",
-                     e.width, e.height, what.substr(0, what.find('\n')).c_str());
-      }
-    }
+    if (images[i].defined() && ResizeOnDevice(images[i], e, batch.image_size, p)) continue;
     ++host_decoded_;
-    batch.pixels.resize(batch.pixels.size() + image_bytes);
-    const absl::Status st = data::DecodeAndCrop(host_decoder_, e.bytes, e.box, e.flip, s,
-                                                batch.pixels.data() + batch.pixels.size() - image_bytes);
-    if (!st.ok()) {
-      batch.pixels.resize(batch.pixels.size() - image_bytes);
-      dropped.push_back(e.slot);
-      std::fprintf(stderr, "warning: skipping sample %d of batch %zu: %s\n", e.slot, batch.index,
-                   std::string(st.message()).c_str());
-      continue;
+    if (DecodeOnHost(e, batch)) {
+      p.host_slots.push_back(e.slot);
+    } else {
+      p.dropped.push_back(e.slot);
     }
-    host_slots.push_back(e.slot);
   }
-
+  const int s = batch.image_size;
   torch::Tensor out = torch::empty({batch.count, s, s, 3}, torch::TensorOptions().dtype(torch::kUInt8).device(device_));
-  if (!resized.empty()) {
-    torch::Tensor x = resized.size() == 1 ? resized[0] : torch::cat(resized);
-    if (!flip_rows.empty()) {
-      const torch::Tensor rows = Indices(flip_rows);
-      x.index_copy_(0, rows, x.index_select(0, rows).flip({3}));
-    }
-    // As the loader's resampler: round to the nearest level.
-    x = x.round_().clamp_(0, 255).to(torch::kUInt8).permute({0, 2, 3, 1});
-    out.index_copy_(0, Indices(device_slots), x);
-  }
-  if (!host_slots.empty()) {
-    const torch::Tensor px = torch::from_blob(batch.pixels.data(), {static_cast<int64_t>(host_slots.size()), s, s, 3},
-                                              torch::kUInt8);
-    out.index_copy_(0, Indices(host_slots), ToDevice(px));
-  }
-  if (dropped.empty()) return out;
+  PutDeviceImages(p, device_, out);
+  PutHostImages(p, batch, device_, out);
+  return DropUndecodable(p.dropped, device_, batch, out);
+}
 
-  std::vector<int64_t> keep;
-  std::vector<int64_t> labels;
-  for (int64_t slot = 0; slot < batch.count; ++slot) {
-    if (std::find(dropped.begin(), dropped.end(), slot) != dropped.end()) continue;
-    keep.push_back(slot);
-    labels.push_back(batch.labels[static_cast<size_t>(slot)]);
-  }
-  batch.labels = std::move(labels);
-  batch.count = static_cast<int>(keep.size());
-  batch.skipped += static_cast<int>(dropped.size());
-  return keep.empty() ? out.narrow(0, 0, 0) : out.index_select(0, Indices(keep));
+bool DeviceBatchAssembler::DecodeOnHost(const data::EncodedSample& e, data::Batch& batch) {
+  const size_t image_bytes = static_cast<size_t>(batch.image_size) * batch.image_size * 3;
+  batch.pixels.resize(batch.pixels.size() + image_bytes);
+  const absl::Status st = data::DecodeAndCrop(host_decoder_, e.bytes, e.box, e.flip, batch.image_size,
+                                              batch.pixels.data() + batch.pixels.size() - image_bytes);
+  if (st.ok()) return true;
+  batch.pixels.resize(batch.pixels.size() - image_bytes);
+  std::fprintf(stderr, "warning: skipping sample %d of batch %zu: %s\n", e.slot, batch.index,
+               std::string(st.message()).c_str());
+  return false;
 }
 
 }  // namespace dtrun::worker

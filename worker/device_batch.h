@@ -76,9 +76,10 @@ class DeviceBatchAssembler {
  private:
   class DecodeStream;
   torch::Tensor Build(data::Batch& batch);
+  // The device decoder's images for the batch's encoded samples (undefined: not decoded there).
   std::vector<torch::Tensor> DecodeOnDevice(const data::Batch& batch);
-  torch::Tensor ToDevice(const torch::Tensor& host) const;
-  torch::Tensor Indices(const std::vector<int64_t>& v) const;
+  // Decodes one as the loader would, appended to the batch's pixels; false if it cannot be.
+  bool DecodeOnHost(const data::EncodedSample& e, data::Batch& batch);
 
   std::unique_ptr<JpegBatchDecoder> decoder_;
   torch::Device device_;
