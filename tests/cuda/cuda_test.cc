@@ -469,13 +469,18 @@ TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), jpegs.size());
   data::Decoder host;
+  int decoded = 0;
   for (size_t i = 0; i < jpegs.size(); ++i) {
     auto info = host.Info(jpegs[i]);
     ASSERT_TRUE(info.ok());
     auto want = host.Decode(jpegs[i], data::Box{0, 0, double(info->width), double(info->height)}, info->width,
                             info->height);
     ASSERT_TRUE(want.ok());
-    ASSERT_TRUE((*got)[i].defined()) << "image " << i;
+    if (!(*got)[i].defined()) {  // left to the host (the hardware engines have a minimum size)
+      std::printf("image %zu (%dx%d): not taken by nvJPEG\n", i, info->width, info->height);
+      continue;
+    }
+    ++decoded;
     ASSERT_EQ((*got)[i].sizes(), (std::vector<int64_t>{info->height, info->width, 3}));
     const torch::Tensor ref = torch::from_blob(want->rgb.data(), {info->height, info->width, 3}, torch::kUInt8);
     const torch::Tensor diff = ((*got)[i].cpu().to(torch::kInt32) - ref.to(torch::kInt32)).abs().to(torch::kFloat32);
@@ -483,6 +488,7 @@ TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
                 diff.mean().item<float>(), diff.max().item<float>());
     EXPECT_LT(diff.mean().item<float>(), 2.0f) << "image " << i;
   }
+  EXPECT_GE(decoded, 3) << "the three ImageNet-sized ones at least";
   // A batch with a truncated JPEG: an error for the batch or images for the rest, never a crash.
   std::vector<std::string> mixed{jpegs[0], jpegs[1].substr(0, jpegs[1].size() / 2), jpegs[2]};
   std::vector<std::string_view> mixed_views(mixed.begin(), mixed.end());
@@ -492,7 +498,7 @@ TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
   // And the decoder still works after it.
   got = (*nv)->Decode(views);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_TRUE((*got)[0].defined());
+  EXPECT_TRUE((*got)[0].defined());  // 500x375
 }
 
 // The loader's JPEGs decoded, cropped, resized and flipped on the GPU, on the decode stream, read on
