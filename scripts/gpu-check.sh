@@ -153,9 +153,10 @@ ours ours_jpeg_fp16_j6_gpudec "$work/jpeg" $real -j 6 --amp fp16 --gpu-decode
 ours ours_jpeg_fp16_j16 "$work/jpeg" $real -j 16 --amp fp16
 theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 $real
 
-step cuda_tests 300 ctest --test-dir "$build" -L cuda -E "$ctest_exclude" --no-tests=error --output-on-failure --timeout 90
-grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs|decoded on the GPU|mean \|diff\||decoder:" \
-  "$log" | tail -40 >"$out/ctest.log" 2>/dev/null
+# -V: the tests' own lines (decoders' differences, snapshot costs) reach steps.log and ctest.log.
+step cuda_tests 300 ctest --test-dir "$build" -L cuda -E "$ctest_exclude" --no-tests=error -V --timeout 90
+grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs|decoded on the GPU|mean \|diff\||decoder:|snapshot of|truncated|not taken" \
+  "$log" | tail -60 >"$out/ctest.log" 2>/dev/null
 
 ours ours_synthetic_bf16 $syn --amp bf16
 theirs ref_synthetic_bf16 --synthetic --amp bf16 --warmup-iters 20 --timed-iters 60
