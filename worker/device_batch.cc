@@ -46,7 +46,7 @@ class DeviceBatchAssembler::DecodeStream {
       p.end.block(consumer);
       p.images = built.second;
       pending_.push_back(std::move(p));
-      if (pending_.size() > kMaxPending) pending_.pop_front();  // nobody takes them: keep the newest
+      if (pending_.size() > kMaxKept) pending_.pop_front();  // nobody takes them: keep the newest
       // Made on the decode stream, read on the consumer's: the allocator must not hand the memory
       // to the decode stream's next batch before the consumer is done with it.
       built.first.record_stream(consumer);
@@ -56,7 +56,7 @@ class DeviceBatchAssembler::DecodeStream {
     const auto start = std::chrono::steady_clock::now();
     std::pair<torch::Tensor, int> built = build();
     done_.push_back({built.second, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
-    if (done_.size() > 64) done_.erase(done_.begin());
+    if (done_.size() > kMaxKept) done_.erase(done_.begin());
     return built.first;
   }
 
@@ -72,6 +72,7 @@ class DeviceBatchAssembler::DecodeStream {
   }
 
  private:
+  static constexpr size_t kMaxKept = 64;  // timings nobody has taken
   torch::Device device_;
   std::vector<DeviceTiming> done_;
 #if DTRUN_WITH_NCCL
@@ -79,7 +80,6 @@ class DeviceBatchAssembler::DecodeStream {
     at::cuda::CUDAEvent start{cudaEventDefault}, end{cudaEventDefault};  // with timing
     int images = 0;
   };
-  static constexpr size_t kMaxPending = 64;
   std::optional<c10::cuda::CUDAStream> side_;
   std::deque<Pending> pending_;
 #endif

@@ -12,7 +12,6 @@
 // One thread (the training loop's).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>

@@ -1,5 +1,7 @@
 #include "worker/step_votes.h"
 
+#include "base/mix64.h"
+
 namespace dtrun::worker {
 namespace {
 
@@ -8,15 +10,9 @@ constexpr uint64_t kNotFiniteBit = uint64_t{1} << 52;
 constexpr uint64_t kCheckValues = (uint64_t{1} << 50) - 1;  // checks are 1..kCheckValues; 0 is none
 enum Wish : uint64_t { kNone = 0, kSnapshot = 1, kSave = 2, kStop = 3 };
 
-uint64_t Mix(uint64_t x) {  // splitmix64's finaliser: every input bit reaches every output bit
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 uint64_t CheckValue(const std::optional<PendingCheck>& pending) {
   if (!pending) return 0;
-  const uint64_t h = Mix(pending->fingerprint ^ Mix(static_cast<uint64_t>(pending->step)));
+  const uint64_t h = Mix64(pending->fingerprint ^ Mix64(static_cast<uint64_t>(pending->step)));
   return 1 + h % kCheckValues;
 }
 

@@ -66,27 +66,21 @@ const Clock::time_point kLoaded = Clock::now();
 // A loader batch as tensors: uint8 NHWC pixels and int64 labels. On CUDA they are copied into
 // pinned memory here, so the copies to the GPU can be non-blocking (a copy from pageable memory
 // waits for the GPU's stream to drain); on CPU they are views of the batch, which they keep alive.
+// With an assembler (--gpu-decode) the pixels are made on the device, there already.
 struct StagedBatch {
   data::Batch batch;
   torch::Tensor pixels, labels;
 };
 
-StagedBatch Stage(data::Batch b, bool cuda) {
+StagedBatch Stage(data::Batch b, bool cuda, DeviceBatchAssembler* assembler = nullptr) {
   StagedBatch s{std::move(b), {}, {}};
-  s.pixels = torch::from_blob(s.batch.pixels.data(), {s.batch.count, s.batch.image_size, s.batch.image_size, 3},
-                              torch::kUInt8);
-  s.labels = torch::from_blob(s.batch.labels.data(), {s.batch.count}, torch::kInt64);
-  if (cuda) {
-    s.pixels = s.pixels.pin_memory();
-    s.labels = s.labels.pin_memory();
+  if (assembler) {
+    s.pixels = assembler->Assemble(s.batch);  // may drop undecodable samples: before the labels
+  } else {
+    s.pixels = torch::from_blob(s.batch.pixels.data(), {s.batch.count, s.batch.image_size, s.batch.image_size, 3},
+                                torch::kUInt8);
+    if (cuda) s.pixels = s.pixels.pin_memory();
   }
-  return s;
-}
-
-// A batch whose JPEGs the loader left encoded: its pixels made on the device (already there).
-StagedBatch StageOnDevice(data::Batch b, DeviceBatchAssembler& assembler, bool cuda) {
-  StagedBatch s{std::move(b), {}, {}};
-  s.pixels = assembler.Assemble(s.batch);
   s.labels = torch::from_blob(s.batch.labels.data(), {s.batch.count}, torch::kInt64);
   if (cuda) s.labels = s.labels.pin_memory();
   return s;
@@ -360,9 +354,8 @@ void Training::CaptureStep(const StagedBatch& b) {
 std::optional<StagedBatch> Training::NextTrainBatch() {
   std::optional<data::Batch> b = train_loader_->Next();
   if (!b) return std::nullopt;
-  if (!assembler_) return Stage(std::move(*b), cuda_);
-  BalanceDecoding(*b);
-  return StageOnDevice(std::move(*b), *assembler_, cuda_);
+  if (assembler_) BalanceDecoding(*b);
+  return Stage(std::move(*b), cuda_, assembler_.get());
 }
 
 // Counts benchmark steps; returns true when the timed window is over (result printed).

@@ -2,9 +2,7 @@
 // without a GPU (CI); scripts/gpu-check.sh runs them on one (ctest -L cuda).
 #include <cstdlib>
 #include <cstdio>
-#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <string>
 
@@ -13,14 +11,12 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
+#include "tests/worker/data/data_test_util.h"
 #include "base/env_names.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/batch_norm_relu.h"
 #include "worker/cudnn_batch_norm_relu.h"
-#include "worker/data/dataset.h"
 #include "worker/data/decode.h"
-#include "worker/data/encode.h"
-#include "worker/data/loader.h"
 #include "worker/device_batch.h"
 #include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
@@ -249,16 +245,27 @@ TEST(CudaTest, CudnnFusedBatchNormAddReluMatchesTheSeparateOperations) {
 // A snapshot of a state on the GPU is copied into its slot on a side stream while the next step
 // runs (worker/snapshot_device_copy.h): the next forward moves batch norm's statistics during the
 // copy, and the restore still gives the state at Begin, bit for bit.
+// In-memory snapshots into a region of their own, as under dtrun, in the default copy mode.
+struct TestSnapshots {
+  absl::StatusOr<UniqueFd> fd;
+  std::unique_ptr<MemorySnapshots> snapshots;
+
+  explicit TestSnapshots(const char* run_id) : fd(snapshot::CreateRegion(256 << 20, run_id)) {
+    if (!fd.ok()) return;
+    setenv(env::kSnapshotFd, std::to_string(fd->get()).c_str(), 1);
+    setenv(env::kRunId, run_id, 1);
+    unsetenv(env::kSnapshotCopy);
+    snapshots = MemorySnapshots::FromEnvironment(DistEnv{});
+    unsetenv(env::kSnapshotFd);
+  }
+};
+
 TEST(CudaTest, ASnapshotOfAStateOnTheGpuIsCopiedAlongsideTheNextStepAndRestoresExactly) {
   SKIP_WITHOUT_CUDA();
-  absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(256 << 20, "cuda-snapshot-test");
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  setenv(env::kSnapshotFd, std::to_string(fd->get()).c_str(), 1);
-  setenv(env::kRunId, "cuda-snapshot-test", 1);
-  unsetenv(env::kSnapshotCopy);
-  std::unique_ptr<MemorySnapshots> snapshots = MemorySnapshots::FromEnvironment(DistEnv{});
-  unsetenv(env::kSnapshotFd);
-  ASSERT_NE(snapshots, nullptr);
+  TestSnapshots region("cuda-snapshot-test");
+  ASSERT_TRUE(region.fd.ok()) << region.fd.status();
+  ASSERT_NE(region.snapshots, nullptr);
+  MemorySnapshots* snapshots = region.snapshots.get();
 
   torch::manual_seed(3);
   torch::nn::Sequential model{torch::nn::Linear(1024, 4096), torch::nn::BatchNorm1d(4096), torch::nn::Linear(4096, 1024)};
@@ -304,14 +311,10 @@ TEST(CudaTest, ASnapshotOfAStateOnTheGpuIsCopiedAlongsideTheNextStepAndRestoresE
 // Updates queued right after must not reach the copy.
 TEST(CudaTest, ASnapshotOrderedBeforeTheNextStepOnTheGpuKeepsTheStateItBeganWith) {
   SKIP_WITHOUT_CUDA();
-  absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(256 << 20, "cuda-snapshot-order-test");
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  setenv(env::kSnapshotFd, std::to_string(fd->get()).c_str(), 1);
-  setenv(env::kRunId, "cuda-snapshot-order-test", 1);
-  unsetenv(env::kSnapshotCopy);
-  std::unique_ptr<MemorySnapshots> snapshots = MemorySnapshots::FromEnvironment(DistEnv{});
-  unsetenv(env::kSnapshotFd);
-  ASSERT_NE(snapshots, nullptr);
+  TestSnapshots region("cuda-snapshot-order-test");
+  ASSERT_TRUE(region.fd.ok()) << region.fd.status();
+  ASSERT_NE(region.snapshots, nullptr);
+  MemorySnapshots* snapshots = region.snapshots.get();
 
   torch::manual_seed(4);
   torch::nn::Sequential model{torch::nn::Linear(2048, 4096), torch::nn::BatchNorm1d(4096), torch::nn::Linear(4096, 2048)};
@@ -449,20 +452,6 @@ TEST(CudaTest, TrainingWithJpegsDecodedOnTheGpuLearns) {
   }
 }
 
-// A smooth test image: decoders agree on it to a level or two.
-data::Image Smooth(int w, int h) {
-  data::Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
-  for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) {
-      uint8_t* p = &img.rgb[(static_cast<size_t>(y) * w + x) * 3];
-      p[0] = static_cast<uint8_t>(255 * x / (w - 1));
-      p[1] = static_cast<uint8_t>(255 * y / (h - 1));
-      p[2] = static_cast<uint8_t>(128 + 100 * std::sin(0.05 * (x + 2 * y)));
-    }
-  }
-  return img;
-}
-
 // nvJPEG's images are TurboJPEG's within IDCT and chroma-upsampling differences; a truncated one in the batch neither crashes nor spoils the others' results.
 TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
   SKIP_WITHOUT_CUDA();
@@ -472,7 +461,7 @@ TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
   std::printf("decoder: %s\n", (*nv)->Describe().c_str());
   std::vector<std::string> jpegs;
   for (auto [w, h] : {std::pair{500, 375}, std::pair{333, 500}, std::pair{64, 48}, std::pair{1023, 767}}) {
-    jpegs.push_back(data::EncodeJpeg(Smooth(w, h), 90).value());
+    jpegs.push_back(data::testing::SmoothJpeg(w, h));
   }
   std::vector<std::string_view> views(jpegs.begin(), jpegs.end());
   absl::StatusOr<std::vector<torch::Tensor>> got = (*nv)->Decode(views);
@@ -521,10 +510,8 @@ TEST(CudaTest, BatchesAssembledOnTheGpuAreTheLoadersWithinAFewLevels) {
   ASSERT_TRUE(nv.ok()) << nv.status();
   const std::string root = MakeTempDir() + "/ds";
   for (int i = 0; i < 24; ++i) {
-    const std::string dir = root + "/c" + std::to_string(i % 3);
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir + "/" + std::to_string(i) + ".jpg", std::ios::binary)
-        << data::EncodeJpeg(Smooth(200 + 13 * i, 150 + 7 * i), 90).value();
+    data::testing::WriteFile(root + "/c" + std::to_string(i % 3) + "/" + std::to_string(i) + ".jpg",
+                             data::testing::SmoothJpeg(200 + 13 * i, 150 + 7 * i, static_cast<uint64_t>(i)));
   }
   auto ds = std::move(data::OpenImageFolder(root).value());
   auto epoch = [&](int64_t hand_on) {
@@ -533,11 +520,7 @@ TEST(CudaTest, BatchesAssembledOnTheGpuAreTheLoadersWithinAFewLevels) {
     o.image_size = 64;
     o.seed = 3;
     o.hand_on_jpegs_up_to_pixels = hand_on;
-    data::Loader loader(*ds, o);
-    loader.StartEpoch(0);
-    std::vector<data::Batch> out;
-    while (auto b = loader.Next()) out.push_back(std::move(*b));
-    return out;
+    return data::testing::AllBatches(*ds, o, 0);
   };
   const std::vector<data::Batch> want = epoch(0);
   std::vector<data::Batch> got = epoch(kDeviceDecodeMaxPixels);

@@ -61,11 +61,7 @@ std::vector<data::Batch> Epoch(const data::Dataset& ds, bool hand_on) {
   o.image_size = 24;
   o.seed = 11;
   o.hand_on_jpegs_up_to_pixels = hand_on ? kDeviceDecodeMaxPixels : 0;
-  data::Loader loader(ds, o);
-  loader.StartEpoch(2);
-  std::vector<data::Batch> out;
-  while (auto b = loader.Next()) out.push_back(std::move(*b));
-  return out;
+  return data::testing::AllBatches(ds, o, 2);
 }
 
 torch::Tensor LoaderPixels(const data::Batch& b) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "base/mix64.h"
 #include "spdlog/spdlog.h"
 #include "worker/data/decode.h"
 #include "worker/data/transforms.h"
@@ -69,12 +70,9 @@ void Loader::SetHandOnShare(double share) { hand_on_share_.store(std::clamp(shar
 bool Loader::HandsOn(int64_t epoch, size_t index) const {
   const double share = hand_on_share_.load(std::memory_order_relaxed);
   if (share >= 1) return true;
-  // splitmix64 of (seed, epoch, index): independent of the augmentation's generator.
-  uint64_t z = options_.seed ^ (static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ull) ^
-               (static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
+  // A hash of (seed, epoch, index): independent of the augmentation's generator.
+  const uint64_t z = Mix64(options_.seed ^ (static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ull) ^
+                           (static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull));
   return static_cast<double>(z >> 11) * 0x1.0p-53 < share;
 }
 

@@ -9,9 +9,12 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include <stb_image_write.h>  // libstb-dev (pkg-config stb)
+#include "worker/data/dataset.h"
 #include "worker/data/encode.h"
+#include "worker/data/loader.h"
 
 namespace dtrun::data::testing {
 
@@ -67,6 +70,15 @@ inline std::string Png(int w, int h) {
   std::string out;
   stbi_write_png_to_func([](void* ctx, void* data, int size) { static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size); },
                          &out, w, h, 3, img.rgb.data(), w * 3);
+  return out;
+}
+
+// Every batch of `epoch` from a loader with options `o`, from batch `start` on.
+inline std::vector<Batch> AllBatches(const Dataset& ds, LoaderOptions o, int64_t epoch, size_t start = 0) {
+  Loader loader(ds, o);
+  loader.StartEpoch(epoch, start);
+  std::vector<Batch> out;
+  while (auto b = loader.Next()) out.push_back(std::move(*b));
   return out;
 }
 

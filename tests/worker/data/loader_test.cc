@@ -8,6 +8,7 @@ namespace dtrun::data {
 namespace {
 
 using dtrun::testing::MakeTempDir;
+using testing::AllBatches;
 using testing::Jpeg;
 using testing::WriteFile;
 
@@ -30,20 +31,12 @@ std::unique_ptr<Dataset> SmallFolder(int per_class, bool with_bad) {
   return std::move(OpenImageFolder(root).value());
 }
 
-std::vector<Batch> Epoch(const Dataset& ds, LoaderOptions o, int64_t epoch, size_t start = 0) {
-  Loader loader(ds, o);
-  loader.StartEpoch(epoch, start);
-  std::vector<Batch> out;
-  while (auto b = loader.Next()) out.push_back(std::move(*b));
-  return out;
-}
-
 TEST(LoaderTest, BatchesHaveTheRightShapesAndLabels) {
   auto ds = SmallFolder(6, false);
   LoaderOptions o;
   o.batch_size = 5;
   o.image_size = 32;
-  std::vector<Batch> batches = Epoch(*ds, o, 0);
+  std::vector<Batch> batches = AllBatches(*ds, o, 0);
   ASSERT_EQ(batches.size(), 3u);  // 12 samples
   EXPECT_EQ(batches[2].count, 2);
   for (const Batch& b : batches) {
@@ -60,16 +53,16 @@ TEST(LoaderTest, SameSeedSameBatchesWhateverTheThreadCount) {
   o.image_size = 24;
   o.seed = 3;
   o.threads = 1;
-  std::vector<Batch> one = Epoch(*ds, o, 2);
+  std::vector<Batch> one = AllBatches(*ds, o, 2);
   o.threads = 3;
-  std::vector<Batch> three = Epoch(*ds, o, 2);
+  std::vector<Batch> three = AllBatches(*ds, o, 2);
   ASSERT_EQ(one.size(), three.size());
   for (size_t i = 0; i < one.size(); ++i) {
     EXPECT_EQ(one[i].pixels, three[i].pixels);
     EXPECT_EQ(one[i].labels, three[i].labels);
   }
   o.seed = 4;
-  EXPECT_NE(Epoch(*ds, o, 2)[0].pixels, one[0].pixels);
+  EXPECT_NE(AllBatches(*ds, o, 2)[0].pixels, one[0].pixels);
 }
 
 TEST(LoaderTest, ResumingMidEpochGivesExactlyTheRemainingBatches) {
@@ -77,8 +70,8 @@ TEST(LoaderTest, ResumingMidEpochGivesExactlyTheRemainingBatches) {
   LoaderOptions o;
   o.batch_size = 3;
   o.image_size = 16;
-  std::vector<Batch> full = Epoch(*ds, o, 1);
-  std::vector<Batch> resumed = Epoch(*ds, o, 1, 4);
+  std::vector<Batch> full = AllBatches(*ds, o, 1);
+  std::vector<Batch> resumed = AllBatches(*ds, o, 1, 4);
   ASSERT_EQ(resumed.size(), full.size() - 4);
   for (size_t i = 0; i < resumed.size(); ++i) {
     EXPECT_EQ(resumed[i].index, full[i + 4].index);
@@ -118,9 +111,9 @@ TEST(LoaderTest, HandedOnJpegsCarryWhatTheLoaderWouldHaveDecoded) {
   o.batch_size = 4;
   o.image_size = 20;
   o.seed = 5;
-  const std::vector<Batch> decoded = Epoch(*ds, o, 1);
+  const std::vector<Batch> decoded = AllBatches(*ds, o, 1);
   o.hand_on_jpegs_up_to_pixels = 55 * 36;  // the largest three JPEGs stay with the loader
-  const std::vector<Batch> handed_on = Epoch(*ds, o, 1);
+  const std::vector<Batch> handed_on = AllBatches(*ds, o, 1);
 
   ASSERT_EQ(decoded.size(), handed_on.size());
   const size_t image_bytes = 20 * 20 * 3;
@@ -152,7 +145,7 @@ TEST(LoaderTest, HandedOnJpegsCarryWhatTheLoaderWouldHaveDecoded) {
   EXPECT_EQ(encoded, 6);  // 9 RGB JPEGs less the 3 over the limit; not the grey one, not the PNG
 
   o.train = false;  // validation decodes everything itself
-  for (const Batch& b : Epoch(*ds, o, 0)) EXPECT_TRUE(b.encoded.empty() && b.pixel_slots.empty());
+  for (const Batch& b : AllBatches(*ds, o, 0)) EXPECT_TRUE(b.encoded.empty() && b.pixel_slots.empty());
 }
 
 // The consumer's share of the JPEGs: none, about half (the same half for the same share), all.
@@ -190,13 +183,13 @@ TEST(LoaderTest, ValidationIsDeterministicAndSyntheticDataNeedsNoFiles) {
   o.image_size = 16;
   o.sampler.shuffle = false;
   o.seed = 1;
-  auto a = Epoch(*ds, o, 0);
+  auto a = AllBatches(*ds, o, 0);
   o.seed = 2;
-  auto b = Epoch(*ds, o, 5);
+  auto b = AllBatches(*ds, o, 5);
   EXPECT_EQ(a[0].pixels, b[0].pixels);  // no randomness in validation
   auto synthetic = MakeSyntheticDataset(10, 3);
   o.train = true;
-  auto s = Epoch(*synthetic, o, 0);
+  auto s = AllBatches(*synthetic, o, 0);
   ASSERT_FALSE(s.empty());
   EXPECT_EQ(s[0].count, 10);
 }
