@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
   app.add_flag("--cudnn-bn-relu", o.cudnn_bn_relu,
                "On a GPU: batch norm, residual add and ReLU as one cuDNN call (fp16, channels-last; not yet measured)");
   app.add_flag("--gpu-decode", o.gpu_decode,
-               "On a GPU: decode the training JPEGs there with nvJPEG, in batches; loader threads only read files "
-               "(not yet measured)");
+               "On a GPU: decode the JPEGs there with nvJPEG, in batches, beside the loader threads; they then mostly "
+               "read files (not yet measured)");
   app.add_option("--gpu-decode-share", o.gpu_decode_share,
                  "With --gpu-decode: the share of the JPEGs the GPU decodes, the loader threads the rest "
                  "(default: balanced by their measured speeds)")

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "worker/device_resize.h"
 #include "worker/torch_compat.h"  // DTRUN_WITH_NCCL: a CUDA LibTorch
 
 #if DTRUN_WITH_NCCL
@@ -100,7 +101,7 @@ torch::Tensor Indices(const std::vector<int64_t>& v, const torch::Device& device
 
 // Where each sample of a batch ends up.
 struct Placement {
-  std::vector<torch::Tensor> resized;  // float [1, 3, S, S] per image the device decoded
+  std::vector<torch::Tensor> resized;  // float [S, S, 3] per image the device decoded
   std::vector<int64_t> device_slots;   // their slots
   std::vector<int64_t> flip_rows;      // which of them to mirror
   std::vector<int64_t> host_slots;     // the slots of the images in the batch's `pixels`
@@ -110,13 +111,13 @@ struct Placement {
 // The resized device images into their slots of `out`, mirrored where drawn and rounded.
 void PutDeviceImages(const Placement& p, const torch::Device& device, torch::Tensor& out) {
   if (p.resized.empty()) return;
-  torch::Tensor x = p.resized.size() == 1 ? p.resized[0] : torch::cat(p.resized);
+  torch::Tensor x = torch::stack(p.resized);  // [n, S, S, 3]
   if (!p.flip_rows.empty()) {
     const torch::Tensor rows = Indices(p.flip_rows, device);
-    x.index_copy_(0, rows, x.index_select(0, rows).flip({3}));
+    x.index_copy_(0, rows, x.index_select(0, rows).flip({2}));
   }
-  // As the loader's resampler: round to the nearest level.
-  x = x.round_().clamp_(0, 255).to(torch::kUInt8).permute({0, 2, 3, 1});
+  // As the loader's resampler: halves round up.
+  x = x.add_(0.5).floor_().clamp_(0, 255).to(torch::kUInt8);
   out.index_copy_(0, Indices(p.device_slots, device), x);
 }
 
@@ -146,9 +147,10 @@ torch::Tensor DropUndecodable(const std::vector<int64_t>& dropped, const torch::
 }
 
 // Crops and resizes one image into `p`; false (said on stderr) if the device could not.
-bool ResizeOnDevice(const torch::Tensor& image, const data::EncodedSample& e, int size, Placement& p) {
+bool ResizeOnDevice(const DeviceResampler& resampler, size_t i, const torch::Tensor& image, const data::EncodedSample& e,
+                    Placement& p) {
   try {
-    p.resized.push_back(CropAndResize(image, e.box, size));
+    p.resized.push_back(resampler.Resize(i, image));
   } catch (const c10::Error& err) {
     const std::string what = err.what_without_backtrace();
     std::fprintf(stderr, "warning: resizing a %dx%d image on the device failed (%s); decoding it on the host\n",
@@ -161,18 +163,6 @@ bool ResizeOnDevice(const torch::Tensor& image, const data::EncodedSample& e, in
 }
 
 }  // namespace
-
-torch::Tensor CropAndResize(const torch::Tensor& image, const data::Box& box, int size) {
-  const int64_t h = image.size(0), w = image.size(1);
-  const int64_t x = std::clamp<int64_t>(std::lround(box.x), 0, w - 1);
-  const int64_t y = std::clamp<int64_t>(std::lround(box.y), 0, h - 1);
-  const int64_t cw = std::clamp<int64_t>(std::lround(box.w), 1, w - x);
-  const int64_t ch = std::clamp<int64_t>(std::lround(box.h), 1, h - y);
-  const torch::Tensor crop = image.narrow(0, y, ch).narrow(1, x, cw).permute({2, 0, 1}).unsqueeze(0);
-  // One kernel from the strided uint8 view to the planar float the resampler reads.
-  torch::Tensor planar = torch::empty({1, 3, ch, cw}, image.options().dtype(torch::kFloat32)).copy_(crop);
-  return at::_upsample_bilinear2d_aa(planar, {size, size}, /*align_corners=*/false);
-}
 
 DeviceBatchAssembler::DeviceBatchAssembler(std::unique_ptr<JpegBatchDecoder> decoder, const torch::Device& device,
                                            int64_t max_image_pixels)
@@ -237,9 +227,14 @@ torch::Tensor DeviceBatchAssembler::Build(data::Batch& batch) {
     std::iota(p.host_slots.begin(), p.host_slots.end(), 0);
   }
   const std::vector<torch::Tensor> images = DecodeOnDevice(batch);
+  std::vector<DeviceResampler::Crop> crops;
+  for (size_t i = 0; i < batch.encoded.size(); ++i) {
+    crops.push_back({batch.encoded[i].height, batch.encoded[i].width, batch.encoded[i].box});
+  }
+  const DeviceResampler resampler(crops, batch.image_size, device_);
   for (size_t i = 0; i < batch.encoded.size(); ++i) {
     const data::EncodedSample& e = batch.encoded[i];
-    if (images[i].defined() && ResizeOnDevice(images[i], e, batch.image_size, p)) continue;
+    if (images[i].defined() && ResizeOnDevice(resampler, i, images[i], e, p)) continue;
     ++host_decoded_;
     if (DecodeOnHost(e, batch)) {
       p.host_slots.push_back(e.slot);

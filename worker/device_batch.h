@@ -1,7 +1,7 @@
-// Training batches finished on the training device. The loader leaves plain JPEGs encoded
+// Batches finished on the training device. The loader leaves plain JPEGs encoded
 // (data::LoaderOptions::hand_on_jpegs_up_to_pixels) with the crop and flip it drew for them; here
 // they are decoded in one batch on the device (nvJPEG on a GPU: worker/nvjpeg_decoder.h), each
-// cropped and resized with ATen's antialiased bilinear filter (as the loader's resampler and PIL),
+// cropped and resized there with the loader's own filter (worker/device_resize.h),
 // mirrored where drawn, and put in their slots beside the images the loader decoded. So the host's
 // cores only read files and parse headers.
 //
@@ -39,10 +39,6 @@ class JpegBatchDecoder {
   // For the log: what decodes ("nvJPEG, hardware decoder").
   virtual std::string Describe() const = 0;
 };
-
-// `box` (integer pixel coordinates, clamped to the image) of a uint8 HWC image, resized to
-// size × size with the antialiased bilinear filter: float [1, 3, size, size], values 0..255.
-torch::Tensor CropAndResize(const torch::Tensor& image, const data::Box& box, int size);
 
 class DeviceBatchAssembler {
  public:

@@ -188,7 +188,7 @@ class Training {
   bool BenchStep(int batch_images);
   std::optional<StagedBatch> NextTrainBatch();
   std::unique_ptr<Normalizer> norm_;
-  // --gpu-decode: training batches' JPEGs decoded on the GPU (null otherwise).
+  // --gpu-decode: JPEGs decoded on the GPU (null otherwise).
   std::unique_ptr<DeviceBatchAssembler> assembler_;
   std::optional<DecodeShare> decode_share_;  // how much of it the GPU takes
   void SetUpGpuDecode();
@@ -749,10 +749,15 @@ double Training::Validate(int64_t epoch) {
   progress::ScopedSection eval_section(reports_, "eval");
   model_->eval();
   torch::NoGradGuard no_grad;
+  if (assembler_) {
+    // The GPU takes the share of the JPEGs that training balanced: it is set by both decoders'
+    // speeds per image, which a centre crop does not change.
+    val_loader_->SetHandOnShare(assembler_->decoder_in_use() ? decode_share_->share() : 0.0);
+  }
   val_loader_->StartEpoch(0);
   double loss = 0, c1 = 0, c5 = 0, n = 0;
   while (std::optional<data::Batch> next = val_loader_->Next()) {
-    std::optional<StagedBatch> b = Stage(std::move(*next), cuda_);
+    std::optional<StagedBatch> b = Stage(std::move(*next), cuda_, assembler_.get());
     AutocastScope autocast(autocast_, cuda_, autocast_dtype_);
     torch::Tensor logits = model_->forward(ToInput(*b, o_.channels_last, device_, *norm_)).to(torch::kFloat32);
     torch::Tensor y = b->labels.to(device_, /*non_blocking=*/true);

@@ -17,7 +17,9 @@
 #include "worker/batch_norm_relu.h"
 #include "worker/cudnn_batch_norm_relu.h"
 #include "worker/data/decode.h"
+#include "worker/data/transforms.h"
 #include "worker/device_batch.h"
+#include "worker/device_resize.h"
 #include "worker/device_step.h"
 #include "worker/foreach_sgd.h"
 #include "worker/grad_scaler.h"
@@ -439,7 +441,7 @@ TEST(CudaTest, TrainingWithoutCudaGraphsLearns) {
   ExpectLearns("fp16", /*graphs=*/false);
 }
 
-// The loader hands the JPEGs on; nvJPEG decodes them on the GPU, ATen crops and resizes them there.
+// The loader hands the JPEGs on; nvJPEG decodes them on the GPU, where they are cropped and resized.
 TEST(CudaTest, TrainingWithJpegsDecodedOnTheGpuLearns) {
   SKIP_WITHOUT_CUDA();
   if (!NvJpegBuilt()) GTEST_SKIP() << "built without nvJPEG (no nvjpeg.h or libnvjpeg found)";
@@ -498,6 +500,27 @@ TEST(CudaTest, NvJpegDecodesABatchAsTurboJpegDoes) {
   got = (*nv)->Decode(views);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE((*got)[0].defined());  // 500x375
+}
+
+// The GPU's resize is the loader's resampler (the same taps) to float rounding, fractional
+// validation boxes included; no nvJPEG needed.
+TEST(CudaTest, CropAndResizeOnTheGpuIsTheLoadersResampler) {
+  SKIP_WITHOUT_CUDA();
+  torch::manual_seed(5);
+  data::Image src;
+  src.width = 500;
+  src.height = 375;
+  const torch::Tensor image = torch::randint(0, 256, {src.height, src.width, 3}, torch::kUInt8);
+  src.rgb.assign(image.data_ptr<uint8_t>(), image.data_ptr<uint8_t>() + image.numel());
+  for (const data::Box& box : {data::Box{31, 17, 300, 211}, data::CenterCropBox(500, 375, 256, 224)}) {
+    std::vector<uint8_t> want(224 * 224 * 3);
+    data::ResizeCrop(src, box, 224, 224, /*flip=*/false, want.data());
+    const torch::Tensor got = CropAndResize(image.cuda(), box, 224).add(0.5).floor().clamp(0, 255).cpu();
+    const torch::Tensor diff =
+        (got.to(torch::kInt32) - torch::from_blob(want.data(), {224, 224, 3}, torch::kUInt8).to(torch::kInt32)).abs();
+    std::printf("box at %.2f,%.2f: max |diff| %d\n", box.x, box.y, diff.max().item<int>());
+    EXPECT_LE(diff.max().item<int>(), 1);
+  }
 }
 
 // The loader's JPEGs decoded, cropped, resized and flipped on the GPU, on the decode stream, read on

@@ -55,10 +55,14 @@ std::unique_ptr<data::Dataset> Folder(int images, const std::vector<std::pair<st
   return std::move(data::OpenImageFolder(root).value());
 }
 
-std::vector<data::Batch> Epoch(const data::Dataset& ds, bool hand_on) {
+// Training batches (random crops and flips), or validation batches (centre crops) where !train.
+std::vector<data::Batch> Epoch(const data::Dataset& ds, bool hand_on, bool train = true) {
   data::LoaderOptions o;
+  o.train = train;
   o.batch_size = 4;
-  o.image_size = 24;
+  // Validation's centre crops keep 7/8 of the shorter side, at most 48 pixels here: at 32 none of
+  // them is decoded at half scale (libjpeg's DCT scaling), so both sides resample the same pixels.
+  o.image_size = train ? 24 : 32;
   o.seed = 11;
   o.hand_on_jpegs_up_to_pixels = hand_on ? kDeviceDecodeMaxPixels : 0;
   return data::testing::AllBatches(ds, o, 2);
@@ -70,50 +74,40 @@ torch::Tensor LoaderPixels(const data::Batch& b) {
       .clone();
 }
 
-TEST(CropAndResizeTest, TheWholeImageAtItsOwnSizeIsTheImage) {
-  const torch::Tensor image = torch::randint(0, 256, {24, 24, 3}, torch::kUInt8);
-  const torch::Tensor out = CropAndResize(image, data::Box{0, 0, 24, 24}, 24);
-  ASSERT_EQ(out.sizes(), (std::vector<int64_t>{1, 3, 24, 24}));
-  EXPECT_TRUE(out.round().to(torch::kUInt8)[0].permute({1, 2, 0}).equal(image));
-}
-
-TEST(CropAndResizeTest, ABoxOutsideTheImageIsClampedToIt) {
-  const torch::Tensor image = torch::full({10, 20, 3}, 7, torch::kUInt8);
-  const torch::Tensor out = CropAndResize(image, data::Box{15, -4, 30, 50}, 8);
-  EXPECT_EQ(out.sizes(), (std::vector<int64_t>{1, 3, 8, 8}));
-  EXPECT_TRUE(out.round().eq(7).all().item<bool>());
-}
-
-// Decoded whole, cropped and resized with ATen: the loader's pixels within a few levels (its
-// JPEG decode may run at 1/2 scale and its resampler rounds differently), flips included.
+// Decoded whole, cropped and resized on the device: the loader's pixels within a few levels (its
+// JPEG decode may run at 1/2 scale), flips included; the validation's centre crops too.
 TEST(DeviceBatchAssemblerTest, AssembledBatchesAreTheLoadersWithinAFewLevels) {
   auto ds = Folder(10, {{"c1/grey.jpg", data::testing::JpegWithFormat(30, 30, TJPF_GRAY, TJSAMP_GRAY)},
                         {"c0/png.png", data::testing::Png(30, 30)}});
-  const std::vector<data::Batch> want = Epoch(*ds, false);
-  std::vector<data::Batch> got = Epoch(*ds, true);
-  auto decoder = std::make_unique<HostFullDecoder>();
-  DeviceBatchAssembler assembler(std::move(decoder), torch::kCPU);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t b = 0; b < got.size(); ++b) {
-    const torch::Tensor pixels = assembler.Assemble(got[b]);
-    ASSERT_EQ(got[b].count, want[b].count);
-    EXPECT_EQ(got[b].labels, want[b].labels);
-    const torch::Tensor diff = (pixels.to(torch::kInt32) - LoaderPixels(want[b]).to(torch::kInt32)).abs();
-    EXPECT_LT(diff.to(torch::kFloat32).mean().item<float>(), 0.5f) << "batch " << b;
-    EXPECT_LE(diff.max().item<int>(), 8) << "batch " << b;
+  for (const bool train : {true, false}) {
+    SCOPED_TRACE(train ? "training batches" : "validation batches");
+    const std::vector<data::Batch> want = Epoch(*ds, false, train);
+    std::vector<data::Batch> got = Epoch(*ds, true, train);
+    auto decoder = std::make_unique<HostFullDecoder>();
+    DeviceBatchAssembler assembler(std::move(decoder), torch::kCPU);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t b = 0; b < got.size(); ++b) {
+      const torch::Tensor pixels = assembler.Assemble(got[b]);
+      ASSERT_EQ(got[b].count, want[b].count);
+      EXPECT_EQ(got[b].labels, want[b].labels);
+      const torch::Tensor diff = (pixels.to(torch::kInt32) - LoaderPixels(want[b]).to(torch::kInt32)).abs();
+      // Training crops may be decoded at half scale by the loader, not by the device.
+      EXPECT_LT(diff.to(torch::kFloat32).mean().item<float>(), train ? 0.5f : 0.01f) << "batch " << b;
+      EXPECT_LE(diff.max().item<int>(), train ? 8 : 1) << "batch " << b;
+    }
+    EXPECT_EQ(assembler.device_decoded(), 10);
+    EXPECT_EQ(assembler.host_decoded(), 0);
+    // One timing per batch, for the decode share; taken once.
+    const std::vector<DeviceBatchAssembler::DeviceTiming> timings = assembler.TakeDeviceTimings();
+    ASSERT_EQ(timings.size(), got.size());
+    int images = 0;
+    for (const auto& t : timings) {
+      images += t.images;
+      EXPECT_GT(t.seconds, 0);
+    }
+    EXPECT_EQ(images, 10);
+    EXPECT_TRUE(assembler.TakeDeviceTimings().empty());
   }
-  EXPECT_EQ(assembler.device_decoded(), 10);
-  EXPECT_EQ(assembler.host_decoded(), 0);
-  // One timing per batch, for the decode share; taken once.
-  const std::vector<DeviceBatchAssembler::DeviceTiming> timings = assembler.TakeDeviceTimings();
-  ASSERT_EQ(timings.size(), got.size());
-  int images = 0;
-  for (const auto& t : timings) {
-    images += t.images;
-    EXPECT_GT(t.seconds, 0);
-  }
-  EXPECT_EQ(images, 10);
-  EXPECT_TRUE(assembler.TakeDeviceTimings().empty());
 }
 
 // What the device decoder leaves is decoded on the host exactly as the loader would have.

@@ -129,7 +129,7 @@ Batch Loader::Build(int64_t epoch, size_t batch, const std::vector<size_t>& indi
   const auto start = std::chrono::steady_clock::now();
   const int s = options_.image_size;
   const size_t image_bytes = static_cast<size_t>(s) * s * 3;
-  const int64_t hand_on_limit = options_.train ? options_.hand_on_jpegs_up_to_pixels : 0;
+  const int64_t hand_on_limit = options_.hand_on_jpegs_up_to_pixels;
   Batch out;
   out.epoch = epoch;
   out.index = batch;

@@ -37,7 +37,8 @@ struct LoaderOptions {
   int64_t max_image_pixels = Decoder::kDefaultMaxPixels;
   // > 0: JPEGs that any decoder takes (ImageInfo::plain_ycbcr) of at most this many pixels are
   // handed on encoded (Batch::encoded) instead of decoded, as many of them as
-  // Loader::SetHandOnShare says. Training batches only.
+  // Loader::SetHandOnShare says. Training and validation alike: the box is the random crop or the
+  // centre crop.
   int64_t hand_on_jpegs_up_to_pixels = 0;
 };
 

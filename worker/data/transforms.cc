@@ -42,18 +42,8 @@ Box CenterCropBox(int width, int height, int resize_to, int crop) {
   return Box{left * sx, top * sy, crop * sx, crop * sy};
 }
 
-namespace {
-
-// Triangle-filter taps for one output axis (PIL's antialiased bilinear).
-struct Taps {
-  std::vector<int> start;     // first source index per output
-  std::vector<int> count;     // taps per output
-  std::vector<float> weight;  // count[i] weights per output, at offset i * max_taps
-  int max_taps = 0;
-};
-
-Taps ComputeTaps(double offset, double extent, int in_size, int out_size) {
-  Taps t;
+ResampleTaps ComputeResampleTaps(double offset, double extent, int in_size, int out_size) {
+  ResampleTaps t;
   const double scale = extent / out_size;
   const double support = std::max(1.0, scale);
   t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
@@ -62,7 +52,7 @@ Taps ComputeTaps(double offset, double extent, int in_size, int out_size) {
   t.weight.assign(static_cast<size_t>(out_size) * t.max_taps, 0.f);
   for (int o = 0; o < out_size; ++o) {
     double center = offset + (o + 0.5) * scale;
-    int lo = std::max(0, static_cast<int>(std::floor(center - support)));
+    int lo = std::clamp(static_cast<int>(std::floor(center - support)), 0, in_size - 1);
     int hi = std::min(in_size, static_cast<int>(std::ceil(center + support)));
     double total = 0;
     int n = 0;
@@ -80,11 +70,9 @@ Taps ComputeTaps(double offset, double extent, int in_size, int out_size) {
   return t;
 }
 
-}  // namespace
-
 void ResizeCrop(const Image& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst) {
-  Taps tx = ComputeTaps(box.x, box.w, src.width, out_w);
-  Taps ty = ComputeTaps(box.y, box.h, src.height, out_h);
+  const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, src.width, out_w);
+  const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, src.height, out_h);
   // Vertical pass first over only the source columns the box touches, then horizontal.
   const int x0 = tx.start.front();
   const int x1 = tx.start.back() + tx.count.back();

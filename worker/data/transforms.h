@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "worker/data/image.h"
 
@@ -23,6 +24,20 @@ Box RandomResizedCropBox(int width, int height, std::mt19937_64& rng, const Rand
 // Validation: the box that `Resize(resize_to)` (shorter side) + `CenterCrop(crop)` keeps, in the
 // original image's coordinates.
 Box CenterCropBox(int width, int height, int resize_to, int crop);
+
+// One output axis of the resampler, an antialiased bilinear (triangle) filter: output o is the
+// sum over k < count[o] of source sample start[o] + k times weight[o * max_taps + k] (the weights
+// sum to 1; those past count[o] are 0). The host's ResizeCrop and the GPU's resize (worker/
+// device_batch.h) both use these, so they agree to float rounding.
+struct ResampleTaps {
+  std::vector<int> start;
+  std::vector<int> count;
+  std::vector<float> weight;
+  int max_taps = 0;
+};
+// Taps that map `extent` source samples from `offset` onto `out_size` outputs, reading only
+// samples in [0, in_size): every start is inside, past the edge a count is short or 0.
+ResampleTaps ComputeResampleTaps(double offset, double extent, int in_size, int out_size);
 
 // Resamples `box` of `src` (box in src coordinates) to out_w × out_h into `dst` (HWC, row stride
 // out_w * 3), mirrored horizontally if `flip`.

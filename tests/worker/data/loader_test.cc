@@ -101,54 +101,59 @@ TEST(LoaderTest, CorruptFilesAreSkippedAndCountedOddFormatsDecoded) {
 // A consumer that decodes JPEGs itself gets each with the crop and flip the loader would have used:
 // decoding it as the loader does gives the loader's own pixels, bit for bit. Grey, PNG and JPEGs
 // over the size limit are decoded here, in their slots.
+// Training (random crop and flip) and validation (centre crop) batches alike.
 TEST(LoaderTest, HandedOnJpegsCarryWhatTheLoaderWouldHaveDecoded) {
   std::string root = MakeTempDir() + "/ds";
   for (int i = 0; i < 9; ++i) WriteFile(root + "/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".jpg", Jpeg(40 + 3 * i, 30 + i, i));
   WriteFile(root + "/c1/grey.jpg", testing::JpegWithFormat(24, 24, TJPF_GRAY, TJSAMP_GRAY));
   WriteFile(root + "/c0/png_named.jpg", testing::Png(24, 24));
   auto ds = std::move(OpenImageFolder(root).value());
-  LoaderOptions o;
-  o.batch_size = 4;
-  o.image_size = 20;
-  o.seed = 5;
-  const std::vector<Batch> decoded = AllBatches(*ds, o, 1);
-  o.hand_on_jpegs_up_to_pixels = 55 * 36;  // the largest three JPEGs stay with the loader
-  const std::vector<Batch> handed_on = AllBatches(*ds, o, 1);
+  for (const bool train : {true, false}) {
+    SCOPED_TRACE(train ? "training batches" : "validation batches");
+    LoaderOptions o;
+    o.batch_size = 4;
+    o.image_size = 20;
+    o.seed = 5;
+    o.train = train;
+    const std::vector<Batch> decoded = AllBatches(*ds, o, 1);
+    o.hand_on_jpegs_up_to_pixels = 55 * 36;  // the largest three JPEGs stay with the loader
+    const std::vector<Batch> handed_on = AllBatches(*ds, o, 1);
 
-  ASSERT_EQ(decoded.size(), handed_on.size());
-  const size_t image_bytes = 20 * 20 * 3;
-  Decoder decoder;
-  int encoded = 0;
-  for (size_t b = 0; b < decoded.size(); ++b) {
-    const Batch& want = decoded[b];
-    const Batch& got = handed_on[b];
-    ASSERT_EQ(got.count, want.count);
-    EXPECT_EQ(got.labels, want.labels);
-    ASSERT_EQ(got.pixels.size(), got.pixel_slots.size() * image_bytes);
-    std::vector<int> seen(static_cast<size_t>(got.count), 0);
-    for (size_t k = 0; k < got.pixel_slots.size(); ++k) {
-      const int slot = got.pixel_slots[k];
-      ++seen[static_cast<size_t>(slot)];
-      EXPECT_TRUE(std::equal(got.pixels.begin() + k * image_bytes, got.pixels.begin() + (k + 1) * image_bytes,
-                             want.pixels.begin() + slot * image_bytes));
+    ASSERT_EQ(decoded.size(), handed_on.size());
+    const size_t image_bytes = 20 * 20 * 3;
+    Decoder decoder;
+    int encoded = 0, flipped = 0;
+    for (size_t b = 0; b < decoded.size(); ++b) {
+      const Batch& want = decoded[b];
+      const Batch& got = handed_on[b];
+      ASSERT_EQ(got.count, want.count);
+      EXPECT_EQ(got.labels, want.labels);
+      ASSERT_EQ(got.pixels.size(), got.pixel_slots.size() * image_bytes);
+      std::vector<int> seen(static_cast<size_t>(got.count), 0);
+      for (size_t k = 0; k < got.pixel_slots.size(); ++k) {
+        const int slot = got.pixel_slots[k];
+        ++seen[static_cast<size_t>(slot)];
+        EXPECT_TRUE(std::equal(got.pixels.begin() + k * image_bytes, got.pixels.begin() + (k + 1) * image_bytes,
+                               want.pixels.begin() + slot * image_bytes));
+      }
+      for (const EncodedSample& e : got.encoded) {
+        ++seen[static_cast<size_t>(e.slot)];
+        ++encoded;
+        flipped += e.flip;
+        EXPECT_LE(e.width * e.height, 55 * 36);
+        std::vector<uint8_t> px(image_bytes);
+        ASSERT_TRUE(DecodeAndCrop(decoder, e.bytes, e.box, e.flip, 20, px.data()).ok());
+        EXPECT_TRUE(std::equal(px.begin(), px.end(), want.pixels.begin() + e.slot * image_bytes)) << "slot " << e.slot;
+      }
+      for (int n : seen) EXPECT_EQ(n, 1);  // every slot once, in `pixels` or in `encoded`
     }
-    for (const EncodedSample& e : got.encoded) {
-      ++seen[static_cast<size_t>(e.slot)];
-      ++encoded;
-      EXPECT_LE(e.width * e.height, 55 * 36);
-      std::vector<uint8_t> px(image_bytes);
-      ASSERT_TRUE(DecodeAndCrop(decoder, e.bytes, e.box, e.flip, 20, px.data()).ok());
-      EXPECT_TRUE(std::equal(px.begin(), px.end(), want.pixels.begin() + e.slot * image_bytes)) << "slot " << e.slot;
+    EXPECT_EQ(encoded, 6);  // 9 RGB JPEGs less the 3 over the limit; not the grey one, not the PNG
+    if (!train) {
+      EXPECT_EQ(flipped, 0);
     }
-    for (int n : seen) EXPECT_EQ(n, 1);  // every slot once, in `pixels` or in `encoded`
   }
-  EXPECT_EQ(encoded, 6);  // 9 RGB JPEGs less the 3 over the limit; not the grey one, not the PNG
-
-  o.train = false;  // validation decodes everything itself
-  for (const Batch& b : AllBatches(*ds, o, 0)) EXPECT_TRUE(b.encoded.empty() && b.pixel_slots.empty());
 }
 
-// The consumer's share of the JPEGs: none, about half (the same half for the same share), all.
 TEST(LoaderTest, TheHandOnShareDecidesHowManyJpegsAreHandedOn) {
   auto ds = SmallFolder(40, false);  // 80 JPEGs
   LoaderOptions o;
