@@ -18,7 +18,78 @@ LaggedReadback::Values ReadNow(const torch::Tensor& values, int64_t tag) {
   return {std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + v.numel()), tag};
 }
 
+// Zeroes the gradients where they are: backward then adds into them, so a step run eagerly next
+// to a CUDA graph leaves the gradients at the addresses the graph reads.
+void ZeroGradients(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : model.parameters()) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
+// The first line of an exception's message.
+std::string FirstLine(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
 }  // namespace
+
+void ClearGradients(torch::nn::Module& model) {
+  for (torch::Tensor& p : model.parameters()) p.mutable_grad() = torch::Tensor();
+}
+
+GraphedStep::GraphedStep(torch::nn::Module& model, const torch::Device& device, bool graphs, Body body, Log log)
+    : model_(model),
+      device_(device),
+      body_(std::move(body)),
+      log_(std::move(log)),
+      schedule_(graphs && device.is_cuda() && StepGraph::Supported()) {}
+
+GraphedStep::~GraphedStep() = default;
+
+torch::Tensor GraphedStep::Run(const torch::Tensor& pixels, const torch::Tensor& labels, int full_batch) {
+  const int count = static_cast<int>(pixels.size(0)), image_size = static_cast<int>(pixels.size(1));
+  CaptureSchedule::Decision d = schedule_.Next(image_size, count, full_batch);
+  if (d.drop_graph) graph_.reset();  // a new size: its gradients and buffers go with it
+  if (d.action == CaptureSchedule::Action::kCapture) {
+    const bool captured = Capture(pixels, labels);
+    schedule_.CaptureDone(captured);
+    d.action = captured ? CaptureSchedule::Action::kReplay : CaptureSchedule::Action::kEager;
+  }
+  if (d.action == CaptureSchedule::Action::kReplay) {
+    graph_pixels_.copy_(pixels, /*non_blocking=*/true);
+    graph_labels_.copy_(labels, /*non_blocking=*/true);
+    graph_->Replay();
+    return graph_->outputs()[0];
+  }
+  if (d.action == CaptureSchedule::Action::kEagerBesideGraph) {
+    ZeroGradients(model_);
+  } else {
+    ClearGradients(model_);
+  }
+  return body_(pixels.to(device_, /*non_blocking=*/true), labels.to(device_, /*non_blocking=*/true));
+}
+
+bool GraphedStep::Capture(const torch::Tensor& pixels, const torch::Tensor& labels) {
+  const auto on = torch::TensorOptions().device(device_);
+  graph_pixels_ = torch::empty(pixels.sizes(), on.dtype(torch::kUInt8));
+  graph_labels_ = torch::empty(labels.sizes(), on.dtype(torch::kInt64));
+  ClearGradients(model_);  // backward makes them anew, in the graph's memory
+  auto graph = std::make_unique<StepGraph>();
+  try {
+    graph->Capture([this] { return std::vector<torch::Tensor>{body_(graph_pixels_, graph_labels_)}; });
+  } catch (const std::exception& e) {
+    log_("warning: the step could not be captured as a CUDA graph (" + FirstLine(e) + "); it runs eagerly");
+    ClearGradients(model_);
+    graph_pixels_ = graph_labels_ = torch::Tensor();
+    return false;
+  }
+  graph_ = std::move(graph);
+  log_("=> CUDA graph: the step (batch " + std::to_string(pixels.size(0)) + " at " + std::to_string(pixels.size(1)) +
+       " px) is captured and replayed from now on");
+  return true;
+}
 
 std::vector<LaggedReadback::Values> LaggedReadback::Take(bool all) {
   std::vector<Values> out(std::make_move_iterator(ready_.begin()), std::make_move_iterator(ready_.end()));

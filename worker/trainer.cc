@@ -111,25 +111,6 @@ torch::Tensor ToInput(const StagedBatch& b, bool channels_last, const torch::Dev
   return Normalize(b.pixels.to(device, /*non_blocking=*/true), channels_last, norm);
 }
 
-// Drops the gradients instead of zeroing them: backward then hands its fresh gradient tensors to
-// the parameters, saving a fill and an add per parameter (PyTorch's zero_grad(set_to_none=True)).
-void ClearGradients(torch::nn::Module& model) {
-  for (torch::Tensor& p : model.parameters()) p.mutable_grad() = torch::Tensor();
-}
-
-// Zeroes the gradients where they are: backward then adds into them, so a step run eagerly next
-// to a CUDA graph leaves the gradients at the addresses the graph reads.
-void ZeroGradients(torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  for (torch::Tensor& p : model.parameters()) {
-    if (p.grad().defined()) p.mutable_grad().zero_();
-  }
-}
-
-// Eager steps at a batch shape before the step is captured: cuDNN times its algorithms and the
-// optimizer makes its state in the first one; capture wants neither inside it.
-constexpr int kEagerStepsBeforeCapture = 3;
-
 // Correct top-1 and top-5 predictions in the batch.
 std::pair<int64_t, int64_t> TopK(const torch::Tensor& logits, const torch::Tensor& target) {
   int64_t k = std::min<int64_t>(5, logits.size(1));
@@ -203,10 +184,7 @@ class Training {
   // The step on the GPU without host syncs (worker/device_step.h): CUDA LibTorch 2.4+, one process.
   bool device_step_ = false;
   torch::Tensor lr_t_;  // the learning rate on the device, set before each step
-  std::unique_ptr<StepGraph> graph_;
-  std::pair<int, int> graph_shape_{0, 0};  // (image size, batch) that graph_ and the warm-up count are for
-  int eager_steps_at_shape_ = 0;
-  torch::Tensor graph_pixels_, graph_labels_;  // the graph's inputs, refilled before each replay
+  std::optional<GraphedStep> graphed_step_;
   LaggedReadback readback_;  // per step: loss, correct top-1, overflow flag, loss scale
   bool last_loss_finite_ = true;
   // The step kernel by kernel, reading the loss and the scaler's overflow flag back (the CPU, and
@@ -217,8 +195,6 @@ class Training {
   // The step on one GPU, queued or replayed with nothing read back; the next batch meanwhile.
   void StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait);
   void SetUpDeviceStep();
-  void QueueStepOnDevice(const StagedBatch& b, double lr);
-  void CaptureStep(const StagedBatch& b);
   torch::Tensor QueueStepBody(const torch::Tensor& pixels, const torch::Tensor& labels);
   int64_t steps_run_ = 0;  // steps taken by this process
   std::unique_ptr<StepProfiler> profiler_;
@@ -260,7 +236,8 @@ LaggedReadback::Values Training::StepReadingBack(std::optional<StagedBatch>& b, 
 void Training::StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait) {
   // The last snapshot's copy is done before this step's update: on the GPU, the host not waiting.
   agreement_->FinishSnapshotBeforeDeviceStep();
-  QueueStepOnDevice(*b, lr);
+  lr_t_.fill_(lr);
+  readback_.Push(graphed_step_->Run(b->pixels, b->labels, loader_batch_), b->batch.count);
   auto fetch_start = Clock::now();
   b = NextTrainBatch();  // while the GPU runs the step
   *data_wait = Seconds(fetch_start, Clock::now());
@@ -278,6 +255,10 @@ void Training::SetUpDeviceStep() {
   device_step_ = true;
   lr_t_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   scaler_->KeepStateOn(device_);
+  graphed_step_.emplace(
+      *model_, device_, o_.cuda_graphs,
+      [this](const torch::Tensor& pixels, const torch::Tensor& labels) { return QueueStepBody(pixels, labels); },
+      [this](const std::string& line) { Log("%s", line.c_str()); });
   Log("=> the step runs on the GPU without host syncs; CUDA graphs %s", o_.cuda_graphs ? "on" : "off (--no-cuda-graphs)");
 }
 
@@ -300,55 +281,6 @@ torch::Tensor Training::QueueStepBody(const torch::Tensor& pixels, const torch::
   torch::Tensor overflow = found_inf.defined() ? found_inf.reshape({}) : torch::zeros({}, f32);
   torch::Tensor scale = scaler_->state_on_device() ? scaler_->scale_on_device().reshape({}) : torch::ones({}, f32);
   return torch::stack({loss.detach().to(torch::kFloat32), correct, overflow, scale});
-}
-
-void Training::QueueStepOnDevice(const StagedBatch& b, double lr) {
-  lr_t_.fill_(lr);
-  const int count = b.batch.count;
-  const bool full = count == loader_batch_;  // a last partial batch runs eagerly
-  if (full && std::make_pair(b.batch.image_size, count) != graph_shape_) {
-    graph_.reset();  // a new size: warm up at it, then capture anew
-    graph_shape_ = {b.batch.image_size, count};
-    eager_steps_at_shape_ = 0;
-  }
-  if (full && !graph_ && o_.cuda_graphs && eager_steps_at_shape_ >= kEagerStepsBeforeCapture) CaptureStep(b);
-  if (full && graph_) {
-    graph_pixels_.copy_(b.pixels, /*non_blocking=*/true);
-    graph_labels_.copy_(b.labels, /*non_blocking=*/true);
-    graph_->Replay();
-    readback_.Push(graph_->outputs()[0], count);
-    return;
-  }
-  torch::Tensor pixels = b.pixels.to(device_, /*non_blocking=*/true);
-  torch::Tensor labels = b.labels.to(device_, /*non_blocking=*/true);
-  if (graph_) {
-    ZeroGradients(*model_);
-  } else {
-    ClearGradients(*model_);
-  }
-  readback_.Push(QueueStepBody(pixels, labels), count);
-  if (full) ++eager_steps_at_shape_;
-}
-
-void Training::CaptureStep(const StagedBatch& b) {
-  const auto on = torch::TensorOptions().device(device_);
-  graph_pixels_ = torch::empty(b.pixels.sizes(), on.dtype(torch::kUInt8));
-  graph_labels_ = torch::empty(b.labels.sizes(), on.dtype(torch::kInt64));
-  ClearGradients(*model_);  // backward makes them anew, in the graph's memory
-  auto graph = std::make_unique<StepGraph>();
-  try {
-    graph->Capture([this] { return std::vector<torch::Tensor>{QueueStepBody(graph_pixels_, graph_labels_)}; });
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    what = what.substr(0, what.find('\n'));
-    Log("warning: the step could not be captured as a CUDA graph (%s); it runs eagerly", what.c_str());
-    o_.cuda_graphs = false;
-    ClearGradients(*model_);
-    return;
-  }
-  graph_ = std::move(graph);
-  Log("=> CUDA graph: the step (batch %d at %d px) is captured and replayed from now on", b.batch.count,
-      b.batch.image_size);
 }
 
 std::optional<StagedBatch> Training::NextTrainBatch() {
