@@ -155,7 +155,7 @@ theirs ref_jpeg_fp16_w16 "$work/jpeg/" --amp fp16 -j 16 $real
 
 # -V: the tests' own lines (decoders' differences, snapshot costs) reach steps.log and ctest.log.
 step cuda_tests 300 ctest --test-dir "$build" -L cuda -E "$ctest_exclude" --no-tests=error -V --timeout 90
-grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs|decoded on the GPU|mean \|diff\||decoder:|snapshot of|truncated|not taken" \
+grep -E "tests passed|Failed|\*\*\*|Passed|Skipped|captured|without host syncs|decoded on the GPU|(mean|max) \|diff\||decoder:|snapshot of|truncated|not taken" \
   "$log" | tail -60 >"$out/ctest.log" 2>/dev/null
 
 ours ours_synthetic_bf16 $syn --amp bf16

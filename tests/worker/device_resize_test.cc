@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/worker/resize_check.h"
 #include "worker/data/transforms.h"
 
 namespace dtrun::worker {
@@ -20,27 +21,19 @@ TEST(CropAndResizeTest, TheWholeImageAtItsOwnSizeIsTheImage) {
 // fractional centre crops, shrinking and enlarging, and boxes that reach past the image.
 TEST(CropAndResizeTest, ResizesAsTheLoadersResamplerDoes) {
   torch::manual_seed(3);
-  data::Image src;
-  src.width = 53;
-  src.height = 37;
-  const torch::Tensor image = torch::randint(0, 256, {src.height, src.width, 3}, torch::kUInt8);
-  src.rgb.assign(image.data_ptr<uint8_t>(), image.data_ptr<uint8_t>() + image.numel());
+  const torch::Tensor image = torch::randint(0, 256, {37, 53, 3}, torch::kUInt8);
   const std::vector<std::pair<data::Box, int>> cases = {
-      {{0, 0, 53, 37}, 16},                                           // the whole image, shrunk
-      {{5, 3, 20, 30}, 24},                                           // a training crop
-      {data::CenterCropBox(53, 37, 18, 16), 16},                      // validation: fractional
-      {{10.25, 2.5, 7.5, 9.75}, 20},                                  // enlarged
-      {{40, -4, 30, 50}, 8},                                          // past two edges
+      {{0, 0, 53, 37}, 16},                       // the whole image, shrunk
+      {{5, 3, 20, 30}, 24},                       // a training crop
+      {data::CenterCropBox(53, 37, 18, 16), 16},  // validation: fractional
+      {{10.25, 2.5, 7.5, 9.75}, 20},              // enlarged
+      {{40, -4, 30, 50}, 8},                      // past two edges
   };
   for (const auto& [box, size] : cases) {
     SCOPED_TRACE(::testing::Message() << "box " << box.x << "," << box.y << " " << box.w << "x" << box.h << " to " << size);
-    std::vector<uint8_t> want(static_cast<size_t>(size) * size * 3);
-    data::ResizeCrop(src, box, size, size, /*flip=*/false, want.data());
-    const torch::Tensor got = CropAndResize(image, box, size).add(0.5).floor().clamp(0, 255).to(torch::kInt32);
-    const torch::Tensor diff =
-        (got - torch::from_blob(want.data(), {size, size, 3}, torch::kUInt8).to(torch::kInt32)).abs();
-    EXPECT_LE(diff.max().item<int>(), 1);
-    EXPECT_LT(diff.to(torch::kFloat32).mean().item<float>(), 0.01f);
+    const testing::ResizeDiff diff = testing::DiffFromLoadersResampler(image, box, size, torch::kCPU);
+    EXPECT_LE(diff.max, 1);
+    EXPECT_LT(diff.mean, 0.01f);
   }
 }
 
