@@ -28,6 +28,10 @@ class DecodeShare {
   // The share of JPEGs to hand to the GPU, in [kMin, 1] (or the fixed one).
   double share() const;
   bool fixed() const { return fixed_.has_value(); }
+  // The smoothed measurements (none before the first): one loader thread's, and the GPU's decode
+  // stream's, seconds per image.
+  std::optional<double> loader_seconds_per_image() const { return loader_s_per_image_; }
+  std::optional<double> device_seconds_per_image() const { return device_s_per_image_; }
 
  private:
   static void Smooth(std::optional<double>& average, double sample);

@@ -174,6 +174,11 @@ class Training {
   std::optional<DecodeShare> decode_share_;  // how much of it the GPU takes
   void SetUpGpuDecode();
   void BalanceDecoding(const data::Batch& from_loader);
+  // One of decode_share_'s measurements in ms per image, 0 where there is none (for the benchmark).
+  double DecodeMs(std::optional<double> (DecodeShare::*seconds_per_image)() const) const {
+    const std::optional<double> s = decode_share_ ? (*decode_share_.*seconds_per_image)() : std::nullopt;
+    return s ? *s * 1e3 : 0.0;
+  }
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
   FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
@@ -324,7 +329,9 @@ bool Training::BenchStep(int batch_images) {
                                                    {"cpu_cores_busy", cpu_cores},
                                                    {"gpu_decoded_jpegs", assembler_ ? assembler_->device_decoded() : 0},
                                                    {"host_decoded_jpegs", assembler_ ? assembler_->host_decoded() : 0},
-                                                   {"gpu_decode_share", decode_share_ ? decode_share_->share() : 0.0}}
+                                                   {"gpu_decode_share", decode_share_ ? decode_share_->share() : 0.0},
+                                                   {"gpu_decode_ms_per_image", DecodeMs(&DecodeShare::device_seconds_per_image)},
+                                                   {"loader_decode_ms_per_image", DecodeMs(&DecodeShare::loader_seconds_per_image)}}
                                         .dump()
                                  << "\n";
   }

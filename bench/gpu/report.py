@@ -84,16 +84,18 @@ if any(ips(n) is not None for n, _ in jpeg_rows):
     ref = ips("ref_jpeg_fp16_w16")
     L += ["", "## Feeding it: real JPEGs (500x375), fp16, ResNet-50", "",
           "| input pipeline | images/s | vs reference | CPU cores busy | loader wait/step (ms) | JPEGs on GPU / host "
-          "(GPU's share at the end) |",
-          "|---|---|---|---|---|---|"]
+          "(GPU's share at the end) | decode ms/image: GPU stream, one loader thread |",
+          "|---|---|---|---|---|---|---|"]
     for name, label in jpeg_rows:
         if name not in by_name:
             continue
         gpu, host = result(name, "gpu_decoded_jpegs"), result(name, "host_decoded_jpegs")
         share = result(name, "gpu_decode_share")
         split = f"{gpu} / {host} ({100 * share:.0f}%)" if gpu else ""
+        gpu_ms, loader_ms = result(name, "gpu_decode_ms_per_image"), result(name, "loader_decode_ms_per_image")
+        per_image = f"{fmt(gpu_ms, '.3f')}, {fmt(loader_ms, '.2f')}" if gpu_ms else ""
         L.append(f"| {label} | {fmt(ips(name))} | {ratio(ips(name), ref)} | {fmt(result(name, 'cpu_cores_busy'), '.1f')} | "
-                 f"{fmt(wait_ms(name), '.1f')} | {split} |")
+                 f"{fmt(wait_ms(name), '.1f')} | {split} | {per_image} |")
 
 
 def first_step(name):
