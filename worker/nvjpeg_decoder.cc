@@ -1,6 +1,7 @@
 #include "worker/nvjpeg_decoder.h"
 
 #if DTRUN_WITH_NVJPEG
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <nvjpeg.h>
@@ -47,7 +48,10 @@ class NvJpegDecoder final : public JpegBatchDecoder {
   explicit NvJpegDecoder(const torch::Device& device) : device_(device) {}
   ~NvJpegDecoder() override {
     if (parsed_) nvjpegJpegStreamDestroy(parsed_);
-    if (state_) nvjpegJpegStateDestroy(state_);
+    for (Slot& slot : slots_) {
+      if (slot.used) slot.done.synchronize();  // its batch may still be decoding
+      if (slot.state) nvjpegJpegStateDestroy(slot.state);
+    }
     if (handle_) nvjpegDestroy(handle_);
   }
 
@@ -61,7 +65,9 @@ class NvJpegDecoder final : public JpegBatchDecoder {
       if (s != NVJPEG_STATUS_SUCCESS) handle_ = nullptr;
       DT_RETURN_IF_ERROR(Check(s, "nvjpegCreateEx"));
     }
-    DT_RETURN_IF_ERROR(Check(nvjpegJpegStateCreate(handle_, &state_), "nvjpegJpegStateCreate"));
+    for (Slot& slot : slots_) {
+      DT_RETURN_IF_ERROR(Check(nvjpegJpegStateCreate(handle_, &slot.state), "nvjpegJpegStateCreate"));
+    }
     DT_RETURN_IF_ERROR(Check(nvjpegJpegStreamCreate(handle_, &parsed_), "nvjpegJpegStreamCreate"));
     return absl::OkStatus();
   }
@@ -110,15 +116,19 @@ class NvJpegDecoder final : public JpegBatchDecoder {
       images[j].pitch[0] = static_cast<size_t>(p.width) * 3;
     }
     const int count = static_cast<int>(plan.size());
-    if (count != initialized_for_) {
-      DT_RETURN_IF_ERROR(Check(nvjpegDecodeBatchedInitialize(handle_, state_, count, 1, NVJPEG_OUTPUT_RGBI),
+    Slot& slot = NextSlot();
+    if (count != slot.initialized_for) {
+      DT_RETURN_IF_ERROR(Check(nvjpegDecodeBatchedInitialize(handle_, slot.state, count, 1, NVJPEG_OUTPUT_RGBI),
                                "nvjpegDecodeBatchedInitialize"));
-      initialized_for_ = count;
+      slot.initialized_for = count;
     }
-    const nvjpegStatus_t s = nvjpegDecodeBatched(handle_, state_, data.data(), lengths.data(), images.data(),
-                                                 c10::cuda::getCurrentCUDAStream(device_.index()).stream());
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device_.index());
+    const nvjpegStatus_t s =
+        nvjpegDecodeBatched(handle_, slot.state, data.data(), lengths.data(), images.data(), stream.stream());
+    slot.done.record(stream);  // after a failure too: whatever it queued
+    slot.used = true;
     if (s != NVJPEG_STATUS_SUCCESS) {
-      initialized_for_ = -1;  // a failed batch leaves the state to be reset
+      slot.initialized_for = -1;  // a failed batch leaves the state to be reset
       return Check(s, "nvjpegDecodeBatched");
     }
     for (const Planned& p : plan) {
@@ -128,6 +138,22 @@ class NvJpegDecoder final : public JpegBatchDecoder {
   }
 
  private:
+  // A decode state and the event after the last batch queued with it. Two in turn: the host
+  // fills a state's buffers for batch n+1 while batch n may still be decoding from the other one,
+  // and reuses a state only once its batch (two back, long done as a rule) is.
+  struct Slot {
+    nvjpegJpegState_t state = nullptr;
+    at::cuda::CUDAEvent done;
+    bool used = false;
+    int initialized_for = -1;  // the batch size nvjpegDecodeBatchedInitialize was last called with
+  };
+  Slot& NextSlot() {
+    Slot& slot = slots_[next_slot_];
+    next_slot_ ^= 1;
+    if (slot.used) slot.done.synchronize();
+    return slot;
+  }
+
   // The hardware engines take baseline JPEGs with a single scan and common chroma subsampling.
   bool HardwareTakes(const unsigned char* data, size_t size) {
     int not_supported = 1;
@@ -138,10 +164,10 @@ class NvJpegDecoder final : public JpegBatchDecoder {
 
   torch::Device device_;
   nvjpegHandle_t handle_ = nullptr;
-  nvjpegJpegState_t state_ = nullptr;
+  Slot slots_[2];
+  int next_slot_ = 0;
   nvjpegJpegStream_t parsed_ = nullptr;
   bool hardware_ = false;
-  int initialized_for_ = -1;  // the batch size nvjpegDecodeBatchedInitialize was last called with
 };
 
 }  // namespace
