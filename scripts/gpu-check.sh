@@ -174,8 +174,14 @@ step profile_ours_eager 60 "$bin/train_imagenet" --synthetic --synthetic-size 40
   --profile-out "$work/trace_ours_eager.json"
 step profile_ref_eager 120 "$py" "$repo/bench/gpu/train_ref_gpu.py" --synthetic --amp fp16 $prof -a resnet50 -b "$batch" \
   --profile-out "$work/trace_ref_eager.json"
+# Real JPEGs decoded on the GPU: the decode stream's kernels beside the step's, and any host wait
+# or raw allocation (nvJPEG's own) that it adds.
+step profile_ours_gpudec 60 "$bin/train_imagenet" "$work/jpeg" -j 6 --amp fp16 --gpu-decode $prof -a resnet50 \
+  -b "$batch" --print-freq 1000 --no-tensorboard --output-dir "$work/run_prof_gpudec" \
+  --profile-out "$work/trace_ours_gpudec.json"
 "$py" "$repo/bench/gpu/trace_summary.py" --steps 10 --json "$work/profile.json" ours_graph="$work/trace_ours_graph.json" \
-  ours_eager="$work/trace_ours_eager.json" ref_eager="$work/trace_ref_eager.json" >"$out/profile.txt" 2>&1
+  ours_eager="$work/trace_ours_eager.json" ref_eager="$work/trace_ref_eager.json" \
+  ours_gpudec="$work/trace_ours_gpudec.json" >"$out/profile.txt" 2>&1
 (cd "$work" && tar czf "$out/traces.tar.gz" trace_*.json 2>/dev/null)
 
 # In-memory snapshots of a state on the GPU (issue 28): every step, copied by the GPU's DMA into

@@ -20,6 +20,9 @@ GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch",
             "cudaMemcpyAsync", "cudaMemsetAsync")
 WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+# Allocations that bypass the caching allocators (a library's own, nvJPEG's by default): cudaFree
+# and cudaFreeHost wait for the whole device.
+ALLOCS = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "cudaMallocHost", "cudaFreeHost")
 KINDS = [  # (kind, pattern on the kernel's name), first match wins
     ("optimizer/scaler", r"multi_tensor|fused_sgd|foreach|_amp_|amp_update|non_finite"),
     ("batch norm", r"batch_?norm|bn_fw|bn_bw|welford|BatchNorm"),
@@ -99,6 +102,7 @@ def summarize(events, steps):
         "largest_gaps_ms": [round(g / 1e3, 3) for g in sorted(gaps, reverse=True)[:5]],
         "launch_calls_per_step": {k: calls[k] / per for k in LAUNCHES if calls[k]},
         "wait_calls_per_step": {k: calls[k] / per for k in WAITS if calls[k]},
+        "alloc_calls_per_step": {k: calls[k] / per for k in ALLOCS if calls[k]},
         "host_wait_ms_per_step": wait_us / per / 1e3,
         "aten_ops_per_step": len(ops) / per,
         "copies_per_step": {k: {"count": v[0] / per, "ms": v[1] / per / 1e3} for k, v in copies.items()},
@@ -118,7 +122,8 @@ def print_one(name, s):
           f"{s['gaps_over_10us_per_step']:.1f} gaps > 10 us (largest {s['largest_gaps_ms']} ms)")
     print(f"   kernels {s['kernels_per_step']:.0f}/step ({s['kernel_ms_per_step']:.2f} ms); ATen ops "
           f"{s['aten_ops_per_step']:.0f}/step; launches {s['launch_calls_per_step']}")
-    print(f"   host waits {s['wait_calls_per_step']} = {s['host_wait_ms_per_step']:.2f} ms/step; copies "
+    print(f"   host waits {s['wait_calls_per_step']} = {s['host_wait_ms_per_step']:.2f} ms/step; "
+          f"raw allocations {s['alloc_calls_per_step']}; copies "
           + ", ".join(f"{k} x{v['count']:.1f} {v['ms']:.3f} ms" for k, v in s["copies_per_step"].items()))
     print("   by kind (ms/step): " + ", ".join(f"{k} {v:.2f}" for k, v in s["kernel_ms_per_step_by_kind"].items()))
     for k in s["top_kernels"]:
