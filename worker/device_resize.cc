@@ -9,36 +9,42 @@ namespace dtrun::worker {
 DeviceResampler::DeviceResampler(const std::vector<Crop>& crops, int size, const torch::Device& device)
     : size_(size) {
   if (crops.empty()) return;
-  // Indices travel as float beside the weights, in one copy: whole numbers below 2^24, exact.
-  std::vector<float> index, weight;
-  axes_.reserve(crops.size());
+  std::vector<std::array<data::ResampleTaps, 2>> taps;  // per crop: rows, then columns
+  taps.reserve(crops.size());
+  int64_t n = 0;
   for (const Crop& c : crops) {
-    const data::ResampleTaps rows = data::ComputeResampleTaps(c.box.y, c.box.h, static_cast<int>(c.height), size);
-    const data::ResampleTaps cols = data::ComputeResampleTaps(c.box.x, c.box.w, static_cast<int>(c.width), size);
-    std::array<Axis, 2> both;
+    taps.push_back({data::ComputeResampleTaps(c.box.y, c.box.h, static_cast<int>(c.height), size),
+                    data::ComputeResampleTaps(c.box.x, c.box.w, static_cast<int>(c.width), size)});
+    n += static_cast<int64_t>(taps.back()[0].weight.size() + taps.back()[1].weight.size());
+  }
+  // Indices travel as float beside the weights, in one copy (from pinned memory, written in
+  // place): whole numbers below 2^24, exact.
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(device.is_cuda());
+  torch::Tensor host = torch::empty({2, n}, options);
+  float* index = host.data_ptr<float>();
+  float* weight = index + n;
+  axes_.reserve(crops.size());
+  int64_t offset = 0;
+  for (const std::array<data::ResampleTaps, 2>& both : taps) {
+    std::array<Axis, 2> axes;
     for (int a = 0; a < 2; ++a) {
-      const data::ResampleTaps& t = a == 0 ? rows : cols;
-      Axis& axis = both[a];
+      const data::ResampleTaps& t = both[a];
+      Axis& axis = axes[a];
       axis.first = t.start.front();
       axis.extent = std::max(1, t.start.back() + t.count.back() - t.start.front());
-      axis.offset = static_cast<int64_t>(index.size());
+      axis.offset = offset;
       axis.taps = t.max_taps;
       for (int o = 0; o < size; ++o) {
         for (int k = 0; k < t.max_taps; ++k) {
           // A tap past the count weighs 0 and reads the output's first sample, which exists.
-          index.push_back(static_cast<float>(t.start[o] + (k < t.count[o] ? k : 0) - axis.first));
+          index[offset++] = static_cast<float>(t.start[o] + (k < t.count[o] ? k : 0) - axis.first);
         }
       }
-      weight.insert(weight.end(), t.weight.begin(), t.weight.end());
+      std::copy(t.weight.begin(), t.weight.end(), weight + axis.offset);
     }
-    axes_.push_back(both);
+    axes_.push_back(axes);
   }
-  const int64_t n = static_cast<int64_t>(index.size());
-  torch::Tensor host = torch::empty({2, n}, torch::kFloat32);
-  std::copy(index.begin(), index.end(), host.data_ptr<float>());
-  std::copy(weight.begin(), weight.end(), host.data_ptr<float>() + n);
-  const torch::Tensor on_device =
-      device.is_cuda() ? host.pin_memory().to(device, /*non_blocking=*/true) : host;
+  const torch::Tensor on_device = device.is_cuda() ? host.to(device, /*non_blocking=*/true) : host;
   index_ = on_device[0].to(torch::kInt64);
   weight_ = on_device[1];
 }

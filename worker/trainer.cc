@@ -330,8 +330,10 @@ bool Training::BenchStep(int batch_images) {
                                                    {"gpu_decoded_jpegs", assembler_ ? assembler_->device_decoded() : 0},
                                                    {"host_decoded_jpegs", assembler_ ? assembler_->host_decoded() : 0},
                                                    {"gpu_decode_share", decode_share_ ? decode_share_->share() : 0.0},
-                                                   {"gpu_decode_ms_per_image", DecodeMs(&DecodeShare::device_seconds_per_image)},
-                                                   {"loader_decode_ms_per_image", DecodeMs(&DecodeShare::loader_seconds_per_image)}}
+                                                   {"gpu_decode_ms_per_image",
+                                                    DecodeMs(&DecodeShare::device_seconds_per_image)},
+                                                   {"loader_decode_ms_per_image",
+                                                    DecodeMs(&DecodeShare::loader_seconds_per_image)}}
                                         .dump()
                                  << "\n";
   }

@@ -32,7 +32,9 @@ std::string Schedule(CaptureSchedule& s, const std::vector<std::pair<int, int>>&
   return out;
 }
 
-std::vector<std::pair<int, int>> Steps(int n, int size, int count) { return std::vector<std::pair<int, int>>(n, {size, count}); }
+std::vector<std::pair<int, int>> Steps(int n, int size, int count) {
+  return std::vector<std::pair<int, int>>(n, {size, count});
+}
 
 TEST(CaptureScheduleTest, FullBatchesWarmUpThenAreCapturedOnceAndReplayed) {
   CaptureSchedule s(/*graphs=*/true);

@@ -30,7 +30,8 @@ TEST(CropAndResizeTest, ResizesAsTheLoadersResamplerDoes) {
       {{40, -4, 30, 50}, 8},                      // past two edges
   };
   for (const auto& [box, size] : cases) {
-    SCOPED_TRACE(::testing::Message() << "box " << box.x << "," << box.y << " " << box.w << "x" << box.h << " to " << size);
+    SCOPED_TRACE(::testing::Message() << "box " << box.x << "," << box.y << " " << box.w << "x" << box.h << " to "
+                                      << size);
     const testing::ResizeDiff diff = testing::DiffFromLoadersResampler(image, box, size, torch::kCPU);
     EXPECT_LE(diff.max, 1);
     EXPECT_LT(diff.mean, 0.01f);
