@@ -147,8 +147,8 @@ torch::Tensor DropUndecodable(const std::vector<int64_t>& dropped, const torch::
 }
 
 // Crops and resizes one image into `p`; false (said on stderr) if the device could not.
-bool ResizeOnDevice(const DeviceResampler& resampler, size_t i, const torch::Tensor& image, const data::EncodedSample& e,
-                    Placement& p) {
+bool ResizeOnDevice(const DeviceResampler& resampler, size_t i, const torch::Tensor& image,
+                    const data::EncodedSample& e, Placement& p) {
   try {
     p.resized.push_back(resampler.Resize(i, image));
   } catch (const c10::Error& err) {
@@ -227,14 +227,17 @@ torch::Tensor DeviceBatchAssembler::Build(data::Batch& batch) {
     std::iota(p.host_slots.begin(), p.host_slots.end(), 0);
   }
   const std::vector<torch::Tensor> images = DecodeOnDevice(batch);
+  // Taps only for the images the device decoded; the others go to the host.
   std::vector<DeviceResampler::Crop> crops;
-  for (size_t i = 0; i < batch.encoded.size(); ++i) {
-    crops.push_back({batch.encoded[i].height, batch.encoded[i].width, batch.encoded[i].box});
+  for (size_t i = 0; i < images.size(); ++i) {
+    const data::EncodedSample& e = batch.encoded[i];
+    if (images[i].defined()) crops.push_back({e.height, e.width, e.box});
   }
   const DeviceResampler resampler(crops, batch.image_size, device_);
+  size_t crop = 0;
   for (size_t i = 0; i < batch.encoded.size(); ++i) {
     const data::EncodedSample& e = batch.encoded[i];
-    if (images[i].defined() && ResizeOnDevice(resampler, i, images[i], e, p)) continue;
+    if (images[i].defined() && ResizeOnDevice(resampler, crop++, images[i], e, p)) continue;
     ++host_decoded_;
     if (DecodeOnHost(e, batch)) {
       p.host_slots.push_back(e.slot);

@@ -174,11 +174,8 @@ class Training {
   std::optional<DecodeShare> decode_share_;  // how much of it the GPU takes
   void SetUpGpuDecode();
   void BalanceDecoding(const data::Batch& from_loader);
-  // One of decode_share_'s measurements in ms per image, 0 where there is none (for the benchmark).
-  double DecodeMs(std::optional<double> (DecodeShare::*seconds_per_image)() const) const {
-    const std::optional<double> s = decode_share_ ? (*decode_share_.*seconds_per_image)() : std::nullopt;
-    return s ? *s * 1e3 : 0.0;
-  }
+  // The share of JPEGs the loaders hand on: none once the GPU's decoder is dropped.
+  double HandOnShare() const { return assembler_->decoder_in_use() ? decode_share_->share() : 0.0; }
   // In-memory snapshots held by the dtrun agent (null elsewhere, in benchmark and evaluate modes).
   std::unique_ptr<MemorySnapshots> snapshots_;
   FaultPlan faults_ = FaultPlan::FromEnvironment(env_.rank, env_.restart_count);  // test-only (DTRUN_FAULT_*)
@@ -320,6 +317,11 @@ bool Training::BenchStep(int batch_images) {
   Log("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step, %.1f CPU cores busy", o_.timed_iters, ips,
       secs / o_.timed_iters, cpu_cores);
   if (env_.rank == 0 && !o_.bench_json.empty()) {
+    std::optional<double> gpu_s, loader_s;  // each decoder's measured seconds per image
+    if (decode_share_) {
+      gpu_s = decode_share_->device_seconds_per_image();
+      loader_s = decode_share_->loader_seconds_per_image();
+    }
     std::ofstream(o_.bench_json) << nlohmann::json{{"images_per_s", ips},
                                                    {"world_size", env_.world_size},
                                                    {"timed_iters", o_.timed_iters},
@@ -330,10 +332,8 @@ bool Training::BenchStep(int batch_images) {
                                                    {"gpu_decoded_jpegs", assembler_ ? assembler_->device_decoded() : 0},
                                                    {"host_decoded_jpegs", assembler_ ? assembler_->host_decoded() : 0},
                                                    {"gpu_decode_share", decode_share_ ? decode_share_->share() : 0.0},
-                                                   {"gpu_decode_ms_per_image",
-                                                    DecodeMs(&DecodeShare::device_seconds_per_image)},
-                                                   {"loader_decode_ms_per_image",
-                                                    DecodeMs(&DecodeShare::loader_seconds_per_image)}}
+                                                   {"gpu_decode_ms_per_image", gpu_s.value_or(0) * 1e3},
+                                                   {"loader_decode_ms_per_image", loader_s.value_or(0) * 1e3}}
                                         .dump()
                                  << "\n";
   }
@@ -393,7 +393,7 @@ void Training::BalanceDecoding(const data::Batch& from_loader) {
   for (const DeviceBatchAssembler::DeviceTiming& t : assembler_->TakeDeviceTimings()) {
     decode_share_->ObserveDevice(t.images, t.seconds);
   }
-  train_loader_->SetHandOnShare(assembler_->decoder_in_use() ? decode_share_->share() : 0.0);
+  train_loader_->SetHandOnShare(HandOnShare());
 }
 
 // (Re)builds both loaders for an image size and per-process batch.
@@ -693,7 +693,7 @@ double Training::Validate(int64_t epoch) {
   if (assembler_) {
     // The GPU takes the share of the JPEGs that training balanced: it is set by both decoders'
     // speeds per image, which a centre crop does not change.
-    val_loader_->SetHandOnShare(assembler_->decoder_in_use() ? decode_share_->share() : 0.0);
+    val_loader_->SetHandOnShare(HandOnShare());
   }
   val_loader_->StartEpoch(0);
   double loss = 0, c1 = 0, c5 = 0, n = 0;
