@@ -54,6 +54,11 @@ inline constexpr char kSnapshotCopy[] = "DTRUN_SNAPSHOT_COPY";
 // "off": a worker does not keep its state in memory when it fails before its next optimizer step
 // (worker/memory_snapshot.h, Rescue), and snapshots keep the larger budget.
 inline constexpr char kSnapshotOnFailure[] = "DTRUN_SNAPSHOT_ON_FAILURE";
+// "lagged": the ranks' vote after each step (stop, save, snapshot, the replica check) is read a
+// step later and acted on then, by every rank alike; "at-once": read before the next step. The
+// default is lagged where the step runs on GPUs in several processes (worker/step_agreement.h),
+// at once elsewhere.
+inline constexpr char kStepVote[] = "DTRUN_STEP_VOTE";
 // "0": native workers send no `sync` reports (their all-reduce waits), for measuring what the
 // straggler watch costs (bench/stragglers.py); nobody is named then.
 inline constexpr char kSyncReports[] = "DTRUN_SYNC_REPORTS";

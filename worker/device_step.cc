@@ -14,8 +14,8 @@ namespace {
 
 // Values on the CPU, read at once.
 LaggedReadback::Values ReadNow(const torch::Tensor& values, int64_t tag) {
-  torch::Tensor v = values.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  return {std::vector<float>(v.data_ptr<float>(), v.data_ptr<float>() + v.numel()), tag};
+  torch::Tensor v = values.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  return {std::vector<double>(v.data_ptr<double>(), v.data_ptr<double>() + v.numel()), tag};
 }
 
 // Zeroes the gradients where they are: backward then adds into them, so a step run eagerly next
@@ -163,9 +163,9 @@ void LaggedReadback::Push(const torch::Tensor& values, int64_t tag) {
   }
   Impl::Slot& slot = impl_->slots[impl_->next];
   if (!slot.host.defined() || slot.host.numel() != values.numel()) {
-    slot.host = torch::empty({values.numel()}, torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true));
+    slot.host = torch::empty({values.numel()}, torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(true));
   }
-  slot.host.copy_(values.detach().reshape({-1}).to(torch::kFloat32), /*non_blocking=*/true);
+  slot.host.copy_(values.detach().reshape({-1}).to(torch::kFloat64), /*non_blocking=*/true);
   slot.done.record(c10::cuda::getCurrentCUDAStream(values.device().index()));
   slot.tag = tag;
   impl_->pending.push_back(impl_->next);
@@ -177,8 +177,8 @@ void LaggedReadback::TakePending(bool all, std::vector<Values>* out) {
     Impl::Slot& slot = impl_->slots[impl_->pending.front()];
     impl_->pending.pop_front();
     slot.done.synchronize();
-    const float* p = slot.host.data_ptr<float>();
-    out->push_back({std::vector<float>(p, p + slot.host.numel()), slot.tag});
+    const double* p = slot.host.data_ptr<double>();
+    out->push_back({std::vector<double>(p, p + slot.host.numel()), slot.tag});
   }
 }
 

@@ -89,7 +89,7 @@ class GraphedStep {
 class LaggedReadback {
  public:
   struct Values {
-    std::vector<float> values;
+    std::vector<double> values;  // as doubles: a 50-bit hash in a vote survives (StepAgreement)
     int64_t tag = 0;  // what the caller passed along (the step's batch size)
   };
   LaggedReadback();
@@ -97,8 +97,8 @@ class LaggedReadback {
   LaggedReadback(const LaggedReadback&) = delete;
   LaggedReadback& operator=(const LaggedReadback&) = delete;
 
-  // Copies `values` (a small float tensor; on a GPU, behind the work queued on the current
-  // stream) for a later Take. A CPU tensor is read at once.
+  // Copies `values` (a small floating-point tensor; on a GPU, behind the work queued on the
+  // current stream) for a later Take. A CPU tensor is read at once.
   void Push(const torch::Tensor& values, int64_t tag);
   // The values pushed so far, oldest first, except the newest unless `all`; waits for each.
   std::vector<Values> Take(bool all);

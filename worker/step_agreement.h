@@ -9,6 +9,11 @@
 // unchecked snapshot behind; the restore compares the restored states across the ranks and goes
 // back past it when they differ (worker/job_resume.h). Before a disk checkpoint the comparison is
 // made at once, with an all-reduce of its own: nothing diverged is written to disk.
+//
+// Several processes on GPUs read the vote a step later (Propose, then TakeVerdict): its
+// all-reduce is queued behind the step like the step's own collectives, and read back once the
+// next step is queued, so the host never waits for the GPU to drain (docs/DESIGN.md, "The step on
+// a GPU"). Every rank then acts on the verdict one step later, at the same step.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 
 #include "progress/progress_client.h"
 #include "worker/collective_watchdog.h"
+#include "worker/device_step.h"
 #include "worker/memory_snapshot.h"
 #include "worker/process_group.h"
 #include "worker/step_votes.h"
@@ -27,6 +33,11 @@
 #include "worker/train_state.h"
 
 namespace dtrun::worker {
+
+// Whether a trainer should read the vote a step later (Propose and TakeVerdict) rather than at
+// once (Decide): DTRUN_STEP_VOTE ("lagged", "at-once") if set, else `by_default`. Another value
+// is said on stderr once and the default kept.
+bool StepVotesLagged(bool by_default);
 
 class StepAgreement {
  public:
@@ -46,6 +57,15 @@ class StepAgreement {
   // state kept last differs between ranks; a snapshot of that state is discarded first.
   StepVerdict Decide(const StepWishes& mine, int64_t step);
 
+  // Decide in two halves, for a step queued on the GPU: Propose queues the all-reduce (behind the
+  // work queued on the current stream) and returns at once; TakeVerdict, called once the next
+  // step is queued, reads the verdict (nullopt when nothing was proposed) with the same checks and
+  // throws as Decide. At most one vote is in flight: Propose takes an earlier one first. With Gloo
+  // the all-reduce runs on Gloo's thread meanwhile. One process: decided in Propose, handed over
+  // in TakeVerdict.
+  void Propose(const StepWishes& mine, int64_t step);
+  std::optional<StepVerdict> TakeVerdict();
+
   // Keeps `state`, positioned at (epoch, next_batch), as a snapshot (without a region: only its
   // fingerprint), compared at the next Decide. A snapshot that cannot be taken is said on stderr
   // and training goes on: the previous one (or the disk checkpoint) stays the way back.
@@ -55,7 +75,8 @@ class StepAgreement {
   void FinishSnapshot();
   // The same before a step queued on the GPU with nothing read back: a snapshot of a state on the
   // GPU is ordered before the step on the GPU (the host does not wait for its copy) and committed
-  // once its copier is done, here or at the next snapshot. One process only (no collective verifier).
+  // once its copier is done, here or at the next snapshot. With several processes this is
+  // FinishSnapshot: every rank must commit (and so compare) a snapshot at the same step.
   void FinishSnapshotBeforeDeviceStep();
   // After each optimizer step, before Decide: the state a failure before the next optimizer step
   // keeps in memory (MemorySnapshots::Arm), from a stop signal's thread or from this object's
@@ -73,13 +94,28 @@ class StepAgreement {
     int64_t bytes;
     int64_t cost_us;
   };
+  // A vote proposed and not yet read, with the checks and snapshots it settles.
+  struct Proposal {
+    StepWishes mine;
+    int64_t step = 0;
+    std::optional<PendingCheck> pending;
+    std::vector<Kept> kept;
+    torch::Tensor votes;  // the all-reduce's tensor (on the GPU with NCCL)
+    c10::intrusive_ptr<c10d::Work> work;
+    bool read_behind = false;  // its copy to the host is queued on the stream (readback_)
+    std::optional<StepVerdict> alone;  // one process: decided at once
+  };
   bool Alone() const { return pg_ == nullptr || world_ < 2; }
   void Expect(int64_t step, uint64_t fingerprint);
   void CommitAndKeep();
-  void Agreed();
-  void DiscardKept();
-  [[noreturn]] void Diverged();
+  // The checks a verdict settles for `pending` and the snapshots `kept` since the last one.
+  void Settle(const StepVerdict& verdict, const StepWishes& mine, int64_t step, std::optional<PendingCheck> pending,
+              std::vector<Kept> kept);
+  void Agreed(const std::vector<Kept>& kept);
+  void DiscardKept(const std::vector<Kept>& kept);
+  [[noreturn]] void Diverged(const std::optional<PendingCheck>& pending, const std::vector<Kept>& kept);
   StepVotes AllReduceMax(const StepVotes& votes);
+  torch::Device CollectiveDevice() const;
 
   ProcessGroupHandle* pg_;
   torch::Device device_;
@@ -91,6 +127,8 @@ class StepAgreement {
   // fingerprints of every state kept since, combined in order.
   std::optional<PendingCheck> pending_;
   std::vector<Kept> kept_;
+  std::optional<Proposal> proposal_;
+  LaggedReadback readback_;  // a proposal's maxed votes, read behind the stream
   int64_t riding_ = 0, apart_ = 0;
   double apart_s_ = 0;
   // dtrun stops the ranks that survive a failure with SIGTERM; this keeps their state (last, so

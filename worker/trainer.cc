@@ -127,6 +127,10 @@ class Training {
  private:
   bool Setup();
   void TrainEpoch(int64_t epoch, int64_t first_batch);
+  // This rank's wishes after a step that began at `step_start`, for the ranks' vote.
+  StepWishes Wishes(Clock::time_point step_start);
+  // Saves, snapshots or stops as the ranks decided after the step before batch `step`; true to stop.
+  bool ActOn(const StepVerdict& verdict, int64_t epoch, int64_t step);
   void MakeLoaders(int image_size, int batch_size);
   void ApplySizeSchedule(int64_t epoch);
   int loader_size_ = 0;
@@ -183,18 +187,21 @@ class Training {
   std::optional<StepAgreement> agreement_;
   TrainState State() { return TrainState{model_.ptr().get(), optimizer_.get(), scaler_.get(), &progress_}; }
 
-  // The step on the GPU without host syncs (worker/device_step.h): CUDA LibTorch 2.4+, one process.
+  // The step on the GPU without host syncs (worker/device_step.h): CUDA LibTorch 2.4+.
   bool device_step_ = false;
+  // The ranks' vote after each step is read a step later (StepAgreement::Propose): where the step
+  // runs on GPUs in several processes, unless DTRUN_STEP_VOTE says otherwise.
+  bool lagged_votes_ = false;
   torch::Tensor lr_t_;  // the learning rate on the device, set before each step
   std::optional<GraphedStep> graphed_step_;
   LaggedReadback readback_;  // per step: loss, correct top-1, overflow flag, loss scale
   bool last_loss_finite_ = true;
-  // The step kernel by kernel, reading the loss and the scaler's overflow flag back (the CPU, and
-  // several GPUs); takes the next batch into `b` while the GPU works. Returns the loss and the
+  // The step kernel by kernel, reading the loss and the scaler's overflow flag back (the CPU,
+  // LibTorch before 2.4); takes the next batch into `b` while the GPU works. Returns the loss and the
   // correct top-1 predictions, tagged with the batch size.
   std::pair<torch::Tensor, torch::Tensor> ForwardAndLoss(const torch::Tensor& x, const torch::Tensor& labels);
   LaggedReadback::Values StepReadingBack(std::optional<StagedBatch>& b, double* data_wait);
-  // The step on one GPU, queued or replayed with nothing read back; the next batch meanwhile.
+  // The step on the GPU, queued or replayed with nothing read back; the next batch meanwhile.
   void StepOnDevice(std::optional<StagedBatch>& b, double lr, double* data_wait);
   void SetUpDeviceStep();
   torch::Tensor QueueStepBody(const torch::Tensor& pixels, const torch::Tensor& labels);
@@ -246,35 +253,49 @@ void Training::StepOnDevice(std::optional<StagedBatch>& b, double lr, double* da
 }
 
 void Training::SetUpDeviceStep() {
+  lagged_votes_ = StepVotesLagged(cuda_ && StepGraph::Supported() && env_.distributed());
   if (!cuda_) return;
-  const char* why_not = !StepGraph::Supported() ? "this LibTorch is older than 2.4"
-                        : env_.distributed()   ? "several processes: the collectives are not in it yet"
-                                               : nullptr;
-  if (why_not != nullptr) {
-    Log("=> the step reads the GPU's loss and overflow flag every step (%s)", why_not);
+  if (!StepGraph::Supported()) {
+    Log("=> the step reads the GPU's loss and overflow flag every step (this LibTorch is older than 2.4)");
     return;
   }
   device_step_ = true;
   lr_t_ = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat32).device(device_));
   scaler_->KeepStateOn(device_);
+  // Several processes: NCCL's collectives are queued on the GPU like the step's kernels, but are
+  // not captured in the graph (that takes NCCL's graph-safe mode, never run here: no machine with
+  // several GPUs).
+  const bool graphs = o_.cuda_graphs && !env_.distributed();
   graphed_step_.emplace(
-      *model_, device_, o_.cuda_graphs,
+      *model_, device_, graphs,
       [this](const torch::Tensor& pixels, const torch::Tensor& labels) { return QueueStepBody(pixels, labels); },
       [this](const std::string& line) { Log("%s", line.c_str()); });
-  Log("=> the step runs on the GPU without host syncs; CUDA graphs %s", o_.cuda_graphs ? "on" : "off (--no-cuda-graphs)");
+  Log("=> the step runs on the GPU without host syncs; CUDA graphs %s%s",
+      graphs ? "on" : !o_.cuda_graphs ? "off (--no-cuda-graphs)" : "off (several processes)",
+      lagged_votes_ ? "; the ranks' vote after each step is read a step later" : "");
 }
 
 // Forward, backward, loss scaling and the optimizer update, queued without reading anything back.
 // Returns float [4] on the device: the loss, correct top-1 predictions, the overflow flag, the loss
 // scale after the update.
 torch::Tensor Training::QueueStepBody(const torch::Tensor& pixels, const torch::Tensor& labels) {
+  if (ddp_) ddp_->SyncBuffers();
   auto [logits, loss] = ForwardAndLoss(Normalize(pixels, o_.channels_last, *norm_), labels);
   scaler_->ScaleOnDevice(loss).backward();
+  if (ddp_) ddp_->FinishGradientSync();  // NCCL: the stream waits for the buckets, not the host
   std::vector<torch::Tensor> grads;
   for (const torch::Tensor& p : model_->parameters()) {
     if (p.grad().defined()) grads.push_back(p.grad());
   }
-  const torch::Tensor found_inf = scaler_->UnscaleOnDevice(grads);
+  torch::Tensor found_inf = scaler_->UnscaleOnDevice(grads);
+  if (pg_ && found_inf.defined()) {
+    // Every rank skips the step if any overflowed, as the host path's all-reduce decides.
+    CollectiveWatchdog::Scope guard(watchdog_.get(), "the overflow flag's all-reduce");
+    std::vector<torch::Tensor> flag{found_inf};
+    c10d::AllreduceOptions max;
+    max.reduceOp = c10d::ReduceOp::MAX;
+    pg_->backend->allreduce(flag, max)->wait();
+  }
   optimizer_->StepOnDevice(lr_t_, found_inf);
   scaler_->UpdateOnDevice();
   torch::NoGradGuard no_grad;
@@ -639,23 +660,11 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (o_.timed_iters > 0) continue;
     // A stop request (SIGTERM), the save timer and the snapshot cadence: every rank must agree,
     // so they are all-reduced together, with the replica check of the state kept last.
-    StepWishes wishes;
-    wishes.stop = StopRequested();
-    wishes.save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
-    wishes.snapshot = snapshots_ && snapshots_->Due(Seconds(compute_start, Clock::now()));
-    // fp16's loss scaling overflows now and then on purpose; otherwise a loss that is not finite
-    // on some ranks only marks them (worker/replica_check.h).
-    wishes.loss_finite = last_loss_finite_ || (autocast_ && autocast_dtype_ == at::kHalf);
-    const StepVerdict next = agreement_->Decide(wishes, progress_.global_step);
-    if (next.stop || next.save) {
-      Save(epoch, step);
-    } else if (next.snapshot) {
-      agreement_->Snapshot(State(), epoch, step);  // compared in the next step's all-reduce
-    }
-    if (next.stop) {
-      Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
-          static_cast<long long>(epoch), static_cast<long long>(step));
-      stop_ = true;
+    if (lagged_votes_) {
+      // The vote of the step before, read now that this one is queued: the GPU is never idle.
+      if (std::optional<StepVerdict> before = agreement_->TakeVerdict(); before && ActOn(*before, epoch, step)) return;
+      agreement_->Propose(Wishes(compute_start), progress_.global_step);
+    } else if (ActOn(agreement_->Decide(Wishes(compute_start), progress_.global_step), epoch, step)) {
       return;
     }
     if (step % o_.print_freq == 0 || step == steps) {
@@ -684,6 +693,32 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
       window = Clock::now();
     }
   }
+  // The last step's vote, acted on where it would have been had the epoch gone on.
+  if (std::optional<StepVerdict> last = agreement_->TakeVerdict()) ActOn(*last, epoch, step);
+}
+
+StepWishes Training::Wishes(Clock::time_point step_start) {
+  StepWishes wishes;
+  wishes.stop = StopRequested();
+  wishes.save = Seconds(last_save_, Clock::now()) > o_.save_every_minutes * 60;
+  wishes.snapshot = snapshots_ && snapshots_->Due(Seconds(step_start, Clock::now()));
+  // fp16's loss scaling overflows now and then on purpose; otherwise a loss that is not finite
+  // on some ranks only marks them (worker/replica_check.h).
+  wishes.loss_finite = last_loss_finite_ || (autocast_ && autocast_dtype_ == at::kHalf);
+  return wishes;
+}
+
+bool Training::ActOn(const StepVerdict& verdict, int64_t epoch, int64_t step) {
+  if (verdict.stop || verdict.save) {
+    Save(epoch, step);
+  } else if (verdict.snapshot) {
+    agreement_->Snapshot(State(), epoch, step);  // compared in the next step's all-reduce
+  }
+  if (!verdict.stop) return false;
+  Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
+      static_cast<long long>(epoch), static_cast<long long>(step));
+  stop_ = true;
+  return true;
 }
 
 double Training::Validate(int64_t epoch) {

@@ -16,13 +16,15 @@ namespace {
 TEST(LaggedReadbackTest, ValuesOnTheCpuAreReadAtOnceAndHandedOverInOrderWithTheirTags) {
   LaggedReadback r;
   r.Push(torch::tensor({1.5f, 2.0f}), 32);
-  r.Push(torch::tensor({3.0, 4.0}, torch::kFloat64), 24);  // converted to float
+  r.Push(torch::tensor({3.0, 4.0}, torch::kFloat64), 24);
+  r.Push(torch::tensor({0x1.fffffffffffffp+49}, torch::kFloat64), 8);  // every bit of a double
   std::vector<LaggedReadback::Values> got = r.Take(/*all=*/false);
-  ASSERT_EQ(got.size(), 2u) << "nothing to wait for on the CPU";
-  EXPECT_EQ(got[0].values, (std::vector<float>{1.5f, 2.0f}));
+  ASSERT_EQ(got.size(), 3u) << "nothing to wait for on the CPU";
+  EXPECT_EQ(got[0].values, (std::vector<double>{1.5, 2.0}));
   EXPECT_EQ(got[0].tag, 32);
-  EXPECT_EQ(got[1].values, (std::vector<float>{3.0f, 4.0f}));
+  EXPECT_EQ(got[1].values, (std::vector<double>{3.0, 4.0}));
   EXPECT_EQ(got[1].tag, 24);
+  EXPECT_EQ(got[2].values, (std::vector<double>{0x1.fffffffffffffp+49}));
   EXPECT_TRUE(r.Take(/*all=*/true).empty());
 }
 
