@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-fused-bn", o.fused_bn, "ATen's separate BatchNorm, add and ReLU instead of the fused CPU kernels");
   app.add_flag("--sync-bn", o.sync_bn, "SyncBatchNorm: batch statistics over all processes (small per-process batches)");
   OneOf<Overlap>(app.add_option("--overlap", o.overlap,
-                                 "Gradient all-reduce during backward: auto (off until measured on CUDA), on, off"),
+                                 "Gradient all-reduce during backward: auto (on with NCCL, off on the CPU), on, off"),
                  {{"auto", Overlap::kAuto}, {"on", Overlap::kOn}, {"off", Overlap::kOff}})
       ->default_str("auto");
   OneOf<AmpMode>(app.add_option("--amp", o.amp, "Mixed precision: off, bf16 (CPU/CUDA) or fp16 (CUDA)"),

@@ -104,7 +104,15 @@ void DistributedDataParallel::OnGradReady(size_t param) {
   Bucket& bucket = *buckets_[b];
   const torch::Tensor& grad = params_[param].grad();
   bucket.flat.narrow(0, offset, grad.numel()).copy_(grad.reshape(-1));
-  if (++bucket.ready == bucket.params.size() && options_.overlap) Launch(bucket);
+  if (++bucket.ready == bucket.params.size() && options_.overlap) LaunchFullInOrder();
+}
+
+void DistributedDataParallel::LaunchFullInOrder() {
+  // In bucket order, never in the order they fill: backward may make the gradients in another
+  // order on another rank (rank-dependent branches), and collectives pair by call order.
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->ready == buckets_[next_launch_]->params.size()) {
+    Launch(*buckets_[next_launch_++]);
+  }
 }
 
 void DistributedDataParallel::Launch(Bucket& bucket) {
@@ -142,6 +150,7 @@ void DistributedDataParallel::FinishGradientSync() {
     b->work.reset();
     b->ready = 0;
   }
+  next_launch_ = 0;
   stopwatch_.Stop();
 }
 

@@ -1,6 +1,8 @@
 // Data-parallel training in C++: parameters and buffers broadcast from rank 0 at start; gradients
-// all-reduced in buckets (~25 MB) launched from autograd hooks as soon as a bucket's gradients are
-// accumulated, so communication overlaps the rest of backward; averaged over the world. NoSync
+// all-reduced in buckets (~25 MB) launched from autograd hooks once a bucket's gradients are
+// accumulated, so communication overlaps the rest of backward; averaged over the world. Buckets
+// launch in one fixed order on every rank (as PyTorch's reducer does), since collectives pair by
+// the order of the calls, whatever order backward made the gradients in. NoSync
 // skips communication for gradient accumulation; BN buffers can be broadcast before each forward.
 #pragma once
 
@@ -56,6 +58,8 @@ class DistributedDataParallel {
  private:
   struct Bucket;
   void OnGradReady(size_t param);
+  // Launches the full buckets from next_launch_ on, up to the first that is not full.
+  void LaunchFullInOrder();
   void Launch(Bucket& bucket);
 
   std::shared_ptr<torch::nn::Module> module_;
@@ -67,6 +71,7 @@ class DistributedDataParallel {
   std::vector<std::pair<size_t, int64_t>> where_;  // param → (bucket, offset)
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive for the hooks
   bool sync_ = true;
+  size_t next_launch_ = 0;  // buckets [0, next_launch_) are launched this step
   SyncStopwatch stopwatch_;
 };
 

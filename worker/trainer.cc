@@ -561,10 +561,10 @@ bool Training::Setup() {
     DdpOptions d;
     d.bucket_mb = o_.bucket_mb;
     d.broadcast_buffers = !o_.sync_bn;  // SyncBatchNorm's running statistics agree on every rank already
-    // kAuto stays off on CUDA too until it is measured there: the buckets are launched as they
-    // fill, not in a fixed order as PyTorch's reducer does, which NCCL would need if ranks ever
-    // filled them in different orders (docs/BENCHMARKS.md, "On a GPU").
-    d.overlap = o_.overlap == Overlap::kOn;
+    // kAuto: during backward with NCCL, where idle copy engines and SMs carry the all-reduces (as
+    // PyTorch's DDP does); after backward on the CPU, where Gloo's threads would take the cores
+    // the step computes on (measured no faster: docs/BENCHMARKS.md, "Training").
+    d.overlap = o_.overlap == Overlap::kOn || (o_.overlap == Overlap::kAuto && pg_->nccl);
     d.watchdog = watchdog_.get();
     ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
     if (o_.sync_bn) model_->SetBatchNormSync(std::make_shared<BatchNormSync>(*pg_, watchdog_.get()));

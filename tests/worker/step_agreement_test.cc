@@ -1,6 +1,6 @@
 // The ranks' vote after each step read a step later (worker/step_agreement.h, Propose and
 // TakeVerdict), as the trainer does where the step runs on GPUs in several processes: two ranks
-// in two threads, each with its own Gloo group over one in-memory store, as two processes would.
+// in two threads (tests/worker/gloo_ranks.h).
 #include "worker/step_agreement.h"
 
 #include <stdlib.h>
@@ -8,20 +8,14 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/env_names.h"
 #include "gtest/gtest.h"
+#include "tests/worker/gloo_ranks.h"
 #include "worker/checkpoint.h"
 #include "worker/foreach_sgd.h"
 #include "worker/replica_check.h"
-#include "worker/torch_compat.h"
-
-#if DTRUN_WITH_GLOO
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
 
 namespace dtrun::worker {
 namespace {
@@ -30,23 +24,20 @@ namespace {
 
 constexpr int kWorld = 2;
 
-// One rank's side: its group, a tiny model and optimizer (the state a snapshot fingerprints), and
-// its StepAgreement, with no snapshot region and no agent.
+// One rank's side: a tiny model and optimizer (the state a snapshot fingerprints), and its
+// StepAgreement, with no snapshot region and no agent.
 struct Rank {
-  Rank(const c10::intrusive_ptr<c10d::Store>& store, int rank) : rank(rank) {
-    auto options = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(60));
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    pg.store = store;
-    pg.backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, kWorld, options);
-    torch::manual_seed(7);  // every rank alike, as the trainers seed them
+  Rank(int rank, ProcessGroupHandle& pg) : rank(rank) {
     model = torch::nn::Linear(3, 2);
+    torch::NoGradGuard no_grad;  // every rank alike, as the trainers make them (the seed is global)
+    model->weight.copy_(torch::arange(6, torch::kFloat32).reshape({2, 3}) / 10);
+    model->bias.copy_(torch::tensor({0.5f, -0.5f}));
     optimizer = std::make_unique<ForeachSgd>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     agreement = std::make_unique<StepAgreement>(&pg, torch::kCPU, rank, kWorld, reports, nullptr, nullptr);
   }
   TrainState State() { return TrainState{model.ptr().get(), optimizer.get(), nullptr, &progress}; }
 
   int rank;
-  ProcessGroupHandle pg;
   progress::ProgressClient reports{""};
   torch::nn::Linear model{nullptr};
   std::unique_ptr<ForeachSgd> optimizer;
@@ -54,24 +45,11 @@ struct Rank {
   std::unique_ptr<StepAgreement> agreement;
 };
 
-// Runs `body` on every rank in its own thread; returns each rank's exception message ("" if none).
 std::vector<std::string> OnEveryRank(const std::function<void(Rank&)>& body) {
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  std::vector<std::string> errors(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        Rank rank(store, r);
-        body(rank);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        if (errors[r].empty()) errors[r] = "an exception without a message";
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return errors;
+  return testing::OnEveryRank(kWorld, [&](int r, ProcessGroupHandle& pg) {
+    Rank rank(r, pg);
+    body(rank);
+  });
 }
 
 TEST(StepAgreementTest, ALaggedVerdictReachesEveryRankAtTheSameStepOneLater) {
@@ -175,9 +153,9 @@ TEST(StepAgreementTest, DTRUN_STEP_VOTESaysWhetherTheVoteIsReadLater) {
   setenv(env::kStepVote, "at-once", 1);
   EXPECT_FALSE(StepVotesLagged(true));
   setenv(env::kStepVote, "sometimes", 1);
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_TRUE(StepVotesLagged(true)) << "the default stands";
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("DTRUN_STEP_VOTE=sometimes"), std::string::npos);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("DTRUN_STEP_VOTE=sometimes"), std::string::npos);
   unsetenv(env::kStepVote);
 }
 
