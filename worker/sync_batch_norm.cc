@@ -29,18 +29,19 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     torch::Tensor stats = torch::cat({meand * count, (vard + meand * meand) * count,
                                       torch::full({1}, count, meand.options())});
     sync->SumAcrossRanks(stats);
-    const double total = stats[2 * channels].item<double>();
+    // The global count stays on the device: reading it would make the host wait for the GPU in
+    // every batch norm layer of every step.
+    torch::Tensor total = stats.narrow(0, 2 * channels, 1);
     torch::Tensor global_mean = stats.narrow(0, 0, channels) / total;
     torch::Tensor global_var = (stats.narrow(0, channels, channels) / total - global_mean * global_mean).clamp_min(0);
     running_mean.mul_(1 - momentum).add_(global_mean.to(running_mean.dtype()), momentum);  // forward runs without grad
-    const double unbias = total > 1 ? total / (total - 1) : 1.0;
+    torch::Tensor unbias = torch::where(total > 1, total / (total - 1), torch::ones_like(total));
     running_var.mul_(1 - momentum).add_((global_var * unbias).to(running_var.dtype()), momentum);
     torch::Tensor mean_f = global_mean.to(torch::kFloat32);
     torch::Tensor invstd = (global_var + eps).rsqrt().to(torch::kFloat32);
     torch::Tensor xhat = (xf - PerChannel(mean_f)) * PerChannel(invstd);
-    ctx->save_for_backward({xhat, invstd, weight});
+    ctx->save_for_backward({xhat, invstd, weight, total});
     ctx->saved_data["sync"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(sync));  // outlives the step
-    ctx->saved_data["total"] = total;
     return (xhat * PerChannel(weight) + PerChannel(bias)).to(x.scalar_type());
   }
 
@@ -49,8 +50,8 @@ struct SyncBatchNormFunction : public torch::autograd::Function<SyncBatchNormFun
     const torch::Tensor& xhat = saved[0];
     const torch::Tensor& invstd = saved[1];
     const torch::Tensor& weight = saved[2];
+    const torch::Tensor& total = saved[3];
     auto* sync = reinterpret_cast<BatchNormSync*>(static_cast<intptr_t>(ctx->saved_data["sync"].toInt()));
-    const double total = ctx->saved_data["total"].toDouble();
     const int64_t channels = xhat.size(1);
     torch::Tensor dy = grads[0].to(torch::kFloat32);
     torch::Tensor sum_dy = dy.sum(kReduceDims);
