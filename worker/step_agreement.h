@@ -67,8 +67,8 @@ class StepAgreement {
   std::optional<StepVerdict> TakeVerdict();
 
   // Keeps `state`, positioned at (epoch, next_batch), as a snapshot (without a region: only its
-  // fingerprint), compared at the next Decide. A snapshot that cannot be taken is said on stderr
-  // and training goes on: the previous one (or the disk checkpoint) stays the way back.
+  // fingerprint), compared at the next Decide or Propose. A snapshot that cannot be taken is said
+  // on stderr and training goes on: the previous one (or the disk checkpoint) stays the way back.
   void Snapshot(const TrainState& state, int64_t epoch, int64_t next_batch);
   // Completes a snapshot whose copy runs alongside the step (DTRUN_SNAPSHOT_COPY=background) and
   // disarms the snapshot on failure. Call it before the parameters change again.
