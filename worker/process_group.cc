@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -76,6 +77,13 @@ ProcessGroupHandle InitProcessGroup(const DistEnv& env, std::chrono::millisecond
   TORCH_CHECK(false, "CPU collectives need Gloo, and this build has none (its LibTorch ships no gloo headers, as pip "
               "wheels do not): run on CUDA tensors (NCCL), or build against a LibTorch with gloo headers");
 #endif
+}
+
+c10::intrusive_ptr<c10d::Work> StartAllReduceMax(ProcessGroupHandle& pg, const torch::Tensor& t) {
+  std::vector<torch::Tensor> tensors{t};
+  c10d::AllreduceOptions max;
+  max.reduceOp = c10d::ReduceOp::MAX;
+  return pg.backend->allreduce(tensors, max);
 }
 
 }  // namespace dtrun::worker

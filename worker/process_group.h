@@ -27,6 +27,10 @@ ProcessGroupHandle InitProcessGroup(const DistEnv& env,
                                     std::chrono::milliseconds timeout = std::chrono::minutes(30),
                                     bool cuda = false);
 
+// Starts an element-wise MAX all-reduce of `t` in place. The work's wait() blocks with Gloo; with
+// NCCL it only orders the current stream after the all-reduce.
+c10::intrusive_ptr<c10d::Work> StartAllReduceMax(ProcessGroupHandle& pg, const torch::Tensor& t);
+
 // True if this build can run NCCL collectives on CUDA tensors and a GPU is visible.
 bool CudaCollectivesAvailable();
 

@@ -11,11 +11,9 @@ namespace dtrun::worker {
 bool RanksAgree(ProcessGroupHandle& pg, const torch::Device& device, const std::vector<double>& digest) {
   std::vector<double> both(digest);
   for (double d : digest) both.push_back(-d);
-  std::vector<torch::Tensor> t{torch::tensor(both, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU))};
-  c10d::AllreduceOptions max;
-  max.reduceOp = c10d::ReduceOp::MAX;
-  pg.backend->allreduce(t, max)->wait();
-  torch::Tensor r = t[0].cpu();
+  const torch::Tensor t = torch::tensor(both, torch::kFloat64).to(pg.nccl ? device : torch::Device(torch::kCPU));
+  StartAllReduceMax(pg, t)->wait();
+  torch::Tensor r = t.cpu();
   for (size_t i = 0; i < digest.size(); ++i) {
     if (r[int64_t(i)].item<double>() != -r[int64_t(i + digest.size())].item<double>()) return false;
   }

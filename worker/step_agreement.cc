@@ -46,12 +46,10 @@ torch::Device StepAgreement::CollectiveDevice() const { return pg_->nccl ? devic
 
 StepVotes StepAgreement::AllReduceMax(const StepVotes& votes) {
   CollectiveWatchdog::Scope guard(watchdog_, "the all-reduce that ends a step (what next, and the replica check)");
-  std::vector<torch::Tensor> t{
-      torch::tensor(std::vector<double>(votes.begin(), votes.end()), torch::kFloat64).to(CollectiveDevice())};
-  c10d::AllreduceOptions max;
-  max.reduceOp = c10d::ReduceOp::MAX;
-  pg_->backend->allreduce(t, max)->wait();
-  const torch::Tensor got = t[0].cpu().contiguous();
+  const torch::Tensor t =
+      torch::tensor(std::vector<double>(votes.begin(), votes.end()), torch::kFloat64).to(CollectiveDevice());
+  StartAllReduceMax(*pg_, t)->wait();
+  const torch::Tensor got = t.cpu().contiguous();
   StepVotes maxed;
   std::copy(got.data_ptr<double>(), got.data_ptr<double>() + maxed.size(), maxed.begin());
   return maxed;
@@ -84,10 +82,7 @@ void StepAgreement::Propose(const StepWishes& mine, int64_t step) {
   p.votes = torch::empty({static_cast<int64_t>(votes.size())},
                          torch::TensorOptions().dtype(torch::kFloat64).device(CollectiveDevice()));
   for (size_t i = 0; i < votes.size(); ++i) p.votes.narrow(0, static_cast<int64_t>(i), 1).fill_(votes[i]);
-  std::vector<torch::Tensor> t{p.votes};
-  c10d::AllreduceOptions max;
-  max.reduceOp = c10d::ReduceOp::MAX;
-  p.work = pg_->backend->allreduce(t, max);
+  p.work = StartAllReduceMax(*pg_, p.votes);
   if (p.votes.is_cuda()) {
     // NCCL: wait() only orders the current stream after the all-reduce. The copy queued behind
     // it is read in TakeVerdict, once the next step is queued too.

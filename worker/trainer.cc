@@ -291,10 +291,7 @@ torch::Tensor Training::QueueStepBody(const torch::Tensor& pixels, const torch::
   if (pg_ && found_inf.defined()) {
     // Every rank skips the step if any overflowed, as the host path's all-reduce decides.
     CollectiveWatchdog::Scope guard(watchdog_.get(), "the overflow flag's all-reduce");
-    std::vector<torch::Tensor> flag{found_inf};
-    c10d::AllreduceOptions max;
-    max.reduceOp = c10d::ReduceOp::MAX;
-    pg_->backend->allreduce(flag, max)->wait();
+    StartAllReduceMax(*pg_, found_inf)->wait();
   }
   optimizer_->StepOnDevice(lr_t_, found_inf);
   scaler_->UpdateOnDevice();
