@@ -33,6 +33,7 @@ _HASHED = slice(8, _WIRE.size - 8)  # what the header hash covers: all but magic
 _PAYLOAD_MAGIC = b"DTPYPKL1"
 _MADV_POPULATE_WRITE = 23  # Linux 5.14; older kernels say EINVAL and pages fault in as written
 COST_BUDGET = 0.02  # of the step time, as the C++ trainers
+COST_BUDGET_WITH_RESCUE = 0.0025  # once snapshots on failure are armed (_on_failure.py)
 MAX_EVERY = 10000  # the longest interval between snapshots, in steps
 
 Header = collections.namedtuple("Header", "job rank world_size step attempt payload_bytes payload_hash unix_ms")
@@ -289,8 +290,20 @@ class Region:
             if not self.mine(h) or h.step != keep:
                 self.invalidate(s)
 
-    def write(self, state, step):
-        """torch.save(state) into the slot for `step`; returns the payload's size."""
+    def holds(self, step):
+        """Whether a slot holds this rank's snapshot of `step` (its header only, not its payload)."""
+        for s in range(SLOTS):
+            try:
+                h = self.header(s)
+            except SnapshotError:
+                continue
+            if self.mine(h) and h.step == step:
+                return True
+        return False
+
+    def write(self, state, step, before_commit=None):
+        """torch.save(state) into the slot for `step`; returns the payload's size. `before_commit`
+        returns what is wrong with the state just written, if anything: then the slot stays empty."""
         import torch
         tensor_bytes = _tensor_bytes(state)
         if tensor_bytes > self.capacity:  # refused before a byte is serialised
@@ -302,6 +315,9 @@ class Region:
         torch.save(state, writer)
         if writer.error is not None:
             raise writer.error
+        problem = before_commit() if before_commit is not None else None
+        if problem is not None:
+            raise SnapshotError(problem)
         payload_hash = _hash_at(self._base + self._payload_at(slot), writer.size)
         self.commit(slot, Header(self.job, self.rank, self.world_size, step, self.attempt, writer.size, payload_hash,
                                  int(time.time() * 1000)))
@@ -354,7 +370,7 @@ def peer_payload(data, expected_hash, step, source):
 
 
 class Cadence:
-    """Which steps to snapshot: every step whose cost fits COST_BUDGET of the step time.
+    """Which steps to snapshot: every step whose cost fits the budget's share of the step time.
 
     Every rank must hold the same steps, so the decision depends only on the step number and on
     an interval the ranks agree on (the largest any rank needs) after each snapshot. With
@@ -363,6 +379,7 @@ class Cadence:
 
     def __init__(self, forced_every):
         self.forced_every = forced_every
+        self.budget = COST_BUDGET  # COST_BUDGET_WITH_RESCUE once a failure keeps the state anyway
         self.every = 1
         self.last_step = None
         self.taken = 0
@@ -386,7 +403,7 @@ class Cadence:
     def wanted_every(self, write_s, step_s):
         if step_s is None or step_s <= 0:
             return 1
-        return int(min(MAX_EVERY, max(1, math.ceil(write_s / (COST_BUDGET * step_s)))))
+        return int(min(MAX_EVERY, max(1, math.ceil(write_s / (self.budget * step_s)))))
 
     def wanted_after(self, write_s, step_s):
         """The interval to ask for after a snapshot that cost `write_s`: what the budget allows, at

@@ -1,12 +1,14 @@
 // dtrun.snapshot() and dtrun.restore() (python/dtrun/_snapshots.py): a Python DDP script keeps its
 // state in its agent's memory and a killed rank's job resumes from it, ending with parameters
-// equal to an uninterrupted run's (Gloo on CPU, deterministic batches); without snapshots the
-// script starts fresh; a state over the cap is named and training goes on. The Python writer and
+// equal to an uninterrupted run's (Gloo on CPU, deterministic batches); the ranks that survive a
+// failure keep their last step on the way out (snapshots on failure), so no step is lost; without
+// snapshots the script starts fresh; a state over the cap is named and training goes on. The Python writer and
 // the C++ reader agree on the slot header byte for byte.
 #include <signal.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -23,14 +25,18 @@ constexpr int kSteps = 40;
 constexpr int kCrashAt = 23;
 
 std::pair<int, std::string> RunScript(const std::string& py, std::vector<std::string> flags,
-                                      std::vector<std::string> script_args) {
+                                      std::vector<std::string> script_args, std::map<std::string, std::string> env = {}) {
   std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back(Worker("snapshot_resume.py"));
   argv.push_back(std::to_string(kSteps));
   argv.insert(argv.end(), script_args.begin(), script_args.end());
-  return RunToEnd(argv, {{"PYTHON_EXEC", py}});
+  env["PYTHON_EXEC"] = py;
+  return RunToEnd(argv, env);
 }
+
+// Snapshots on failure off: what the periodic snapshots alone give.
+const std::map<std::string, std::string> kOnFailureOff = {{"DTRUN_SNAPSHOT_ON_FAILURE", "off"}};
 
 // Both ranks' parameter digests, which DDP keeps equal; "" unless both were printed and agree.
 std::string Digest(const std::string& out) {
@@ -66,12 +72,59 @@ class PythonSnapshotTest : public ::testing::Test {
   std::string py_;
 };
 
+// Rank 1 dies after step 23. Rank 0 keeps its state of step 23 on its way out (snapshots on
+// failure, python/dtrun/_on_failure.py): the restart loses no step, rank 1 taking rank 0's copy.
+TEST_F(PythonSnapshotTest, AKilledRanksPeerKeepsItsLastStepOnTheWayOutAndTheJobLosesNoStep) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string events = MakeTempDir() + "/events.jsonl";
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
+                             {"--crash-at", std::to_string(kCrashAt)});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[default0]:rank 0: kept the state of step 23 in memory on the way out"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("rank 1 holds no in-memory snapshot of step 23; receiving rank 0's copy"), std::string::npos)
+      << out;
+  EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=23"), std::string::npos) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  std::vector<nlohmann::json> kept = EventsOfKind(events, "state_kept");
+  ASSERT_EQ(kept.size(), 1u) << out;
+  EXPECT_EQ(kept[0]["rank"], 0);
+  EXPECT_EQ(kept[0]["step"], kCrashAt);
+  std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << out;
+  EXPECT_EQ(recovered[0]["restored_step"], kCrashAt);
+  EXPECT_EQ(recovered[0]["lost_steps"], 0);
+}
+
+// A rank that stops reporting (frozen in Python after step 23) makes dtrun stop every rank: its
+// peer, blocked in C++ in the next all-reduce where Python runs no handler, keeps its state from
+// the SIGTERM on a thread of its own, and so does the frozen rank. Both resume at step 23.
+TEST_F(PythonSnapshotTest, AFrozenRankAndItsBlockedPeerKeepTheirStateWhenDtrunStopsThem) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string events = MakeTempDir() + "/events.jsonl";
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--heartbeat-timeout", "5",
+                                   "--event-log", events},
+                             {"--freeze-at", std::to_string(kCrashAt)});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("hang detected"), std::string::npos) << out;
+  std::set<int> kept_by;
+  for (const nlohmann::json& k : EventsOfKind(events, "state_kept")) {
+    EXPECT_EQ(k["step"], kCrashAt) << k;
+    kept_by.insert(k["rank"].get<int>());
+  }
+  EXPECT_EQ(kept_by, (std::set<int>{0, 1})) << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=23"), std::string::npos) << out;
+  EXPECT_NE(out.find("[default1]:RESTORED step=23"), std::string::npos) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+}
+
 TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheSameParameters) {
   ASSERT_FALSE(Uninterrupted().empty());
   const std::string events = MakeTempDir() + "/events.jsonl";
-  // Every 5th step: the crash after step 23 goes back to step 20 exactly.
+  // Every 5th step, snapshots on failure off: the crash after step 23 goes back to step 20 exactly.
   auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
-                             {"--crash-at", std::to_string(kCrashAt)});
+                             {"--crash-at", std::to_string(kCrashAt)}, kOnFailureOff);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(RestoredStep(out), 20) << out;
   EXPECT_NE(out.find("[default0]:RESTORED step=20"), std::string::npos) << out;
@@ -86,12 +139,13 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
 }
 
 // Rank 1 loses its snapshots with it (its slots emptied before the kill): it receives rank 0's
-// copy of the newest step (the ranks are replicas) and the run ends as if uninterrupted.
+// copy of the newest periodic step (the ranks are replicas; snapshots on failure off) and the run
+// ends as if uninterrupted.
 TEST_F(PythonSnapshotTest, ARankThatLostItsSnapshotsReceivesItsPeersCopyWithTheSameParameters) {
   ASSERT_FALSE(Uninterrupted().empty());
   const std::string events = MakeTempDir() + "/events.jsonl";
   auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
-                             {"--crash-at", std::to_string(kCrashAt), "--forget"});
+                             {"--crash-at", std::to_string(kCrashAt), "--forget"}, kOnFailureOff);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("rank 1 holds no in-memory snapshot of step 20; receiving rank 0's copy"), std::string::npos)
       << out;

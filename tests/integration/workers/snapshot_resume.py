@@ -1,7 +1,7 @@
 """A DDP script that keeps its state with dtrun.snapshot() and resumes with dtrun.restore().
 
-    snapshot_resume.py STEPS [--crash-at N [--forget]] [--hidden H] [--hold] [--first-attempt-runs-on]
-                       [--check-replicas [--corrupt-at N]]
+    snapshot_resume.py STEPS [--crash-at N [--forget]] [--freeze-at N] [--hidden H] [--hold]
+                       [--first-attempt-runs-on] [--check-replicas [--corrupt-at N]] [--no-libuv]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
@@ -12,10 +12,14 @@ with --hold it then prints HOLDING and waits for a signal (for `dtrun status` to
 With --first-attempt-runs-on the first attempt trains past STEPS, a few ms a step, until the test
 takes a node away; a later attempt ends at STEPS. With --check-replicas every step calls
 dtrun.check_replicas before its snapshot; --corrupt-at N makes rank 1 of the first attempt nudge
-one parameter after step N's optimizer step, as silent data corruption would.
+one parameter after step N's optimizer step, as silent data corruption would. With --freeze-at N,
+rank 1 of the first attempt stops after step N's dtrun.snapshot() call, in Python (signal.pause),
+and rank 0 blocks in the next step's all-reduce, in C++. --no-libuv: for torch 2.x builds without
+libuv (Debian trixie's).
 """
 
 import argparse
+import datetime
 import hashlib
 import os
 import signal
@@ -52,8 +56,19 @@ def main():
     parser.add_argument("--first-attempt-runs-on", action="store_true")
     parser.add_argument("--check-replicas", action="store_true")
     parser.add_argument("--corrupt-at", type=int, default=-1)
+    parser.add_argument("--freeze-at", type=int, default=-1)
+    parser.add_argument("--no-libuv", action="store_true")
     args = parser.parse_args()
-    dist.init_process_group("gloo")
+    if args.no_libuv:
+        # Debian trixie's torch 2.6 has no libuv, and its agent-store path asks for it all the same
+        # (as tests/integration/workers/store_ops_2x.py).
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                              timeout=datetime.timedelta(seconds=60), use_libuv=False)
+        prefix = "/worker/attempt_" + os.environ["TORCHELASTIC_RESTART_COUNT"]
+        dist.init_process_group("gloo", store=dist.PrefixStore(prefix, store), rank=int(os.environ["RANK"]),
+                                world_size=int(os.environ["WORLD_SIZE"]))
+    else:
+        dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(32, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1)))
@@ -88,6 +103,10 @@ def main():
                 for slot in range(2):
                     dtrun._region.invalidate(slot)
             os.kill(os.getpid(), signal.SIGKILL)
+        if attempt == 0 and rank == 1 and step + 1 == args.freeze_at:
+            print("FROZEN", flush=True)
+            while True:  # no more reports: dtrun declares the rank hung and stops every rank
+                signal.pause()
         step += 1
     print("DIGEST rank=%d %s" % (rank, digest(model.module)), flush=True)
     if args.hold:

@@ -1,0 +1,414 @@
+"""Snapshots on failure for dtrun.snapshot(): a rank that survives a failure keeps its state of the
+last step on its way out, so a crash loses no step whatever the cadence (docs/DESIGN.md,
+"Snapshots on failure"; the C++ trainers do the same in MemorySnapshots::Arm/Rescue).
+
+Every dtrun.snapshot(state, step) call arms `state`. Parameters and optimizer state change only in
+an optimizer step, which disarms first, so they are held by reference; every other tensor (a
+model's buffers, which the next forward updates inside its kernels, unseen by version counters)
+is copied, and the containers are copied shallowly. The version counter of every tensor held by
+reference is noted: a state that moved anyway (updated by hand, not by a torch.optim optimizer) is
+never written. When the copies cost over 1% of the step time (frozen parameters, which no
+optimizer owns), arming stops, said once.
+
+Two ways out write the armed state once, as a snapshot of its step:
+- an exception that ends the script (Gloo's error when a peer is gone), through sys.excepthook;
+- dtrun's SIGTERM to the ranks that survive a failure. They are usually blocked in a collective,
+  where Python runs no signal handler, so signal.set_wakeup_fd wakes a thread that writes it and
+  ends the process.
+A stop that comes while the state is in motion (an optimizer step, or dtrun.snapshot() itself) is
+served by the arming that follows, which writes at once.
+
+Only a state in host memory is armed: on a GPU the copy would have to run on a side stream while
+NCCL spins, which is not built. A script with a SIGTERM handler of its own keeps it (then only the
+exception path is taken). DTRUN_SNAPSHOT_ON_FAILURE=off turns it all off.
+"""
+
+import collections
+import contextlib
+import copy
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+_MAX_DEPTH = 32  # containers nested deeper are not armed (as _snapshots._tensor_bytes)
+ARM_COPY_BUDGET = 0.01  # of the step time, for the copies arming makes
+
+
+class _NotArmable(Exception):
+    pass
+
+
+class _Armed:
+    """What a rescue writes: `state` as of `step` (None: the region holds that step already)."""
+
+    __slots__ = ("step", "state", "by_reference", "tensors")
+
+    def __init__(self, step, state, by_reference, tensors):
+        self.step, self.state = step, state
+        self.by_reference = by_reference  # [(tensor, its version when armed)]
+        self.tensors = tensors  # every tensor of `state`, for the check that its values are finite
+
+
+class OnFailure:
+    """One per process, made by dtrun.snapshot() when the worker has a snapshot region."""
+
+    def __init__(self, region, report_kept, spares):
+        self._region = region
+        self._report_kept = report_kept  # tells the agent, which then stops this worker at once
+        self._spares = spares  # an exception whose state must not be kept (the replicas diverged)
+        self._lock = threading.Lock()  # the armed state, and the region's slots against a rescue
+        self._armed = None
+        self._moving = 0  # optimizer steps or snapshot() calls under way: a new state is coming
+        self._stop_after_arm = 0  # a stop signal that came while the state was moving
+        self._optimizers = weakref.WeakSet()  # those that stepped: what they own is held by reference
+        self._copy_seconds = 0.0  # the copies' share of arming, measured against the step time
+        self._copied_bytes = 0  # at the last arming
+        self._first_arm_at = None  # (monotonic time, step)
+        self.off = False  # the state cannot be armed (it is not in host memory)
+        self._installed = False  # the excepthook, and the signal path where it can be had
+        self._wakeup = None  # (read fd, write fd) of the pipe signal.set_wakeup_fd writes to
+        self.arms, self.arm_seconds, self.kept = 0, 0.0, 0
+        global _watcher
+        _watcher = self  # the optimizer steps report to the newest (there is one per process)
+
+    # --- the training thread ---
+
+    def moving(self):
+        """dtrun.snapshot() was entered: the armed state is about to be replaced."""
+        try:
+            _hook_optimizers()
+        except Exception as e:  # then nothing is armed: no optimizer is seen stepping
+            _warn("rank %s: cannot watch the optimizer steps for snapshots on failure: %s" % (self._region.rank, e))
+        with self._lock:
+            self._moving += 1
+
+    def arm(self, state, step, held):
+        """The state after `step`'s optimizer step (`held`: the region holds it already). Never raises."""
+        start = time.monotonic()
+        armed = None
+        try:
+            if not self.off:
+                armed = self._armed_state(state, step, held)
+        except _NotArmable:
+            self.off = True  # a state on a GPU stays there: not looked at again every step
+        except Exception as e:  # arming must never cost the training step
+            _warn("rank %s: cannot arm the state of step %d for a failure: %s" % (self._region.rank, step, e))
+        if armed is not None and self._over_budget(step):
+            armed = None
+        with self._lock:
+            self._armed, self._moving = armed, 0
+            if armed is not None:
+                self.arms += 1
+                self.arm_seconds += time.monotonic() - start
+            stop, self._stop_after_arm = self._stop_after_arm, 0
+            if stop:
+                self._rescue_locked()
+        if stop:
+            _end_process(stop)
+        if armed is not None and not self._installed:
+            self._install()
+
+    @property
+    def armed_once(self):
+        return self.arms > 0
+
+    def _over_budget(self, step):
+        """Whether the copies of arming cost over ARM_COPY_BUDGET of the step time; then off, said once."""
+        now = time.monotonic()
+        if self._first_arm_at is None or step <= self._first_arm_at[1]:
+            self._first_arm_at, self._copy_seconds = (now, step), 0.0
+            return False
+        since, steps = now - self._first_arm_at[0], step - self._first_arm_at[1]
+        if steps < 10 or self._copy_seconds <= ARM_COPY_BUDGET * since:
+            return False
+        self.off = True
+        _warn("rank %d: no snapshots on failure: arming copies %.1f MB a step (tensors no optimizer updates, such "
+              "as frozen parameters), %.1f%% of the step time; the periodic snapshots keep the state" %
+              (self._region.rank, self._copied_bytes / 1e6, 100 * self._copy_seconds / since))
+        return True
+
+    # --- what is armed ---
+
+    def _armed_state(self, state, step, held):
+        if held:
+            return _Armed(step, None, [], [])
+        owned = self._owned()
+        if not owned:
+            return None  # no optimizer has stepped: nothing tells the parameters from the rest
+        import torch
+        tensor_type = torch.Tensor
+        by_reference, tensors, copied = [], [], [0, 0.0]  # bytes, seconds
+
+        def arm_tensor(t):
+            if not t.is_cpu:
+                raise _NotArmable()
+            try:
+                version, key = t._version, t.data_ptr()
+            except RuntimeError:  # an inference or sparse tensor: no version counter or no data pointer
+                raise _NotArmable()
+            if key and key not in owned:
+                start = time.monotonic()
+                t = t.clone()
+                copied[1] += time.monotonic() - start
+                copied[0] += t.numel() * t.element_size()
+                tensors.append(t)
+                return t
+            by_reference.append((t, version))
+            tensors.append(t)
+            return t
+
+        def walk(obj, depth):
+            if isinstance(obj, tensor_type):
+                return arm_tensor(obj)
+            if depth > _MAX_DEPTH:
+                raise _NotArmable()
+            if isinstance(obj, dict):  # copied: an optimizer's per-parameter dicts are its live ones
+                items = [(k, walk(v, depth + 1)) for k, v in obj.items()]
+                if type(obj) is dict:
+                    return dict(items)
+                if type(obj) is collections.OrderedDict:  # a state_dict(), with its _metadata
+                    out = collections.OrderedDict(items)
+                    out.__dict__.update(obj.__dict__)
+                    return out
+                out = copy.copy(obj)
+                out.update(items)
+                return out
+            if isinstance(obj, list):
+                return [walk(v, depth + 1) for v in obj]
+            if isinstance(obj, tuple):
+                items = [walk(v, depth + 1) for v in obj]
+                return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+            return obj  # numbers, strings: as they are now
+
+        with torch.no_grad():
+            armed = walk(state, 0)
+        self._copied_bytes = copied[0]
+        self._copy_seconds += copied[1]
+        return _Armed(step, armed, by_reference, tensors)
+
+    def _owned(self):
+        """The data pointers of what the optimizers seen stepping update in place."""
+        owned = set()
+        for opt in list(self._optimizers):
+            for group in opt.param_groups:
+                owned.update(p.data_ptr() for p in group["params"])
+            for per_param in opt.state.values():
+                if isinstance(per_param, dict):
+                    owned.update(v.data_ptr() for v in per_param.values() if hasattr(v, "data_ptr"))
+        return owned
+
+    # --- optimizer steps disarm ---
+
+    def _before_step(self, optimizer):
+        self._optimizers.add(optimizer)
+        with self._lock:  # a rescue under way finishes first
+            self._armed = None
+            self._moving += 1
+
+    def _after_step(self):
+        with self._lock:
+            self._moving = max(0, self._moving - 1)
+
+    # --- the ways out ---
+
+    def rescue(self):
+        with self._lock:
+            return self._rescue_locked()
+
+    def _rescue_locked(self):
+        """Writes the armed state as a snapshot unless its step is held already; the step kept, or None."""
+        a = self._armed
+        if a is None:
+            return None
+        self._armed = None
+        region = self._region
+        if region.holds(a.step):
+            self._kept(a.step)
+            return a.step
+        if a.state is None:
+            return None  # the snapshot of that step was written over since
+        start = time.monotonic()
+        problem = _moved(a) or _not_finite(a)
+        nbytes = 0
+        if problem is None:
+            try:
+                nbytes = region.write(a.state, a.step, before_commit=lambda: _moved(a))
+            except Exception as e:  # SnapshotError, or torch.save refusing an object
+                problem = str(e)
+        if problem is not None:
+            _warn("rank %d: state of step %d not kept in memory on the way out: %s" % (region.rank, a.step, problem))
+            return None
+        sys.stderr.write("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)\n" %
+                         (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
+        sys.stderr.flush()
+        self._kept(a.step)
+        return a.step
+
+    def _kept(self, step):
+        self.kept += 1
+        self._report_kept(step)  # last: the agent may kill this process as soon as it hears
+
+    def on_uncaught(self, previous_hook):
+        def hook(kind, value, tb):
+            previous_hook(kind, value, tb)  # the traceback first: it says why the job failed
+            if not issubclass(kind, KeyboardInterrupt) and not self._spares(value):
+                self.rescue()
+
+        return hook
+
+    def _install(self):
+        self._installed = True
+        sys.excepthook = self.on_uncaught(sys.excepthook)
+        # Handlers are the main thread's to set. A script's own SIGTERM handler stays (then only
+        # exceptions are watched).
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._watch_signals()
+
+    def _watch_signals(self):
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        try:
+            previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (ValueError, OSError):
+            previous = None
+        if previous != -1:  # somebody else's (asyncio): leave signals to them
+            if previous is not None:
+                signal.set_wakeup_fd(previous)
+            os.close(r)
+            os.close(w)
+            return
+        self._wakeup = (r, w)
+        signal.signal(signal.SIGTERM, self._on_signal_in_main_thread)
+        threading.Thread(target=self._watch, name="dtrun-on-failure", daemon=True).start()
+        # The forking thread holds SIGTERM back across fork(), so that the child's copy meets it only
+        # once it has let go of this process's handler and pipe.
+        os.register_at_fork(before=_hold_stop, after_in_parent=_release_stop, after_in_child=self._forget_in_child)
+
+    def _watch(self):
+        """The signal thread: woken through the wakeup fd even while the main thread is blocked in C++."""
+        r = self._wakeup[0]
+        while True:
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            if signal.SIGTERM in data:
+                self._on_stop(signal.SIGTERM)
+
+    def _on_stop(self, signo):
+        with self._lock:
+            if self._armed is None and self._moving:
+                self._stop_after_arm = signo  # the arming that ends this step writes, then ends
+                return
+            self._rescue_locked()
+        _end_process(signo)
+
+    def _on_signal_in_main_thread(self, signo, frame):
+        # The wakeup thread acts on it. Unless somebody has since taken the wakeup fd for their own:
+        # then nobody would, and the signal does what it does without dtrun.
+        current = signal.set_wakeup_fd(self._wakeup[1], warn_on_full_buffer=False)
+        if current != self._wakeup[1]:
+            signal.set_wakeup_fd(current)
+            signal.signal(signo, signal.SIG_DFL)
+            os.kill(os.getpid(), signo)
+
+    def _forget_in_child(self):
+        # A forked child (a DataLoader worker) holds no training state: it dies of SIGTERM as before,
+        # and its signals must not wake this process's thread through the shared pipe.
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _release_stop()
+
+
+_watcher = None  # the OnFailure that optimizer steps disarm
+_hooked_globally = False
+
+
+def _before_step(optimizer):
+    if _watcher is not None:
+        _watcher._before_step(optimizer)
+
+
+def _after_step():
+    if _watcher is not None:
+        _watcher._after_step()
+
+
+def _hook_optimizers():
+    """Optimizer steps disarm: PyTorch 2's global step hooks, or each optimizer class's step in 1.x."""
+    global _hooked_globally
+    from torch.optim import optimizer as hooks
+    if hasattr(hooks, "register_optimizer_step_pre_hook"):  # PyTorch 2.0 and later
+        if not _hooked_globally:
+            hooks.register_optimizer_step_pre_hook(lambda opt, args, kwargs: _before_step(opt))
+            hooks.register_optimizer_step_post_hook(lambda opt, args, kwargs: _after_step())
+            _hooked_globally = True
+        return
+    # Again at each call, for optimizer classes defined since.
+    todo = list(hooks.Optimizer.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_dtrun_disarms", False):
+            cls.step = _disarming(step)
+
+
+def _disarming(step):
+    @functools.wraps(step)  # keeps PyTorch's own marks, such as `hooked`
+    def disarming_step(optimizer, *args, **kwargs):
+        _before_step(optimizer)
+        try:
+            return step(optimizer, *args, **kwargs)
+        finally:
+            _after_step()
+
+    disarming_step._dtrun_disarms = True
+    return disarming_step
+
+
+_held_already = threading.local()  # whether the forking thread held SIGTERM back itself
+
+
+def _hold_stop():
+    _held_already.value = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _release_stop():
+    if not getattr(_held_already, "value", True):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _moved(a):
+    for t, version in a.by_reference:
+        if t._version != version:
+            return ("a tensor changed after dtrun.snapshot() outside an optimizer step "
+                    "(only torch.optim optimizers' steps are known to dtrun)")
+    return None
+
+
+def _not_finite(a):
+    import torch
+    for t in a.tensors:
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return "a value is not finite"
+    return None
+
+
+def _end_process(signo):
+    # As SIGTERM would have, had dtrun not caught it (a thread cannot restore its default action).
+    sys.stderr.flush()
+    os._exit(128 + signo)
+
+
+def _warn(text):
+    sys.stderr.write("dtrun: warning: %s\n" % text)
+    sys.stderr.flush()

@@ -1,0 +1,252 @@
+"""Unit tests of dtrun._on_failure (snapshots on failure for dtrun.snapshot) without an agent: what
+is armed, what a rescue writes and refuses, and the ways out (SIGTERM while blocked, during an
+optimizer step, in a forked child, an uncaught exception) in child processes over a region made
+here.
+
+    PYTHONPATH=build/lib/dtrun/python python3 tests/python/on_failure_test.py
+"""
+import io
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import unittest
+from contextlib import redirect_stderr
+
+from dtrun import _on_failure, _snapshots as s
+from snapshots_test import make_region
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+def train(steps, keeper, model, opt, start=0):
+    """`steps` steps of a small model, each ended as dtrun.snapshot() ends it: armed."""
+    for step in range(start, start + steps):
+        keeper.moving()
+        x = torch.randn(8, 4, generator=torch.Generator().manual_seed(step))
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+        keeper.arm(state_of(model, opt), step + 1, held=False)
+
+
+def state_of(model, opt):
+    return {"model": model.state_dict(), "optimizer": opt.state_dict(), "note": "text"}
+
+
+def model_and_optimizer():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    return model, torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+@unittest.skipIf(torch is None or s._xxh is None, "needs torch and libxxhash")
+class RescueTest(unittest.TestCase):
+    def setUp(self):
+        self.fd, self.region = make_region(1 << 20)
+        self.kept = []
+        self.keeper = _on_failure.OnFailure(self.region, self.kept.append, lambda e: False)
+        self.keeper._installed = True  # no signal handler or excepthook in the test's own process
+        self.model, self.opt = model_and_optimizer()
+
+    def tearDown(self):
+        os.close(self.fd)
+
+    def rescue(self):
+        err = io.StringIO()
+        with redirect_stderr(err):
+            step = self.keeper.rescue()
+        return step, err.getvalue()
+
+    def restored(self, step):
+        slot = self.region.usable()[step]
+        return self.region.load(slot, self.region.header(slot), None, {})
+
+    def test_a_rescue_writes_the_state_of_the_last_arming_not_what_came_after(self):
+        train(3, self.keeper, self.model, self.opt)
+        expected = {k: v.clone() for k, v in self.model.state_dict().items()}
+        momentum = [b.clone() for b in (self.opt.state[p]["momentum_buffer"] for p in self.model.parameters())]
+        self.model(torch.randn(8, 4)).pow(2).mean().backward()  # the next forward moves the buffers
+        self.assertFalse(torch.equal(self.model[1].running_mean, expected["1.running_mean"]))
+        step, said = self.rescue()
+        self.assertEqual(step, 3)
+        self.assertIn("rank 0: kept the state of step 3 in memory on the way out", said)
+        self.assertEqual(self.kept, [3])
+        state = self.restored(3)
+        self.assertEqual(state["note"], "text")
+        for k, v in expected.items():
+            self.assertTrue(torch.equal(state["model"][k], v), k)
+        for got, want in zip(state["optimizer"]["state"].values(), momentum):
+            self.assertTrue(torch.equal(got["momentum_buffer"], want))
+        other, _ = model_and_optimizer()
+        other.load_state_dict(state["model"])  # the state_dict's _metadata came along
+        self.assertEqual(self.keeper.rescue(), None, "a state is written once")
+
+    def test_the_parameters_are_held_by_reference_and_the_buffers_copied(self):
+        train(2, self.keeper, self.model, self.opt)
+        armed = self.keeper._armed
+        held = {t.data_ptr() for t, _ in armed.by_reference}
+        for p in self.model.parameters():
+            self.assertIn(p.data_ptr(), held)
+        for b in self.model.buffers():  # the forward changed them since the previous arming
+            self.assertNotIn(b.data_ptr(), held)
+
+    def test_an_optimizer_step_disarms(self):
+        train(2, self.keeper, self.model, self.opt)
+        self.model(torch.randn(8, 4)).pow(2).mean().backward()
+        self.opt.step()
+        self.assertEqual(self.rescue(), (None, ""))
+        self.assertFalse(self.region.holds(2))
+        self.assertEqual(self.kept, [])
+
+    def test_a_parameter_changed_outside_an_optimizer_step_is_not_kept(self):
+        train(2, self.keeper, self.model, self.opt)
+        with torch.no_grad():
+            self.model[0].weight.add_(1)
+        step, said = self.rescue()
+        self.assertIsNone(step)
+        self.assertIn("state of step 2 not kept in memory on the way out: a tensor changed after dtrun.snapshot()", said)
+        self.assertFalse(self.region.holds(2))
+
+    def test_a_value_that_is_not_finite_is_not_kept(self):
+        train(1, self.keeper, self.model, self.opt)
+        with torch.no_grad():
+            self.model[0].bias[0] = float("nan")
+        self.keeper.arm(state_of(self.model, self.opt), 1, held=False)
+        step, said = self.rescue()
+        self.assertIsNone(step)
+        self.assertIn("a value is not finite", said)
+
+    def test_a_step_the_region_holds_is_reported_kept_and_not_written_again(self):
+        train(2, self.keeper, self.model, self.opt)
+        self.region.write(state_of(self.model, self.opt), 2)
+        written = self.region.header(self.region.usable()[2])
+        self.keeper.arm(state_of(self.model, self.opt), 2, held=True)
+        self.assertEqual(self.rescue(), (2, ""))
+        self.assertEqual(self.kept, [2])
+        self.assertEqual(self.region.header(self.region.usable()[2]), written)
+
+    def test_a_rescue_takes_the_older_slot(self):
+        for step in (5, 10):
+            self.region.write(state_of(self.model, self.opt), step)
+        train(1, self.keeper, self.model, self.opt, start=12)
+        self.rescue()
+        self.assertEqual(sorted(self.region.usable()), [10, 13])
+
+    def test_a_state_off_the_host_is_not_armed_again(self):
+        train(1, self.keeper, self.model, self.opt)
+        self.keeper.moving()
+        self.keeper.arm({"on_device": torch.empty(2, device="meta")}, 2, held=False)
+        self.assertTrue(self.keeper.off)
+        self.assertEqual(self.rescue(), (None, ""))
+
+    def test_no_optimizer_seen_stepping_arms_nothing(self):
+        keeper = _on_failure.OnFailure(self.region, self.kept.append, lambda e: False)
+        keeper.arm(state_of(self.model, self.opt), 0, held=False)
+        self.assertIsNone(keeper._armed)
+
+
+# A child process over the test's region (its fd passed down): trains two steps, arms, then does
+# what PLAN says. It prints ARMED once armed.
+CHILD = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+    from dtrun import _on_failure, _snapshots as s
+    sys.path.insert(0, sys.argv[3])
+    from on_failure_test import train, state_of, model_and_optimizer
+    region = s.Region(int(sys.argv[1]), s.job_hash("job"), 0, 2, 0)
+    plan = sys.argv[2]
+    kept = []
+    keeper = _on_failure.OnFailure(region, kept.append, lambda e: isinstance(e, KeyError))
+    model, opt = model_and_optimizer()
+    train(2, keeper, model, opt)
+    if plan == "forked child":
+        pid = os.fork()
+        if pid == 0:
+            signal.pause()
+            os._exit(0)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        print("CHILD", "killed" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM else status,
+              flush=True)
+        print("KEPT", kept, flush=True)
+        sys.exit(0)
+    print("ARMED", flush=True)
+    if plan == "blocked":
+        r, w = os.pipe()
+        os.read(r, 1)  # never written: SIGTERM finds the main thread here
+    elif plan == "stop in step":
+        keeper.moving()
+        keeper._before_step(opt)  # an optimizer step under way
+        keeper._on_stop(signal.SIGTERM)  # what the signal thread does with SIGTERM
+        print("DEFERRED", flush=True)
+        keeper._after_step()
+        keeper.arm(state_of(model, opt), 3, held=False)
+        print("NOT ENDED", flush=True)
+    elif plan == "raise":
+        raise RuntimeError("a peer is gone")
+    elif plan == "spared":
+        raise KeyError("replicas diverged")
+""")
+
+
+@unittest.skipIf(torch is None or s._xxh is None, "needs torch and libxxhash")
+class WayOutTest(unittest.TestCase):
+    def setUp(self):
+        self.fd, self.region = make_region(1 << 20)
+
+    def tearDown(self):
+        os.close(self.fd)
+
+    def run_child(self, plan, signal_when_armed=False):
+        here = os.path.dirname(os.path.abspath(__file__))
+        p = subprocess.Popen([sys.executable, "-c", CHILD, str(self.fd), plan, here], pass_fds=[self.fd],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if signal_when_armed:
+            ready, _, _ = select.select([p.stdout], [], [], 120)
+            self.assertTrue(ready, "the child did not arm")
+            self.assertEqual(p.stdout.readline(), "ARMED\n")
+            p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+        return p.returncode, out, err
+
+    def test_sigterm_while_blocked_keeps_the_state_and_ends_the_process(self):
+        rc, _, err = self.run_child("blocked", signal_when_armed=True)
+        self.assertEqual(rc, 128 + signal.SIGTERM, err)
+        self.assertIn("kept the state of step 2 in memory on the way out", err)
+        self.assertTrue(self.region.holds(2))
+
+    def test_sigterm_during_an_optimizer_step_is_served_by_the_next_arming(self):
+        rc, out, err = self.run_child("stop in step")
+        self.assertEqual(rc, 128 + signal.SIGTERM, out + err)
+        self.assertIn("DEFERRED", out)
+        self.assertNotIn("NOT ENDED", out)
+        self.assertIn("kept the state of step 3 in memory on the way out", err)
+        self.assertEqual(sorted(self.region.usable()), [3])
+
+    def test_an_uncaught_exception_keeps_the_state_after_its_traceback(self):
+        rc, _, err = self.run_child("raise")
+        self.assertEqual(rc, 1, err)
+        self.assertLess(err.index("RuntimeError: a peer is gone"), err.index("kept the state of step 2"))
+        self.assertTrue(self.region.holds(2))
+
+    def test_an_exception_that_says_the_replicas_diverged_keeps_nothing(self):
+        rc, _, err = self.run_child("spared")
+        self.assertEqual(rc, 1, err)
+        self.assertNotIn("kept the state", err)
+        self.assertEqual(self.region.usable(), {})
+
+    def test_a_forked_child_dies_of_sigterm_without_waking_the_parent(self):
+        rc, out, err = self.run_child("forked child")
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("CHILD killed", out)
+        self.assertIn("KEPT []", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
