@@ -242,9 +242,8 @@ class OnFailure:
         if problem is not None:
             _warn("rank %d: state of step %d not kept in memory on the way out: %s" % (region.rank, a.step, problem))
             return None
-        sys.stderr.write("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)\n" %
-                         (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
-        sys.stderr.flush()
+        _say("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)" %
+             (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
         self._kept(a.step)
         return a.step
 
@@ -405,10 +404,16 @@ def _not_finite(a):
 
 def _end_process(signo):
     # As SIGTERM would have, had dtrun not caught it (a thread cannot restore its default action).
-    sys.stderr.flush()
     os._exit(128 + signo)
 
 
+def _say(line):
+    # One write to fd 2, whole: sys.stderr may be somebody else's object for a moment (PyTorch 2's
+    # excepthook swaps in a StringIO while it prefixes the traceback with the rank), and this
+    # process may end right after.
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode(errors="replace"))
+
+
 def _warn(text):
-    sys.stderr.write("dtrun: warning: %s\n" % text)
-    sys.stderr.flush()
+    _say("dtrun: warning: " + text)

@@ -5,7 +5,6 @@ here.
 
     PYTHONPATH=build/lib/dtrun/python python3 tests/python/on_failure_test.py
 """
-import io
 import os
 import select
 import signal
@@ -13,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import unittest
-from contextlib import redirect_stderr
+from unittest import mock
 
 from dtrun import _on_failure, _snapshots as s
 from snapshots_test import make_region
@@ -58,10 +57,10 @@ class RescueTest(unittest.TestCase):
         os.close(self.fd)
 
     def rescue(self):
-        err = io.StringIO()
-        with redirect_stderr(err):
+        said = []
+        with mock.patch.object(_on_failure, "_say", said.append):
             step = self.keeper.rescue()
-        return step, err.getvalue()
+        return step, "\n".join(said)
 
     def restored(self, step):
         slot = self.region.usable()[step]
