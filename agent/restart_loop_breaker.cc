@@ -5,10 +5,16 @@
 #include "base/signal_names.h"
 
 namespace dtrun {
+namespace {
+
+// A hello alone (any `import dtrun`) says nothing of progress; a step, a section or a snapshot does.
+bool ReportsSteps(const progress::ProgressBoard& board) { return board.any_active(); }
+
+}  // namespace
 
 void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::ProgressBoard* board) const {
-  if (limit_ <= 0 || !board || !(job_reports_ || board->any_reported())) return;
-  if (board->best_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit_) return;
+  if (limit_ <= 0 || !board || !(job_reports_ || ReportsSteps(*board))) return;
+  if (board->furthest_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit_) return;
   const std::string last = f.kind == rdzv::FailureKind::kHang ? absl::StrCat("hang: ", f.message)
                            : f.signal                   ? absl::StrCat("signal ", SignalName(f.signal))
                                                         : absl::StrCat("exit code ", f.exit_code);
@@ -23,10 +29,10 @@ void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::Prog
 
 void RestartLoopBreaker::OnAttemptEnded(const progress::ProgressBoard* board) {
   if (!board) return;
-  if (board->any_reported()) job_reports_ = true;
+  if (ReportsSteps(*board)) job_reports_ = true;
   if (!job_reports_) return;
-  if (board->best_step() > best_step_ever_) {
-    best_step_ever_ = board->best_step();
+  if (board->furthest_step() > best_step_ever_) {
+    best_step_ever_ = board->furthest_step();
     attempts_without_progress_ = 0;
   } else {
     ++attempts_without_progress_;

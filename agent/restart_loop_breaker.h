@@ -1,7 +1,8 @@
 // The restart-loop breaker: a job whose attempts keep failing before they pass the best step any
 // earlier attempt reached (a NaN that comes back, a corrupt shard at the same step) stops after
 // --max-attempts-without-progress such attempts, instead of using up every restart. Plain logic
-// over each attempt's progress board; only jobs whose workers report steps are judged.
+// over each attempt's progress board; only jobs whose workers report more than a hello (steps,
+// sections, snapshots) are judged, by the furthest step a report or a snapshot shows.
 #pragma once
 
 #include <cstdint>

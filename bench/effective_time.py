@@ -16,6 +16,9 @@ C++ and the Python trainer are each compared with themselves.
                     --checkpoint-seconds (its --save-every-minutes)
   torchrun, disk    bench/recovery_reference.py under ../shared/tools/torchrun (--monitor_interval
                     0.1), torch.save every N steps, N = --checkpoint-seconds at its baseline rate
+  dtrun, Python, memory           recovery_reference.py --dtrun-snapshot under dtrun: dtrun.snapshot
+                    after every step (its adaptive cadence, snapshots on failure) (--modes py-memory)
+  dtrun, Python, memory, on failure off   the same with DTRUN_SNAPSHOT_ON_FAILURE=off (py-memory-off)
 
 Per crash: kill -> every rank stepping again and the steps lost, and the seconds of training it
 cost (that time plus the lost steps at the baseline rate). The effective time a crash every 5
@@ -55,6 +58,12 @@ def dtrun_cmd(build, tmp, flags, trainer_flags):
              "--output-dir", os.path.join(tmp, "run")] + trainer_flags)
 
 
+def dtrun_python_cmd(build, tmp):
+    return [os.path.join(build, "bin", "dtrun"), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1000",
+            "--event-log", os.path.join(tmp, "events.jsonl"), os.path.join(HERE, "recovery_reference.py"),
+            "--dtrun-snapshot"]
+
+
 def torchrun_cmd(tmp, checkpoint_every):
     return ["/usr/bin/python3", TORCHRUN, "--standalone", "--nproc_per_node", "2", "--max_restarts", "1000",
             "--monitor_interval", "0.1", os.path.join(HERE, "recovery_reference.py"),
@@ -62,9 +71,12 @@ def torchrun_cmd(tmp, checkpoint_every):
 
 
 CXX_STEP = re.compile(r"Epoch: \[0\]\[(\d+)/")
-PY_STEP = re.compile(r"^step (\d+) ")
-PY_START = re.compile(r"^start at step (\d+)")
-PY_SAVED = re.compile(r"^saved step \d+ in ([0-9.]+) s")
+_RANK0 = r"^(?:\[default0\]:)?"  # dtrun's console prefix; torchrun prints none
+PY_STEP = re.compile(_RANK0 + r"step (\d+) ")
+PY_START = re.compile(_RANK0 + r"start at step (\d+)")
+PY_SAVED = re.compile(_RANK0 + r"saved step \d+ in ([0-9.]+) s")
+PY_SNAPSHOT = re.compile(_RANK0 + r"snapshot step \d+ in ([0-9.]+) s")
+PY_ARMED = re.compile(_RANK0 + r"armed \d+ times, ([0-9.]+) ms each")
 
 
 def python_rank1(script="recovery_reference.py"):
@@ -93,13 +105,17 @@ def run(cmd, kind, tmp, window, crash_every):
     reached before it, and (for torchrun) the restart's first step line."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
                          start_new_session=True)
-    t0, last_step, crashes, started, saves = None, 0, [], None, []
+    t0, last_step, crashes, started, saves, snapshots, arm_ms = None, 0, [], None, [], [], None
     due = crash_times(window, crash_every)
     for line in p.stdout:
         now = time.time()
         m = (CXX_STEP if kind == "cxx" else PY_STEP).search(line)
         if PY_SAVED.search(line):
             saves.append(float(PY_SAVED.search(line).group(1)))
+        if PY_SNAPSHOT.search(line) and t0 is not None:
+            snapshots.append(float(PY_SNAPSHOT.search(line).group(1)))
+        if PY_ARMED.search(line):
+            arm_ms = float(PY_ARMED.search(line).group(1))
         if kind == "py" and PY_START.search(line) and crashes:
             started = int(PY_START.search(line).group(1))
             crashes[-1].setdefault("restored_step", started)
@@ -131,7 +147,7 @@ def run(cmd, kind, tmp, window, crash_every):
         for c, r in zip(crashes, recovered):
             c["stepping_s"] = r["ts_ms"] / 1000 - c["killed"]
             c["restored_step"] = max(r["restored_step"], 0)
-    return {"kept_steps": last_step, "crashes": crashes, "saves_s": saves}
+    return {"kept_steps": last_step, "crashes": crashes, "saves_s": saves, "snapshots_s": snapshots, "arm_ms": arm_ms}
 
 
 def rate(cmd, kind, tmp, window):
@@ -192,7 +208,10 @@ def main():
              (f"dtrun, disk every {args.checkpoint_seconds:.0f} s", "cxx",
               lambda tmp: dtrun_cmd(b, tmp, ["--snapshot-memory", "0", "--warm-workers", "off"],
                                     ["--save-every-minutes", str(args.checkpoint_seconds / 60)]), cxx_rate),
-             (f"torchrun, torch.save every {every} steps", "py", lambda tmp: torchrun_cmd(tmp, every), py_rate)]
+             (f"torchrun, torch.save every {every} steps", "py", lambda tmp: torchrun_cmd(tmp, every), py_rate),
+             ("dtrun, Python, dtrun.snapshot (defaults)", "py", lambda tmp: dtrun_python_cmd(b, tmp), py_rate),
+             ("dtrun, Python, dtrun.snapshot, on failure off", "py",
+              lambda tmp: ["env", "DTRUN_SNAPSHOT_ON_FAILURE=off"] + dtrun_python_cmd(b, tmp), py_rate)]
     wanted = args.modes.split(",")
     snapshot_costs = {}
     for key, env, given in [("memory", {}, args.snapshot_cost),
@@ -207,13 +226,20 @@ def main():
         # The time in the step, the copy's CPU time alongside the next step, and the arming.
         shares = re.findall(r"\(([0-9.]+)%(?: of the step time)?\)", line)
         snapshot_costs[key] = sum(float(x) for x in shares) / 100 if shares else None
-    keyed = [(m, key) for m, key in zip(modes, ["memory", "memory-off", "disk", "torchrun"]) if key in wanted]
+    keys = ["memory", "memory-off", "disk", "torchrun", "py-memory", "py-memory-off"]
+    keyed = [(m, key) for m, key in zip(modes, keys) if key in wanted]
     for (name, kind, cmd, pure), key in keyed:
         with tempfile.TemporaryDirectory() as tmp:
             result = run(cmd(tmp), kind, tmp, args.window, args.crash_every)
             saving = snapshot_costs.get(key)
             if result["saves_s"]:  # the reference's torch.save, every `every` steps
                 saving = statistics.median(result["saves_s"]) / (every / py_rate)
+            if key.startswith("py-"):  # dtrun.snapshot's writes and its arming, timed inside the script
+                arming = (result["arm_ms"] or 0) / 1000 * py_rate
+                saving = sum(result["snapshots_s"]) / args.window + arming
+                each_ms = 1e3 * statistics.median(result["snapshots_s"]) if result["snapshots_s"] else float("nan")
+                print(f"{name}: {len(result['snapshots_s'])} snapshots in the window, {each_ms:.1f} ms each "
+                      f"(median); arming {result['arm_ms']} ms a step ({100 * arming:.2f}%)")
             report(name, result, pure, args.window, args.crash_every, saving)
 
 

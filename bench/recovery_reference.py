@@ -9,8 +9,13 @@ Rank 0 prints "start at step N" once its state is loaded (0 without a checkpoint
 after every step (N counts over the whole run, resumed runs included) and "saved step N in S s"
 after each checkpoint; bench scripts read those.
 
+With --dtrun-snapshot it recovers the way docs/MIGRATING.md shows instead: dtrun.restore() at
+start, dtrun.snapshot() after every step (dtrun's adaptive cadence, and snapshots on failure unless
+DTRUN_SNAPSHOT_ON_FAILURE=off). Rank 0 then prints "snapshot step N in S s" for each snapshot
+written and, every 20 steps, "armed A times, M ms each" (the arming's own count and time).
+
 Usage (under torchrun or dtrun): recovery_reference.py --checkpoint-dir DIR [--checkpoint-every 50]
-  [--steps 1000000] [--synthetic-size 8192]
+  [--steps 1000000] [--synthetic-size 8192] [--dtrun-snapshot]
 """
 import argparse
 import os
@@ -29,7 +34,10 @@ ap.add_argument("--steps", type=int, default=1000000)
 ap.add_argument("--image-size", type=int, default=64)
 ap.add_argument("--batch-size", type=int, default=32)
 ap.add_argument("--synthetic-size", type=int, default=8192, help="distinct synthetic images (a fixed pool)")
+ap.add_argument("--dtrun-snapshot", action="store_true", help="dtrun.restore/dtrun.snapshot instead of the checkpoint")
 args = ap.parse_args()
+if args.dtrun_snapshot:
+    import dtrun
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -45,6 +53,12 @@ if path and os.path.exists(path):
     model.module.load_state_dict(saved["model"])
     optimizer.load_state_dict(saved["optimizer"])
     step = saved["step"]
+if args.dtrun_snapshot:
+    restored = dtrun.restore()
+    if restored:
+        model.module.load_state_dict(restored.state["model"])
+        optimizer.load_state_dict(restored.state["optimizer"])
+        step = restored.step
 if rank == 0:
     print(f"start at step {step}", flush=True)
 
@@ -64,6 +78,14 @@ while step < args.steps:
     step += 1
     if rank == 0:
         print(f"step {step} loss {loss.item():.4f} t {time.time():.3f}", flush=True)
+    if args.dtrun_snapshot:
+        began = time.time()
+        wrote = dtrun.snapshot({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, step)
+        if rank == 0 and wrote:
+            print(f"snapshot step {step} in {time.time() - began:.4f} s", flush=True)
+        keeper = dtrun._keeper  # the arming's own bookkeeping (python/dtrun/_on_failure.py), for the bench
+        if rank == 0 and step % 20 == 0 and keeper is not None and keeper.arms:
+            print(f"armed {keeper.arms} times, {1e3 * keeper.arm_seconds / keeper.arms:.3f} ms each", flush=True)
     if path and args.checkpoint_every and step % args.checkpoint_every == 0 and rank == 0:
         os.makedirs(args.checkpoint_dir, exist_ok=True)
         began = time.time()

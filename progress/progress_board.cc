@@ -64,8 +64,10 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
       r.restored_source = report.source;
       r.restored_step = report.step.value_or(-1);
       break;
+    case Report::Kind::kKept:  // the agent stops the worker; the restore says what was used
+      r.kept_step = std::max(r.kept_step, report.step.value_or(-1));
+      break;
     case Report::Kind::kDiverged:  // the agent's event log says it; nothing to keep here
-    case Report::Kind::kKept:      // the agent stops the worker; the restore says what was used
       break;
     case Report::Kind::kSync:
       // Steps must rise: a repeat or a step back (a confused or hostile worker) is dropped.
@@ -135,14 +137,20 @@ std::optional<Clock::time_point> ProgressBoard::NextDeadline(const HangPolicy& p
   return next;
 }
 
-bool ProgressBoard::any_reported() const {
-  return std::any_of(ranks_.begin(), ranks_.end(), [](const RankProgress& r) { return r.reported; });
+bool ProgressBoard::any_active() const {
+  return std::any_of(ranks_.begin(), ranks_.end(), [](const RankProgress& r) { return r.active; });
 }
 
 int64_t ProgressBoard::best_step() const {
   int64_t best = -1;
   for (const RankProgress& r : ranks_) best = std::max(best, r.step);
   return best;
+}
+
+int64_t ProgressBoard::furthest_step() const {
+  int64_t furthest = -1;
+  for (const RankProgress& r : ranks_) furthest = std::max({furthest, r.step, r.snapshot_step, r.kept_step});
+  return furthest;
 }
 
 }  // namespace dtrun::progress

@@ -63,6 +63,7 @@ struct RankProgress {
   int64_t snapshot_step = -1;
   int64_t snapshot_bytes = 0;
   int64_t snapshot_micros = 0;
+  int64_t kept_step = -1;  // the state it kept on its way out after a failure (-1: none)
   std::string restored_source;  // memory | disk | none ("" until reported)
   int64_t restored_step = -1;
   std::deque<SyncWait> waits;  // its newest sync reports, steps rising, at most kMaxRecentWaits
@@ -99,8 +100,11 @@ class ProgressBoard {
   std::optional<Clock::time_point> NextDeadline(const HangPolicy& policy,
                                                 std::optional<Clock::time_point> group_done = std::nullopt) const;
 
-  bool any_reported() const;
+  bool any_active() const;  // some rank sent more than a hello: a step, a section, a snapshot
   int64_t best_step() const;  // the highest step any rank reported (-1: none)
+  // The highest step any rank is known to have reached: reported, or in a snapshot it completed or
+  // kept on its way out (-1: none). A script may snapshot without ever reporting a step.
+  int64_t furthest_step() const;
   std::optional<int64_t> total_steps() const { return total_steps_; }
   const std::vector<RankProgress>& ranks() const { return ranks_; }
 

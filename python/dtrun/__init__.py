@@ -16,7 +16,8 @@ agent asks) and restarts the job. Outside dtrun every call does nothing. Reports
 one the agent cannot take at once is dropped. The protocol is in dtrun's docs/DESIGN.md.
 
 Recovery from memory: a crashed rank's job resumes from the newest step every rank holds in its
-agent's memory instead of from the last file on disk.
+agent's memory instead of from the last file on disk. The ranks that survive a failure keep the
+state of their last dtrun.snapshot() call on their way out, so no step is lost (dtrun/_on_failure.py).
 
     dist.init_process_group(...)
     restored = dtrun.restore(map_location=device)   # None: start fresh or load your checkpoint

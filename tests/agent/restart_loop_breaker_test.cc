@@ -74,5 +74,39 @@ TEST(RestartLoopBreakerTest, JobsWhoseWorkersNeverReportAndALimitOfZeroAreNeverJ
   EXPECT_NE(f.kind, rdzv::FailureKind::kNoProgress);
 }
 
+// A script that reports no step but writes snapshots (dtrun.snapshot without dtrun.heartbeat) is
+// judged by its snapshots' steps, and one that only said hello (`import dtrun`) is not judged.
+std::unique_ptr<progress::ProgressBoard> Reported(progress::Report::Kind kind, int64_t step) {
+  auto board = std::make_unique<progress::ProgressBoard>(1);
+  progress::Report r;
+  r.kind = kind;
+  if (step >= 0) r.step = step;
+  board->Apply(0, r, Clock::now());
+  return board;
+}
+
+TEST(RestartLoopBreakerTest, SnapshotsAndKeptStatesAreProgressAndAHelloIsNot) {
+  RestartLoopBreaker breaker(2);
+  breaker.OnAttemptEnded(Reported(progress::Report::Kind::kSnapshot, 10).get());
+  breaker.OnAttemptEnded(Reported(progress::Report::Kind::kKept, 23).get());  // past 10
+  auto past = Reported(progress::Report::Kind::kSnapshot, 40);
+  WorkerFailure f = Crash();
+  breaker.MarkIfNoProgress(f, past.get());
+  EXPECT_NE(f.kind, rdzv::FailureKind::kNoProgress) << f.message;
+  breaker.OnAttemptEnded(past.get());
+  breaker.OnAttemptEnded(Reported(progress::Report::Kind::kSnapshot, 40).get());  // one without progress
+  auto stuck = Reported(progress::Report::Kind::kSnapshot, 39);
+  breaker.MarkIfNoProgress(f, stuck.get());
+  EXPECT_EQ(f.kind, rdzv::FailureKind::kNoProgress);
+  EXPECT_NE(f.message.find("no progress past step 40"), std::string::npos) << f.message;
+
+  RestartLoopBreaker hello_only(1);
+  for (int i = 0; i < 3; ++i) hello_only.OnAttemptEnded(Reported(progress::Report::Kind::kHello, -1).get());
+  auto again = Reported(progress::Report::Kind::kHello, -1);
+  WorkerFailure g = Crash();
+  hello_only.MarkIfNoProgress(g, again.get());
+  EXPECT_NE(g.kind, rdzv::FailureKind::kNoProgress) << g.message;
+}
+
 }  // namespace
 }  // namespace dtrun

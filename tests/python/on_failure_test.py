@@ -109,7 +109,8 @@ class RescueTest(unittest.TestCase):
             self.model[0].weight.add_(1)
         step, said = self.rescue()
         self.assertIsNone(step)
-        self.assertIn("state of step 2 not kept in memory on the way out: a tensor changed after dtrun.snapshot()", said)
+        self.assertIn("state of step 2 not kept in memory on the way out: a tensor changed after dtrun.snapshot()",
+                      said)
         self.assertFalse(self.region.holds(2))
 
     def test_a_value_that_is_not_finite_is_not_kept(self):
@@ -208,10 +209,18 @@ class WayOutTest(unittest.TestCase):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if signal_when_armed:
             ready, _, _ = select.select([p.stdout], [], [], 120)
-            self.assertTrue(ready, "the child did not arm")
+            if not ready:
+                p.kill()
+                p.communicate()
+                self.fail("the child did not arm in 120 s")
             self.assertEqual(p.stdout.readline(), "ARMED\n")
             p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=120)
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()  # no stray process outlives the test
+            out, err = p.communicate()
+            self.fail("the child did not end in 120 s:\n" + out + err)
         return p.returncode, out, err
 
     def test_sigterm_while_blocked_keeps_the_state_and_ends_the_process(self):
