@@ -5,15 +5,10 @@
 #include "base/signal_names.h"
 
 namespace dtrun {
-namespace {
-
-// A hello alone (any `import dtrun`) says nothing of progress; a step, a section or a snapshot does.
-bool ReportsSteps(const progress::ProgressBoard& board) { return board.any_active(); }
-
-}  // namespace
 
 void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::ProgressBoard* board) const {
-  if (limit_ <= 0 || !board || !(job_reports_ || ReportsSteps(*board))) return;
+  // A hello alone (any `import dtrun`) says nothing of progress; a step, a section or a snapshot does.
+  if (limit_ <= 0 || !board || !(job_reports_ || board->any_active())) return;
   if (board->furthest_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit_) return;
   const std::string last = f.kind == rdzv::FailureKind::kHang ? absl::StrCat("hang: ", f.message)
                            : f.signal                   ? absl::StrCat("signal ", SignalName(f.signal))
@@ -29,7 +24,7 @@ void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::Prog
 
 void RestartLoopBreaker::OnAttemptEnded(const progress::ProgressBoard* board) {
   if (!board) return;
-  if (ReportsSteps(*board)) job_reports_ = true;
+  if (board->any_active()) job_reports_ = true;
   if (!job_reports_) return;
   if (board->furthest_step() > best_step_ever_) {
     best_step_ever_ = board->furthest_step();

@@ -34,6 +34,8 @@ import threading
 import time
 import weakref
 
+from dtrun import _snapshots
+
 _MAX_DEPTH = 32  # containers nested deeper are not armed (as _snapshots._tensor_bytes)
 ARM_COPY_BUDGET = 0.01  # of the step time, for the copies arming makes
 
@@ -71,7 +73,7 @@ class OnFailure:
         self.off = False  # the state cannot be armed (it is not in host memory)
         self._installed = False  # the excepthook, and the signal path where it can be had
         self._wakeup = None  # (read fd, write fd) of the pipe signal.set_wakeup_fd writes to
-        self.arms, self.arm_seconds, self.kept = 0, 0.0, 0
+        self.arms, self.arm_seconds = 0, 0.0
         global _watcher
         _watcher = self  # the optimizer steps report to the newest (there is one per process)
 
@@ -82,7 +84,8 @@ class OnFailure:
         try:
             _hook_optimizers()
         except Exception as e:  # then nothing is armed: no optimizer is seen stepping
-            _warn("rank %s: cannot watch the optimizer steps for snapshots on failure: %s" % (self._region.rank, e))
+            _snapshots._warn("rank %s: cannot watch the optimizer steps for snapshots on failure: %s" %
+                             (self._region.rank, e))
         with self._lock:
             self._moving += 1
 
@@ -91,12 +94,12 @@ class OnFailure:
         start = time.monotonic()
         armed = None
         try:
-            if not self.off:
-                armed = self._armed_state(state, step, held)
+            armed = self._armed_state(state, step, held)
         except _NotArmable:
             self.off = True  # a state on a GPU stays there: not looked at again every step
         except Exception as e:  # arming must never cost the training step
-            _warn("rank %s: cannot arm the state of step %d for a failure: %s" % (self._region.rank, step, e))
+            _snapshots._warn("rank %s: cannot arm the state of step %d for a failure: %s" %
+                             (self._region.rank, step, e))
         if armed is not None and self._over_budget(step):
             armed = None
         with self._lock:
@@ -126,9 +129,10 @@ class OnFailure:
         if steps < 10 or self._copy_seconds <= ARM_COPY_BUDGET * since:
             return False
         self.off = True
-        _warn("rank %d: no snapshots on failure: arming copies %.1f MB a step (tensors no optimizer updates, such "
-              "as frozen parameters), %.1f%% of the step time; the periodic snapshots keep the state" %
-              (self._region.rank, self._copied_bytes / 1e6, 100 * self._copy_seconds / since))
+        _snapshots._warn("rank %d: no snapshots on failure: arming copies %.1f MB a step (tensors no optimizer "
+                         "updates, such as frozen parameters), %.1f%% of the step time; the periodic snapshots "
+                         "keep the state" % (self._region.rank, self._copied_bytes / 1e6,
+                                             100 * self._copy_seconds / since))
         return True
 
     # --- what is armed ---
@@ -227,7 +231,7 @@ class OnFailure:
         self._armed = None
         region = self._region
         if region.holds(a.step):
-            self._kept(a.step)
+            self._report_kept(a.step)
             return a.step
         if a.state is None:
             return None  # the snapshot of that step was written over since
@@ -240,16 +244,13 @@ class OnFailure:
             except Exception as e:  # SnapshotError, or torch.save refusing an object
                 problem = str(e)
         if problem is not None:
-            _warn("rank %d: state of step %d not kept in memory on the way out: %s" % (region.rank, a.step, problem))
+            _snapshots._warn("rank %d: state of step %d not kept in memory on the way out: %s" %
+                             (region.rank, a.step, problem))
             return None
-        _say("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)" %
-             (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
-        self._kept(a.step)
+        _snapshots._say("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)" %
+                        (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
+        self._report_kept(a.step)  # last: the agent may kill this process as soon as it hears
         return a.step
-
-    def _kept(self, step):
-        self.kept += 1
-        self._report_kept(step)  # last: the agent may kill this process as soon as it hears
 
     def on_uncaught(self, previous_hook):
         def hook(kind, value, tb):
@@ -407,13 +408,3 @@ def _end_process(signo):
     os._exit(128 + signo)
 
 
-def _say(line):
-    # One write to fd 2, whole: sys.stderr may be somebody else's object for a moment (PyTorch 2's
-    # excepthook swaps in a StringIO while it prefixes the traceback with the rank), and this
-    # process may end right after.
-    with contextlib.suppress(OSError):
-        os.write(2, (line + "\n").encode(errors="replace"))
-
-
-def _warn(text):
-    _say("dtrun: warning: " + text)

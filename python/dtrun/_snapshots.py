@@ -11,6 +11,7 @@ torch is imported only when a snapshot is taken or restored: `import dtrun` stay
 """
 
 import collections
+import contextlib
 import ctypes
 import fcntl
 import io
@@ -19,7 +20,6 @@ import mmap
 import os
 import stat
 import struct
-import sys
 import time
 
 KIB4 = 4096
@@ -249,14 +249,19 @@ class Region:
         if _hash_at(self._base + self._payload_at(slot), h.payload_bytes) != h.payload_hash:
             raise SnapshotError("snapshot of step %d (slot %d) fails its checksum: corrupted in memory" % (h.step, slot))
 
-    def slot_to_write(self, step):
-        """The slot holding `step`, else an empty or damaged one, else the older one."""
+    def _headers(self):
+        """Every slot's header, None for an empty or damaged one."""
         headers = []
         for s in range(SLOTS):
             try:
                 headers.append(self.header(s))
             except SnapshotError:
                 headers.append(None)
+        return headers
+
+    def slot_to_write(self, step):
+        """The slot holding `step`, else an empty or damaged one, else the older one."""
+        headers = self._headers()
         for s, h in enumerate(headers):
             if h is not None and h.step == step:
                 return s
@@ -282,24 +287,13 @@ class Region:
 
     def discard_all_but(self, keep):
         """Empties every slot not holding `keep`: a path the job went back past is never taken later."""
-        for s in range(SLOTS):
-            try:
-                h = self.header(s)
-            except SnapshotError:
-                h = None
+        for s, h in enumerate(self._headers()):
             if not self.mine(h) or h.step != keep:
                 self.invalidate(s)
 
     def holds(self, step):
         """Whether a slot holds this rank's snapshot of `step` (its header only, not its payload)."""
-        for s in range(SLOTS):
-            try:
-                h = self.header(s)
-            except SnapshotError:
-                continue
-            if self.mine(h) and h.step == step:
-                return True
-        return False
+        return any(self.mine(h) and h.step == step for h in self._headers())
 
     def write(self, state, step, before_commit=None):
         """torch.save(state) into the slot for `step`; returns the payload's size. `before_commit`
@@ -421,9 +415,16 @@ class Cadence:
         self.last_call = None
 
 
+def _say(line):
+    # One write to fd 2, whole: sys.stderr may be somebody else's object for a moment (PyTorch 2's
+    # excepthook swaps in a StringIO while it prefixes the traceback with the rank), and a process
+    # keeping its state on the way out may end right after.
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode(errors="replace"))
+
+
 def _warn(text):
-    sys.stderr.write("dtrun: warning: %s\n" % text)
-    sys.stderr.flush()
+    _say("dtrun: warning: " + text)
 
 
 def region_from_environment(variable="DTRUN_SNAPSHOT_FD"):

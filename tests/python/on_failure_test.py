@@ -58,7 +58,7 @@ class RescueTest(unittest.TestCase):
 
     def rescue(self):
         said = []
-        with mock.patch.object(_on_failure, "_say", said.append):
+        with mock.patch.object(s, "_say", said.append):
             step = self.keeper.rescue()
         return step, "\n".join(said)
 
