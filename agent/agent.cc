@@ -205,6 +205,7 @@ void Agent::OnRoundEvent() {
 }
 
 void Agent::ReapChildren() {
+  progress_->ReadPending();  // before a dead worker's pid stops counting as the round's
   int status = 0;
   pid_t pid;
   bool ours = false;
@@ -380,7 +381,7 @@ std::chrono::milliseconds Agent::StopGrace() const {
 }
 
 void Agent::StopGroup(int signo) {
-  if (interrupt_signal_ == 0) snapshots_->OnFailure(board() ? board()->best_step() : -1);
+  if (interrupt_signal_ == 0) snapshots_->OnFailure(board() ? board()->furthest_step() : -1);
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);

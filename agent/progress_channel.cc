@@ -58,6 +58,10 @@ void ProgressChannel::OnReports(int socket_rank) {
   });
 }
 
+void ProgressChannel::ReadPending() {
+  for (int lr = 0; lr < static_cast<int>(sockets_.size()); ++lr) OnReports(lr);
+}
+
 void ProgressChannel::OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& /*round*/) {
   group_ = &group;
   board_ = std::make_unique<progress::ProgressBoard>(options_.nproc_per_node);

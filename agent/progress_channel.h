@@ -29,6 +29,9 @@ class ProgressChannel : public AgentComponent {
   // The running round's reports, or the last round's once its workers are gone (null before the
   // first round): the restart-loop breaker reads them after the group exited.
   const progress::ProgressBoard* board() const { return board_.get(); }
+  // Reads what is already waiting on every socket. Called before workers are reaped: a worker's
+  // last reports (its step, a kept state) count only while it is still a worker of the round.
+  void ReadPending();
 
   void OnRoundStarted(WorkerGroup& group, const rdzv::Assignment& round) override;
   void OnGroupExited(WorkerGroup& group) override;

@@ -11,7 +11,8 @@ modes, 4 workers each, one rank SIGKILLed at a random epoch:
   dtrun + torch.save           the tutorial's own snapshot file, every --save-every epochs
   torchrun + torch.save        the same under ../shared/tools/torchrun (--monitor_interval 0.1)
 Reported: kill -> the first "Resuming training" line, kill -> every rank printing an epoch again,
-and the epochs of work lost (the newest epoch begun before the kill minus the one resumed at).
+and the epochs of work lost (the newest epoch begun before the kill minus the one resumed at);
+in the dtrun.snapshot modes also the agent's own count, from its "recovered" line.
 
 Usage: bench/tutorial_recovery.py BUILD_DIR TUTORIAL_DIR [--trials 5] [--epochs 400] [--save-every 50]
   TUTORIAL_DIR holds multigpu_torchrun.py and datautils.py (distributed/ddp-tutorial-series).
@@ -95,6 +96,10 @@ def one_crash(build, tutorial, mode, kill_epoch, epochs, save_every):
         killed = resumed_s = None
         newest = resumed_at = -1
         back = set()
+        # The agent's own count, from the step dtrun.snapshot() reports (no heartbeat in the tutorial).
+        reported = "dtrun.snapshot" in mode
+        agent_re = re.compile(r"recovered: .*; (\d+) step\(s\) of work lost")
+        agent_lost = None
         for line in p.stdout:
             m = epoch_re.search(line)
             if killed is None and m:
@@ -107,17 +112,26 @@ def one_crash(build, tutorial, mode, kill_epoch, epochs, save_every):
             elif killed is not None and "Resuming training" in line and resumed_s is None:
                 resumed_s = time.monotonic() - killed
                 resumed_at = int(re.search(r"Epoch (\d+)", line).group(1))
-            elif killed is not None and m and resumed_s is not None:
+            elif killed is not None and m and resumed_s is not None and len(back) < 4:
                 back.add(m.group(1))
                 if len(back) == 4:
                     stepping_s = time.monotonic() - killed
-                    break
+            said = agent_re.search(line)
+            if said and killed is not None:
+                agent_lost = int(said.group(1))
+            if len(back) == 4 and (not reported or agent_lost is not None):
+                break
         p.send_signal(signal.SIGTERM)
         p.stdout.close()
         p.wait(timeout=120)
         if resumed_s is None or len(back) < 4:
             raise SystemExit(f"{mode}: the job did not resume (killed at epoch {newest})")
-        return {"resumed_s": resumed_s, "stepping_s": stepping_s, "lost": newest - resumed_at}
+        if reported and agent_lost is None:
+            raise SystemExit(f"{mode}: the agent said no 'recovered' line")
+        row = {"resumed_s": resumed_s, "stepping_s": stepping_s, "lost": newest - resumed_at}
+        if reported:
+            row["agent_lost"] = agent_lost
+        return row
 
 
 def main():
@@ -143,7 +157,8 @@ def main():
         print(f"{mode}: kill -> 'Resuming training' median {statistics.median(r['resumed_s']):.2f} s "
               f"(max {max(r['resumed_s']):.2f}); kill -> every rank training median "
               f"{statistics.median(r['stepping_s']):.2f} s; epochs lost median {statistics.median(r['lost'])}, "
-              f"max {max(r['lost'])}")
+              f"max {max(r['lost'])}" +
+              (f"; the agent's count of steps lost: {r['agent_lost']}" if "agent_lost" in r else ""))
         sys.stdout.flush()
 
 

@@ -74,6 +74,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}\Z")
 _sock = None
 _stacks_file = None  # kept open: faulthandler writes to its fd from a signal handler
 _parks = False  # await_round() was called: the agent may park this program's successors
+_beats = False  # the script called heartbeat(): snapshot() then leaves the step reports to it
 
 
 def enabled():
@@ -108,9 +109,14 @@ def _count(value, what):
 
 
 def heartbeat(step=None, samples=None):
-    """Says the worker is alive; `step` and `samples` (totals so far) give rates and progress."""
+    """Says the worker is alive; `step` and `samples` (totals so far) give rates and progress.
+
+    A script that calls dtrun.snapshot(state, step) every step needs no heartbeat: snapshot()
+    reports its step as one until the script sends its own."""
+    global _beats
     if _sock is None:
         return
+    _beats = True
     fields = ["beat"]
     if step is not None:
         fields.append("step=%d" % _count(step, "step"))
@@ -297,7 +303,8 @@ def snapshot(state, step):
 
     Call it after every step with the steps done so far; it writes when its measured cost fits
     2% of the step time (or every N-th step with dtrun --snapshot-every N) and returns whether
-    it did. Every rank must call it with the same steps. Outside dtrun it does nothing.
+    it did. Until the script calls dtrun.heartbeat() itself, `step` is also reported as its
+    progress. Every rank must call it with the same steps. Outside dtrun it does nothing.
 
     In between, a state in host memory is kept on the way out: when another rank fails, this
     rank writes the `state` of its last call as it leaves (an exception, or dtrun's SIGTERM while
@@ -308,6 +315,10 @@ def snapshot(state, step):
     step = _count(step, "step")
     if not _under_dtrun():
         return False
+    if not _beats:
+        # The step as progress: `dtrun status`, rates, hang detection, and a recovery's steps lost
+        # and its "stepping again" for scripts that send no heartbeat (the common case).
+        _send("beat step=%d" % step)
     region = _snapshot_region()
     on_failure = _on_failure_for(region)
     if on_failure is None or on_failure.off:

@@ -138,6 +138,33 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
       << out;  // the job's last line adds them up
 }
 
+// A script that calls nothing of dtrun's but snapshot() and restore() (no heartbeat): its steps
+// are still reported, so the recovery is followed to the ranks stepping again and the steps lost
+// are counted: rank 1 reported step 23 before it died (read before it is reaped), and the restart
+// resumes from step 20 (every 5th step, snapshots on failure off).
+TEST_F(PythonSnapshotTest, AScriptWithoutHeartbeatsGetsItsRecoveryAndTheStepsItLostCounted) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string events = MakeTempDir() + "/events.jsonl";
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
+                             {"--crash-at", std::to_string(kCrashAt), "--no-heartbeat"}, kOnFailureOff);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << out;
+  EXPECT_EQ(recovered[0]["restored_step"], 20) << recovered[0];
+  EXPECT_EQ(recovered[0]["step_before"], kCrashAt) << recovered[0];
+  EXPECT_EQ(recovered[0]["lost_steps"], kCrashAt - 20) << recovered[0];
+  EXPECT_NE(out.find("from the in-memory snapshot of step 20; 3 step(s) of work lost"), std::string::npos) << out;
+  int killed = 0;
+  for (const nlohmann::json& e : EventsOfKind(events, "worker_exit")) {
+    if (e["rank"] != 1 || e["signal"] != "SIGKILL") continue;
+    ++killed;
+    EXPECT_EQ(e["last_step"], kCrashAt) << e;
+  }
+  EXPECT_EQ(killed, 1) << out;
+  EXPECT_EQ(out.find("which is not that worker of the running round"), std::string::npos) << out;
+}
+
 // Rank 1 loses its snapshots with it (its slots emptied before the kill): it receives rank 0's
 // copy of the newest periodic step (the ranks are replicas; snapshots on failure off) and the run
 // ends as if uninterrupted.
@@ -200,11 +227,12 @@ TEST_F(PythonSnapshotTest, AStateOverTheCapIsNamedWithTheFixAndTrainingGoesOn) {
   EXPECT_FALSE(Digest(out).empty()) << out;
 }
 
-// `dtrun status` shows each rank's newest snapshot, read from the agent's region.
+// `dtrun status` shows each rank's newest snapshot, read from the agent's region, and its step,
+// which a script without heartbeats reports through snapshot().
 TEST_F(PythonSnapshotTest, StatusShowsEachRanksNewestSnapshotStepAndSize) {
   const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
   Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--snapshot-every", "5",
-               Worker("snapshot_resume.py"), std::to_string(kSteps), "--hold"},
+               Worker("snapshot_resume.py"), std::to_string(kSteps), "--hold", "--no-heartbeat"},
               env);
   ASSERT_TRUE(job.WaitForOutput("[default0]:HOLDING")) << job.all();
   ASSERT_TRUE(job.WaitForOutput("[default1]:HOLDING")) << job.all();
@@ -219,6 +247,7 @@ TEST_F(PythonSnapshotTest, StatusShowsEachRanksNewestSnapshotStepAndSize) {
     return newest(job, "snapshot_step") == std::vector<int64_t>{kSteps, kSteps};
   });
   EXPECT_EQ(newest(status, "snapshot_step"), (std::vector<int64_t>{kSteps, kSteps})) << status.dump();
+  EXPECT_EQ(newest(status, "step"), (std::vector<int64_t>{kSteps, kSteps})) << status.dump();  // from snapshot()
   for (int64_t bytes : newest(status, "snapshot_bytes")) EXPECT_GT(bytes, 1000) << status.dump();
   auto [rc2, table] = RunToEnd({DtrunBinary(), "status"}, env);
   EXPECT_NE(table.find("SNAP_SIZE"), std::string::npos) << table;

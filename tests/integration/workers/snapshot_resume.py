@@ -2,6 +2,7 @@
 
     snapshot_resume.py STEPS [--crash-at N [--forget]] [--freeze-at N] [--hidden H] [--hold]
                        [--first-attempt-runs-on] [--check-replicas [--corrupt-at N]] [--no-libuv]
+                       [--no-heartbeat]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
@@ -15,7 +16,8 @@ dtrun.check_replicas before its snapshot; --corrupt-at N makes rank 1 of the fir
 one parameter after step N's optimizer step, as silent data corruption would. With --freeze-at N,
 rank 1 of the first attempt stops after step N's dtrun.snapshot() call, in Python (signal.pause),
 and rank 0 blocks in the next step's all-reduce, in C++. --no-libuv: for torch 2.x builds without
-libuv (Debian trixie's).
+libuv (Debian trixie's). --no-heartbeat: the script reports nothing but its snapshots, as most
+scripts that add dtrun.snapshot() to a torchrun script do.
 """
 
 import argparse
@@ -58,6 +60,7 @@ def main():
     parser.add_argument("--corrupt-at", type=int, default=-1)
     parser.add_argument("--freeze-at", type=int, default=-1)
     parser.add_argument("--no-libuv", action="store_true")
+    parser.add_argument("--no-heartbeat", action="store_true")
     args = parser.parse_args()
     if args.no_libuv:
         # Debian trixie's torch 2.6 has no libuv, and its agent-store path asks for it all the same
@@ -96,7 +99,8 @@ def main():
                 next(model.parameters()).view(-1)[0] += 1e-3
         if args.check_replicas:
             dtrun.check_replicas(model, optimizer, step + 1)
-        dtrun.heartbeat(step + 1)
+        if not args.no_heartbeat:
+            dtrun.heartbeat(step + 1)
         dtrun.snapshot({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
         if attempt == 0 and rank == 1 and step + 1 == args.crash_at:
             if args.forget:
