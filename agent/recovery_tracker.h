@@ -4,6 +4,7 @@
 // clock; the agent feeds it events.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -16,8 +17,10 @@ struct Recovery {
   Ms stopped{0}, started{0}, restored{0}, stepping{0};  // each since the failure was noticed
   std::string source = "none";  // memory | buddy | peer | disk | none (the first local rank's report)
   int64_t restored_step = -1;
-  int64_t step_before = -1;      // the newest step this node's workers had reported
-  int64_t lost_steps() const { return step_before < 0 ? 0 : step_before - std::max<int64_t>(restored_step, 0); }
+  int64_t step_before = -1;      // the furthest step this node's workers had reported
+  // Never below 0: a script may count its heartbeats from 0 and its snapshots from 1, so the state
+  // restored can be a step past the last heartbeat.
+  int64_t lost_steps() const { return std::max<int64_t>(step_before - std::max<int64_t>(restored_step, 0), 0); }
 };
 
 class RecoveryTracker {

@@ -46,6 +46,19 @@ TEST(RecoveryTrackerTest, WorkersThatSayNothingCountFromTheirFirstStep) {
   EXPECT_EQ(r->restored, milliseconds(300));
 }
 
+// Heartbeats counted from 0 and snapshots from 1: the kept state of 23 steps is a step past the
+// last heartbeat (22). Nothing was lost, and the count says so rather than -1.
+TEST(RecoveryTrackerTest, AStateRestoredPastTheLastReportedStepLostNothing) {
+  RecoveryTracker t;
+  const Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);
+  t.OnFailure(t0, 22);
+  t.OnStarted(t0, 1);
+  t.OnRestored(0, "peer", 23, t0);
+  std::optional<Recovery> r = t.OnStep(0, 24, t0 + milliseconds(100));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->lost_steps(), 0);
+}
+
 TEST(RecoveryTrackerTest, TheSummaryLineAddsUpEveryRecovery) {
   EXPECT_EQ(FormatRecoveries({}), "");
   RecoveryTracker t;
