@@ -148,7 +148,7 @@ void Agent::OnSignals() {
 
 void Agent::KillAfterGrace() {
   if (stopping_ && !killed_ && group_ && options_.now() >= kill_deadline_) {
-    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", StopGrace().count());
+    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", stop_grace_.count());
     group_->SignalAll(SIGKILL);
     killed_ = true;
   }
@@ -372,12 +372,10 @@ void Agent::StartRound(const rdzv::Assignment& a) {
 }
 
 std::chrono::milliseconds Agent::StopGrace() const {
-  // After a failure, workers whose state is in an in-memory snapshot have nothing left to save, and
-  // are usually blocked in a collective with a rank that is gone (a lost node, a hung worker):
-  // the whole --shutdown-timeout would be spent waiting there. An interrupt (Ctrl-C, a
-  // scheduler's notice) always gets the whole timeout.
-  if (interrupt_signal_ != 0 || !snapshots_->AllRanksSnapshotted()) return options_.shutdown_timeout;
-  return std::min(options_.shutdown_timeout, kSnapshottedStopGrace);
+  // An interrupt (Ctrl-C, a scheduler's notice) always gets the whole timeout; after a failure,
+  // less when every rank's state is in an in-memory snapshot (SnapshotRecovery::StopGrace).
+  if (interrupt_signal_ != 0) return options_.shutdown_timeout;
+  return snapshots_->StopGrace(options_.shutdown_timeout);
 }
 
 void Agent::StopGroup(int signo) {
@@ -385,7 +383,8 @@ void Agent::StopGroup(int signo) {
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);
-  kill_deadline_ = options_.now() + StopGrace();
+  stop_grace_ = StopGrace();
+  kill_deadline_ = options_.now() + stop_grace_;
 }
 
 void Agent::RecordExit(pid_t pid, int wait_status) {

@@ -76,6 +76,7 @@ class Agent {
   void KillAfterGrace();      // SIGKILL once the stop grace has passed
   // Between the stop signal and SIGKILL: --shutdown-timeout, or less after a failure (StopGroup).
   std::chrono::milliseconds StopGrace() const;
+  std::chrono::milliseconds stop_grace_{0};  // the running stop's
   std::optional<std::chrono::steady_clock::time_point> NextDeadline() const;
   void KillStrays();
   void RecordExit(pid_t pid, int wait_status);
@@ -113,8 +114,6 @@ class Agent {
   bool stopping_ = false;                // a stop signal was sent to group_
   bool killed_ = false;                  // SIGKILL was sent to group_
   std::chrono::steady_clock::time_point kill_deadline_;
-  // The grace after a failure when every local rank's state is in an in-memory snapshot.
-  static constexpr std::chrono::milliseconds kSnapshottedStopGrace{500};
   std::optional<std::chrono::steady_clock::time_point> barrier_deadline_;
   int interrupt_signal_ = 0;
   int signals_received_ = 0;

@@ -50,6 +50,14 @@ bool SnapshotRecovery::AllRanksSnapshotted() const {
   return true;
 }
 
+std::chrono::milliseconds SnapshotRecovery::StopGrace(std::chrono::milliseconds shutdown_timeout) const {
+  constexpr std::chrono::milliseconds kBase{500};
+  if (!AllRanksSnapshotted()) return shutdown_timeout;
+  // The reported figure is the worker's word: bounded by the timeout before it is doubled.
+  const int64_t write_ms = std::min<int64_t>(slowest_write_us_ / 1000, shutdown_timeout.count());
+  return std::min(shutdown_timeout, kBase + 2 * std::chrono::milliseconds(write_ms));
+}
+
 bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
   if (!replicator_) return true;
   if (!replicator_->ReadyFor(a)) return false;
@@ -62,6 +70,7 @@ bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
 
 void SnapshotRecovery::OnReport(int local_rank, const progress::Report& report) {
   using Kind = progress::Report::Kind;
+  if (report.kind == Kind::kSnapshot && report.micros) slowest_write_us_ = std::max(slowest_write_us_, *report.micros);
   if (replicator_ && report.kind == Kind::kSnapshot && report.step) replicator_->OnSnapshot(local_rank, *report.step);
   if (report.kind == Kind::kRestored) {
     if (replicator_) replicator_->OnRestored(local_rank, report.step.value_or(-1));

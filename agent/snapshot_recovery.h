@@ -5,6 +5,7 @@
 // (its buddy copies fetched), and whether every rank's state is safe (a short stop grace).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,12 @@ class SnapshotRecovery : public AgentComponent {
   void AddRegionsTo(WorkerGroup::Io& io) const;
   // Every local rank's state is in a complete snapshot.
   bool AllRanksSnapshotted() const;
+  // How long a stop after a failure waits for the workers before SIGKILL. The whole
+  // `shutdown_timeout` unless every local rank's state is in a snapshot; then the workers, usually
+  // blocked in a collective with a rank that is gone, have only their state of the last step to
+  // keep on the way out (snapshots on failure): 0.5 s, plus twice the slowest snapshot write a
+  // worker reported (a large state takes seconds), at most `shutdown_timeout`.
+  std::chrono::milliseconds StopGrace(std::chrono::milliseconds shutdown_timeout) const;
   // False while the round's buddy copies are still being fetched (the loop wakes when done); once
   // true, what the fetch found is logged.
   bool ReadyFor(const rdzv::Assignment& a);
@@ -66,6 +73,7 @@ class SnapshotRecovery : public AgentComponent {
   RecoveryTracker tracker_;
   std::unique_ptr<Replicator> replicator_;  // buddy copies (null: single node, or off)
   int64_t round_ = -1;
+  int64_t slowest_write_us_ = 0;  // the longest snapshot write any worker reported
 };
 
 }  // namespace dtrun

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "snapshot/snapshot_region.h"
 
 namespace dtrun {
 namespace {
@@ -31,6 +33,31 @@ progress::Report Beat(int64_t step) {
   r.kind = progress::Report::Kind::kBeat;
   r.step = step;
   return r;
+}
+
+progress::Report Snapshot(int64_t step, int64_t micros) {
+  progress::Report r;
+  r.kind = progress::Report::Kind::kSnapshot;
+  r.step = step;
+  r.micros = micros;
+  return r;
+}
+
+// A complete snapshot in a worker's region, as the worker writes it.
+void WriteSnapshot(int fd, int rank, int64_t step) {
+  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(fd);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const std::string payload = "state";
+  const int slot = snapshot::SlotToWrite(snapshot::ReadHeaders(fd), step);
+  ASSERT_TRUE(region->Reserve(slot, payload.size()).ok());
+  std::memcpy(region->Payload(slot), payload.data(), payload.size());
+  snapshot::SlotHeader h;
+  h.rank = rank;
+  h.world_size = 2;
+  h.step = step;
+  h.payload_bytes = payload.size();
+  h.payload_hash = snapshot::PayloadHash(payload.data(), payload.size());
+  region->Commit(slot, h);
 }
 
 class SnapshotRecoveryTest : public ::testing::Test {
@@ -106,6 +133,29 @@ TEST_F(SnapshotRecoveryTest, ARecoverysPhasesComeFromTheHooksAndReportsOnTheInje
   EXPECT_EQ(Records("state_restored").size(), 2u);
   EXPECT_NE(r.Summary().find("recoveries on this node: 1 (memory 1); 1 step(s) of work lost"), std::string::npos)
       << r.Summary();
+}
+
+// After a failure the workers have only their last step to keep: the stop waits 0.5 s plus twice
+// the slowest write a worker reported, once every rank holds a snapshot, and never longer than
+// --shutdown-timeout, whatever a worker claims.
+TEST_F(SnapshotRecoveryTest, TheStopGraceCoversTheSlowestSnapshotWriteOnceEveryRankHoldsOne) {
+  const milliseconds timeout(30000);
+  SnapshotRecovery r(*loop_, events_, options_);
+  r.Start(std::nullopt);
+  ASSERT_TRUE(r.enabled());
+  EXPECT_EQ(r.StopGrace(timeout), timeout);  // nothing kept yet: the whole timeout
+  WriteSnapshot(r.store().fd(0), 0, 5);
+  EXPECT_EQ(r.StopGrace(timeout), timeout);  // rank 1 holds nothing
+  WriteSnapshot(r.store().fd(1), 1, 5);
+  EXPECT_EQ(r.StopGrace(timeout), milliseconds(500));
+  r.OnReport(0, Snapshot(5, 40'000));
+  EXPECT_EQ(r.StopGrace(timeout), milliseconds(580));
+  r.OnReport(1, Snapshot(5, 1'200'000));  // a large state: 1.2 s a write
+  r.OnReport(0, Snapshot(10, 30'000));    // the slowest write counts, not the newest
+  EXPECT_EQ(r.StopGrace(timeout), milliseconds(2900));
+  EXPECT_EQ(r.StopGrace(milliseconds(1000)), milliseconds(1000));
+  r.OnReport(1, Snapshot(10, int64_t{1} << 62));  // a hostile figure
+  EXPECT_EQ(r.StopGrace(timeout), timeout);
 }
 
 TEST_F(SnapshotRecoveryTest, WithoutMemoryForSnapshotsItIsOffAndRoundsStartAtOnce) {
