@@ -75,11 +75,23 @@ torch::Tensor ViewOf(char* base, const snapshot::TensorRecord& r) {
                           torch::TensorOptions().dtype(static_cast<c10::ScalarType>(r.dtype)));
 }
 
+// Without a bool tensor the size of the state: a NaN or an infinity shows in the minimum or the
+// maximum, one pass (isfinite().all() over a 1.4 GB state took 3.2 s on the way out, aminmax 0.1 s).
+bool AllFinite(const torch::Tensor& v) {
+  if (v.numel() == 0) return true;
+  try {
+    const auto [lo, hi] = torch::aminmax(v);
+    return std::isfinite(lo.item<double>()) && std::isfinite(hi.item<double>());
+  } catch (const c10::Error&) {  // no aminmax for this dtype in this LibTorch
+    return torch::isfinite(v).all().item<bool>();
+  }
+}
+
 // The name of the first floating tensor in the payload at `base` with a value that is not finite.
 std::optional<std::string> FirstNotFinite(char* base, const std::vector<snapshot::TensorRecord>& records) {
   for (const snapshot::TensorRecord& r : records) {
     const torch::Tensor v = ViewOf(base, r);
-    if (v.is_floating_point() && !torch::isfinite(v).all().item<bool>()) return r.name;
+    if (v.is_floating_point() && !AllFinite(v)) return r.name;
   }
   return std::nullopt;
 }

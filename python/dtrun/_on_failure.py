@@ -396,11 +396,22 @@ def _moved(a):
 
 
 def _not_finite(a):
-    import torch
     for t in a.tensors:
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+        if t.is_floating_point() and not _all_finite(t):
             return "a value is not finite"
     return None
+
+
+def _all_finite(t):
+    """Without a bool copy of the tensor: a NaN or an infinity shows in its minimum or maximum, one
+    pass (isfinite().all() over a 1.4 GB state took 3.2 s on the way out, aminmax 0.1 s)."""
+    import torch
+    if t.numel() == 0:
+        return True
+    try:
+        return all(bool(torch.isfinite(v)) for v in torch.aminmax(t))
+    except RuntimeError:  # no aminmax for this dtype here (float16 on the CPU in torch 1.x)
+        return all(bool(torch.isfinite(c).all()) for c in t.reshape(-1).split(1 << 20))
 
 
 def _end_process(signo):

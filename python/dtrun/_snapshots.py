@@ -64,8 +64,12 @@ def _hash_at(address, n):
 
 
 def _hash_bytes(data):
-    buf = ctypes.create_string_buffer(bytes(data), len(data))
-    return _hash_at(ctypes.addressof(buf), len(data))
+    """XXH3 of a bytes-like object. A writable buffer (a copy received from a peer, gigabytes) is
+    hashed where it lies: two copies of 1.4 GB took 5.6 s of a restore."""
+    view = memoryview(data).cast("B")
+    if view.readonly or len(view) == 0:
+        return _xxh.XXH3_64bits(bytes(view), len(view))
+    return _hash_at(ctypes.addressof(ctypes.c_char.from_buffer(view)), len(view))
 
 
 def job_hash(run_id):

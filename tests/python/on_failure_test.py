@@ -122,6 +122,16 @@ class RescueTest(unittest.TestCase):
         self.assertIsNone(step)
         self.assertIn("a value is not finite", said)
 
+    def test_a_nan_or_an_infinity_is_found_in_every_floating_type(self):
+        for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):  # float16: the fallback on 1.x
+            for bad in (float("nan"), float("inf"), -float("inf")):
+                t = torch.randn(3000, 7).to(dtype)
+                self.assertTrue(_on_failure._all_finite(t), dtype)
+                t[2999, 6] = bad
+                self.assertFalse(_on_failure._all_finite(t), (dtype, bad))
+                self.assertFalse(_on_failure._all_finite(t[:, ::3]), (dtype, bad))  # a strided view
+        self.assertTrue(_on_failure._all_finite(torch.empty(0)))
+
     def test_a_step_the_region_holds_is_reported_kept_and_not_written_again(self):
         train(2, self.keeper, self.model, self.opt)
         self.region.write(state_of(self.model, self.opt), 2)

@@ -57,6 +57,19 @@ class ChooseTest(unittest.TestCase):
         with self.assertRaisesRegex(s.SnapshotError, "not written by dtrun.snapshot"):
             s.peer_payload(other, s._hash_bytes(other), 3, 0)
 
+    def test_a_received_buffer_is_hashed_where_it_lies_with_the_same_result(self):
+        if s._xxh is None:
+            self.skipTest("no libxxhash")
+        data = s._PAYLOAD_MAGIC + bytes(range(256)) * 64
+        writable = bytearray(data)
+        self.assertEqual(s._hash_bytes(writable), s._hash_bytes(data))
+        self.assertEqual(s._hash_bytes(memoryview(writable)[8:]), s._hash_bytes(data[8:]))
+        self.assertEqual(s._hash_bytes(b""), s._hash_bytes(bytearray()))
+        if torch is not None:  # as dtrun.restore() receives a copy: a tensor's numpy view
+            received = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            view = memoryview(received.numpy())
+            self.assertEqual(s.peer_payload(view, s._hash_bytes(data), 3, 0).read(8), bytes(range(8)))
+
 
 class CadenceTest(unittest.TestCase):
     def test_the_first_two_steps_then_the_agreed_interval(self):

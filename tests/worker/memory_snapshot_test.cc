@@ -241,6 +241,20 @@ TEST(MemorySnapshotsTest, ARescueAskedDuringTheOptimizerStepIsMadeAtTheNextArm) 
   EXPECT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{2});
 }
 
+// An infinity anywhere (here the last value of the last layer's weights) is refused as a NaN is.
+TEST(MemorySnapshotsTest, ARescueRefusesAnInfinityAnywhereInTheState) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor last = job.model->parameters()[4];
+    last.view(-1)[last.numel() - 1] = -std::numeric_limits<float>::infinity();
+  }
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), -1);
+  EXPECT_TRUE(snapshots->UsableSteps().empty());
+}
+
 // DTRUN_SNAPSHOT_ON_FAILURE=off: nothing is armed, and nothing is rescued.
 TEST(MemorySnapshotsTest, WithSnapshotsOnFailureOffNothingIsArmed) {
   setenv(env::kSnapshotOnFailure, "off", 1);
