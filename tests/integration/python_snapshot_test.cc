@@ -6,6 +6,7 @@
 // the C++ reader agree on the slot header byte for byte.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -163,6 +164,31 @@ TEST_F(PythonSnapshotTest, AScriptWithoutHeartbeatsGetsItsRecoveryAndTheStepsItL
   }
   EXPECT_EQ(killed, 1) << out;
   EXPECT_EQ(out.find("which is not that worker of the running round"), std::string::npos) << out;
+}
+
+// Watched with --heartbeat-timeout, a script that reports nothing but its snapshots is alive as long
+// as it calls dtrun.snapshot(). The snapshots themselves may be rarer than the timeout (a large
+// state's cadence, here every 1000th step of 5 ms): before snapshot() reported its step, the gap
+// after the first one was taken for a hang ("no progress report for 2.0 s"), and the job stopped.
+TEST_F(PythonSnapshotTest, AScriptWithoutHeartbeatsIsNotTakenForHungBetweenRareSnapshots) {
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--heartbeat-timeout", "2",
+               "--snapshot-every", "1000", Worker("snapshot_resume.py"), std::to_string(kSteps),
+               "--first-attempt-runs-on", "--no-heartbeat"},
+              env);
+  auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
+  // Steps take at least 5 ms: step 2500 is over 12.5 s in, past two 5 s gaps between snapshots.
+  auto all_past = [](const nlohmann::json& j) {
+    const std::map<int, int64_t> steps = StepsByRank(j);
+    return steps.size() == 2 &&
+           std::all_of(steps.begin(), steps.end(), [](const auto& rank_step) { return rank_step.second >= 2500; });
+  };
+  const nlohmann::json status = AwaitStatus(ask, all_past, std::chrono::seconds(120));
+  EXPECT_TRUE(all_past(status)) << status.dump();
+  EXPECT_EQ(job.all().find("hang detected"), std::string::npos) << job.all();
+  ::kill(job.pid(), SIGTERM);
+  EXPECT_TRUE(job.Wait(std::chrono::seconds(60)).has_value());
+  EXPECT_EQ(job.all().find("hang detected"), std::string::npos) << job.all();
 }
 
 // Rank 1 loses its snapshots with it (its slots emptied before the kill): it receives rank 0's
