@@ -39,8 +39,8 @@ class SnapshotRecovery : public AgentComponent {
   // How long a stop after a failure waits for the workers before SIGKILL. The whole
   // `shutdown_timeout` unless every local rank's state is in a snapshot; then the workers, usually
   // blocked in a collective with a rank that is gone, have only their state of the last step to
-  // keep on the way out (snapshots on failure): 0.5 s, plus twice the slowest snapshot write a
-  // worker reported (a large state takes seconds), at most `shutdown_timeout`.
+  // keep on the way out (snapshots on failure): 0.5 s, or twice the slowest snapshot write a
+  // worker reported when that is longer (a large state takes seconds), at most `shutdown_timeout`.
   std::chrono::milliseconds StopGrace(std::chrono::milliseconds shutdown_timeout) const;
   // False while the round's buddy copies are still being fetched (the loop wakes when done); once
   // true, what the fetch found is logged.
