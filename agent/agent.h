@@ -76,7 +76,6 @@ class Agent {
   void KillAfterGrace();      // SIGKILL once the stop grace has passed
   // Between the stop signal and SIGKILL: --shutdown-timeout, or less after a failure (StopGroup).
   std::chrono::milliseconds StopGrace() const;
-  std::chrono::milliseconds stop_grace_{0};  // the running stop's
   std::optional<std::chrono::steady_clock::time_point> NextDeadline() const;
   void KillStrays();
   void RecordExit(pid_t pid, int wait_status);
@@ -114,6 +113,7 @@ class Agent {
   bool stopping_ = false;                // a stop signal was sent to group_
   bool killed_ = false;                  // SIGKILL was sent to group_
   std::chrono::steady_clock::time_point kill_deadline_;
+  std::chrono::milliseconds stop_grace_{0};  // the running stop's, for its SIGKILL line
   std::optional<std::chrono::steady_clock::time_point> barrier_deadline_;
   int interrupt_signal_ = 0;
   int signals_received_ = 0;

@@ -72,8 +72,10 @@ bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
 
 void SnapshotRecovery::OnReport(int local_rank, const progress::Report& report) {
   using Kind = progress::Report::Kind;
-  if (report.kind == Kind::kSnapshot && report.micros) slowest_write_us_ = std::max(slowest_write_us_, *report.micros);
-  if (replicator_ && report.kind == Kind::kSnapshot && report.step) replicator_->OnSnapshot(local_rank, *report.step);
+  if (report.kind == Kind::kSnapshot) {
+    slowest_write_us_ = std::max(slowest_write_us_, report.micros.value_or(0));
+    if (replicator_ && report.step) replicator_->OnSnapshot(local_rank, *report.step);
+  }
   if (report.kind == Kind::kRestored) {
     if (replicator_) replicator_->OnRestored(local_rank, report.step.value_or(-1));
     events_.Record("state_restored", round_,
