@@ -37,7 +37,8 @@ sigset_t AgentSignalSet(const std::vector<int>& signals) {
 // worker_exit records.
 nlohmann::json FailureRecord(const WorkerFailure& f) {
   return {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"host", f.host}, {"worker_pid", f.pid},
-          {"exit_code", f.exit_code}, {"signal", f.signal ? SignalName(f.signal) : ""}};
+          {"exit_code", f.exit_code}, {"signal", f.signal ? SignalName(f.signal) : ""},
+          {"kind", f.kind == rdzv::FailureKind::kExited ? "exited" : rdzv::FailureKindName(f.kind)}};
 }
 
 // Failures of this node's workers that came after the round's failure report (a second rank that
@@ -239,6 +240,9 @@ void Agent::OnGroupExited() {
   components_.OnGroupExited(*group_);
   round_failures_ = group_->failures();
   counters_.worker_failures += static_cast<int64_t>(round_failures_.size());
+  counters_.oom_kills += std::count_if(round_failures_.begin(), round_failures_.end(), [](const WorkerFailure& f) {
+    return f.kind == rdzv::FailureKind::kOomKilled;
+  });
   breaker_.OnAttemptEnded(board());
   KillStrays();
   const bool reported_success = !OutcomeReported() && !stopping_ && group_->all_succeeded();
@@ -330,7 +334,7 @@ void Agent::Step() {
 }
 
 WorkerGroup::Io Agent::RoundIo() {
-  WorkerGroup::Io io{consoles_, console_->routes_stdin(), {}, {}, &warm_};
+  WorkerGroup::Io io{consoles_, console_->routes_stdin(), {}, {}, &warm_, &oom_};
   snapshots_->AddRegionsTo(io);
   return io;
 }

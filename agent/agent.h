@@ -128,6 +128,7 @@ class Agent {
   status::AgentCounters counters_;
   std::optional<BuddyReplication> replication_;  // until Run starts the snapshot component
   WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked
+  const OomKillCounter oom_;                     // names the out-of-memory killer in failures
   void FillWarmPool();                           // once every local rank of the round stepped
   void RecordDivergence(int local_rank, const progress::Report& report);
   void OnStateKept(int local_rank, const progress::Report& report);

@@ -37,7 +37,7 @@ std::string FormatOne(size_t index, const WorkerFailure& f) {
                       "  host      : ", f.host, "\n",
                       "  rank      : ", f.global_rank, " (local_rank: ", f.local_rank, ")\n",
                       "  exitcode  : ", exitcode, " (pid: ", f.pid, ")\n",
-                      "  error_file: ", f.message.empty() && f.traceback.empty() ? "<N/A>" : f.error_file, "\n",
+                      "  error_file: ", f.error_file.empty() || (f.message.empty() && f.traceback.empty()) ? "<N/A>" : f.error_file, "\n",
                       "  traceback : ", traceback, "\n");
 }
 

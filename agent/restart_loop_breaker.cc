@@ -11,6 +11,7 @@ void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::Prog
   if (limit_ <= 0 || !board || !(job_reports_ || board->any_active())) return;
   if (board->furthest_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit_) return;
   const std::string last = f.kind == rdzv::FailureKind::kHang ? absl::StrCat("hang: ", f.message)
+                           : f.kind == rdzv::FailureKind::kOomKilled ? absl::StrCat("signal SIGKILL: ", f.message)
                            : f.signal                   ? absl::StrCat("signal ", SignalName(f.signal))
                                                         : absl::StrCat("exit code ", f.exit_code);
   f.message = absl::StrCat(limit_, " attempts in a row made no progress past ",

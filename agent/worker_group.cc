@@ -110,6 +110,8 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     const AttemptPaths& paths, const rdzv::Assignment& layout, const Io& io) {
   std::unique_ptr<WorkerGroup> group(new WorkerGroup());
   group->workers_.reserve(o.nproc_per_node);
+  group->oom_ = io.oom;
+  if (io.oom) group->oom_at_start_ = io.oom->Read();
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
     const WorkerIdentity id = IdentityOf(paths, layout, io, lr);
     const std::string error_dir = std::filesystem::path(id.error_file).parent_path();
@@ -151,10 +153,32 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
     // failed on its own meanwhile (an error file, an exit code of its own) is one, as torchrun
     // lists it under "Other failures".
     const bool own_error = !f.message.empty() || !f.traceback.empty();
-    if (own_error || !StoppedByUs(wait_status)) failures_.push_back(std::move(f));
+    if (StoppedByUs(wait_status) && !own_error) return true;
+    NameOomKills(f);
+    failures_.push_back(std::move(f));
     return true;
   }
   return false;
+}
+
+void WorkerGroup::NameOomKills(WorkerFailure& f) const {
+  if (oom_ == nullptr) return;
+  const OomCounts now = oom_->Read();
+  const bool silent = f.message.empty() && f.traceback.empty();
+  if (f.signal == SIGKILL && silent) {
+    std::optional<std::string> why = oom_->ExplainKill(oom_at_start_, now);
+    if (!why) return;
+    f.kind = rdzv::FailureKind::kOomKilled;
+    f.message = std::move(*why);
+    f.error_file.clear();  // the worker had no chance to write one
+    return;
+  }
+  // The failure may be a consequence: PyTorch's "DataLoader worker (pid N) is killed by signal".
+  std::optional<std::string> beside = oom_->NoteKillsBeside(oom_at_start_, now);
+  if (!beside) return;
+  if (silent) f.error_file.clear();  // the note is dtrun's, not the worker's
+  std::string& shown = f.traceback.empty() ? f.message : f.traceback;  // what the summary prints
+  absl::StrAppend(&shown, shown.empty() ? "" : "\n", *beside);
 }
 
 bool WorkerGroup::StoppedByUs(int wait_status) const {

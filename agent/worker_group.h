@@ -16,6 +16,7 @@
 #include "agent/child_process.h"
 #include "agent/console.h"
 #include "agent/failure_report.h"
+#include "agent/oom_kills.h"
 #include "agent/output_relay.h"
 #include "agent/warm_pool.h"
 #include "rendezvous/rendezvous_state.h"
@@ -48,6 +49,7 @@ class WorkerGroup {
     std::vector<int> snapshot_fds;  // by local rank (empty: no in-memory snapshots)
     std::vector<int> replica_fds;   // by local rank (empty: no buddy copies)
     WarmPool* warm = nullptr;       // parked workers to release before spawning (null: none)
+    const OomKillCounter* oom = nullptr;  // names the out-of-memory killer in failures (null: not)
   };
   // What each worker of the round `layout` describes would be spawned as, by local rank (no
   // directory is made): a spare parks workers from these before it has a round of its own.
@@ -87,7 +89,12 @@ class WorkerGroup {
   std::vector<WorkerFailure> failures_;
   std::map<int, std::string> error_files_;  // local rank → path
   bool StoppedByUs(int wait_status) const;
+  // Says in `f` when the kernel's out-of-memory killer killed it, or killed another process of
+  // the job (a DataLoader worker) during this attempt.
+  void NameOomKills(WorkerFailure& f) const;
   std::set<int> signals_sent_;  // stop signals sent to the group
+  const OomKillCounter* oom_ = nullptr;
+  OomCounts oom_at_start_;
 };
 
 }  // namespace dtrun

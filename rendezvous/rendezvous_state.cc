@@ -12,6 +12,7 @@ const char* FailureKindName(FailureKind kind) {
   switch (kind) {
     case FailureKind::kHang: return "hang";
     case FailureKind::kNoProgress: return "no_progress";
+    case FailureKind::kOomKilled: return "oom_killed";
     case FailureKind::kExited: break;
   }
   return "";
@@ -20,6 +21,7 @@ const char* FailureKindName(FailureKind kind) {
 FailureKind FailureKindFromName(absl::string_view name) {
   if (name == "hang") return FailureKind::kHang;
   if (name == "no_progress") return FailureKind::kNoProgress;
+  if (name == "oom_killed") return FailureKind::kOomKilled;
   return FailureKind::kExited;
 }
 namespace {
@@ -245,7 +247,7 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
           ? absl::StrCat(worker, " hung (", failure.message.substr(0, 1000), ")")
           : absl::StrCat(worker, " failed (",
                          failure.signal ? absl::StrCat("signal ", failure.signal) : absl::StrCat("exit code ", failure.exit_code),
-                         ")");
+                         failure.kind == FailureKind::kOomKilled ? ": out of memory, killed by the kernel" : "", ")");
   if (restarts_used_ > options_.max_restarts) {
     Fail(absl::StrCat(what, "; no restarts left (--max-restarts ", options_.max_restarts, ")"),
          failures, ExitCodeOf(failure));

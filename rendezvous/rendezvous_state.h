@@ -61,6 +61,7 @@ enum class FailureKind {
   kExited,      // the worker exited (non-zero, or by a signal)
   kHang,        // the agent declared it hung (and collected the job's stacks)
   kNoProgress,  // restarts stopped making progress: the job fails without a restart
+  kOomKilled,   // the kernel's out-of-memory killer ended it (agent/oom_kills.h)
 };
 
 struct FailureInfo {

@@ -62,6 +62,8 @@ std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, 
   w.Sample("dtrun_hangs_total", "", static_cast<double>(counters.hangs));
   w.Family("dtrun_worker_failures_total", "counter", "Workers of this node that failed.");
   w.Sample("dtrun_worker_failures_total", "", static_cast<double>(counters.worker_failures));
+  w.Family("dtrun_worker_oom_kills_total", "counter", "Workers of this node the kernel's out-of-memory killer ended.");
+  w.Sample("dtrun_worker_oom_kills_total", "", static_cast<double>(counters.oom_kills));
   w.Family("dtrun_round", "gauge", "The round this node runs (-1: none yet).");
   w.Sample("dtrun_round", "", static_cast<double>(node.round));
   std::map<std::string, int> by_state = {{"running", 0}, {"succeeded", 0}, {"failed", 0}, {"hung", 0}, {"stopping", 0}};

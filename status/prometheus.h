@@ -15,6 +15,7 @@ struct AgentCounters {
   int64_t rounds = 0;           // rounds this node started workers for
   int64_t hangs = 0;            // hangs declared on this node
   int64_t worker_failures = 0;  // workers of this node that failed
+  int64_t oom_kills = 0;        // of those, the ones the kernel's out-of-memory killer ended
 };
 
 // `straggler`: the rank the job judged to hold everyone back, if any (the same on every node).

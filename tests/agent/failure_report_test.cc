@@ -119,5 +119,19 @@ TEST(FailureReportTest, CollectiveTimeoutExitCodeIsExplained) {
   EXPECT_NE(FormatFailureSummary("t", {f}).find("a collective timed out"), std::string::npos);
 }
 
+TEST(FailureReportTest, AWorkerTheOutOfMemoryKillerEndedIsNamedSoWithNoErrorFile) {
+  WorkerFailure f;
+  f.host = "h";
+  f.pid = 7;
+  f.signal = SIGKILL;
+  f.kind = rdzv::FailureKind::kOomKilled;
+  f.message = "killed by the kernel's out-of-memory killer (oom_kill 0 -> 1 in memory.events)";  // set by the agent
+  const std::string summary = FormatFailureSummary("t", {f});
+  EXPECT_NE(summary.find("exitcode  : -9 (pid: 7)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("error_file: <N/A>"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("traceback : killed by the kernel's out-of-memory killer"), std::string::npos) << summary;
+  EXPECT_EQ(rdzv::FailureKindFromName(rdzv::FailureKindName(f.kind)), rdzv::FailureKind::kOomKilled);
+}
+
 }  // namespace
 }  // namespace dtrun

@@ -126,6 +126,19 @@ TEST_F(RendezvousStateTest, FailureWithBudgetStartsTheNextRoundForEveryone) {
   EXPECT_NE(v.reason.find("worker rank 3 on node 1 (b, b-addr) failed (exit code 7)"), std::string::npos) << v.reason;
 }
 
+TEST_F(RendezvousStateTest, TheRoundsEndSaysAWorkerRanOutOfMemory) {
+  RendezvousState s(Static(2, /*max_restarts=*/1), now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  FailureInfo f;
+  f.host = "b";
+  f.global_rank = 2;
+  f.signal = 9;
+  f.kind = FailureKind::kOomKilled;
+  ASSERT_TRUE(s.ReportFailure(b, 0, {f}, now_).ok());
+  EXPECT_NE(s.View(a)->reason.find("failed (signal 9: out of memory, killed by the kernel); restart 1/1"), std::string::npos)
+      << s.View(a)->reason;
+}
+
 TEST_F(RendezvousStateTest, RejectsReportsFromAStaleRound) {
   RendezvousState s(Static(2, 5), now_);
   std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));

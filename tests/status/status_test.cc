@@ -303,10 +303,11 @@ TEST(PrometheusTest, EveryFamilyIsTypedAndLabelValuesAreEscaped) {
   node.host = "a\"b\\c";
   node.ranks[1].gpu_util_percent = 55;
   node.ranks[1].snapshot_step = 12;
-  const std::string text = RenderPrometheus("run\n1", node, AgentCounters{3, 1, 2});
+  const std::string text = RenderPrometheus("run\n1", node, AgentCounters{3, 1, 2, 1});
   EXPECT_NE(text.find("dtrun_snapshot_step{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"1\",local_rank=\"1\"} 12\n"),
             std::string::npos) << text;
   EXPECT_NE(text.find("# TYPE dtrun_restarts_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("dtrun_worker_oom_kills_total{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\"} 1\n"), std::string::npos) << text;
   EXPECT_NE(text.find("dtrun_rounds_total{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\"} 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("dtrun_step{run_id=\"run\\n1\",host=\"a\\\"b\\\\c\",rank=\"1\",local_rank=\"1\"} 12\n"),
             std::string::npos) << text;

@@ -1,0 +1,146 @@
+#include "agent/oom_kills.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/unique_fd.h"
+#include "status/status_table.h"
+
+namespace dtrun {
+namespace {
+
+constexpr size_t kMaxKernelFileBytes = 64 << 10;  // /proc/vmstat is ~5 KiB
+// A v1 limit at or above this is "no limit" (the kernel's unlimited value rounded to pages).
+constexpr int64_t kNoLimit = int64_t{1} << 62;
+
+// A kernel pseudo-file: its size reads as 0, so it is read to its end, at most kMaxKernelFileBytes.
+std::optional<std::string> ReadKernelFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  std::string data(kMaxKernelFileBytes, '\0');
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return data;
+}
+
+int64_t CounterIn(const std::string& path) {
+  if (path.empty()) return -1;
+  std::optional<std::string> text = ReadKernelFile(path);
+  std::optional<int64_t> value = text ? FindCounter(*text, "oom_kill") : std::nullopt;
+  return value.value_or(-1);
+}
+
+// "" for the root, else "/a/b" without a trailing slash.
+std::string CleanPath(absl::string_view path) {
+  return std::string(absl::StripSuffix(path, "/"));
+}
+
+constexpr char kFix[] =
+    "give each worker less to hold (batch size, DataLoader workers and prefetch, --nproc-per-node) or the "
+    "job more memory";
+
+}  // namespace
+
+std::optional<int64_t> FindCounter(absl::string_view text, absl::string_view key) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t value = 0;
+    if (fields.size() == 2 && fields[0] == key && absl::SimpleAtoi(fields[1], &value) && value >= 0) return value;
+  }
+  return std::nullopt;
+}
+
+ProcCgroups ParseProcCgroup(absl::string_view text) {
+  ProcCgroups found;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    // hierarchy-ID:controller-list:path (the path may hold colons of its own)
+    std::vector<absl::string_view> parts = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (parts.size() != 3 || !absl::StartsWith(parts[2], "/")) continue;
+    if (parts[0] == "0" && parts[1].empty()) {
+      found.v2 = std::string(parts[2]);
+      continue;
+    }
+    for (absl::string_view controller : absl::StrSplit(parts[1], ',')) {
+      if (controller == "memory") found.v1_memory = std::string(parts[2]);
+    }
+  }
+  return found;
+}
+
+OomKillCounter::OomKillCounter(std::string root) : vmstat_file_(root + "/proc/vmstat") {
+  const ProcCgroups self = ParseProcCgroup(ReadKernelFile(root + "/proc/self/cgroup").value_or(""));
+  const std::string mount = root + "/sys/fs/cgroup";
+  // v2 (the unified hierarchy mounted at /sys/fs/cgroup), else v1's memory controller. A machine
+  // with both (hybrid) has the memory controller on one of them only.
+  struct Candidate {
+    std::string dir, counter, limit;
+  };
+  std::vector<Candidate> candidates;
+  if (!self.v2.empty()) {
+    const std::string dir = mount + CleanPath(self.v2);
+    candidates.push_back({dir, dir + "/memory.events", dir + "/memory.max"});
+  }
+  if (!self.v1_memory.empty()) {
+    const std::string dir = mount + "/memory" + CleanPath(self.v1_memory);
+    candidates.push_back({dir, dir + "/memory.oom_control", dir + "/memory.limit_in_bytes"});
+  }
+  for (const Candidate& c : candidates) {
+    if (CounterIn(c.counter) < 0) continue;
+    cgroup_counter_file_ = c.counter;
+    cgroup_limit_file_ = c.limit;
+    return;
+  }
+}
+
+OomCounts OomKillCounter::Read() const {
+  return {CounterIn(cgroup_counter_file_), CounterIn(vmstat_file_)};
+}
+
+std::string OomKillCounter::LimitText() const {
+  std::optional<std::string> text = ReadKernelFile(cgroup_limit_file_);
+  int64_t limit = 0;
+  if (!text || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit) || limit <= 0 || limit >= kNoLimit) {
+    return "";  // "max", unreadable, or no limit
+  }
+  return absl::StrCat("; its memory limit is ", status::HumanBytes(limit));
+}
+
+std::optional<std::string> OomKillCounter::ExplainKill(const OomCounts& before, const OomCounts& now) const {
+  if (before.cgroup >= 0 && now.cgroup >= 0) {
+    if (now.cgroup <= before.cgroup) return std::nullopt;  // a kill elsewhere on the machine is not this one
+    return absl::StrCat("killed by the kernel's out-of-memory killer (oom_kill ", before.cgroup, " -> ", now.cgroup,
+                        " in ", cgroup_counter_file_, LimitText(), "): ", kFix);
+  }
+  if (before.machine < 0 || now.machine <= before.machine) return std::nullopt;
+  return absl::StrCat("killed by the kernel's out-of-memory killer, it seems (oom_kill ", before.machine, " -> ",
+                      now.machine, " in ", vmstat_file_, ", machine-wide, as it died): ", kFix);
+}
+
+std::optional<std::string> OomKillCounter::NoteKillsBeside(const OomCounts& before, const OomCounts& now) const {
+  if (before.cgroup < 0 || now.cgroup <= before.cgroup) return std::nullopt;
+  const int64_t kills = now.cgroup - before.cgroup;
+  return absl::StrCat("[dtrun] the kernel's out-of-memory killer killed ", kills, kills == 1 ? " process" : " processes",
+                      " of this job during this attempt (oom_kill ", before.cgroup, " -> ", now.cgroup, " in ",
+                      cgroup_counter_file_, LimitText(), "), such as a DataLoader worker \"killed by signal: Killed\": ",
+                      kFix);
+}
+
+}  // namespace dtrun
