@@ -13,6 +13,7 @@ OutputRelay::OutputRelay(std::string prefix, std::shared_ptr<Console> console, U
 
 void OutputRelay::Write(absl::string_view data, Clock::time_point now) {
   if (file_.valid()) WriteAll(file_.get(), data.data(), data.size());
+  if (tail_limit_ > 0) KeepInTail(data);
   if (!console_ || data.empty()) return;
   last_data_ = now;
   while (!data.empty()) {
@@ -56,6 +57,24 @@ bool OutputRelay::DrainFrom(int fd, Clock::time_point now) {
     return false;  // EOF or error
   }
   return true;  // more may be ready: epoll (level-triggered) reports the fd again
+}
+
+void OutputRelay::KeepInTail(absl::string_view data) {
+  if (data.size() >= tail_limit_) {
+    tail_cut_ = tail_cut_ || !tail_.empty() || data.size() > tail_limit_;
+    tail_.assign(data.data() + data.size() - tail_limit_, tail_limit_);
+    return;
+  }
+  tail_.append(data.data(), data.size());
+  if (tail_.size() > 2 * tail_limit_) {  // trimmed once per tail_limit_ bytes, not at every write
+    tail_.erase(0, tail_.size() - tail_limit_);
+    tail_cut_ = true;
+  }
+}
+
+absl::string_view OutputRelay::tail() const {
+  absl::string_view kept = tail_;
+  return kept.size() > tail_limit_ ? kept.substr(kept.size() - tail_limit_) : kept;
 }
 
 std::optional<OutputRelay::Clock::time_point> OutputRelay::quiet_deadline() const {

@@ -42,9 +42,15 @@ class OutputRelay {
   // True once after a partial line that started a line (not a '\r' redraw) was shown because the
   // worker went quiet: the worker is probably waiting for input (pdb, input()).
   bool TakePrompted() { return std::exchange(prompted_, false); }
+  // Keeps the stream's last `bytes` (0: none) for the failure summary (agent/stderr_error.h).
+  void KeepTail(size_t bytes) { tail_limit_ = bytes; }
+  // The kept tail: at most the last `bytes` written, and whether earlier ones were dropped.
+  absl::string_view tail() const;
+  bool tail_cut() const { return tail_cut_ || tail_.size() > tail_limit_; }
 
  private:
   void Emit(absl::string_view text, Console::End end);
+  void KeepInTail(absl::string_view data);
 
   static constexpr size_t kMaxLine = 64 * 1024;  // longer partial lines are shown, never held
   static constexpr size_t kMaxReadPerCall = 256 * 1024;
@@ -56,6 +62,9 @@ class OutputRelay {
   bool line_shown_ = false;          // part of the current line is already on the console
   bool prompted_ = false;
   Clock::time_point last_data_;
+  std::string tail_;  // up to twice tail_limit_: trimmed to it when it passes that
+  size_t tail_limit_ = 0;
+  bool tail_cut_ = false;
 };
 
 // Expands torchrun's log-line prefix template: ${role_name}, ${rank}, ${local_rank}.

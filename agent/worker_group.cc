@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "agent/stderr_error.h"
 #include "agent/worker_env.h"
 #include "base/host_name.h"
 #include "base/launch_layout.h"
@@ -124,6 +125,7 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
                         MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStdoutBit, io.consoles));
     DT_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> err,
                         MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStderrBit, io.consoles));
+    err->KeepTail(kStderrTailBytes);  // the error of a worker that writes no error file
     std::optional<ChildProcess> parked = io.warm ? io.warm->Release(lr, req) : std::nullopt;
     DT_ASSIGN_OR_RETURN(ChildProcess proc, parked ? std::move(*parked) : ChildProcess::Spawn(req));
     group->error_files_[lr] = id.error_file;
@@ -154,11 +156,22 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
     // lists it under "Other failures".
     const bool own_error = !f.message.empty() || !f.traceback.empty();
     if (StoppedByUs(wait_status) && !own_error) return true;
+    if (!own_error) ReadErrorFromStderr(w, f);
     NameOomKills(f);
     failures_.push_back(std::move(f));
     return true;
   }
   return false;
+}
+
+void WorkerGroup::ReadErrorFromStderr(Worker& w, WorkerFailure& f) {
+  // The worker is gone, so all it wrote is in the pipe: read now, before the failure is reported.
+  if (w.process.stderr_fd().valid()) w.err->DrainFrom(w.process.stderr_fd().get());
+  std::optional<StderrError> found = FindErrorInStderr(w.err->tail(), w.err->tail_cut(), f.signal > 0);
+  if (!found) return;
+  f.message = std::move(found->message);
+  f.traceback = std::move(found->traceback);
+  f.error_file.clear();  // not from an error file: the summary says <N/A>
 }
 
 void WorkerGroup::NameOomKills(WorkerFailure& f) const {

@@ -89,6 +89,8 @@ class WorkerGroup {
   std::vector<WorkerFailure> failures_;
   std::map<int, std::string> error_files_;  // local rank → path
   bool StoppedByUs(int wait_status) const;
+  // A worker without an error file: its error as its stderr's tail shows it (agent/stderr_error.h).
+  static void ReadErrorFromStderr(Worker& w, WorkerFailure& f);
   // Says in `f` when the kernel's out-of-memory killer killed it, or killed another process of
   // the job (a DataLoader worker) during this attempt.
   void NameOomKills(WorkerFailure& f) const;

@@ -115,6 +115,30 @@ TEST(OutputRelayTest, FileGetsRawBytesAndConsoleCanBeOff) {
   EXPECT_EQ(ReadAll(file->read.get()), "a\r\nb");
 }
 
+TEST(OutputRelayTest, KeepsTheLastBytesOfTheStreamWithNoConsoleOrFile) {
+  OutputRelay none("[x]:", nullptr, UniqueFd());
+  none.Write("nothing kept\n");
+  EXPECT_EQ(none.tail(), "");  // KeepTail was not asked for
+
+  OutputRelay relay("[x]:", nullptr, UniqueFd());
+  relay.KeepTail(8);
+  relay.Write("abc");
+  EXPECT_EQ(relay.tail(), "abc");
+  EXPECT_FALSE(relay.tail_cut());
+  relay.Write("defgh");
+  EXPECT_EQ(relay.tail(), "abcdefgh");
+  EXPECT_FALSE(relay.tail_cut());
+  for (char c = 'i'; c <= 'z'; ++c) relay.Write(std::string(1, c));  // trimmed along the way
+  EXPECT_EQ(relay.tail(), "stuvwxyz");
+  EXPECT_TRUE(relay.tail_cut());
+
+  OutputRelay once("[x]:", nullptr, UniqueFd());
+  once.KeepTail(4);
+  once.Write("0123456789");  // one write larger than the tail
+  EXPECT_EQ(once.tail(), "6789");
+  EXPECT_TRUE(once.tail_cut());
+}
+
 TEST(OutputRelayTest, ExpandsTorchrunTemplateVariables) {
   EXPECT_EQ(ExpandPrefixTemplate("[${role_name}${local_rank}]:", "default", 5, 1), "[default1]:");
   EXPECT_EQ(ExpandPrefixTemplate("${rank}|${local_rank}|", "r", 5, 1), "5|1|");

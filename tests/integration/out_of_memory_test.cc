@@ -76,6 +76,9 @@ class OutOfMemoryTest : public ::testing::Test {
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "making a memory cgroup needs root";
     if (cgroup_.dir().empty()) GTEST_SKIP() << "no memory cgroup controller to limit a job with (cgroup v1 or v2)";
+    if (RunToEnd(cgroup_.Inside({"/bin/true"})).first != 0) {
+      GTEST_SKIP() << "cannot move a process into " << cgroup_.dir() << " (a container without a cgroup namespace?)";
+    }
     events_ = MakeTempDir() + "/events.jsonl";
   }
   std::pair<int, std::string> Dtrun(const std::string& who, int attempts, int max_restarts) {

@@ -45,5 +45,38 @@ TEST(RestartTest, SummaryShowsTheErrorFileTraceback) {
   EXPECT_NE(out.find("error.json"), std::string::npos) << out;
 }
 
+// The text after "Root Cause" in dtrun's summary.
+std::string RootCause(const std::string& out) {
+  const size_t at = out.find("Root Cause");
+  return at == std::string::npos ? "" : out.substr(at);
+}
+
+TEST(RestartTest, TheSummaryShowsTheUncaughtExceptionOfAScriptWithoutAnErrorFile) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("uncaught.py"), "raise"},
+                            {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  EXPECT_EQ(rc, 1) << out;
+  const std::string root = RootCause(out);
+  EXPECT_NE(root.find("rank      : 1 (local_rank: 1)"), std::string::npos) << out;
+  EXPECT_NE(root.find("error_file: <N/A>"), std::string::npos) << out;
+  // The whole chain, from the first exception to the one that ended the script.
+  EXPECT_NE(root.find("traceback : Traceback (most recent call last):\n"), std::string::npos) << out;
+  EXPECT_NE(root.find("KeyError: 7"), std::string::npos) << out;
+  EXPECT_NE(root.find("in load_batch\n    raise ValueError(\"bad batch %d\" % i) from e"), std::string::npos) << out;
+  EXPECT_NE(root.find("ValueError: bad batch 7\n"), std::string::npos) << out;
+  EXPECT_EQ(root.find("step 1 done"), std::string::npos) << out;
+  EXPECT_EQ(root.find("To enable traceback"), std::string::npos) << out;
+}
+
+TEST(RestartTest, TheSummaryShowsWhereASegfaultingScriptWas) {
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("uncaught.py"), "segfault"},
+                            {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  EXPECT_EQ(rc, 128 + SIGSEGV) << out;
+  const std::string root = RootCause(out);
+  EXPECT_NE(root.find("exitcode  : -11"), std::string::npos) << out;
+  EXPECT_NE(root.find("traceback : Fatal Python error: Segmentation fault\n"), std::string::npos) << out;
+  EXPECT_NE(root.find("uncaught.py\", line 22 in <module>"), std::string::npos) << out;
+  EXPECT_EQ(root.find("Traceback"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace dtrun::testing

@@ -1,0 +1,102 @@
+#include "agent/stderr_error.h"
+
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace dtrun {
+namespace {
+
+constexpr absl::string_view kTraceback = "Traceback (most recent call last):";
+constexpr absl::string_view kFatal = "Fatal Python error: ";
+constexpr absl::string_view kTerminate = "terminate called after throwing";
+constexpr size_t kMaxMessageBytes = 1024;
+constexpr int kMaxWhatLines = 200;  // c10::Error's what() carries a C++ stack of ~30-100 frames
+// What Python prints between the tracebacks of chained exceptions.
+constexpr absl::string_view kChained[] = {
+    "During handling of the above exception, another exception occurred:",
+    "The above exception was the direct cause of the following exception:",
+};
+
+// The lines as a terminal shows them: a '\r' (a progress bar's redraw) keeps what follows it.
+std::vector<absl::string_view> ShownLines(absl::string_view tail, bool cut) {
+  std::vector<absl::string_view> lines = absl::StrSplit(tail, '\n');
+  if (cut && !lines.empty()) lines.erase(lines.begin());  // begins mid-line
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  for (absl::string_view& line : lines) {
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const size_t cr = line.rfind('\r');
+    if (cr != absl::string_view::npos) line.remove_prefix(cr + 1);
+  }
+  return lines;
+}
+
+int LastLineStartingWith(const std::vector<absl::string_view>& lines, absl::string_view start, int before) {
+  for (int i = before - 1; i >= 0; --i) {
+    if (absl::StartsWith(lines[i], start)) return i;
+  }
+  return -1;
+}
+
+// The first traceback of the chain that ends with the one at `last`.
+int ChainStart(const std::vector<absl::string_view>& lines, int last) {
+  int start = last;
+  for (;;) {
+    int i = start - 1;
+    while (i >= 0 && lines[i].empty()) --i;
+    const bool chained = i >= 0 && (lines[i] == kChained[0] || lines[i] == kChained[1]);
+    const int earlier = chained ? LastLineStartingWith(lines, kTraceback, i) : -1;
+    if (earlier < 0) return start;
+    start = earlier;
+  }
+}
+
+// The exception's line: the first unindented line after the traceback's frames; -1 when the
+// worker died while printing them.
+int ExceptionLine(const std::vector<absl::string_view>& lines, int traceback) {
+  for (size_t i = static_cast<size_t>(traceback) + 1; i < lines.size(); ++i) {
+    if (!lines[i].empty() && lines[i][0] != ' ') return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// A fatal report starts with the C++ exception that aborted the process, when it was one
+// (libstdc++'s "terminate called after throwing ..." and its what(), c10's with a C++ stack).
+int FatalStart(const std::vector<absl::string_view>& lines, int fatal) {
+  const int terminate = LastLineStartingWith(lines, kTerminate, fatal);
+  return terminate >= 0 && fatal - terminate <= kMaxWhatLines ? terminate : fatal;
+}
+
+std::string Capped(absl::string_view line) {
+  return line.size() <= kMaxMessageBytes ? std::string(line) : absl::StrCat(line.substr(0, kMaxMessageBytes), "...");
+}
+
+std::string Joined(const std::vector<absl::string_view>& lines, int from) {
+  std::string text = absl::StrJoin(lines.begin() + from, lines.end(), "\n");
+  if (text.size() <= kMaxStderrErrorBytes) return text;
+  return absl::StrCat("[... ", text.size() - kMaxStderrErrorBytes, " bytes cut]\n",
+                      absl::string_view(text).substr(text.size() - kMaxStderrErrorBytes));
+}
+
+}  // namespace
+
+std::optional<StderrError> FindErrorInStderr(absl::string_view tail, bool cut, bool by_signal) {
+  const std::vector<absl::string_view> lines = ShownLines(tail, cut);
+  const int n = static_cast<int>(lines.size());
+  const int fatal = LastLineStartingWith(lines, kFatal, n);
+  const int last = LastLineStartingWith(lines, kTraceback, n);
+  // A fatal report after the last traceback is the worker's end; one before it was a child's (a
+  // DataLoader worker's segfault, which the worker then raised as an exception).
+  if (fatal >= 0 && (by_signal || fatal > last)) {
+    return StderrError{Capped(lines[fatal]), Joined(lines, FatalStart(lines, fatal))};
+  }
+  if (by_signal || last < 0) return std::nullopt;
+  const int exception = ExceptionLine(lines, last);
+  if (exception >= 0 && n - 1 - exception > kMaxLinesAfterTheError) return std::nullopt;
+  return StderrError{exception >= 0 ? Capped(lines[exception]) : std::string(), Joined(lines, ChainStart(lines, last))};
+}
+
+}  // namespace dtrun

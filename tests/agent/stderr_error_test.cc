@@ -1,0 +1,124 @@
+#include "agent/stderr_error.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dtrun {
+namespace {
+
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+constexpr char kValueError[] =
+    "Traceback (most recent call last):\n"
+    "  File \"/job/train.py\", line 40, in <module>\n"
+    "    main()\n"
+    "  File \"/job/train.py\", line 31, in main\n"
+    "    raise ValueError(\"bad batch\")\n"
+    "ValueError: bad batch\n";
+
+TEST(StderrErrorTest, AnUncaughtExceptionIsItsTracebackEvenWithWarningsPrintedAtExit) {
+  const std::string tail = absl::StrCat(
+      "epoch 1 loss 2.3\n", kValueError,
+      "[W1128 00:01:02.000000000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed\n");
+  std::optional<StderrError> e = FindErrorInStderr(tail, /*cut=*/false, /*by_signal=*/false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "ValueError: bad batch");
+  EXPECT_THAT(e->traceback, StartsWith("Traceback (most recent call last):\n  File \"/job/train.py\", line 40"));
+  EXPECT_THAT(e->traceback, HasSubstr("ValueError: bad batch"));
+  EXPECT_THAT(e->traceback, Not(HasSubstr("epoch 1")));
+}
+
+TEST(StderrErrorTest, ChainedExceptionsAreShownFromTheFirstAndNamedByTheLast) {
+  const std::string tail = absl::StrCat(
+      "a traceback the script caught and printed, then went on:\n", kValueError, "step 2\n",
+      "Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nZeroDivisionError: division by zero\n\n"
+      "The above exception was the direct cause of the following exception:\n\n"
+      "Traceback (most recent call last):\n  File \"t.py\", line 6, in <module>\nRuntimeError: multi\nline message\n");
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "RuntimeError: multi");
+  EXPECT_THAT(e->traceback, StartsWith("Traceback (most recent call last):\n  File \"t.py\", line 4"));
+  EXPECT_THAT(e->traceback, EndsWith("RuntimeError: multi\nline message"));
+  EXPECT_THAT(e->traceback, Not(HasSubstr("bad batch")));  // not chained to it: step 2 came between
+}
+
+TEST(StderrErrorTest, ATracebackWithManyLinesAfterItWasNotTheEnd) {
+  std::string tail = kValueError;
+  for (int i = 0; i <= kMaxLinesAfterTheError; ++i) absl::StrAppend(&tail, "step ", i, "\n");
+  EXPECT_EQ(FindErrorInStderr(tail, false, false), std::nullopt);
+  EXPECT_EQ(FindErrorInStderr("loss 1.0\nloss 0.9\n", false, false), std::nullopt);
+  EXPECT_EQ(FindErrorInStderr("", false, false), std::nullopt);
+}
+
+TEST(StderrErrorTest, ASignalsEndIsOnlyAFaulthandlerReportWithTheCppExceptionBeforeIt) {
+  EXPECT_EQ(FindErrorInStderr(kValueError, false, /*by_signal=*/true), std::nullopt);  // an earlier, caught one
+  const std::string tail = absl::StrCat(
+      kValueError, "step 9\n",
+      "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error: an illegal memory access\n"
+      "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):\n"
+      "frame #0: c10::Error::Error() + 0x96\n\n"
+      "Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  File \"/job/train.py\", line 12 in step\n");
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, true);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "Fatal Python error: Aborted");
+  EXPECT_THAT(e->traceback, StartsWith("terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error"));
+  EXPECT_THAT(e->traceback, EndsWith("  File \"/job/train.py\", line 12 in step"));
+}
+
+TEST(StderrErrorTest, AChildsFatalReportBeforeTheWorkersOwnTracebackIsNotTheWorkersEnd) {
+  const std::string tail =
+      "Fatal Python error: Segmentation fault\n\nCurrent thread 0x01 (most recent call first):\n  File \"ds.py\", line 3\n"
+      "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+      "RuntimeError: DataLoader worker (pid 77) is killed by signal: Segmentation fault.\n";
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "RuntimeError: DataLoader worker (pid 77) is killed by signal: Segmentation fault.");
+  EXPECT_THAT(e->traceback, StartsWith("Traceback"));
+}
+
+TEST(StderrErrorTest, ReadsLinesAsATerminalShowsThemAndSkipsAPartialFirstLine) {
+  // A progress bar's redraws on the line the traceback starts on; a tail that begins mid-line.
+  std::optional<StderrError> e = FindErrorInStderr(
+      absl::StrCat(" 50%|#####     |\r100%|##########|\r", kValueError), false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->traceback, StartsWith("Traceback"));
+  EXPECT_EQ(FindErrorInStderr("Fatal Python error: half a line\nloss 1\n", /*cut=*/true, true), std::nullopt);
+  EXPECT_NE(FindErrorInStderr("Fatal Python error: half a line\nloss 1\n", /*cut=*/false, true), std::nullopt);
+  // Windows line ends.
+  e = FindErrorInStderr("Traceback (most recent call last):\r\n  File \"x\"\r\nKeyError: 'a'\r\n", false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "KeyError: 'a'");
+}
+
+TEST(StderrErrorTest, AWorkerThatDiedWhilePrintingStillShowsWhatItPrinted) {
+  std::optional<StderrError> e = FindErrorInStderr("Traceback (most recent call last):\n  File \"x.py\", line", false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "");
+  EXPECT_EQ(e->traceback, "Traceback (most recent call last):\n  File \"x.py\", line");
+}
+
+TEST(StderrErrorTest, AHugeBlockKeepsItsEndAndSaysWhatWasCut) {
+  std::string tail = "Traceback (most recent call last):\n";
+  for (int i = 0; i < 2000; ++i) absl::StrAppend(&tail, "  File \"deep.py\", line ", i, ", in recurse\n");
+  absl::StrAppend(&tail, "RecursionError: maximum recursion depth exceeded\n", std::string(5000, 'x'), "\n");
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_THAT(e->traceback, StartsWith("[... "));
+  EXPECT_LE(e->traceback.size(), kMaxStderrErrorBytes + 64);
+  EXPECT_THAT(e->traceback, HasSubstr("RecursionError: maximum recursion depth exceeded"));
+  EXPECT_EQ(e->message, "RecursionError: maximum recursion depth exceeded");
+  // A one-line exception of 5 KB is named by its first 1 KiB.
+  std::optional<StderrError> wide =
+      FindErrorInStderr(absl::StrCat("Traceback (most recent call last):\nE: ", std::string(5000, 'y'), "\n"), false, false);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->message.size(), 1024u + 3);
+}
+
+}  // namespace
+}  // namespace dtrun
