@@ -45,6 +45,18 @@ TEST(RestartLoopBreakerTest, TheLimitthAttemptInARowThatDoesNotPassTheBestStepEn
   EXPECT_NE(f.message.find("Last failure: exit code 1"), std::string::npos) << f.message;
 }
 
+TEST(RestartLoopBreakerTest, TheLastFailureIsNamedByTheFirstLineOfItsError) {
+  RestartLoopBreaker breaker(1);
+  breaker.OnAttemptEnded(Attempt(10).get());
+  auto again = Attempt(10);
+  WorkerFailure f = Crash();
+  f.message = "ValueError: bad batch 7\nmore";
+  breaker.MarkIfNoProgress(f, again.get());
+  EXPECT_EQ(f.kind, rdzv::FailureKind::kNoProgress);
+  EXPECT_NE(f.message.find("Last failure: exit code 1: ValueError: bad batch 7"), std::string::npos) << f.message;
+  EXPECT_EQ(f.message.find("more"), std::string::npos) << f.message;
+}
+
 TEST(RestartLoopBreakerTest, AnAttemptPastTheBestStepStartsTheCountAgain) {
   RestartLoopBreaker breaker(2);
   breaker.OnAttemptEnded(Attempt(10).get());
