@@ -365,6 +365,22 @@ TEST_F(MultiNodeTest, SpentBudgetEndsEveryHostWithTheSameRootCause) {
   }
 }
 
+TEST_F(MultiNodeTest, AnUncaughtExceptionOnOneHostIsInEveryHostsSummary) {
+  Cluster(2);
+  std::map<std::string, std::string> env = {{"PYTHON_EXEC", "/usr/bin/python3"}};
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("uncaught.py"), "raise"}, env);
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("uncaught.py"), "raise"}, env);  // rank 1 raises
+  EXPECT_EQ(n0->Wait(), 1) << n0->all();
+  EXPECT_EQ(n1->Wait(), 1) << n1->all();
+  for (auto* n : {n0.get(), n1.get()}) {
+    const std::string err = n->err();
+    const std::string root = err.substr(std::min(err.size(), err.find("Root Cause")));
+    EXPECT_NE(root.find("rank      : 1 (local_rank: 0)"), std::string::npos) << n->all();
+    EXPECT_NE(root.find("traceback : Traceback (most recent call last):"), std::string::npos) << n->all();
+    EXPECT_NE(root.find("ValueError: bad batch 7"), std::string::npos) << n->all();
+  }
+}
+
 TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
   Cluster(2);
   auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
