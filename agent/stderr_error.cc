@@ -21,6 +21,23 @@ constexpr absl::string_view kChained[] = {
     "The above exception was the direct cause of the following exception:",
 };
 
+// `text` without its CSI escape sequences (colours: Python 3.13 colours tracebacks under FORCE_COLOR).
+std::string WithoutEscapes(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\x1b' || i + 1 >= text.size() || text[i + 1] != '[') {
+      out.push_back(text[i]);
+      continue;
+    }
+    size_t j = i + 2;
+    while (j < text.size() && text[j] >= 0x20 && text[j] <= 0x3f) ++j;  // parameters, intermediates
+    if (j < text.size() && text[j] >= 0x40 && text[j] <= 0x7e) i = j;    // the final byte: dropped with them
+    else out.push_back(text[i]);                                          // not a sequence: kept as it is
+  }
+  return out;
+}
+
 // The lines as a terminal shows them: a '\r' (a progress bar's redraw) keeps what follows it.
 std::vector<absl::string_view> ShownLines(absl::string_view tail, bool cut) {
   std::vector<absl::string_view> lines = absl::StrSplit(tail, '\n');
@@ -83,7 +100,8 @@ std::string Joined(const std::vector<absl::string_view>& lines, int from) {
 
 }  // namespace
 
-std::optional<StderrError> FindErrorInStderr(absl::string_view tail, bool cut, bool by_signal) {
+std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bool by_signal) {
+  const std::string tail = WithoutEscapes(raw);
   const std::vector<absl::string_view> lines = ShownLines(tail, cut);
   const int n = static_cast<int>(lines.size());
   const int fatal = LastLineStartingWith(lines, kFatal, n);

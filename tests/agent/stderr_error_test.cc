@@ -90,7 +90,13 @@ TEST(StderrErrorTest, ReadsLinesAsATerminalShowsThemAndSkipsAPartialFirstLine) {
   EXPECT_THAT(e->traceback, StartsWith("Traceback"));
   EXPECT_EQ(FindErrorInStderr("Fatal Python error: half a line\nloss 1\n", /*cut=*/true, true), std::nullopt);
   EXPECT_NE(FindErrorInStderr("Fatal Python error: half a line\nloss 1\n", /*cut=*/false, true), std::nullopt);
-  // Windows line ends.
+  // Python 3.13's colours (FORCE_COLOR) are not part of the text.
+  e = FindErrorInStderr("\x1b[1;35mTraceback\x1b[0m (most recent call last):\n  File \x1b[35m\"x\"\x1b[0m\n"
+                        "\x1b[1;35mKeyError\x1b[0m: \x1b[35m'a'\x1b[0m\n\x1b[", false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "KeyError: 'a'");
+  EXPECT_EQ(e->traceback, "Traceback (most recent call last):\n  File \"x\"\nKeyError: 'a'\n\x1b[");
+    // Windows line ends.
   e = FindErrorInStderr("Traceback (most recent call last):\r\n  File \"x\"\r\nKeyError: 'a'\r\n", false, false);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, "KeyError: 'a'");
