@@ -18,20 +18,26 @@ namespace {
 constexpr char kRule[] = "============================================================";
 constexpr char kThinRule[] = "------------------------------------------------------------";
 
+// What the summary shows as the failure's traceback.
+std::string TracebackOf(const WorkerFailure& f) {
+  const std::string text = f.traceback.empty() ? f.message : f.traceback;
+  // dtrun's own exit code is explained before a text that is not from an error file (there is
+  // none, or it is the end of the worker's stderr).
+  const bool from_error_file = !f.error_file.empty() && !text.empty();
+  if (f.signal == 0 && f.exit_code == kCollectiveTimeoutExitCode && !from_error_file) {
+    return absl::StrCat("a collective timed out: the worker hung (peer lost or stuck) and its watchdog ended it",
+                        text.empty() ? "" : "\n", text);
+  }
+  if (!text.empty()) return text;
+  if (f.signal > 0) return absl::StrCat("Signal ", f.signal, " (", SignalName(f.signal), ") received by PID ", f.pid);
+  return "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html";
+}
+
 std::string FormatOne(size_t index, const WorkerFailure& f) {
   std::string when = absl::FormatTime("%Y-%m-%d_%H:%M:%S", absl::FromUnixMillis(f.time_unix_ms),
                                       absl::LocalTimeZone());
   std::string exitcode = f.signal > 0 ? absl::StrCat(-f.signal) : absl::StrCat(f.exit_code);
-  std::string traceback;
-  if (!f.traceback.empty() || !f.message.empty()) {
-    traceback = f.traceback.empty() ? f.message : f.traceback;
-  } else if (f.signal == 0 && f.exit_code == kCollectiveTimeoutExitCode) {
-    traceback = "a collective timed out: the worker hung (peer lost or stuck) and its watchdog ended it";
-  } else if (f.signal > 0) {
-    traceback = absl::StrCat("Signal ", f.signal, " (", SignalName(f.signal), ") received by PID ", f.pid);
-  } else {
-    traceback = "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html";
-  }
+  const std::string traceback = TracebackOf(f);
   return absl::StrCat("[", index, "]:\n",
                       "  time      : ", when, "\n",
                       "  host      : ", f.host, "\n",

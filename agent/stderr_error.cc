@@ -1,5 +1,6 @@
 #include "agent/stderr_error.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,6 +15,8 @@ constexpr absl::string_view kTraceback = "Traceback (most recent call last):";
 constexpr absl::string_view kFatal = "Fatal Python error: ";
 constexpr absl::string_view kTerminate = "terminate called after throwing";
 constexpr size_t kMaxMessageBytes = 1024;
+constexpr int kLastLines = 10;
+constexpr absl::string_view kLastLinesTitle = "(no error file and no Python traceback; the last lines of its stderr:)";
 constexpr int kMaxWhatLines = 200;  // c10::Error's what() carries a C++ stack of ~30-100 frames
 // What Python prints between the tracebacks of chained exceptions.
 constexpr absl::string_view kChained[] = {
@@ -98,6 +101,18 @@ std::string Joined(const std::vector<absl::string_view>& lines, int from) {
                       absl::string_view(text).substr(text.size() - kMaxStderrErrorBytes));
 }
 
+// No traceback: a program that says its error in a line (a C++ trainer's "train_imagenet: ...", a
+// shell script's), or a script that logged it and exited: the end of its stderr, said to be that.
+std::optional<StderrError> LastLines(const std::vector<absl::string_view>& lines) {
+  int end = static_cast<int>(lines.size());
+  while (end > 0 && lines[end - 1].find_first_not_of(" \t") == absl::string_view::npos) --end;
+  if (end == 0) return std::nullopt;
+  const int from = std::max(0, end - kLastLines);
+  std::vector<absl::string_view> shown(lines.begin() + from, lines.begin() + end);
+  shown.insert(shown.begin(), kLastLinesTitle);
+  return StderrError{Capped(lines[end - 1]), Joined(shown, 0)};
+}
+
 }  // namespace
 
 std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bool by_signal) {
@@ -111,10 +126,12 @@ std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bo
   if (fatal >= 0 && (by_signal || fatal > last)) {
     return StderrError{Capped(lines[fatal]), Joined(lines, FatalStart(lines, fatal))};
   }
-  if (by_signal || last < 0) return std::nullopt;
-  const int exception = ExceptionLine(lines, last);
-  if (exception >= 0 && n - 1 - exception > kMaxLinesAfterTheError) return std::nullopt;
-  return StderrError{exception >= 0 ? Capped(lines[exception]) : std::string(), Joined(lines, ChainStart(lines, last))};
+  if (by_signal) return std::nullopt;
+  const int exception = last >= 0 ? ExceptionLine(lines, last) : -1;
+  if (last >= 0 && (exception < 0 || n - 1 - exception <= kMaxLinesAfterTheError)) {
+    return StderrError{exception >= 0 ? Capped(lines[exception]) : std::string(), Joined(lines, ChainStart(lines, last))};
+  }
+  return LastLines(lines);
 }
 
 }  // namespace dtrun

@@ -117,6 +117,12 @@ TEST(FailureReportTest, CollectiveTimeoutExitCodeIsExplained) {
   f.exit_code = 75;
   f.host = "h";
   EXPECT_NE(FormatFailureSummary("t", {f}).find("a collective timed out"), std::string::npos);
+  f.traceback = "(no error file and no Python traceback; the last lines of its stderr:)\nwatchdog: all_reduce";
+  const std::string summary = FormatFailureSummary("t", {f});  // read from its stderr: explained first
+  EXPECT_NE(summary.find("traceback : a collective timed out: the worker hung (peer lost or stuck) and its watchdog "
+                         "ended it\n(no error file"),
+            std::string::npos)
+      << summary;
 }
 
 TEST(FailureReportTest, AWorkerTheOutOfMemoryKillerEndedIsNamedSoWithNoErrorFile) {

@@ -48,12 +48,23 @@ TEST(StderrErrorTest, ChainedExceptionsAreShownFromTheFirstAndNamedByTheLast) {
   EXPECT_THAT(e->traceback, Not(HasSubstr("bad batch")));  // not chained to it: step 2 came between
 }
 
-TEST(StderrErrorTest, ATracebackWithManyLinesAfterItWasNotTheEnd) {
+TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
   std::string tail = kValueError;
   for (int i = 0; i <= kMaxLinesAfterTheError; ++i) absl::StrAppend(&tail, "step ", i, "\n");
-  EXPECT_EQ(FindErrorInStderr(tail, false, false), std::nullopt);
-  EXPECT_EQ(FindErrorInStderr("loss 1.0\nloss 0.9\n", false, false), std::nullopt);
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, false);  // a caught exception's, long ago
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, absl::StrCat("step ", kMaxLinesAfterTheError));
+  EXPECT_THAT(e->traceback, StartsWith("(no error file and no Python traceback; the last lines of its stderr:)\nstep 31\n"));
+  EXPECT_THAT(e->traceback, Not(HasSubstr("bad batch")));
+
+  e = FindErrorInStderr("loading\ntrain_imagenet: data/train: no such folder\n\n  \n", false, false);  // a C++ trainer
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "train_imagenet: data/train: no such folder");
+  EXPECT_THAT(e->traceback, EndsWith("loading\ntrain_imagenet: data/train: no such folder"));
+
   EXPECT_EQ(FindErrorInStderr("", false, false), std::nullopt);
+  EXPECT_EQ(FindErrorInStderr("\n \n", false, false), std::nullopt);
+  EXPECT_EQ(FindErrorInStderr("loss 0.9\n", false, /*by_signal=*/true), std::nullopt);  // a signal says more
 }
 
 TEST(StderrErrorTest, ASignalsEndIsOnlyAFaulthandlerReportWithTheCppExceptionBeforeIt) {
