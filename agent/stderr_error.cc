@@ -3,17 +3,20 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace dtrun {
 namespace {
 
 constexpr absl::string_view kTraceback = "Traceback (most recent call last):";
 constexpr absl::string_view kFatal = "Fatal Python error: ";
-constexpr absl::string_view kTerminate = "terminate called after throwing";
+constexpr absl::string_view kTerminate = "terminate called ";  // "after throwing ...", "without an active exception"
+constexpr absl::string_view kWhat = "  what():";
 constexpr size_t kMaxMessageBytes = 1024;
 constexpr int kLastLines = 10;
 constexpr absl::string_view kLastLinesTitle = "(no error file and no Python traceback; the last lines of its stderr:)";
@@ -83,13 +86,6 @@ int ExceptionLine(const std::vector<absl::string_view>& lines, int traceback) {
   return -1;
 }
 
-// A fatal report starts with the C++ exception that aborted the process, when it was one
-// (libstdc++'s "terminate called after throwing ..." and its what(), c10's with a C++ stack).
-int FatalStart(const std::vector<absl::string_view>& lines, int fatal) {
-  const int terminate = LastLineStartingWith(lines, kTerminate, fatal);
-  return terminate >= 0 && fatal - terminate <= kMaxWhatLines ? terminate : fatal;
-}
-
 std::string Capped(absl::string_view line) {
   return line.size() <= kMaxMessageBytes ? std::string(line) : absl::StrCat(line.substr(0, kMaxMessageBytes), "...");
 }
@@ -99,6 +95,33 @@ std::string Joined(const std::vector<absl::string_view>& lines, int from) {
   if (text.size() <= kMaxStderrErrorBytes) return text;
   return absl::StrCat("[... ", text.size() - kMaxStderrErrorBytes, " bytes cut]\n",
                       absl::string_view(text).substr(text.size() - kMaxStderrErrorBytes));
+}
+
+// libstdc++'s report of an uncaught C++ exception: "terminate called after throwing an instance
+// of 'T'" and, on the next line, "  what():  TEXT" (c10's TEXT goes on with a C++ stack). The
+// message is "T: TEXT"; the report alone when there is no what().
+std::string CppExceptionMessage(const std::vector<absl::string_view>& lines, int terminate) {
+  absl::string_view type = lines[terminate];
+  const size_t quote = type.find('\'');
+  type = quote == absl::string_view::npos ? absl::string_view() : type.substr(quote + 1);
+  type = type.substr(0, type.find('\''));
+  const size_t next = static_cast<size_t>(terminate) + 1;
+  absl::string_view what = next < lines.size() ? lines[next] : absl::string_view();
+  if (!type.empty() && absl::ConsumePrefix(&what, kWhat)) return Capped(absl::StrCat(type, ": ", absl::StripLeadingAsciiWhitespace(what)));
+  return Capped(lines[terminate]);
+}
+
+// A process aborted by a signal: Python's faulthandler report (dtrun sets PYTHONFAULTHANDLER),
+// from the C++ exception that aborted it when there was one (its what() names the error, where the
+// report only says "Aborted"); else that C++ exception's report alone (a C++ program, or Python
+// without faulthandler), if it is among the last lines.
+std::optional<StderrError> AbortReport(const std::vector<absl::string_view>& lines, int fatal) {
+  const int n = static_cast<int>(lines.size());
+  const int end = fatal >= 0 ? fatal : n;
+  const int terminate = LastLineStartingWith(lines, kTerminate, end);
+  const bool cpp = terminate >= 0 && end - terminate <= kMaxWhatLines;
+  if (fatal < 0 && !cpp) return std::nullopt;
+  return StderrError{cpp ? CppExceptionMessage(lines, terminate) : Capped(lines[fatal]), Joined(lines, cpp ? terminate : fatal)};
 }
 
 // No traceback: a program that says its error in a line (a C++ trainer's "train_imagenet: ...", a
@@ -123,10 +146,8 @@ std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bo
   const int last = LastLineStartingWith(lines, kTraceback, n);
   // A fatal report after the last traceback is the worker's end; one before it was a child's (a
   // DataLoader worker's segfault, which the worker then raised as an exception).
-  if (fatal >= 0 && (by_signal || fatal > last)) {
-    return StderrError{Capped(lines[fatal]), Joined(lines, FatalStart(lines, fatal))};
-  }
-  if (by_signal) return std::nullopt;
+  if (by_signal) return AbortReport(lines, fatal);
+  if (fatal > last) return AbortReport(lines, fatal);
   const int exception = last >= 0 ? ExceptionLine(lines, last) : -1;
   if (last >= 0 && (exception < 0 || n - 1 - exception <= kMaxLinesAfterTheError)) {
     return StderrError{exception >= 0 ? Capped(lines[exception]) : std::string(), Joined(lines, ChainStart(lines, last))};

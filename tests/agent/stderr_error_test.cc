@@ -77,9 +77,32 @@ TEST(StderrErrorTest, ASignalsEndIsOnlyAFaulthandlerReportWithTheCppExceptionBef
       "Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  File \"/job/train.py\", line 12 in step\n");
   std::optional<StderrError> e = FindErrorInStderr(tail, false, true);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->message, "Fatal Python error: Aborted");
+  EXPECT_EQ(e->message, "c10::Error: CUDA error: an illegal memory access");  // what() says more than "Aborted"
   EXPECT_THAT(e->traceback, StartsWith("terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error"));
   EXPECT_THAT(e->traceback, EndsWith("  File \"/job/train.py\", line 12 in step"));
+}
+
+TEST(StderrErrorTest, AnAbortWithoutFaulthandlerIsTheCppExceptionsReport) {
+  // NCCL's watchdog as PyTorch 2.x reports it, in a C++ program or with PYTHONFAULTHANDLER unset.
+  const std::string tail =
+      "[rank1]:[E1128 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout\n"
+      "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+      "  what():  [PG 0 Rank 1] Process group watchdog thread terminated with exception: timeout\n"
+      "Exception raised from checkTimeout at ProcessGroupNCCL.cpp:618 (most recent call first):\n"
+      "frame #0: c10::Error::Error() + 0x96\n";
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, /*by_signal=*/true);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message,
+            "c10::DistBackendError: [PG 0 Rank 1] Process group watchdog thread terminated with exception: timeout");
+  EXPECT_THAT(e->traceback, StartsWith("terminate called after throwing an instance of 'c10::DistBackendError'\n"));
+  EXPECT_THAT(e->traceback, EndsWith("frame #0: c10::Error::Error() + 0x96"));
+  // Without a what(), the report's own line; long ago, nothing.
+  e = FindErrorInStderr("terminate called without an active exception\n", false, true);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "terminate called without an active exception");
+  std::string old = "terminate called after throwing an instance of 'std::bad_alloc'\n";
+  for (int i = 0; i < 300; ++i) absl::StrAppend(&old, "step ", i, "\n");
+  EXPECT_EQ(FindErrorInStderr(old, false, true), std::nullopt);
 }
 
 TEST(StderrErrorTest, AChildsFatalReportBeforeTheWorkersOwnTracebackIsNotTheWorkersEnd) {
