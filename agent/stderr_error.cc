@@ -44,7 +44,17 @@ std::string WithoutEscapes(absl::string_view text) {
   return out;
 }
 
-// The lines as a terminal shows them: a '\r' (a progress bar's redraw) keeps what follows it.
+// PyTorch 2's excepthook (set by init_process_group) prefixes each line of a traceback with
+// "[rankN]: ".
+void RemoveRankPrefix(absl::string_view& line) {
+  absl::string_view rest = line;
+  if (!absl::ConsumePrefix(&rest, "[rank")) return;
+  const size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+  rest.remove_prefix(digits);
+  if (digits > 0 && absl::ConsumePrefix(&rest, "]: ")) line = rest;
+}
+
+// The lines as a terminal shows them, without PyTorch's rank prefix: a '\r' (a progress bar's redraw) keeps what follows it.
 std::vector<absl::string_view> ShownLines(absl::string_view tail, bool cut) {
   std::vector<absl::string_view> lines = absl::StrSplit(tail, '\n');
   if (cut && !lines.empty()) lines.erase(lines.begin());  // begins mid-line
@@ -53,6 +63,7 @@ std::vector<absl::string_view> ShownLines(absl::string_view tail, bool cut) {
     while (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const size_t cr = line.rfind('\r');
     if (cr != absl::string_view::npos) line.remove_prefix(cr + 1);
+    RemoveRankPrefix(line);
   }
   return lines;
 }

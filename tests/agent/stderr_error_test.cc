@@ -48,6 +48,23 @@ TEST(StderrErrorTest, ChainedExceptionsAreShownFromTheFirstAndNamedByTheLast) {
   EXPECT_THAT(e->traceback, Not(HasSubstr("bad batch")));  // not chained to it: step 2 came between
 }
 
+TEST(StderrErrorTest, PyTorchsRankPrefixIsNotPartOfTheTraceback) {
+  // PyTorch 2's excepthook after init_process_group: "[rankN]: " on every line but empty ones.
+  const std::string tail =
+      "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"t.py\", line 4, in <module>\n"
+      "[rank1]: KeyError: 7\n\n[rank1]: The above exception was the direct cause of the following exception:\n\n"
+      "[rank1]: Traceback (most recent call last):\n[rank1]:   File \"t.py\", line 6, in <module>\n"
+      "[rank1]: ValueError: bad batch 7\n"
+      "[rank1]:[W1128 00:01:02.000 ProcessGroupNCCL.cpp:1250] Warning: process group has NOT been destroyed\n";
+  std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "ValueError: bad batch 7");
+  EXPECT_THAT(e->traceback, StartsWith("Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nKeyError: 7"));
+  EXPECT_THAT(e->traceback, HasSubstr("\nValueError: bad batch 7\n[rank1]:[W1128"));  // not a traceback line: as written
+  EXPECT_EQ(FindErrorInStderr("[rank]: Traceback (most recent call last):\n[rankx]: E: 1\n", false, false)->message,
+            "[rankx]: E: 1");  // no rank number: not PyTorch's prefix
+}
+
 TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
   std::string tail = kValueError;
   for (int i = 0; i <= kMaxLinesAfterTheError; ++i) absl::StrAppend(&tail, "step ", i, "\n");

@@ -77,5 +77,29 @@ TEST(Torch2xStoreTest, TorchTwoSixScriptsLoseNoStepWhenAPeerDies) {
   EXPECT_NE(out.find("DIGEST rank=1 " + digest[1].str()), std::string::npos) << out;
 }
 
+// The summary shows a torch 2.6 script's traceback, which c10d's excepthook prints with "[rank1]: "
+// on every line, as the traceback it is (agent/stderr_error.h).
+TEST(Torch2xSummaryTest, ATorchTwoSixTracebackIsReadThroughItsRankPrefix) {
+  const std::string root = TrixieTorchRoot();
+  if (root.empty() || ::geteuid() != 0) {
+    GTEST_SKIP() << "needs root and a trixie root with python3-torch (scripts/trixie-torch-root.sh BUILD_DIR, which "
+                    "CTest's Torch2xRoot.Make runs where it can)";
+  }
+  const std::string name = "/tmp/dtrun_raise_after_init_" + std::to_string(::getpid()) + ".py";
+  std::filesystem::copy_file(Worker("raise_after_init.py"), root + name, std::filesystem::copy_options::overwrite_existing);
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--no-python", "unshare", "--mount",
+                             "--propagation", "private", "sh", "-c",
+                             "mount -t proc proc \"$0/proc\" && exec chroot \"$0\" python3 \"$1\"", root, name});
+  std::filesystem::remove(root + name);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("[default1]:[rank1]: ValueError: bad batch 7"), std::string::npos) << out;  // as torch 2.6 prints it
+  const std::string root_cause = out.substr(std::min(out.size(), out.find("Root Cause")));
+  EXPECT_NE(root_cause.find("rank      : 1 (local_rank: 1)"), std::string::npos) << out;
+  EXPECT_NE(root_cause.find("traceback : Traceback (most recent call last):\n  File \"" + name + "\", line 16"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(root_cause.find("\nValueError: bad batch 7"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace dtrun::testing
