@@ -53,6 +53,12 @@ std::string CleanPath(absl::string_view path) {
   return std::string(absl::StripSuffix(path, "/"));
 }
 
+// "/a/b" -> "/a" -> "" (the root).
+std::string ParentOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
 constexpr char kFix[] =
     "give each worker less to hold (batch size, DataLoader workers and prefetch, --nproc-per-node) or the "
     "job more memory";
@@ -91,21 +97,19 @@ OomKillCounter::OomKillCounter(std::string root) : vmstat_file_(root + "/proc/vm
   // v2 (the unified hierarchy mounted at /sys/fs/cgroup), else v1's memory controller. A machine
   // with both (hybrid) has the memory controller on one of them only.
   struct Candidate {
-    std::string dir, counter, limit;
+    std::string hierarchy, path, counter, limit;
   };
   std::vector<Candidate> candidates;
-  if (!self.v2.empty()) {
-    const std::string dir = mount + CleanPath(self.v2);
-    candidates.push_back({dir, dir + "/memory.events", dir + "/memory.max"});
-  }
+  if (!self.v2.empty()) candidates.push_back({mount, CleanPath(self.v2), "memory.events", "memory.max"});
   if (!self.v1_memory.empty()) {
-    const std::string dir = mount + "/memory" + CleanPath(self.v1_memory);
-    candidates.push_back({dir, dir + "/memory.oom_control", dir + "/memory.limit_in_bytes"});
+    candidates.push_back({mount + "/memory", CleanPath(self.v1_memory), "memory.oom_control", "memory.limit_in_bytes"});
   }
   for (const Candidate& c : candidates) {
-    if (CounterIn(c.counter) < 0) continue;
-    cgroup_counter_file_ = c.counter;
-    cgroup_limit_file_ = c.limit;
+    if (CounterIn(c.hierarchy + c.path + "/" + c.counter) < 0) continue;
+    cgroup_counter_file_ = c.hierarchy + c.path + "/" + c.counter;
+    hierarchy_ = c.hierarchy;
+    cgroup_path_ = c.path;
+    limit_file_name_ = c.limit;
     return;
   }
 }
@@ -115,12 +119,22 @@ OomCounts OomKillCounter::Read() const {
 }
 
 std::string OomKillCounter::LimitText() const {
-  std::optional<std::string> text = ReadKernelFile(cgroup_limit_file_);
-  int64_t limit = 0;
-  if (!text || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit) || limit <= 0 || limit >= kNoLimit) {
-    return "";  // "max", unreadable, or no limit
+  // The limit that binds is the smallest on the way up: a Slurm task's cgroup has none of its own,
+  // its job's has one.
+  int64_t smallest = kNoLimit;
+  std::string where;
+  for (std::string path = cgroup_path_;; path = ParentOf(path)) {
+    std::optional<std::string> text = ReadKernelFile(hierarchy_ + path + "/" + limit_file_name_);
+    int64_t limit = 0;  // "max" or unreadable: none here
+    if (text && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit) && limit > 0 && limit < smallest) {
+      smallest = limit;
+      where = path.empty() ? "/" : path;
+    }
+    if (path.empty()) break;
   }
-  return absl::StrCat("; its memory limit is ", status::HumanBytes(limit));
+  if (where.empty()) return "";
+  return absl::StrCat("; its memory limit is ", status::HumanBytes(smallest),
+                      where == cgroup_path_ ? "" : absl::StrCat(", set on ", where));
 }
 
 std::optional<std::string> OomKillCounter::ExplainKill(const OomCounts& before, const OomCounts& now) const {

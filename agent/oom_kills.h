@@ -41,10 +41,14 @@ class OomKillCounter {
   const std::string& cgroup_file() const { return cgroup_counter_file_; }
 
  private:
-  std::string LimitText() const;  // "; its memory limit is 512.0 MiB", or "" where none is set
+  // "; its memory limit is 512.0 MiB[, set on /job]": the smallest on the cgroup's way to the root;
+  // "" where none is set.
+  std::string LimitText() const;
 
   std::string cgroup_counter_file_;
-  std::string cgroup_limit_file_;
+  std::string hierarchy_;        // where the hierarchy with the memory controller is mounted
+  std::string cgroup_path_;      // this process's cgroup in it ("" for its root)
+  std::string limit_file_name_;  // memory.max (v2), memory.limit_in_bytes (v1)
   std::string vmstat_file_;
 };
 

@@ -112,6 +112,21 @@ TEST(OomKillCounterTest, FallsBackToTheV1MemoryControllerWhenTheUnifiedTreeHasNo
   EXPECT_THAT(counter.NoteKillsBeside(before, counter.Read()), Optional(HasSubstr("killed 2 processes")));
 }
 
+TEST(OomKillCounterTest, TheLimitThatBindsIsTheSmallestOnTheWayToTheRoot) {
+  FakeRoot fake;  // a Slurm task's cgroup: no limit of its own; its step's and its job's have one
+  fake.Write("/proc/self/cgroup", "0::/slurm/job_7/step_0/task_0\n");
+  fake.Write("/sys/fs/cgroup/slurm/job_7/step_0/task_0/memory.events", "oom_kill 0\n");
+  fake.Write("/sys/fs/cgroup/slurm/job_7/step_0/task_0/memory.max", "max\n");
+  fake.Write("/sys/fs/cgroup/slurm/job_7/step_0/memory.max", "8589934592\n");
+  fake.Write("/sys/fs/cgroup/slurm/job_7/memory.max", "4294967296\n");
+  fake.Write("/sys/fs/cgroup/slurm/memory.max", "garbage\n");
+  OomKillCounter counter(fake.root());
+  const OomCounts before = counter.Read();
+  fake.Write("/sys/fs/cgroup/slurm/job_7/step_0/task_0/memory.events", "oom_kill 1\n");
+  EXPECT_THAT(counter.ExplainKill(before, counter.Read()),
+              Optional(HasSubstr("; its memory limit is 4.0 GiB, set on /slurm/job_7): ")));
+}
+
 TEST(OomKillCounterTest, UsesTheMachinesCountOnlyWhereNoCgroupCountIsReadable) {
   FakeRoot fake;
   fake.Write("/proc/self/cgroup", "0::/\n");
