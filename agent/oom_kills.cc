@@ -49,9 +49,7 @@ int64_t CounterIn(const std::string& path) {
 }
 
 // "" for the root, else "/a/b" without a trailing slash.
-std::string CleanPath(absl::string_view path) {
-  return std::string(absl::StripSuffix(path, "/"));
-}
+std::string CleanPath(absl::string_view path) { return std::string(absl::StripSuffix(path, "/")); }
 
 // "/a/b" -> "/a" -> "" (the root).
 std::string ParentOf(const std::string& path) {
@@ -114,9 +112,7 @@ OomKillCounter::OomKillCounter(std::string root) : vmstat_file_(root + "/proc/vm
   }
 }
 
-OomCounts OomKillCounter::Read() const {
-  return {CounterIn(cgroup_counter_file_), CounterIn(vmstat_file_)};
-}
+OomCounts OomKillCounter::Read() const { return {CounterIn(cgroup_counter_file_), CounterIn(vmstat_file_)}; }
 
 std::string OomKillCounter::LimitText() const {
   // The limit that binds is the smallest on the way up: a Slurm task's cgroup has none of its own,
@@ -151,10 +147,10 @@ std::optional<std::string> OomKillCounter::ExplainKill(const OomCounts& before, 
 std::optional<std::string> OomKillCounter::NoteKillsBeside(const OomCounts& before, const OomCounts& now) const {
   if (before.cgroup < 0 || now.cgroup <= before.cgroup) return std::nullopt;
   const int64_t kills = now.cgroup - before.cgroup;
-  return absl::StrCat("[dtrun] the kernel's out-of-memory killer killed ", kills, kills == 1 ? " process" : " processes",
-                      " of this job during this attempt (oom_kill ", before.cgroup, " -> ", now.cgroup, " in ",
-                      cgroup_counter_file_, LimitText(), "), such as a DataLoader worker \"killed by signal: Killed\": ",
-                      kFix);
+  return absl::StrCat("[dtrun] the kernel's out-of-memory killer killed ", kills,
+                      kills == 1 ? " process" : " processes", " of this job during this attempt (oom_kill ",
+                      before.cgroup, " -> ", now.cgroup, " in ", cgroup_counter_file_, LimitText(),
+                      "), such as a DataLoader worker \"killed by signal: Killed\": ", kFix);
 }
 
 }  // namespace dtrun

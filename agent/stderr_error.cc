@@ -38,8 +38,11 @@ std::string WithoutEscapes(absl::string_view text) {
     }
     size_t j = i + 2;
     while (j < text.size() && text[j] >= 0x20 && text[j] <= 0x3f) ++j;  // parameters, intermediates
-    if (j < text.size() && text[j] >= 0x40 && text[j] <= 0x7e) i = j;    // the final byte: dropped with them
-    else out.push_back(text[i]);                                          // not a sequence: kept as it is
+    if (j < text.size() && text[j] >= 0x40 && text[j] <= 0x7e) {
+      i = j;  // a whole sequence, its final byte included: dropped
+    } else {
+      out.push_back(text[i]);  // not a sequence: kept as it is
+    }
   }
   return out;
 }
@@ -54,7 +57,8 @@ void RemoveRankPrefix(absl::string_view& line) {
   if (digits > 0 && absl::ConsumePrefix(&rest, "]: ")) line = rest;
 }
 
-// The lines as a terminal shows them, without PyTorch's rank prefix: a '\r' (a progress bar's redraw) keeps what follows it.
+// The lines as a terminal shows them (a '\r', a progress bar's redraw, keeps what follows it),
+// without PyTorch's rank prefix.
 std::vector<absl::string_view> ShownLines(absl::string_view tail, bool cut) {
   std::vector<absl::string_view> lines = absl::StrSplit(tail, '\n');
   if (cut && !lines.empty()) lines.erase(lines.begin());  // begins mid-line
@@ -118,8 +122,8 @@ std::string CppExceptionMessage(const std::vector<absl::string_view>& lines, int
   type = type.substr(0, type.find('\''));
   const size_t next = static_cast<size_t>(terminate) + 1;
   absl::string_view what = next < lines.size() ? lines[next] : absl::string_view();
-  if (!type.empty() && absl::ConsumePrefix(&what, kWhat)) return Capped(absl::StrCat(type, ": ", absl::StripLeadingAsciiWhitespace(what)));
-  return Capped(lines[terminate]);
+  if (type.empty() || !absl::ConsumePrefix(&what, kWhat)) return Capped(lines[terminate]);
+  return Capped(absl::StrCat(type, ": ", absl::StripLeadingAsciiWhitespace(what)));
 }
 
 // A process aborted by a signal: Python's faulthandler report (dtrun sets PYTHONFAULTHANDLER),
@@ -132,7 +136,8 @@ std::optional<StderrError> AbortReport(const std::vector<absl::string_view>& lin
   const int terminate = LastLineStartingWith(lines, kTerminate, end);
   const bool cpp = terminate >= 0 && end - terminate <= kMaxWhatLines;
   if (fatal < 0 && !cpp) return std::nullopt;
-  return StderrError{cpp ? CppExceptionMessage(lines, terminate) : Capped(lines[fatal]), Joined(lines, cpp ? terminate : fatal)};
+  return StderrError{cpp ? CppExceptionMessage(lines, terminate) : Capped(lines[fatal]),
+                     Joined(lines, cpp ? terminate : fatal)};
 }
 
 // No traceback: a program that says its error in a line (a C++ trainer's "train_imagenet: ...", a
@@ -155,13 +160,14 @@ std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bo
   const int n = static_cast<int>(lines.size());
   const int fatal = LastLineStartingWith(lines, kFatal, n);
   const int last = LastLineStartingWith(lines, kTraceback, n);
+  if (by_signal) return AbortReport(lines, fatal);
   // A fatal report after the last traceback is the worker's end; one before it was a child's (a
   // DataLoader worker's segfault, which the worker then raised as an exception).
-  if (by_signal) return AbortReport(lines, fatal);
   if (fatal > last) return AbortReport(lines, fatal);
   const int exception = last >= 0 ? ExceptionLine(lines, last) : -1;
   if (last >= 0 && (exception < 0 || n - 1 - exception <= kMaxLinesAfterTheError)) {
-    return StderrError{exception >= 0 ? Capped(lines[exception]) : std::string(), Joined(lines, ChainStart(lines, last))};
+    return StderrError{exception >= 0 ? Capped(lines[exception]) : std::string(),
+                       Joined(lines, ChainStart(lines, last))};
   }
   return LastLines(lines);
 }

@@ -19,7 +19,7 @@ struct StderrError {
   std::string traceback;  // the block as printed, at most kMaxStderrErrorBytes (its end kept)
 };
 
-inline constexpr size_t kStderrTailBytes = 32 << 10;     // what the agent keeps of each worker's stderr
+inline constexpr size_t kStderrTailBytes = 32 << 10;      // what the agent keeps of each worker's stderr
 inline constexpr size_t kMaxStderrErrorBytes = 16 << 10;  // what a summary shows of it
 // An uncaught exception's traceback is the last thing a script prints but for what runs at exit
 // (c10d's warnings about process groups not destroyed, logging's flush); a traceback followed by

@@ -23,8 +23,8 @@ TEST(ProcCgroupTest, ReadsTheUnifiedPathAndTheMemoryControllersPath) {
   EXPECT_EQ(v2.v1_memory, "");
 
   // A hybrid machine: v1 controllers, the memory one sharing its hierarchy, and an empty v2.
-  ProcCgroups hybrid = ParseProcCgroup(
-      "9:name=systemd:/\n5:devices:/\n4:cpuacct,memory:/slurm/uid_0/job_7/step_0\n0::/\n");
+  ProcCgroups hybrid =
+      ParseProcCgroup("9:name=systemd:/\n5:devices:/\n4:cpuacct,memory:/slurm/uid_0/job_7/step_0\n0::/\n");
   EXPECT_EQ(hybrid.v1_memory, "/slurm/uid_0/job_7/step_0");
   EXPECT_EQ(hybrid.v2, "/");
 
@@ -79,8 +79,9 @@ TEST(OomKillCounterTest, NamesTheKillerWhenTheCgroupsCountRoseWithItsLimit) {
   fake.Write("/proc/vmstat", "pgfault 100\noom_kill 8\n");
   std::optional<std::string> why = counter.ExplainKill(before, counter.Read());
   ASSERT_TRUE(why.has_value());
-  EXPECT_THAT(*why, AllOf(HasSubstr("out-of-memory killer"), HasSubstr("oom_kill 2 -> 3"), HasSubstr(counter.cgroup_file()),
-                          HasSubstr("its memory limit is 256.0 MiB"), HasSubstr("batch size")));
+  EXPECT_THAT(*why,
+              AllOf(HasSubstr("out-of-memory killer"), HasSubstr("oom_kill 2 -> 3"), HasSubstr(counter.cgroup_file()),
+                    HasSubstr("its memory limit is 256.0 MiB"), HasSubstr("batch size")));
   EXPECT_THAT(counter.NoteKillsBeside(before, counter.Read()), Optional(HasSubstr("killed 1 process of this job")));
 }
 
@@ -136,7 +137,8 @@ TEST(OomKillCounterTest, UsesTheMachinesCountOnlyWhereNoCgroupCountIsReadable) {
   const OomCounts before = counter.Read();
   EXPECT_EQ(before.cgroup, -1);
   fake.Write("/proc/vmstat", "oom_kill 5\n");
-  EXPECT_THAT(counter.ExplainKill(before, counter.Read()), Optional(AllOf(HasSubstr("it seems"), HasSubstr("machine-wide"))));
+  EXPECT_THAT(counter.ExplainKill(before, counter.Read()),
+              Optional(AllOf(HasSubstr("it seems"), HasSubstr("machine-wide"))));
   EXPECT_EQ(counter.NoteKillsBeside(before, counter.Read()), std::nullopt);  // too weak to blame another failure on
 }
 

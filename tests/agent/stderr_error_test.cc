@@ -37,7 +37,8 @@ TEST(StderrErrorTest, AnUncaughtExceptionIsItsTracebackEvenWithWarningsPrintedAt
 TEST(StderrErrorTest, ChainedExceptionsAreShownFromTheFirstAndNamedByTheLast) {
   const std::string tail = absl::StrCat(
       "a traceback the script caught and printed, then went on:\n", kValueError, "step 2\n",
-      "Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nZeroDivisionError: division by zero\n\n"
+      "Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nZeroDivisionError: division by "
+      "zero\n\n"
       "The above exception was the direct cause of the following exception:\n\n"
       "Traceback (most recent call last):\n  File \"t.py\", line 6, in <module>\nRuntimeError: multi\nline message\n");
   std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
@@ -59,8 +60,10 @@ TEST(StderrErrorTest, PyTorchsRankPrefixIsNotPartOfTheTraceback) {
   std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, "ValueError: bad batch 7");
-  EXPECT_THAT(e->traceback, StartsWith("Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nKeyError: 7"));
-  EXPECT_THAT(e->traceback, HasSubstr("\nValueError: bad batch 7\n[rank1]:[W1128"));  // not a traceback line: as written
+  EXPECT_THAT(e->traceback,
+              StartsWith("Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nKeyError: 7"));
+  EXPECT_THAT(e->traceback,
+              HasSubstr("\nValueError: bad batch 7\n[rank1]:[W1128"));  // not a traceback line: as written
   EXPECT_EQ(FindErrorInStderr("[rank]: Traceback (most recent call last):\n[rankx]: E: 1\n", false, false)->message,
             "[rankx]: E: 1");  // no rank number: not PyTorch's prefix
 }
@@ -71,7 +74,8 @@ TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
   std::optional<StderrError> e = FindErrorInStderr(tail, false, false);  // a caught exception's, long ago
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, absl::StrCat("step ", kMaxLinesAfterTheError));
-  EXPECT_THAT(e->traceback, StartsWith("(no error file and no Python traceback; the last lines of its stderr:)\nstep 31\n"));
+  EXPECT_THAT(e->traceback,
+              StartsWith("(no error file and no Python traceback; the last lines of its stderr:)\nstep 31\n"));
   EXPECT_THAT(e->traceback, Not(HasSubstr("bad batch")));
 
   e = FindErrorInStderr("loading\ntrain_imagenet: data/train: no such folder\n\n  \n", false, false);  // a C++ trainer
@@ -89,13 +93,16 @@ TEST(StderrErrorTest, ASignalsEndIsOnlyAFaulthandlerReportWithTheCppExceptionBef
   const std::string tail = absl::StrCat(
       kValueError, "step 9\n",
       "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error: an illegal memory access\n"
-      "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):\n"
+      "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call "
+      "first):\n"
       "frame #0: c10::Error::Error() + 0x96\n\n"
-      "Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  File \"/job/train.py\", line 12 in step\n");
+      "Fatal Python error: Aborted\n\nThread 0x00007f (most recent call first):\n  File \"/job/train.py\", line 12 in "
+      "step\n");
   std::optional<StderrError> e = FindErrorInStderr(tail, false, true);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, "c10::Error: CUDA error: an illegal memory access");  // what() says more than "Aborted"
-  EXPECT_THAT(e->traceback, StartsWith("terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error"));
+  EXPECT_THAT(e->traceback,
+              StartsWith("terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error"));
   EXPECT_THAT(e->traceback, EndsWith("  File \"/job/train.py\", line 12 in step"));
 }
 
@@ -124,7 +131,8 @@ TEST(StderrErrorTest, AnAbortWithoutFaulthandlerIsTheCppExceptionsReport) {
 
 TEST(StderrErrorTest, AChildsFatalReportBeforeTheWorkersOwnTracebackIsNotTheWorkersEnd) {
   const std::string tail =
-      "Fatal Python error: Segmentation fault\n\nCurrent thread 0x01 (most recent call first):\n  File \"ds.py\", line 3\n"
+      "Fatal Python error: Segmentation fault\n\nCurrent thread 0x01 (most recent call first):\n  File \"ds.py\", line "
+      "3\n"
       "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
       "RuntimeError: DataLoader worker (pid 77) is killed by signal: Segmentation fault.\n";
   std::optional<StderrError> e = FindErrorInStderr(tail, false, false);
@@ -135,26 +143,29 @@ TEST(StderrErrorTest, AChildsFatalReportBeforeTheWorkersOwnTracebackIsNotTheWork
 
 TEST(StderrErrorTest, ReadsLinesAsATerminalShowsThemAndSkipsAPartialFirstLine) {
   // A progress bar's redraws on the line the traceback starts on; a tail that begins mid-line.
-  std::optional<StderrError> e = FindErrorInStderr(
-      absl::StrCat(" 50%|#####     |\r100%|##########|\r", kValueError), false, false);
+  std::optional<StderrError> e =
+      FindErrorInStderr(absl::StrCat(" 50%|#####     |\r100%|##########|\r", kValueError), false, false);
   ASSERT_TRUE(e.has_value());
   EXPECT_THAT(e->traceback, StartsWith("Traceback"));
   EXPECT_EQ(FindErrorInStderr("Fatal Python error: half a line\nloss 1\n", /*cut=*/true, true), std::nullopt);
   EXPECT_NE(FindErrorInStderr("Fatal Python error: half a line\nloss 1\n", /*cut=*/false, true), std::nullopt);
   // Python 3.13's colours (FORCE_COLOR) are not part of the text.
-  e = FindErrorInStderr("\x1b[1;35mTraceback\x1b[0m (most recent call last):\n  File \x1b[35m\"x\"\x1b[0m\n"
-                        "\x1b[1;35mKeyError\x1b[0m: \x1b[35m'a'\x1b[0m\n\x1b[", false, false);
+  e = FindErrorInStderr(
+      "\x1b[1;35mTraceback\x1b[0m (most recent call last):\n  File \x1b[35m\"x\"\x1b[0m\n"
+      "\x1b[1;35mKeyError\x1b[0m: \x1b[35m'a'\x1b[0m\n\x1b[",
+      false, false);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, "KeyError: 'a'");
   EXPECT_EQ(e->traceback, "Traceback (most recent call last):\n  File \"x\"\nKeyError: 'a'\n\x1b[");
-    // Windows line ends.
+  // Windows line ends.
   e = FindErrorInStderr("Traceback (most recent call last):\r\n  File \"x\"\r\nKeyError: 'a'\r\n", false, false);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, "KeyError: 'a'");
 }
 
 TEST(StderrErrorTest, AWorkerThatDiedWhilePrintingStillShowsWhatItPrinted) {
-  std::optional<StderrError> e = FindErrorInStderr("Traceback (most recent call last):\n  File \"x.py\", line", false, false);
+  std::optional<StderrError> e =
+      FindErrorInStderr("Traceback (most recent call last):\n  File \"x.py\", line", false, false);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->message, "");
   EXPECT_EQ(e->traceback, "Traceback (most recent call last):\n  File \"x.py\", line");
@@ -171,8 +182,8 @@ TEST(StderrErrorTest, AHugeBlockKeepsItsEndAndSaysWhatWasCut) {
   EXPECT_THAT(e->traceback, HasSubstr("RecursionError: maximum recursion depth exceeded"));
   EXPECT_EQ(e->message, "RecursionError: maximum recursion depth exceeded");
   // A one-line exception of 5 KB is named by its first 1 KiB.
-  std::optional<StderrError> wide =
-      FindErrorInStderr(absl::StrCat("Traceback (most recent call last):\nE: ", std::string(5000, 'y'), "\n"), false, false);
+  std::optional<StderrError> wide = FindErrorInStderr(
+      absl::StrCat("Traceback (most recent call last):\nE: ", std::string(5000, 'y'), "\n"), false, false);
   ASSERT_TRUE(wide.has_value());
   EXPECT_EQ(wide->message.size(), 1024u + 3);
 }

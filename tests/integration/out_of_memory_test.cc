@@ -83,8 +83,8 @@ class OutOfMemoryTest : public ::testing::Test {
   }
   std::pair<int, std::string> Dtrun(const std::string& who, int attempts, int max_restarts) {
     return RunToEnd(cgroup_.Inside({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts",
-                                    absl::StrCat(max_restarts), "--event-log", events_, Worker("out_of_memory.py"),
-                                    who, absl::StrCat(attempts)}),
+                                    absl::StrCat(max_restarts), "--event-log", events_, Worker("out_of_memory.py"), who,
+                                    absl::StrCat(attempts)}),
                     {{"PYTHON_EXEC", "/usr/bin/python3"}});
   }
 
