@@ -35,6 +35,22 @@ status::StragglerKind KindOf(straggler::Culprit culprit) {
   return status::StragglerKind::kRank;
 }
 
+constexpr size_t kMaxReasonErrorBytes = 200;  // of a worker's error line in a round's reason
+
+// "exit code 1: ValueError: bad batch 7": the way out, and the error's first line when the worker
+// left one (its error file, its stderr), so that the restart line on every node says why.
+std::string HowItEnded(const FailureInfo& f) {
+  std::string how = f.signal ? absl::StrCat("signal ", f.signal) : absl::StrCat("exit code ", f.exit_code);
+  if (f.kind == FailureKind::kOomKilled) return absl::StrCat(how, ": out of memory, killed by the kernel");
+  const absl::string_view first = absl::string_view(f.message).substr(0, f.message.find('\n'));
+  if (first.empty()) return how;
+  std::string line(first.substr(0, kMaxReasonErrorBytes));
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // the worker's bytes reach every console
+  }
+  return absl::StrCat(how, ": ", line, first.size() > kMaxReasonErrorBytes ? "..." : "");
+}
+
 }  // namespace
 
 std::string PhaseName(JobPhase phase) {
@@ -242,12 +258,9 @@ absl::Status RendezvousState::ReportFailure(const std::string& node_id, int64_t 
     Fail(absl::StrCat(worker, ": ", failure.message), failures, ExitCodeOf(failure));
     return absl::OkStatus();
   }
-  std::string what =
-      failure.kind == FailureKind::kHang
-          ? absl::StrCat(worker, " hung (", failure.message.substr(0, 1000), ")")
-          : absl::StrCat(worker, " failed (",
-                         failure.signal ? absl::StrCat("signal ", failure.signal) : absl::StrCat("exit code ", failure.exit_code),
-                         failure.kind == FailureKind::kOomKilled ? ": out of memory, killed by the kernel" : "", ")");
+  std::string what = failure.kind == FailureKind::kHang
+                         ? absl::StrCat(worker, " hung (", failure.message.substr(0, 1000), ")")
+                         : absl::StrCat(worker, " failed (", HowItEnded(failure), ")");
   if (restarts_used_ > options_.max_restarts) {
     Fail(absl::StrCat(what, "; no restarts left (--max-restarts ", options_.max_restarts, ")"),
          failures, ExitCodeOf(failure));

@@ -52,7 +52,8 @@ std::string RootCause(const std::string& out) {
 }
 
 TEST(RestartTest, TheSummaryShowsTheUncaughtExceptionOfAScriptWithoutAnErrorFile) {
-  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("uncaught.py"), "raise"},
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                             Worker("uncaught.py"), "raise"},
                             {{"PYTHON_EXEC", "/usr/bin/python3"}});
   EXPECT_EQ(rc, 1) << out;
   const std::string root = RootCause(out);
@@ -64,6 +65,8 @@ TEST(RestartTest, TheSummaryShowsTheUncaughtExceptionOfAScriptWithoutAnErrorFile
   EXPECT_NE(root.find("in load_batch\n    raise ValueError(\"bad batch %d\" % i) from e"), std::string::npos) << out;
   EXPECT_NE(root.find("ValueError: bad batch 7\n"), std::string::npos) << out;
   EXPECT_EQ(root.find("step 1 done"), std::string::npos) << out;
+  // The restart line says it too.
+  EXPECT_NE(out.find("failed (exit code 1: ValueError: bad batch 7); restart 1/1"), std::string::npos) << out;
   EXPECT_EQ(root.find("To enable traceback"), std::string::npos) << out;
 }
 

@@ -139,6 +139,24 @@ TEST_F(RendezvousStateTest, TheRoundsEndSaysAWorkerRanOutOfMemory) {
       << s.View(a)->reason;
 }
 
+TEST_F(RendezvousStateTest, TheRoundsEndGivesTheFirstLineOfTheWorkersError) {
+  RendezvousState s(Static(2, /*max_restarts=*/2), now_);
+  std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  FailureInfo f;
+  f.host = "b";
+  f.global_rank = 3;
+  f.exit_code = 1;
+  f.message = "ValueError: bad\x1b[2J batch 7\nsecond line";
+  ASSERT_TRUE(s.ReportFailure(b, 0, {f}, now_).ok());
+  EXPECT_NE(s.View(a)->reason.find("failed (exit code 1: ValueError: bad?[2J batch 7); restart 1/2"), std::string::npos)
+      << s.View(a)->reason;
+  f.message = std::string(5000, 'x');  // a long line is cut
+  ASSERT_TRUE(s.ReportFailure(b, 1, {f}, now_).ok());
+  EXPECT_NE(s.View(a)->reason.find("failed (exit code 1: " + std::string(200, 'x') + "...); restart 2/2"),
+            std::string::npos)
+      << s.View(a)->reason;
+}
+
 TEST_F(RendezvousStateTest, RejectsReportsFromAStaleRound) {
   RendezvousState s(Static(2, 5), now_);
   std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
