@@ -94,7 +94,7 @@ TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("the loss of step 10 is not finite on rank(s) 2 only, finite on the other 2"), std::string::npos)
       << log;
-  EXPECT_NE(log.find("failed (exit code 78)"), std::string::npos) << log;
+  EXPECT_NE(log.find("failed (exit code 78: rank 2: the loss of step 10 is not finite"), std::string::npos) << log;
   EXPECT_EQ(StepsAndDigest(log), StepsAndDigest(clean)) << log;
 }
 
