@@ -149,7 +149,7 @@ std::optional<StderrError> LastLines(const std::vector<absl::string_view>& lines
   const int from = std::max(0, end - kLastLines);
   std::vector<absl::string_view> shown(lines.begin() + from, lines.begin() + end);
   shown.insert(shown.begin(), kLastLinesTitle);
-  return StderrError{Capped(lines[end - 1]), Joined(shown, 0)};
+  return StderrError{"", Joined(shown, 0)};  // no message: the last line need not be the error
 }
 
 }  // namespace

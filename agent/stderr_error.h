@@ -15,7 +15,9 @@
 namespace dtrun {
 
 struct StderrError {
-  std::string message;    // the exception's line ("ValueError: bad batch"), or "Fatal Python error: ..."
+  // The exception's line ("ValueError: bad batch"), the C++ exception's what(), or "Fatal Python
+  // error: ..."; empty for the last lines, which need not say the error.
+  std::string message;
   std::string traceback;  // the block as printed, at most kMaxStderrErrorBytes (its end kept)
 };
 

@@ -64,8 +64,9 @@ TEST(StderrErrorTest, PyTorchsRankPrefixIsNotPartOfTheTraceback) {
               StartsWith("Traceback (most recent call last):\n  File \"t.py\", line 4, in <module>\nKeyError: 7"));
   EXPECT_THAT(e->traceback,
               HasSubstr("\nValueError: bad batch 7\n[rank1]:[W1128"));  // not a traceback line: as written
-  EXPECT_EQ(FindErrorInStderr("[rank]: Traceback (most recent call last):\n[rankx]: E: 1\n", false, false)->message,
-            "[rankx]: E: 1");  // no rank number: not PyTorch's prefix
+  // No rank number: not PyTorch's prefix, so no traceback either (only the last lines, as such).
+  EXPECT_THAT(FindErrorInStderr("[rank]: Traceback (most recent call last):\n[rankx]: E: 1\n", false, false)->traceback,
+              StartsWith("(no error file and no Python traceback;"));  // no rank number: not PyTorch's prefix
 }
 
 TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
@@ -73,14 +74,13 @@ TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
   for (int i = 0; i <= kMaxLinesAfterTheError; ++i) absl::StrAppend(&tail, "step ", i, "\n");
   std::optional<StderrError> e = FindErrorInStderr(tail, false, false);  // a caught exception's, long ago
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->message, absl::StrCat("step ", kMaxLinesAfterTheError));
+  EXPECT_EQ(e->message, "");  // the last line need not be the error: the restart line does not show it
   EXPECT_THAT(e->traceback,
               StartsWith("(no error file and no Python traceback; the last lines of its stderr:)\nstep 31\n"));
   EXPECT_THAT(e->traceback, Not(HasSubstr("bad batch")));
 
   e = FindErrorInStderr("loading\ntrain_imagenet: data/train: no such folder\n\n  \n", false, false);  // a C++ trainer
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->message, "train_imagenet: data/train: no such folder");
   EXPECT_THAT(e->traceback, EndsWith("loading\ntrain_imagenet: data/train: no such folder"));
 
   EXPECT_EQ(FindErrorInStderr("", false, false), std::nullopt);

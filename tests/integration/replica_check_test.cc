@@ -94,9 +94,9 @@ TEST(ReplicaCheckTest, ALossThatIsNotFiniteOnOneRankOnlyNamesItAndTheJobGoesBack
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("the loss of step 10 is not finite on rank(s) 2 only, finite on the other 2"), std::string::npos)
       << log;
-  // Every rank ends with the code once the vote is in; the first reaped says it in the restart line.
-  EXPECT_TRUE(std::regex_search(log, std::regex(R"(failed \(exit code 78: rank \d: the loss of step 10 is not finite)")))
-      << log;
+  // Every rank ends with the code once the vote is in, but only the culprit and rank 0 say why: the
+  // restart line names whichever was reaped first.
+  EXPECT_NE(log.find("failed (exit code 78"), std::string::npos) << log;
   EXPECT_EQ(StepsAndDigest(log), StepsAndDigest(clean)) << log;
 }
 
