@@ -70,8 +70,9 @@ TEST(Torch2xStoreTest, TorchTwoSixScriptsLoseNoStepWhenAPeerDies) {
   ASSERT_TRUE(std::regex_search(clean, digest, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << clean;
   auto [rc, out] = run({"--crash-at", "23"});
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("[default0]:rank 0: kept the state of step 23 in memory on the way out"), std::string::npos)
-      << out;
+  // Not necessarily at a line's start: the thread that keeps the state on SIGTERM may write while
+  // the main thread prints the traceback of Gloo's error in pieces (seen under ASan).
+  EXPECT_NE(out.find("rank 0: kept the state of step 23 in memory on the way out"), std::string::npos) << out;
   EXPECT_NE(out.find("[default1]:RESTORED step=23"), std::string::npos) << out;
   EXPECT_NE(out.find("0 step(s) of work lost"), std::string::npos) << out;
   EXPECT_NE(out.find("DIGEST rank=1 " + digest[1].str()), std::string::npos) << out;
