@@ -1,10 +1,5 @@
 #include "agent/oom_kills.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -13,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "base/unique_fd.h"
+#include "base/untrusted_file.h"
 #include "status/status_table.h"
 
 namespace dtrun {
@@ -23,29 +18,14 @@ constexpr size_t kMaxKernelFileBytes = 64 << 10;  // /proc/vmstat is ~5 KiB
 // A v1 limit at or above this is "no limit" (the kernel's unlimited value rounded to pages).
 constexpr int64_t kNoLimit = int64_t{1} << 62;
 
-// A kernel pseudo-file: its size reads as 0, so it is read to its end, at most kMaxKernelFileBytes.
-std::optional<std::string> ReadKernelFile(const std::string& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st;
-  if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  std::string data(kMaxKernelFileBytes, '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  data.resize(got);
-  return data;
+// A kernel file's text; "" when it cannot be read (each caller then finds nothing in it).
+std::string ReadKernelFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxKernelFileBytes);
+  return text.ok() ? *std::move(text) : std::string();
 }
 
-int64_t CounterIn(const std::string& path) {
-  if (path.empty()) return -1;
-  std::optional<std::string> text = ReadKernelFile(path);
-  std::optional<int64_t> value = text ? FindCounter(*text, "oom_kill") : std::nullopt;
-  return value.value_or(-1);
+int64_t CounterIn(const std::string& path) {  // "" (none found) reads as nothing too
+  return FindCounter(ReadKernelFile(path), "oom_kill").value_or(-1);
 }
 
 // "" for the root, else "/a/b" without a trailing slash.
@@ -90,7 +70,7 @@ ProcCgroups ParseProcCgroup(absl::string_view text) {
 }
 
 OomKillCounter::OomKillCounter(std::string root) : vmstat_file_(root + "/proc/vmstat") {
-  const ProcCgroups self = ParseProcCgroup(ReadKernelFile(root + "/proc/self/cgroup").value_or(""));
+  const ProcCgroups self = ParseProcCgroup(ReadKernelFile(root + "/proc/self/cgroup"));
   const std::string mount = root + "/sys/fs/cgroup";
   // v2 (the unified hierarchy mounted at /sys/fs/cgroup), else v1's memory controller. A machine
   // with both (hybrid) has the memory controller on one of them only.
@@ -120,9 +100,9 @@ std::string OomKillCounter::LimitText() const {
   int64_t smallest = kNoLimit;
   std::string where;
   for (std::string path = cgroup_path_;; path = ParentOf(path)) {
-    std::optional<std::string> text = ReadKernelFile(hierarchy_ + path + "/" + limit_file_name_);
+    const std::string text = ReadKernelFile(hierarchy_ + path + "/" + limit_file_name_);
     int64_t limit = 0;  // "max" or unreadable: none here
-    if (text && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit) && limit > 0 && limit < smallest) {
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &limit) && limit > 0 && limit < smallest) {
       smallest = limit;
       where = path.empty() ? "/" : path;
     }

@@ -1,8 +1,8 @@
 // Whether the kernel's out-of-memory killer ended a worker. torchrun shows such a worker as
 // "exitcode: -9" and nothing more; the kernel counts its kills before it sends the SIGKILL, per
-// memory cgroup (v2 memory.events, v1 memory.oom_control, both counting kills in child cgroups
-// too) and machine-wide (/proc/vmstat), so the agent that reaps a SIGKILLed worker compares the
-// counts with those taken when the round started and can say so.
+// memory cgroup (v2 memory.events, which counts child cgroups' kills too; v1 memory.oom_control,
+// its own processes' only) and machine-wide (/proc/vmstat), so the agent that reaps a SIGKILLed
+// worker compares the counts with those taken when the round started and can say so.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace dtrun {
 
 // Kills counted so far; -1 where the counter cannot be read.
 struct OomCounts {
-  int64_t cgroup = -1;   // in this process's memory cgroup and those below it
+  int64_t cgroup = -1;   // in this process's memory cgroup (v2: and those below it)
   int64_t machine = -1;  // on the whole machine
 };
 

@@ -60,16 +60,9 @@ bool OutputRelay::DrainFrom(int fd, Clock::time_point now) {
 }
 
 void OutputRelay::KeepInTail(absl::string_view data) {
-  if (data.size() >= tail_limit_) {
-    tail_cut_ = tail_cut_ || !tail_.empty() || data.size() > tail_limit_;
-    tail_.assign(data.data() + data.size() - tail_limit_, tail_limit_);
-    return;
-  }
+  tail_written_ += data.size();
   tail_.append(data.data(), data.size());
-  if (tail_.size() > 2 * tail_limit_) {  // trimmed once per tail_limit_ bytes, not at every write
-    tail_.erase(0, tail_.size() - tail_limit_);
-    tail_cut_ = true;
-  }
+  if (tail_.size() > 2 * tail_limit_) tail_.erase(0, tail_.size() - tail_limit_);  // once per tail_limit_ bytes
 }
 
 absl::string_view OutputRelay::tail() const {

@@ -46,7 +46,7 @@ class OutputRelay {
   void KeepTail(size_t bytes) { tail_limit_ = bytes; }
   // The kept tail: at most the last `bytes` written, and whether earlier ones were dropped.
   absl::string_view tail() const;
-  bool tail_cut() const { return tail_cut_ || tail_.size() > tail_limit_; }
+  bool tail_cut() const { return tail_written_ > tail_limit_; }
 
  private:
   void Emit(absl::string_view text, Console::End end);
@@ -64,7 +64,7 @@ class OutputRelay {
   Clock::time_point last_data_;
   std::string tail_;  // up to twice tail_limit_: trimmed to it when it passes that
   size_t tail_limit_ = 0;
-  bool tail_cut_ = false;
+  size_t tail_written_ = 0;  // bytes the tail has seen
 };
 
 // Expands torchrun's log-line prefix template: ${role_name}, ${rank}, ${local_rank}.

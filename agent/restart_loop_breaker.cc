@@ -2,29 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/exit_codes.h"
-#include "base/signal_names.h"
 
 namespace dtrun {
-
-namespace {
-
-// How the attempt ended, with the error's first line when the worker left one (its error file, its
-// stderr, the out-of-memory killer's note).
-std::string LastFailure(const WorkerFailure& f) {
-  if (f.kind == rdzv::FailureKind::kHang) return absl::StrCat("hang: ", f.message);
-  std::string how = f.signal ? absl::StrCat("signal ", SignalName(f.signal)) : absl::StrCat("exit code ", f.exit_code);
-  if (f.message.empty()) return how;
-  absl::string_view first = absl::string_view(f.message).substr(0, f.message.find('\n')).substr(0, 300);
-  return absl::StrCat(how, ": ", first);
-}
-
-}  // namespace
 
 void RestartLoopBreaker::MarkIfNoProgress(WorkerFailure& f, const progress::ProgressBoard* board) const {
   // A hello alone (any `import dtrun`) says nothing of progress; a step, a section or a snapshot does.
   if (limit_ <= 0 || !board || !(job_reports_ || board->any_active())) return;
   if (board->furthest_step() > best_step_ever_ || attempts_without_progress_ + 1 < limit_) return;
-  const std::string last = LastFailure(f);
+  const std::string last = f.kind == rdzv::FailureKind::kHang ? absl::StrCat("hang: ", f.message) : rdzv::HowItEnded(f);
   f.message = absl::StrCat(limit_, " attempts in a row made no progress past ",
                            best_step_ever_ >= 0 ? absl::StrCat("step ", best_step_ever_) : "the start",
                            "; the job stops instead of restarting again (--max-attempts-without-progress ", limit_,

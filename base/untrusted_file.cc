@@ -21,15 +21,18 @@ absl::StatusOr<std::string> ReadUntrustedFile(const std::string& path, size_t ma
   if (static_cast<size_t>(st.st_size) > max_bytes) {
     return absl::OutOfRangeError(absl::StrCat(path, " is ", st.st_size, " bytes, more than the ", max_bytes, " read"));
   }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
+  // To the end, not to st_size: a kernel file (/proc, /sys) says 0, and a file may change meanwhile.
+  std::string data;
+  char buf[16 << 10];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // shrunk meanwhile: what was there
-    got += static_cast<size_t>(n);
+    if (n <= 0) break;  // the end, or an error: what was there
+    if (data.size() + static_cast<size_t>(n) > max_bytes) {
+      return absl::OutOfRangeError(absl::StrCat(path, " grew past the ", max_bytes, " bytes read"));
+    }
+    data.append(buf, static_cast<size_t>(n));
   }
-  data.resize(got);
   return data;
 }
 

@@ -24,6 +24,20 @@ FailureKind FailureKindFromName(absl::string_view name) {
   if (name == "oom_killed") return FailureKind::kOomKilled;
   return FailureKind::kExited;
 }
+
+std::string HowItEnded(const FailureInfo& f) {
+  constexpr size_t kMaxErrorBytes = 200;
+  std::string how = f.signal ? absl::StrCat("signal ", f.signal) : absl::StrCat("exit code ", f.exit_code);
+  if (f.kind == FailureKind::kOomKilled) return absl::StrCat(how, ": out of memory, killed by the kernel");
+  const absl::string_view first = absl::string_view(f.message).substr(0, f.message.find('\n'));
+  if (first.empty()) return how;
+  std::string line(first.substr(0, kMaxErrorBytes));
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // the worker's bytes reach every console
+  }
+  return absl::StrCat(how, ": ", line, first.size() > kMaxErrorBytes ? "..." : "");
+}
+
 namespace {
 
 status::StragglerKind KindOf(straggler::Culprit culprit) {
@@ -33,22 +47,6 @@ status::StragglerKind KindOf(straggler::Culprit culprit) {
     case straggler::Culprit::kLink: return status::StragglerKind::kLink;
   }
   return status::StragglerKind::kRank;
-}
-
-constexpr size_t kMaxReasonErrorBytes = 200;  // of a worker's error line in a round's reason
-
-// "exit code 1: ValueError: bad batch 7": the way out, and the error's first line when the worker
-// left one (its error file, its stderr), so that the restart line on every node says why.
-std::string HowItEnded(const FailureInfo& f) {
-  std::string how = f.signal ? absl::StrCat("signal ", f.signal) : absl::StrCat("exit code ", f.exit_code);
-  if (f.kind == FailureKind::kOomKilled) return absl::StrCat(how, ": out of memory, killed by the kernel");
-  const absl::string_view first = absl::string_view(f.message).substr(0, f.message.find('\n'));
-  if (first.empty()) return how;
-  std::string line(first.substr(0, kMaxReasonErrorBytes));
-  for (char& c : line) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // the worker's bytes reach every console
-  }
-  return absl::StrCat(how, ": ", line, first.size() > kMaxReasonErrorBytes ? "..." : "");
 }
 
 }  // namespace

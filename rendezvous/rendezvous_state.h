@@ -84,6 +84,11 @@ struct FailureInfo {
 const char* FailureKindName(FailureKind kind);
 FailureKind FailureKindFromName(absl::string_view name);
 
+// How a worker ended, in a line: "exit code 1: ValueError: bad batch 7", "signal 9: out of memory,
+// killed by the kernel". The error's first line is the worker's (its error file, its stderr): cut
+// to 200 bytes, control characters shown as '?', since it reaches every node's console.
+std::string HowItEnded(const FailureInfo& f);
+
 // The exit code dtrun reports for a failure: the worker's code, or 128 + signal.
 inline int ExitCodeOf(const FailureInfo& f) { return f.signal > 0 ? 128 + f.signal : f.exit_code; }
 

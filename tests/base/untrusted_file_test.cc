@@ -25,5 +25,12 @@ TEST(UntrustedFileTest, ReadsSmallRegularFilesAndRefusesEverythingElse) {
   EXPECT_EQ(ReadUntrustedFile(dir + "/missing", 100).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(UntrustedFileTest, ReadsKernelFilesWhoseSizeReadsAsZeroToTheirEndWithinTheBound) {
+  absl::StatusOr<std::string> status = ReadUntrustedFile("/proc/self/status", 1 << 20);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_NE(status->find("Pid:"), std::string::npos) << *status;
+  EXPECT_EQ(ReadUntrustedFile("/proc/self/status", 16).status().code(), absl::StatusCode::kOutOfRange);
+}
+
 }  // namespace
 }  // namespace dtrun
