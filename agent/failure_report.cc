@@ -69,14 +69,21 @@ std::string StringField(const nlohmann::json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// torchelastic writes the time as a string of seconds; a number is accepted too.
-double TimestampField(const nlohmann::json& obj) {
-  auto it = obj.find("timestamp");
+// A positive number, written as a string (torchelastic's way) or as a number; else 0.
+double NumberField(const nlohmann::json& obj, const char* key) {
+  auto it = obj.find(key);
   if (it == obj.end()) return 0;
   double t = 0;
   if (it->is_number()) t = it->get<double>();
   if (it->is_string() && !absl::SimpleAtod(it->get<std::string>(), &t)) t = 0;
   return std::isfinite(t) && t > 0 ? t : 0;
+}
+
+// torchelastic writes whole seconds; dtrun's writers add milliseconds, which order the ranks that
+// failed within one second (the one that threw, then its peers on the closed connection).
+double TimestampField(const nlohmann::json& obj) {
+  const double ms = NumberField(obj, "timestamp_ms");
+  return ms > 0 ? ms / 1000 : NumberField(obj, "timestamp");
 }
 
 }  // namespace

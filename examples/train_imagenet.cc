@@ -8,12 +8,17 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "base/build_info.h"
 #include "examples/cli_checks.h"
 #include "torch/cuda.h"
+#include "worker/error_record.h"
 #include "worker/resnet.h"
 #include "worker/trainer.h"
 
+namespace {
+constexpr char kProgram[] = "train_imagenet";
+}  // namespace
 
 int main(int argc, char** argv) {
   using dtrun::examples::Ints;
@@ -107,28 +112,33 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "train_imagenet: error: %s; run train_imagenet --help\n", e.what());
+    dtrun::worker::ReportFatalError(kProgram, absl::StrCat("error: ", e.what(), "; run train_imagenet --help"));
     return 2;
   }
   if (!dtrun::worker::IsKnownArch(o.arch)) {
-    std::fprintf(stderr, "train_imagenet: unknown --arch %s; use resnet18, resnet34, resnet50, resnet101 or resnet152\n", o.arch.c_str());
+    dtrun::worker::ReportFatalError(
+        kProgram,
+        absl::StrCat("unknown --arch ", o.arch, "; use resnet18, resnet34, resnet50, resnet101 or resnet152"));
     return 2;
   }
   if (o.data.empty() && !o.synthetic) {
-    std::fprintf(stderr, "train_imagenet: give a data folder (with train/ and val/) or --synthetic\n");
+    dtrun::worker::ReportFatalError(kProgram, "give a data folder (with train/ and val/) or --synthetic");
     return 2;
   }
   // Only global rank 0 reads the checkpoint (the others get its bytes), so only it needs the file.
   const char* rank = std::getenv("RANK");
   const bool reads_checkpoints = rank == nullptr || std::string(rank) == "0";
   if (reads_checkpoints && !o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
-    std::fprintf(stderr, "train_imagenet: --resume %s: no such checkpoint file; give a checkpoint-*.pt path, or "
-                 "leave --resume out to continue from the newest in --output-dir\n", o.resume.c_str());
+    dtrun::worker::ReportFatalError(kProgram,
+                                    absl::StrCat("--resume ", o.resume,
+                                                 ": no such checkpoint file; give a checkpoint-*.pt path, or "
+                                                 "leave --resume out to continue from the newest in --output-dir"));
     return 2;
   }
   if (dist_backend == "nccl" && !torch::cuda::is_available()) {
-    std::fprintf(stderr, "train_imagenet: --dist-backend nccl needs CUDA GPUs, and this process sees none (or "
-                 "LibTorch was built without CUDA); use gloo\n");
+    dtrun::worker::ReportFatalError(kProgram,
+                                    "--dist-backend nccl needs CUDA GPUs, and this process sees none (or "
+                                    "LibTorch was built without CUDA); use gloo");
     return 2;
   }
   o.lr.total_epochs = o.epochs;
@@ -139,7 +149,8 @@ int main(int argc, char** argv) {
     dtrun::worker::TrainOptions::SizeStage s{};
     if (std::sscanf(stage.c_str(), "%d:%d:%d", &s.from_epoch, &s.image_size, &s.batch_size) != 3 ||
         s.image_size < 16 || s.batch_size < 1) {
-      std::fprintf(stderr, "train_imagenet: --size-schedule stage '%s' is not EPOCH:SIZE:BATCH\n", stage.c_str());
+      dtrun::worker::ReportFatalError(kProgram,
+                                      absl::StrCat("--size-schedule stage '", stage, "' is not EPOCH:SIZE:BATCH"));
       return 2;
     }
     o.size_schedule.push_back(s);

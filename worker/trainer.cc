@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,25 +14,26 @@
 #include <fstream>
 #include <memory>
 
-#include <torch/torch.h>
-
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/collective_watchdog.h"
+#include "worker/cudnn_batch_norm_relu.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
-#include "worker/cudnn_batch_norm_relu.h"
+#include "worker/ddp.h"
 #include "worker/decode_share.h"
 #include "worker/device_batch.h"
-#include "worker/ddp.h"
 #include "worker/device_step.h"
+#include "worker/error_record.h"
+#include "worker/exception_text.h"
 #include "worker/foreach_sgd.h"
 #include "worker/grad_scaler.h"
 #include "worker/host_memory.h"
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
+#include "worker/nvjpeg_decoder.h"
 #include "worker/parameter_faults.h"
 #include "worker/replica_check.h"
 #include "worker/resnet.h"
@@ -40,7 +42,6 @@
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
-#include "worker/nvjpeg_decoder.h"
 #include "worker/torch_compat.h"
 #include "worker/train_state.h"
 #include "worker/warm_start.h"
@@ -475,7 +476,7 @@ bool Training::Setup() {
         std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
   }
   if (o_.amp == AmpMode::kFp16 && !cuda_) {
-    std::fprintf(stderr, "train_imagenet: --amp fp16 needs CUDA; on CPU use --amp bf16\n");
+    ReportFatalError("train_imagenet", "--amp fp16 needs CUDA; on CPU use --amp bf16");
     return false;
   }
   autocast_ = o_.amp != AmpMode::kOff;
@@ -489,7 +490,7 @@ bool Training::Setup() {
                                                          o_.num_classes > 0 ? o_.num_classes : 10);
     absl::StatusOr<std::unique_ptr<data::Dataset>> ds = data::OpenDataset(o_.data + "/" + split);
     if (!ds.ok()) {
-      std::fprintf(stderr, "train_imagenet: %s\n", std::string(ds.status().message()).c_str());
+      ReportFatalError("train_imagenet", ds.status().message());
       return nullptr;
     }
     return std::move(*ds);
@@ -529,7 +530,7 @@ bool Training::Setup() {
   if (WritesCheckpoints() && !o_.evaluate && o_.timed_iters <= 0) {
     // An unwritable output dir is found now, not at the first save after an epoch of training.
     if (absl::Status st = PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
-      std::fprintf(stderr, "train_imagenet: %s\n", std::string(st.message()).c_str());
+      ReportFatalError("train_imagenet", st.message());
       return false;
     }
   }
@@ -544,7 +545,7 @@ bool Training::Setup() {
         ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
                       env_.rank, device_, State());
     if (!resumed.ok()) {
-      std::fprintf(stderr, "train_imagenet: %s\n", std::string(resumed.status().message()).c_str());
+      ReportFatalError("train_imagenet", resumed.status().message());
       return false;
     }
     if (resumed->progress) progress_ = *resumed->progress;
@@ -795,7 +796,7 @@ int Training::Run() {
 int RunTraining(const TrainOptions& options) {
   // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
   if (absl::Status st = AwaitRound(); !st.ok()) {
-    std::fprintf(stderr, "train_imagenet: %s\n", std::string(st.message()).c_str());
+    ReportFatalError("train_imagenet", st.message());
     return 1;
   }
   try {
@@ -803,7 +804,7 @@ int RunTraining(const TrainOptions& options) {
   } catch (const ReplicasDiverged&) {
     return kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_imagenet: %s\n", std::string(e.what()).substr(0, 2000).c_str());
+    ReportException("train_imagenet", e);
     return 1;
   }
 }

@@ -6,9 +6,15 @@
 #include <filesystem>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "base/build_info.h"
 #include "examples/cli_checks.h"
 #include "examples/train_recsys/recsys_trainer.h"
+#include "worker/error_record.h"
+
+namespace {
+constexpr char kProgram[] = "train_recsys";
+}  // namespace
 
 int main(int argc, char** argv) {
   using dtrun::examples::Ints;
@@ -55,12 +61,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "train_recsys: error: %s; run train_recsys --help\n", e.what());
+    dtrun::worker::ReportFatalError(kProgram, absl::StrCat("error: ", e.what(), "; run train_recsys --help"));
     return 2;
   }
   if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
-    std::fprintf(stderr, "train_recsys: --resume %s: no such checkpoint file; give a checkpoint-*.pt path, or leave "
-                 "--resume out to continue from the newest in --output-dir\n", o.resume.c_str());
+    dtrun::worker::ReportFatalError(kProgram,
+                                    absl::StrCat("--resume ", o.resume,
+                                                 ": no such checkpoint file; give a checkpoint-*.pt path, or leave "
+                                                 "--resume out to continue from the newest in --output-dir"));
     return 2;
   }
   return dtrun::recsys::RunRecsysTraining(o);

@@ -1,6 +1,7 @@
 #include "examples/train_recsys/recsys_trainer.h"
 
 #include <string.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
@@ -12,8 +13,7 @@
 #include <optional>
 #include <random>
 
-#include <torch/torch.h>
-
+#include "absl/strings/str_cat.h"
 #include "examples/train_recsys/embedding_grad_sync.h"
 #include "examples/train_recsys/ncf_model.h"
 #include "progress/progress_client.h"
@@ -22,6 +22,8 @@
 #include "worker/data/ratings.h"
 #include "worker/ddp.h"
 #include "worker/dist_env.h"
+#include "worker/error_record.h"
+#include "worker/exception_text.h"
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
@@ -170,9 +172,11 @@ bool RecsysTraining::Setup() {
   num_items_ = table->num_items();
   steps_per_epoch_ = static_cast<int64_t>(train_.size()) / env_.world_size / o_.batch_size;
   if (steps_per_epoch_ < 1) {
-    std::fprintf(stderr, "train_recsys: %s: %zu training ratings are fewer than one batch on each of %d processes "
-                 "(-b %d); use a smaller -b or more ratings\n", o_.ratings.c_str(), train_.size(), env_.world_size,
-                 o_.batch_size);
+    worker::ReportFatalError("train_recsys", absl::StrCat(o_.ratings, ": ", train_.size(),
+                                                          " training ratings are fewer than one batch "
+                                                          "on each of ",
+                                                          env_.world_size, " processes (-b ", o_.batch_size,
+                                                          "); use a smaller -b or more ratings"));
     return false;
   }
   double sum = 0;
@@ -197,7 +201,7 @@ bool RecsysTraining::Setup() {
       model_->parameters(), torch::optim::AdamOptions(o_.lr).weight_decay(o_.weight_decay));
   if (env_.rank == 0 && o_.timed_iters <= 0) {
     if (absl::Status st = worker::PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
-      std::fprintf(stderr, "train_recsys: %s\n", std::string(st.message()).c_str());
+      worker::ReportFatalError("train_recsys", st.message());
       return false;
     }
   }
@@ -210,7 +214,7 @@ bool RecsysTraining::Setup() {
         worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
         env_.rank, torch::kCPU, State());
     if (!resumed.ok()) {
-      std::fprintf(stderr, "train_recsys: %s\n", std::string(resumed.status().message()).c_str());
+      worker::ReportFatalError("train_recsys", resumed.status().message());
       return false;
     }
     if (resumed->progress) progress_ = *resumed->progress;
@@ -492,12 +496,12 @@ int RunRecsysTraining(const RecsysOptions& options) {
   // and parsing the ratings was a quarter of a second of a restart with eight workers on two cores.
   absl::StatusOr<data::RatingsTable> table = data::ReadRatingsCsv(options.ratings);
   if (!table.ok()) {
-    std::fprintf(stderr, "train_recsys: %s\n", std::string(table.status().message()).c_str());
+    worker::ReportFatalError("train_recsys", table.status().message());
     return 2;
   }
   // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
   if (absl::Status st = worker::AwaitRound(); !st.ok()) {
-    std::fprintf(stderr, "train_recsys: %s\n", std::string(st.message()).c_str());
+    worker::ReportFatalError("train_recsys", st.message());
     return 1;
   }
   try {
@@ -505,7 +509,7 @@ int RunRecsysTraining(const RecsysOptions& options) {
   } catch (const worker::ReplicasDiverged&) {
     return worker::kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_recsys: %s\n", std::string(e.what()).substr(0, 2000).c_str());
+    worker::ReportException("train_recsys", e);
     return 1;
   }
 }

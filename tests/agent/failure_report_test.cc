@@ -58,6 +58,25 @@ TEST(FailureReportTest, WrongTypesAreIgnoredFieldByField) {
   EXPECT_EQ(g.error_timestamp, 0);
 }
 
+// Two ranks that failed within one second: the milliseconds dtrun's writers add order them, so the
+// rank that threw is the root cause, not the peer whose collective then failed.
+TEST(FailureReportTest, MillisecondsOrderFailuresWithinOneSecond) {
+  std::vector<WorkerFailure> fs(2);
+  ParseErrorRecord(R"({"message": {"message": "peer", "extraInfo": {"timestamp": "1700000000",
+                     "timestamp_ms": "1700000000900"}}})",
+                   fs[0]);
+  ParseErrorRecord(R"({"message": {"message": "thrower", "extraInfo": {"timestamp": "1700000000",
+                     "timestamp_ms": "1700000000100"}}})",
+                   fs[1]);
+  EXPECT_EQ(fs[0].error_timestamp, 1700000000.9);
+  EXPECT_EQ(RootCauseIndex(fs), 1u);
+  WorkerFailure bad;
+  ParseErrorRecord(R"({"message": {"message": "m", "extraInfo": {"timestamp": "1700000000",
+                     "timestamp_ms": "soon"}}})",
+                   bad);
+  EXPECT_EQ(bad.error_timestamp, 1700000000);  // the seconds, where the milliseconds do not parse
+}
+
 TEST(FailureReportTest, LongTextsAreCutAndSayWhereTheRestIs) {
   WorkerFailure f;
   f.error_file = "/runs/error.json";

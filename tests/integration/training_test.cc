@@ -150,6 +150,23 @@ TEST(TrainingTest, BadFlagsAndMissingDataAreOneLineErrors) {
   EXPECT_NE(out2.find("does not exist"), std::string::npos) << out2;
 }
 
+// A C++ trainer's error reaches the summary through torchelastic's error file, as a Python
+// script's does through @record: the message, the file it came from, and the restart line's reason.
+TEST(TrainingTest, TheTrainersErrorReachesTheSummaryThroughItsErrorFile) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "1", "--max-restarts", "1",
+                             BinDir() + "/train_imagenet", "--synthetic", "--resume", "/nonexistent.pt"});
+  EXPECT_EQ(rc, 2) << out;
+  const size_t at = out.find("Root Cause");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string root = out.substr(at);
+  EXPECT_NE(root.find("traceback : --resume /nonexistent.pt: no such checkpoint file"), std::string::npos) << out;
+  EXPECT_EQ(root.find("error_file: <N/A>"), std::string::npos) << out;
+  EXPECT_NE(root.find("error_file: /"), std::string::npos) << out;
+  EXPECT_NE(out.find("failed (exit code 2: --resume /nonexistent.pt: no such checkpoint file"), std::string::npos)
+      << out;
+}
+
 // Values that crashed (SIGFPE), trained "successfully" on nothing, or failed deep inside
 // LibTorch: each is now exit 2 with the flag named, and nothing is written.
 TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {

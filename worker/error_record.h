@@ -1,0 +1,28 @@
+// A worker's last words, where its launcher looks for them. torchelastic's error file
+// ($TORCHELASTIC_ERROR_FILE, set by dtrun and by torchrun for each worker) holds one JSON record:
+// the message, a call stack and the time. Both launchers put it in the failure summary, and pick
+// the root cause among several failed ranks by the earliest time. Python scripts write it through
+// `@record`; this is the C++ trainers' way.
+//
+// The record is torchelastic's: {"message": {"message": M, "extraInfo": {"py_callstack": S,
+// "timestamp": "SECONDS"}}}. torchrun reads the timestamp with int(), so it stays whole seconds;
+// "timestamp_ms" next to it lets dtrun order ranks that failed in the same second (the rank that
+// threw first, before its peers' collectives failed on the closed connection).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace dtrun::worker {
+
+// The record's text. Bytes that are not UTF-8 are replaced, not refused.
+std::string ErrorRecordJson(absl::string_view message, absl::string_view callstack, int64_t unix_ms);
+
+// "PROGRAM: MESSAGE" on stderr and, where the environment names an error file, the record in it
+// (`callstack` empty: the message). Never throws: it runs in the handlers of last resort. A file
+// that cannot be written is one more line on stderr, and the exit goes on.
+void ReportFatalError(absl::string_view program, absl::string_view message, absl::string_view callstack = "");
+
+}  // namespace dtrun::worker
