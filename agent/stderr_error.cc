@@ -14,6 +14,10 @@ namespace dtrun {
 namespace {
 
 constexpr absl::string_view kTraceback = "Traceback (most recent call last):";
+// rich's traceback handler (rich.traceback.install()) draws each traceback in a box whose top edge
+// carries the title: "╭──── Traceback (most recent call last) ────╮", frames in "│" lines.
+constexpr absl::string_view kBoxTopLeft = "\xe2\x95\xad";  // ╭
+constexpr absl::string_view kBoxTitle = "Traceback (most recent call last)";
 constexpr absl::string_view kFatal = "Fatal Python error: ";
 constexpr absl::string_view kTerminate = "terminate called ";  // "after throwing ...", "without an active exception"
 constexpr absl::string_view kWhat = "  what():";
@@ -79,6 +83,24 @@ int LastLineStartingWith(const std::vector<absl::string_view>& lines, absl::stri
   return -1;
 }
 
+bool IsTracebackStart(absl::string_view line) {
+  return absl::StartsWith(line, kTraceback) ||
+         (absl::StartsWith(line, kBoxTopLeft) && absl::StrContains(line, kBoxTitle));
+}
+
+int LastTracebackStart(const std::vector<absl::string_view>& lines, int before) {
+  for (int i = before - 1; i >= 0; --i) {
+    if (IsTracebackStart(lines[i])) return i;
+  }
+  return -1;
+}
+
+// A line of a box drawn around a traceback (U+2500..U+257F: "│", "╰", ...). No exception's line
+// starts with one: a type's name is an identifier.
+bool IsBoxLine(absl::string_view line) {
+  return absl::StartsWith(line, "\xe2\x94") || absl::StartsWith(line, "\xe2\x95");
+}
+
 // The first traceback of the chain that ends with the one at `last`.
 int ChainStart(const std::vector<absl::string_view>& lines, int last) {
   int start = last;
@@ -86,17 +108,17 @@ int ChainStart(const std::vector<absl::string_view>& lines, int last) {
     int i = start - 1;
     while (i >= 0 && lines[i].empty()) --i;
     const bool chained = i >= 0 && (lines[i] == kChained[0] || lines[i] == kChained[1]);
-    const int earlier = chained ? LastLineStartingWith(lines, kTraceback, i) : -1;
+    const int earlier = chained ? LastTracebackStart(lines, i) : -1;
     if (earlier < 0) return start;
     start = earlier;
   }
 }
 
-// The exception's line: the first unindented line after the traceback's frames; -1 when the
-// worker died while printing them.
+// The exception's line: the first unindented line after the traceback's frames (and after its
+// box, for rich's); -1 when the worker died while printing them.
 int ExceptionLine(const std::vector<absl::string_view>& lines, int traceback) {
   for (size_t i = static_cast<size_t>(traceback) + 1; i < lines.size(); ++i) {
-    if (!lines[i].empty() && lines[i][0] != ' ') return static_cast<int>(i);
+    if (!lines[i].empty() && lines[i][0] != ' ' && !IsBoxLine(lines[i])) return static_cast<int>(i);
   }
   return -1;
 }
@@ -159,7 +181,7 @@ std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bo
   const std::vector<absl::string_view> lines = ShownLines(tail, cut);
   const int n = static_cast<int>(lines.size());
   const int fatal = LastLineStartingWith(lines, kFatal, n);
-  const int last = LastLineStartingWith(lines, kTraceback, n);
+  const int last = LastTracebackStart(lines, n);
   if (by_signal) return AbortReport(lines, fatal);
   // A fatal report after the last traceback is the worker's end; one before it was a child's (a
   // DataLoader worker's segfault, which the worker then raised as an exception).

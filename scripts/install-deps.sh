@@ -12,7 +12,7 @@ MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-matplotlib openssl libssl-dev
   libmicrohttpd-dev"
 # The rest of the suite: Python workers, namespaces, sanitizers and fuzzers, stacks, Slurm.
-TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm
+TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm python3-rich
   clang libclang-rt-dev
   nftables elfutils gdb strace slurm-wlm munge"
 # Making the Debian package and testing it in a clean root and a container image (scripts/build-deb.sh,

@@ -69,6 +69,62 @@ TEST(StderrErrorTest, PyTorchsRankPrefixIsNotPartOfTheTraceback) {
               StartsWith("(no error file and no Python traceback;"));  // no rank number: not PyTorch's prefix
 }
 
+// rich's traceback handler (rich.traceback.install(width=60); rich 13.3's real output): each
+// traceback in a box titled "Traceback (most recent call last)", the exception's line after it.
+constexpr char kRichTraceback[] =
+    "╭─────────── Traceback (most recent call last) ────────────╮\n"
+    "│ /jobs/train.py:6 in load_batch                           │\n"
+    "│                                                          │\n"
+    "│    3 def load_batch(i):                                  │\n"
+    "│    4 │   data = {}                                       │\n"
+    "│    5 │   try:                                            │\n"
+    "│ ❱  6 │   │   return data[i]                              │\n"
+    "│    7 │   except KeyError as e:                           │\n"
+    "│    8 │   │   raise ValueError(\"bad batch %d\" % i) from e │\n"
+    "│    9 for i in range(10):                                 │\n"
+    "╰──────────────────────────────────────────────────────────╯\n"
+    "KeyError: 7\n"
+    "\n"
+    "The above exception was the direct cause of the following exception:\n"
+    "\n"
+    "╭─────────── Traceback (most recent call last) ────────────╮\n"
+    "│ /jobs/train.py:11 in <module>                            │\n"
+    "│                                                          │\n"
+    "│    8 │   │   raise ValueError(\"bad batch %d\" % i) from e │\n"
+    "│    9 for i in range(10):                                 │\n"
+    "│   10 │   if i == 7:                                      │\n"
+    "│ ❱ 11 │   │   load_batch(i)                               │\n"
+    "│   12                                                     │\n"
+    "│                                                          │\n"
+    "│ /jobs/train.py:8 in load_batch                           │\n"
+    "│                                                          │\n"
+    "│    5 │   try:                                            │\n"
+    "│    6 │   │   return data[i]                              │\n"
+    "│    7 │   except KeyError as e:                           │\n"
+    "│ ❱  8 │   │   raise ValueError(\"bad batch %d\" % i) from e │\n"
+    "│    9 for i in range(10):                                 │\n"
+    "│   10 │   if i == 7:                                      │\n"
+    "│   11 │   │   load_batch(i)                               │\n"
+    "╰──────────────────────────────────────────────────────────╯\n"
+    "ValueError: bad batch 7\n";
+
+TEST(StderrErrorTest, RichsBoxedTracebacksAreReadLikePythonsOwn) {
+  std::optional<StderrError> e = FindErrorInStderr(absl::StrCat("epoch 0 step 6\n", kRichTraceback), false, false);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "ValueError: bad batch 7");
+  // The chain, from the first box.
+  EXPECT_THAT(e->traceback, StartsWith("\xe2\x95\xad"));
+  EXPECT_THAT(e->traceback, HasSubstr("KeyError: 7\n\nThe above exception was the direct cause"));
+  EXPECT_THAT(e->traceback, EndsWith("ValueError: bad batch 7"));
+  EXPECT_THAT(e->traceback, Not(HasSubstr("epoch 0")));
+  // A box cut off before its end: the worker died while printing it.
+  const std::string cut(kRichTraceback, std::string(kRichTraceback).rfind("\xe2\x95\xb0"));
+  std::optional<StderrError> partial = FindErrorInStderr(cut, false, false);
+  ASSERT_TRUE(partial.has_value());
+  EXPECT_EQ(partial->message, "");
+  EXPECT_THAT(partial->traceback, HasSubstr("load_batch(i)"));
+}
+
 TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
   std::string tail = kValueError;
   for (int i = 0; i <= kMaxLinesAfterTheError; ++i) absl::StrAppend(&tail, "step ", i, "\n");

@@ -70,6 +70,23 @@ TEST(RestartTest, TheSummaryShowsTheUncaughtExceptionOfAScriptWithoutAnErrorFile
   EXPECT_EQ(root.find("To enable traceback"), std::string::npos) << out;
 }
 
+// rich's traceback handler, common in training scripts, draws the same chain in boxes.
+TEST(RestartTest, TheSummaryShowsATracebackThatRichDrew) {
+  if (RunToEnd({"/usr/bin/python3", "-c", "import rich.traceback"}).first != 0) {
+    GTEST_SKIP() << "no rich for /usr/bin/python3 (python3-rich)";
+  }
+  auto [rc, out] = RunToEnd(
+      {DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", Worker("uncaught.py"), "rich"},
+      {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  EXPECT_EQ(rc, 1) << out;
+  const std::string root = RootCause(out);
+  EXPECT_NE(root.find("Traceback (most recent call last) "), std::string::npos) << out;
+  EXPECT_NE(root.find("KeyError: 7\n\nThe above exception was the direct cause"), std::string::npos) << out;
+  EXPECT_NE(root.find("ValueError: bad batch 7\n"), std::string::npos) << out;
+  EXPECT_EQ(root.find("no error file and no Python traceback"), std::string::npos) << out;
+  EXPECT_NE(out.find("failed (exit code 1: ValueError: bad batch 7); restart 1/1"), std::string::npos) << out;
+}
+
 TEST(RestartTest, TheSummaryShowsWhereASegfaultingScriptWas) {
   auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("uncaught.py"), "segfault"},
                             {{"PYTHON_EXEC", "/usr/bin/python3"}});
