@@ -19,6 +19,7 @@ constexpr absl::string_view kTraceback = "Traceback (most recent call last):";
 constexpr absl::string_view kBoxTopLeft = "\xe2\x95\xad";  // ╭
 constexpr absl::string_view kBoxTitle = "Traceback (most recent call last)";
 constexpr absl::string_view kFatal = "Fatal Python error: ";
+constexpr absl::string_view kFatalCpp = "Fatal signal: ";      // the worker library's (worker/crash_report.h)
 constexpr absl::string_view kTerminate = "terminate called ";  // "after throwing ...", "without an active exception"
 constexpr absl::string_view kWhat = "  what():";
 constexpr size_t kMaxMessageBytes = 1024;
@@ -79,6 +80,14 @@ std::vector<absl::string_view> ShownLines(absl::string_view tail, bool cut) {
 int LastLineStartingWith(const std::vector<absl::string_view>& lines, absl::string_view start, int before) {
   for (int i = before - 1; i >= 0; --i) {
     if (absl::StartsWith(lines[i], start)) return i;
+  }
+  return -1;
+}
+
+// faulthandler's report of a fatal signal, or the C++ worker library's.
+int LastFatalReport(const std::vector<absl::string_view>& lines, int before) {
+  for (int i = before - 1; i >= 0; --i) {
+    if (absl::StartsWith(lines[i], kFatal) || absl::StartsWith(lines[i], kFatalCpp)) return i;
   }
   return -1;
 }
@@ -180,7 +189,7 @@ std::optional<StderrError> FindErrorInStderr(absl::string_view raw, bool cut, bo
   const std::string tail = WithoutEscapes(raw);
   const std::vector<absl::string_view> lines = ShownLines(tail, cut);
   const int n = static_cast<int>(lines.size());
-  const int fatal = LastLineStartingWith(lines, kFatal, n);
+  const int fatal = LastFatalReport(lines, n);
   const int last = LastTracebackStart(lines, n);
   if (by_signal) return AbortReport(lines, fatal);
   // A fatal report after the last traceback is the worker's end; one before it was a child's (a

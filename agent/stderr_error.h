@@ -1,9 +1,10 @@
 // A failed worker's error as its stderr shows it, for a worker that wrote no error file (a script
 // without torchelastic's @record, which torchrun answers with "To enable traceback see: ..."):
-// the Python traceback of an uncaught exception, with the exceptions chained to it, or Python's
-// faulthandler report of a fatal signal (dtrun sets PYTHONFAULTHANDLER) or the uncaught C++
-// exception that aborted it (NCCL's watchdog timeout in PyTorch), else, for a worker that
-// exited with a code, the last lines it wrote (a C++ trainer's or a shell script's error line).
+// the Python traceback of an uncaught exception, with the exceptions chained to it (as Python or
+// rich prints it), or the report of a fatal signal (Python's faulthandler, which dtrun turns on
+// with PYTHONFAULTHANDLER, or the C++ worker library's, worker/crash_report.h) or the uncaught
+// C++ exception that aborted it (NCCL's watchdog timeout in PyTorch), else, for a worker that
+// exited with a code, the last lines it wrote (a shell script's error line).
 // The text is the worker's, so it is read as hostile: bounded, never trusted to be well formed.
 #pragma once
 

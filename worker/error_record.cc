@@ -1,5 +1,7 @@
 #include "worker/error_record.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -27,6 +29,9 @@ void ReportFatalError(absl::string_view program, absl::string_view message, absl
                static_cast<int>(message.size()), message.data());
   const char* path = std::getenv(env::kErrorFile);
   if (path == nullptr || *path == '\0') return;
+  // The first error is the cause and what follows a consequence: a record there stays (stderr has
+  // every line). Each attempt's file is new, from dtrun and torchrun alike.
+  if (::access(path, F_OK) == 0) return;
   try {
     absl::Status st = WriteFileAtomically(path, ErrorRecordJson(message, callstack, UnixMillisNow()), 0644);
     if (!st.ok()) {

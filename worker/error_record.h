@@ -21,8 +21,8 @@ namespace dtrun::worker {
 std::string ErrorRecordJson(absl::string_view message, absl::string_view callstack, int64_t unix_ms);
 
 // "PROGRAM: MESSAGE" on stderr and, where the environment names an error file, the record in it
-// (`callstack` empty: the message). Never throws: it runs in the handlers of last resort. A file
-// that cannot be written is one more line on stderr, and the exit goes on.
+// (`callstack` empty: the message); only the first call's record, the cause of what follows. Never throws: it runs in
+// the handlers of last resort. A file that cannot be written is one more line on stderr, and the exit goes on.
 void ReportFatalError(absl::string_view program, absl::string_view message, absl::string_view callstack = "");
 
 }  // namespace dtrun::worker

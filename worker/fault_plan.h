@@ -8,9 +8,10 @@
 //   DTRUN_FAULT_FLIP=RANK:STEP:PARAM:BIT    rank RANK flips bit BIT of the first element of the
 //                                           parameter named PARAM right after the optimizer step
 //                                           that makes global step STEP
-//   DTRUN_FAULT_KILL=RANK:STEP              rank RANK SIGKILLs itself right after the optimizer step
+//   DTRUN_FAULT_KILL=RANK:STEP[:segv]       rank RANK SIGKILLs itself right after the optimizer step
 //                                           that makes global step STEP (after a flip due then),
-//                                           before the ranks' all-reduce that ends that step
+//                                           before the ranks' all-reduce that ends that step; with
+//                                           `segv`, it writes through a bad pointer instead
 //
 // A value that does not parse is one line on stderr naming the variable and the form, and the
 // fault is not armed: a typo must never look like a clean run to a test that expected a fault.
@@ -42,6 +43,7 @@ struct FlipFault {
 struct KillFault {
   int rank = 0;
   int64_t step = 0;
+  bool segfault = false;  // a real invalid write (SIGSEGV), not SIGKILL
 };
 
 // Parse one variable's value. InvalidArgument says what is wrong and the expected form.
@@ -64,7 +66,7 @@ class FaultPlan {
   // The flip due right after the optimizer step that made `step`, once (nullopt: none).
   std::optional<FlipFault> FlipAfter(int64_t step);
   // Whether this process is to die right after the optimizer step that made `step`.
-  bool KillAfter(int64_t step) const { return kill_ && kill_->step == step; }
+  std::optional<KillFault> KillAfter(int64_t step) const { return kill_ && kill_->step == step ? kill_ : std::nullopt; }
 
  private:
   std::optional<SlowFault> slow_;

@@ -12,6 +12,15 @@
 #include "absl/strings/str_join.h"
 
 namespace dtrun::worker {
+namespace {
+
+// What a bug in native code does: a member read through a null pointer.
+__attribute__((noinline)) void WriteThroughABadPointer() {
+  volatile uintptr_t address = 16;  // not a constant the compiler could see through
+  *reinterpret_cast<volatile int*>(address) = 1;
+}
+
+}  // namespace
 
 absl::Status FlipParameterBit(torch::nn::Module& model, const FlipFault& flip) {
   for (const auto& p : model.named_parameters(/*recurse=*/true)) {
@@ -49,9 +58,12 @@ void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int 
 }
 
 void KillIfPlanned(const FaultPlan& plan, int64_t step, int rank) {
-  if (!plan.KillAfter(step)) return;
-  std::fprintf(stderr, "rank %d: test fault: SIGKILL after step %lld\n", rank, static_cast<long long>(step));
+  std::optional<KillFault> kill = plan.KillAfter(step);
+  if (!kill) return;
+  std::fprintf(stderr, "rank %d: test fault: %s after step %lld\n", rank,
+               kill->segfault ? "a write through a bad pointer" : "SIGKILL", static_cast<long long>(step));
   std::fflush(stderr);
+  if (kill->segfault) WriteThroughABadPointer();
   std::raise(SIGKILL);
 }
 

@@ -18,6 +18,7 @@
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/collective_watchdog.h"
+#include "worker/crash_report.h"
 #include "worker/cudnn_batch_norm_relu.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
@@ -496,8 +497,9 @@ bool Training::Setup() {
     return std::move(*ds);
   };
   train_set_ = open("train");
+  if (!train_set_) return false;
   val_set_ = open("val");
-  if (!train_set_ || !val_set_) return false;
+  if (!val_set_) return false;
   MakeLoaders(o_.image_size, o_.batch_size);
 
   ResNetOptions mo;
@@ -794,6 +796,7 @@ int Training::Run() {
 }  // namespace
 
 int RunTraining(const TrainOptions& options) {
+  InstallCrashReport();  // a fatal signal names where it hit (faulthandler's job for Python)
   // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
   if (absl::Status st = AwaitRound(); !st.ok()) {
     ReportFatalError("train_imagenet", st.message());

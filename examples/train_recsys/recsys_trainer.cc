@@ -19,6 +19,7 @@
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/collective_watchdog.h"
+#include "worker/crash_report.h"
 #include "worker/data/ratings.h"
 #include "worker/ddp.h"
 #include "worker/dist_env.h"
@@ -492,6 +493,7 @@ int RecsysTraining::Run() {
 }  // namespace
 
 int RunRecsysTraining(const RecsysOptions& options) {
+  worker::InstallCrashReport();  // a fatal signal names where it hit (faulthandler's job for Python)
   // What needs no rank comes first, so that a warm start has it done before it parks: reading
   // and parsing the ratings was a quarter of a second of a restart with eight workers on two cores.
   absl::StatusOr<data::RatingsTable> table = data::ReadRatingsCsv(options.ratings);

@@ -144,6 +144,29 @@ TEST(StderrErrorTest, WithoutATracebackAtItsEndTheLastLinesAreShownAsSuch) {
   EXPECT_EQ(FindErrorInStderr("loss 0.9\n", false, /*by_signal=*/true), std::nullopt);  // a signal says more
 }
 
+// The C++ worker library's report of a fatal signal (worker/crash_report.h) is read as
+// faulthandler's is: named by its first line, with the uncaught exception before an abort.
+TEST(StderrErrorTest, TheWorkerLibrarysCrashReportIsReadAsFaulthandlersIs) {
+  constexpr char kSegv[] =
+      "Fatal signal: SIGSEGV at address 0x10 in app::Crash()\n"
+      "Stack (most recent call first):\n"
+      "  #0 0x55e53d8fd250 app::Crash()\n"
+      "  #1 0x55e53d8fd26d app::Middle()\n";
+  std::optional<StderrError> e = FindErrorInStderr(absl::StrCat("step 3\n", kSegv), false, /*by_signal=*/true);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "Fatal signal: SIGSEGV at address 0x10 in app::Crash()");
+  EXPECT_THAT(e->traceback, StartsWith("Fatal signal: SIGSEGV"));
+  EXPECT_THAT(e->traceback, EndsWith("app::Middle()"));
+  const std::string abort = absl::StrCat(
+      "terminate called after throwing an instance of 'std::runtime_error'\n  what():  bad batch 7\n",
+      "Fatal signal: SIGABRT\nStack (most recent call first):\n  #0 0x7f90476a8eec ?\n  #1 0x7f9047644472 abort\n");
+  e = FindErrorInStderr(abort, false, true);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "std::runtime_error: bad batch 7");
+  EXPECT_THAT(e->traceback, StartsWith("terminate called after throwing"));
+  EXPECT_THAT(e->traceback, EndsWith("abort"));
+}
+
 TEST(StderrErrorTest, ASignalsEndIsOnlyAFaulthandlerReportWithTheCppExceptionBeforeIt) {
   EXPECT_EQ(FindErrorInStderr(kValueError, false, /*by_signal=*/true), std::nullopt);  // an earlier, caught one
   const std::string tail = absl::StrCat(

@@ -167,6 +167,28 @@ TEST(TrainingTest, TheTrainersErrorReachesTheSummaryThroughItsErrorFile) {
       << out;
 }
 
+// A trainer that dies of a fatal signal says where, as faulthandler does for Python: the summary
+// has the function and its callers, the restart line names it, and the exit is still the signal's.
+TEST(TrainingTest, ASegfaultingTrainerNamesWhereItHappenedInTheSummary) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/train_imagenet",
+                             "--synthetic", "--synthetic-size", "256", "-b", "16", "--image-size", "32", "--epochs",
+                             "1", "-j", "1", "--output-dir", MakeTempDir() + "/out"},
+                            {{"DTRUN_FAULT_KILL", "1:3:segv"}});
+  EXPECT_EQ(rc, 128 + SIGSEGV) << out;
+  const size_t at = out.find("Root Cause");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string root = out.substr(at);
+  EXPECT_NE(root.find("exitcode  : -11"), std::string::npos) << out;
+  EXPECT_NE(root.find("traceback : Fatal signal: SIGSEGV at address 0x10 in "
+                      "dtrun::worker::(anonymous namespace)::WriteThroughABadPointer()\n"
+                      "Stack (most recent call first):\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(root.find(" dtrun::worker::KillIfPlanned()\n"), std::string::npos) << out;
+  EXPECT_EQ(root.find("Signal 11 (SIGSEGV) received by PID"), std::string::npos) << out;
+}
+
 // Values that crashed (SIGFPE), trained "successfully" on nothing, or failed deep inside
 // LibTorch: each is now exit 2 with the flag named, and nothing is written.
 TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {

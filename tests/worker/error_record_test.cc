@@ -58,6 +58,11 @@ TEST(ErrorRecordTest, ReportWritesTheFileTheEnvironmentNamesAndTheLineOnStderr) 
   EXPECT_EQ(err, "train_imagenet: --resume x: no such checkpoint file\n");
   nlohmann::json j = nlohmann::json::parse(Slurp(path));
   EXPECT_EQ(j["message"]["message"], "--resume x: no such checkpoint file");
+  // A second error is a consequence of the first: on stderr, not over the record.
+  ::testing::internal::CaptureStderr();
+  ReportFatalError("train_imagenet", "the validation set is missing too");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "train_imagenet: the validation set is missing too\n");
+  EXPECT_EQ(nlohmann::json::parse(Slurp(path))["message"]["message"], "--resume x: no such checkpoint file");
 }
 
 TEST(ErrorRecordTest, AnUnwritableFileIsOneMoreLineAndNothingElse) {

@@ -39,7 +39,11 @@ TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheFo
   ASSERT_TRUE(kill.ok()) << kill.status();
   EXPECT_EQ(kill->rank, 2);
   EXPECT_EQ(kill->step, 10);
-  for (const char* bad : {"", "2", "2:0", "2:10:1", "-1:10", "2:x"}) {
+  EXPECT_FALSE(kill->segfault);
+  absl::StatusOr<KillFault> segv = ParseKillFault("1:4:segv");
+  ASSERT_TRUE(segv.ok()) << segv.status();
+  EXPECT_TRUE(segv->segfault);
+  for (const char* bad : {"", "2", "2:0", "2:10:1", "-1:10", "2:x", "2:10:segv:1", "2:10:SEGV"}) {
     EXPECT_THAT(ParseKillFault(bad),
                 ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("RANK:STEP")))
         << bad;
