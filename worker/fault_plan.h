@@ -8,10 +8,11 @@
 //   DTRUN_FAULT_FLIP=RANK:STEP:PARAM:BIT    rank RANK flips bit BIT of the first element of the
 //                                           parameter named PARAM right after the optimizer step
 //                                           that makes global step STEP
-//   DTRUN_FAULT_KILL=RANK:STEP[:segv]       rank RANK SIGKILLs itself right after the optimizer step
+//   DTRUN_FAULT_KILL=RANK:STEP[:HOW]        rank RANK SIGKILLs itself right after the optimizer step
 //                                           that makes global step STEP (after a flip due then),
-//                                           before the ranks' all-reduce that ends that step; with
-//                                           `segv`, it writes through a bad pointer instead
+//                                           before the ranks' all-reduce that ends that step; HOW
+//                                           `segv`: it writes through a bad pointer instead, `throw`:
+//                                           it throws std::runtime_error out of the step
 //
 // A value that does not parse is one line on stderr naming the variable and the form, and the
 // fault is not armed: a typo must never look like a clean run to a test that expected a fault.
@@ -41,9 +42,10 @@ struct FlipFault {
 };
 
 struct KillFault {
+  enum class How { kSigkill, kSegfault, kThrow };
   int rank = 0;
   int64_t step = 0;
-  bool segfault = false;  // a real invalid write (SIGSEGV), not SIGKILL
+  How how = How::kSigkill;
 };
 
 // Parse one variable's value. InvalidArgument says what is wrong and the expected form.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -60,10 +61,15 @@ void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int 
 void KillIfPlanned(const FaultPlan& plan, int64_t step, int rank) {
   std::optional<KillFault> kill = plan.KillAfter(step);
   if (!kill) return;
-  std::fprintf(stderr, "rank %d: test fault: %s after step %lld\n", rank,
-               kill->segfault ? "a write through a bad pointer" : "SIGKILL", static_cast<long long>(step));
+  const char* what = kill->how == KillFault::How::kSegfault ? "a write through a bad pointer"
+                     : kill->how == KillFault::How::kThrow  ? "an exception"
+                                                            : "SIGKILL";
+  std::fprintf(stderr, "rank %d: test fault: %s after step %lld\n", rank, what, static_cast<long long>(step));
   std::fflush(stderr);
-  if (kill->segfault) WriteThroughABadPointer();
+  if (kill->how == KillFault::How::kSegfault) WriteThroughABadPointer();
+  if (kill->how == KillFault::How::kThrow) {
+    throw std::runtime_error(absl::StrCat("test fault: bad batch after step ", step));
+  }
   std::raise(SIGKILL);
 }
 

@@ -17,9 +17,9 @@ absl::Status FlipParameterBit(torch::nn::Module& model, const FlipFault& flip);
 // is said on stderr by the rank that does it).
 void SlowIfPlanned(const FaultPlan& plan, int64_t next_step);
 void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int rank);
-// Dies by SIGKILL, or by a write through a bad pointer (SIGSEGV), said on stderr first, if `plan`
-// says so after the optimizer step that made `step`: a crash between a snapshot's commit and the
-// next step's replica check.
+// Dies by SIGKILL, by a write through a bad pointer (SIGSEGV), or throws std::runtime_error, said
+// on stderr first, if `plan` says so after the optimizer step that made `step`: a crash between a
+// snapshot's commit and the next step's replica check.
 void KillIfPlanned(const FaultPlan& plan, int64_t step, int rank);
 
 }  // namespace dtrun::worker

@@ -189,6 +189,25 @@ TEST(TrainingTest, ASegfaultingTrainerNamesWhereItHappenedInTheSummary) {
   EXPECT_EQ(root.find("Signal 11 (SIGSEGV) received by PID"), std::string::npos) << out;
 }
 
+// An exception out of one rank's step: the summary names that rank and the exception as Python
+// names its last line, from the error file the trainer writes, whatever its peer then did (its
+// all-reduce with the rank that is gone fails too, or dtrun stops it first).
+TEST(TrainingTest, AnExceptionInOneRanksStepIsTheRootCauseWithItsType) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/train_imagenet",
+                             "--synthetic", "--synthetic-size", "256", "-b", "16", "--image-size", "32", "--epochs",
+                             "1", "-j", "1", "--output-dir", MakeTempDir() + "/out"},
+                            {{"DTRUN_FAULT_KILL", "1:3:throw"}});
+  EXPECT_EQ(rc, 1) << out;
+  const size_t at = out.find("Root Cause");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string root = out.substr(at);
+  EXPECT_NE(root.find("rank      : 1 (local_rank: 1)"), std::string::npos) << out;
+  EXPECT_NE(root.find("traceback : std::runtime_error: test fault: bad batch after step 3\n"), std::string::npos)
+      << out;
+  EXPECT_EQ(root.find("error_file: <N/A>"), std::string::npos) << out;
+}
+
 // Values that crashed (SIGFPE), trained "successfully" on nothing, or failed deep inside
 // LibTorch: each is now exit 2 with the flag named, and nothing is written.
 TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {

@@ -39,10 +39,13 @@ TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheFo
   ASSERT_TRUE(kill.ok()) << kill.status();
   EXPECT_EQ(kill->rank, 2);
   EXPECT_EQ(kill->step, 10);
-  EXPECT_FALSE(kill->segfault);
+  EXPECT_EQ(kill->how, KillFault::How::kSigkill);
   absl::StatusOr<KillFault> segv = ParseKillFault("1:4:segv");
   ASSERT_TRUE(segv.ok()) << segv.status();
-  EXPECT_TRUE(segv->segfault);
+  EXPECT_EQ(segv->how, KillFault::How::kSegfault);
+  absl::StatusOr<KillFault> thrown = ParseKillFault("1:4:throw");
+  ASSERT_TRUE(thrown.ok()) << thrown.status();
+  EXPECT_EQ(thrown->how, KillFault::How::kThrow);
   for (const char* bad : {"", "2", "2:0", "2:10:1", "-1:10", "2:x", "2:10:segv:1", "2:10:SEGV"}) {
     EXPECT_THAT(ParseKillFault(bad),
                 ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("RANK:STEP")))
