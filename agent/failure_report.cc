@@ -1,5 +1,6 @@
 #include "agent/failure_report.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -69,21 +70,14 @@ std::string StringField(const nlohmann::json& obj, const char* key) {
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// A positive number, written as a string (torchelastic's way) or as a number; else 0.
-double NumberField(const nlohmann::json& obj, const char* key) {
-  auto it = obj.find(key);
+// torchelastic writes the time as a string of seconds; a number is accepted too.
+double TimestampField(const nlohmann::json& obj) {
+  auto it = obj.find("timestamp");
   if (it == obj.end()) return 0;
   double t = 0;
   if (it->is_number()) t = it->get<double>();
   if (it->is_string() && !absl::SimpleAtod(it->get<std::string>(), &t)) t = 0;
   return std::isfinite(t) && t > 0 ? t : 0;
-}
-
-// torchelastic writes whole seconds; dtrun's writers add milliseconds, which order the ranks that
-// failed within one second (the one that threw, then its peers on the closed connection).
-double TimestampField(const nlohmann::json& obj) {
-  const double ms = NumberField(obj, "timestamp_ms");
-  return ms > 0 ? ms / 1000 : NumberField(obj, "timestamp");
 }
 
 }  // namespace
@@ -106,11 +100,27 @@ void ParseErrorRecord(absl::string_view json, WorkerFailure& f) {
   }
 }
 
+namespace {
+
+// The record's whole seconds made finer by the file's modification time, when that falls in the
+// same second: ranks that failed within one second are then ordered (the rank that raised, then
+// its peers whose collectives failed on the closed connection), as torchrun, which ties them,
+// does not.
+void RefineTimestamp(WorkerFailure& f) {
+  struct stat st {};
+  if (f.error_timestamp <= 0 || ::lstat(f.error_file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  const double mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
+  if (std::floor(mtime) == std::floor(f.error_timestamp)) f.error_timestamp = mtime;
+}
+
+}  // namespace
+
 void ReadErrorFile(WorkerFailure& f) {
   if (f.error_file.empty()) return;
   absl::StatusOr<std::string> json = ReadUntrustedFile(f.error_file, kMaxErrorFileBytes);
   if (json.ok()) {
     ParseErrorRecord(*json, f);
+    RefineTimestamp(f);
   } else if (absl::IsOutOfRange(json.status())) {
     f.message = absl::StrCat("(the worker's error file ", json.status().message(), ")");
   }

@@ -15,12 +15,11 @@ namespace dtrun::worker {
 
 std::string ErrorRecordJson(absl::string_view message, absl::string_view callstack, int64_t unix_ms) {
   const absl::string_view stack = callstack.empty() ? message : callstack;
-  const nlohmann::json record = {{"message",
-                                  {{"message", std::string(message.data(), message.size())},
-                                   {"extraInfo",
-                                    {{"py_callstack", std::string(stack.data(), stack.size())},
-                                     {"timestamp", std::to_string(unix_ms / 1000)},
-                                     {"timestamp_ms", std::to_string(unix_ms)}}}}}};
+  const nlohmann::json record = {
+      {"message",
+       {{"message", std::string(message.data(), message.size())},
+        {"extraInfo",
+         {{"py_callstack", std::string(stack.data(), stack.size())}, {"timestamp", std::to_string(unix_ms / 1000)}}}}}};
   return record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 

@@ -5,9 +5,8 @@
 // `@record`; this is the C++ trainers' way.
 //
 // The record is torchelastic's: {"message": {"message": M, "extraInfo": {"py_callstack": S,
-// "timestamp": "SECONDS"}}}. torchrun reads the timestamp with int(), so it stays whole seconds;
-// "timestamp_ms" next to it lets dtrun order ranks that failed in the same second (the rank that
-// threw first, before its peers' collectives failed on the closed connection).
+// "timestamp": "SECONDS"}}}, whole seconds since torchrun reads them with int(). dtrun orders the
+// ranks that failed within one second by the file's modification time.
 #pragma once
 
 #include <cstdint>

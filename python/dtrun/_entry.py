@@ -30,11 +30,8 @@ def _record(error):
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
-    now = time.time()
-    # torchrun reads whole seconds; dtrun orders failures within a second by the milliseconds.
     record = {"message": {"message": "%s: %s" % (type(error).__name__, error),
-                          "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(now)),
-                                        "timestamp_ms": str(int(now * 1000))}}}
+                          "extraInfo": {"py_callstack": traceback.format_exc(), "timestamp": str(int(time.time()))}}}
     try:
         with open(path, "w") as f:
             json.dump(record, f)

@@ -1,9 +1,12 @@
 #include "agent/failure_report.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <ctime>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -58,23 +61,31 @@ TEST(FailureReportTest, WrongTypesAreIgnoredFieldByField) {
   EXPECT_EQ(g.error_timestamp, 0);
 }
 
-// Two ranks that failed within one second: the milliseconds dtrun's writers add order them, so the
-// rank that threw is the root cause, not the peer whose collective then failed.
-TEST(FailureReportTest, MillisecondsOrderFailuresWithinOneSecond) {
+// A record's file written at `mtime` (seconds since the epoch, with a fraction).
+std::string RecordFileAt(const std::string& name, const std::string& json, double mtime) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << json;
+  const timespec times[2] = {{0, UTIME_OMIT},
+                             {static_cast<time_t>(mtime), static_cast<long>((mtime - std::floor(mtime)) * 1e9)}};
+  EXPECT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+  return path;
+}
+
+// Two ranks that failed within one second: torchelastic's whole seconds tie them, the files'
+// modification times order them, so the rank that raised is the root cause, not the peer whose
+// collective then failed. A time in another second than the record's is not believed.
+TEST(FailureReportTest, TheFilesTimeOrdersFailuresWithinOneSecond) {
+  const std::string record = R"({"message": {"message": "m", "extraInfo": {"timestamp": "1700000000"}}})";
   std::vector<WorkerFailure> fs(2);
-  ParseErrorRecord(R"({"message": {"message": "peer", "extraInfo": {"timestamp": "1700000000",
-                     "timestamp_ms": "1700000000900"}}})",
-                   fs[0]);
-  ParseErrorRecord(R"({"message": {"message": "thrower", "extraInfo": {"timestamp": "1700000000",
-                     "timestamp_ms": "1700000000100"}}})",
-                   fs[1]);
-  EXPECT_EQ(fs[0].error_timestamp, 1700000000.9);
+  fs[0].error_file = RecordFileAt("peer.json", record, 1700000000.9);
+  fs[1].error_file = RecordFileAt("raiser.json", record, 1700000000.1);
+  for (WorkerFailure& f : fs) ReadErrorFile(f);
+  EXPECT_NEAR(fs[0].error_timestamp, 1700000000.9, 1e-3);
   EXPECT_EQ(RootCauseIndex(fs), 1u);
-  WorkerFailure bad;
-  ParseErrorRecord(R"({"message": {"message": "m", "extraInfo": {"timestamp": "1700000000",
-                     "timestamp_ms": "soon"}}})",
-                   bad);
-  EXPECT_EQ(bad.error_timestamp, 1700000000);  // the seconds, where the milliseconds do not parse
+  WorkerFailure touched;
+  touched.error_file = RecordFileAt("touched_later.json", record, 1700000005.5);
+  ReadErrorFile(touched);
+  EXPECT_EQ(touched.error_timestamp, 1700000000);
 }
 
 TEST(FailureReportTest, LongTextsAreCutAndSayWhereTheRestIs) {
