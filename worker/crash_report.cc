@@ -11,16 +11,21 @@
 
 #include "absl/debugging/symbolize.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define DTRUN_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define DTRUN_SANITIZED 1
-#endif
-#endif
-
 namespace dtrun::worker {
 namespace {
+
+// A sanitizer handles these signals itself, and says more.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kMaxFrames = 64;
@@ -157,8 +162,7 @@ void OnFatalSignal(int sig, siginfo_t* info, void* context) {
 }  // namespace
 
 void InstallCrashReport() {
-#ifndef DTRUN_SANITIZED
-  if (installed.exchange(true)) return;
+  if (kSanitized || installed.exchange(true)) return;
   // backtrace() loads libgcc's unwinder on its first call: done here, not inside a handler.
   void* warm[1];
   ::backtrace(warm, 1);
@@ -172,7 +176,6 @@ void InstallCrashReport() {
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   for (int sig : kSignals) ::sigaction(sig, &sa, nullptr);
-#endif
 }
 
 }  // namespace dtrun::worker
