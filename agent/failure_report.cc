@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -145,11 +146,22 @@ std::string LauncherErrorRecord(const std::vector<WorkerFailure>& failures) {
   return record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+namespace {
+
+// When a failure happened, in seconds: its error record's time, else when the agent saw the worker
+// end (torchrun's rule too); infinity where neither is known.
+double FailureTime(const WorkerFailure& f) {
+  if (f.error_timestamp > 0) return f.error_timestamp;
+  if (f.time_unix_ms > 0) return f.time_unix_ms / 1000.0;
+  return std::numeric_limits<double>::infinity();
+}
+
+}  // namespace
+
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
   size_t best = 0;
   for (size_t i = 1; i < failures.size(); ++i) {
-    double t = failures[i].error_timestamp, b = failures[best].error_timestamp;
-    if (t > 0 && (b == 0 || t < b)) best = i;
+    if (FailureTime(failures[i]) < FailureTime(failures[best])) best = i;
   }
   return best;
 }

@@ -28,7 +28,9 @@ void ParseErrorRecord(absl::string_view json, WorkerFailure& f);
 inline constexpr size_t kMaxErrorFileBytes = 1 << 20;
 inline constexpr size_t kMaxErrorTextBytes = 16 << 10;
 
-// The root cause: the failure with the earliest error-file timestamp, else the first observed.
+// The root cause: the earliest failure, each at its error record's time, else at the time the agent
+// saw the worker end; the first observed among equals. A rank killed without a word (SIGKILL, the
+// OOM killer) thus stays ahead of the peers whose collectives then failed and wrote records.
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);
 
 // The failed job's root cause as torchelastic's error file (`record` format: message, extraInfo

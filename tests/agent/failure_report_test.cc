@@ -118,12 +118,24 @@ TEST(FailureReportTest, OnlyRegularFilesAreReadAndNeverBlock) {
   EXPECT_NE(h.message.find("more than the 1048576 read"), std::string::npos) << h.message;
 }
 
-TEST(FailureReportTest, RootCauseIsEarliestErrorTimestampElseFirstObserved) {
+TEST(FailureReportTest, RootCauseIsTheEarliestByRecordElseByWhenItWasSeen) {
   std::vector<WorkerFailure> fs(3);
-  EXPECT_EQ(RootCauseIndex(fs), 0u);
+  EXPECT_EQ(RootCauseIndex(fs), 0u);  // nothing known: the first observed
+  fs[0].time_unix_ms = 30000;
   fs[1].error_timestamp = 20;
   fs[2].error_timestamp = 10;
   EXPECT_EQ(RootCauseIndex(fs), 2u);
+  // A rank SIGKILLed at 100.000 s (no record, seen ending then) and its peer, whose all-reduce
+  // failed on the closed connection and wrote its record at 100.050 s: the killed rank.
+  std::vector<WorkerFailure> killed(2);
+  killed[0].error_timestamp = 100.050;
+  killed[0].time_unix_ms = 100080;
+  killed[1].time_unix_ms = 100000;
+  EXPECT_EQ(RootCauseIndex(killed), 1u);
+  // Equal times: the first observed.
+  std::vector<WorkerFailure> tied(2);
+  tied[0].time_unix_ms = tied[1].time_unix_ms = 5000;
+  EXPECT_EQ(RootCauseIndex(tied), 0u);
 }
 
 TEST(FailureReportTest, SummaryHasTorchrunSections) {

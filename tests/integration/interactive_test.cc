@@ -88,5 +88,24 @@ TEST(InteractiveTest, RanksThatFailedOnTheirOwnAreListedUnderOtherFailures) {
   EXPECT_NE(err.substr(root).find("rank 0 broke first"), std::string::npos) << err;
 }
 
+// A rank killed without a word has no error file; its peer's error, a consequence, has one with a
+// later time. The root cause is the killed rank: a failure without a record counts from when it
+// was seen, not after every failure with one.
+TEST(InteractiveTest, ARankKilledWithoutAWordIsTheRootCauseBeforeItsPeersLaterRecord) {
+  std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch";
+  Harness h({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--shutdown-timeout", "5",
+             Worker("killed_then_peer_raises.py")},
+            {{"PYTHON_EXEC", *py}});
+  ASSERT_EQ(h.Wait(), 128 + 9) << h.all();
+  const std::string& err = h.err();
+  size_t others = err.find("Failures:"), root = err.find("Root Cause");
+  ASSERT_NE(others, std::string::npos) << err;
+  ASSERT_NE(root, std::string::npos) << err;
+  EXPECT_NE(err.substr(others, root - others).find("Connection closed by peer"), std::string::npos) << err;
+  EXPECT_NE(err.substr(root).find("rank      : 0 (local_rank: 0)"), std::string::npos) << err;
+  EXPECT_NE(err.substr(root).find("exitcode  : -9"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace dtrun::testing
