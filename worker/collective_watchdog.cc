@@ -4,7 +4,10 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/exit_codes.h"
+#include "worker/error_record.h"
 
 namespace dtrun::worker {
 
@@ -43,8 +46,12 @@ void CollectiveWatchdog::Watch() {
     }
     // Armed: wait for a change or the deadline.
     if (mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return Changed(); }, timeout_)) continue;
-    std::fprintf(stderr, "rank %d: %s did not complete within %.0f s; exiting with code %d (collective timeout)\n",
-                 rank_, what_, timeout_.count() / 1000.0, kCollectiveTimeoutExitCode);
+    // Said in the error file too: the summary then has what hung, and the rank's record is later
+    // than the failure of the peer it waited for.
+    ReportFatalError(absl::StrCat("rank ", rank_),
+                     absl::StrFormat("%s did not complete within %.0f s (a peer lost or stuck); exiting with code %d "
+                                     "(collective timeout)",
+                                     what_, timeout_.count() / 1000.0, kCollectiveTimeoutExitCode));
     std::fflush(stderr);
     ::_exit(kCollectiveTimeoutExitCode);
   }

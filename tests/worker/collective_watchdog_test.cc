@@ -3,6 +3,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "base/env_names.h"
 #include "base/exit_codes.h"
 #include "gtest/gtest.h"
 
@@ -22,8 +28,11 @@ int InChild(F body) {
   return status;
 }
 
-TEST(CollectiveWatchdogTest, AHungCollectiveEndsTheProcessWithTheTimeoutCode) {
-  int status = InChild([] {
+TEST(CollectiveWatchdogTest, AHungCollectiveEndsTheProcessWithTheTimeoutCodeAndSaysWhatHung) {
+  const std::string error_file = ::testing::TempDir() + "/watchdog_error.json";
+  std::remove(error_file.c_str());
+  int status = InChild([&error_file] {
+    ::setenv(env::kErrorFile, error_file.c_str(), 1);
     CollectiveWatchdog w(std::chrono::milliseconds(100), 3);
     CollectiveWatchdog::Scope armed(&w, "a test all-reduce");
     int fds[2];
@@ -34,6 +43,10 @@ TEST(CollectiveWatchdogTest, AHungCollectiveEndsTheProcessWithTheTimeoutCode) {
   });
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), kCollectiveTimeoutExitCode);
+  std::ifstream in(error_file);
+  const std::string record((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(record.find("a test all-reduce did not complete within 0 s (a peer lost or stuck)"), std::string::npos)
+      << record;
 }
 
 TEST(CollectiveWatchdogTest, CollectivesThatFinishInTimeAreLeftAlone) {
