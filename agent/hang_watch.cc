@@ -167,7 +167,7 @@ bool HangWatch::Report() {
     spdlog::info("another node reported the hang first");
     return true;
   }
-  f.time_unix_ms = UnixMillisNow();
+  f.time_unix_ms = UnixMillisNowAsFilesSeeIt();  // compared with error files' times
   events_.Record("hang", round_,
                  {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
                   {"detected_at_rank", group_->workers()[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},

@@ -148,7 +148,8 @@ bool WorkerGroup::OnExit(pid_t pid, int wait_status) {
     f.pid = pid;
     f.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 0;
     f.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
-    f.time_unix_ms = UnixMillisNow();
+    // Compared with error files' modification times for the root cause: by their clock.
+    f.time_unix_ms = UnixMillisNowAsFilesSeeIt();
     f.error_file = error_files_[w.local_rank];
     ReadErrorFile(f);
     // An exit caused by our own stop signal is a consequence, not a failure; a worker that
