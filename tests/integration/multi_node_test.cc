@@ -81,8 +81,11 @@ class MultiNodeTest : public ::testing::Test {
     }
     return nodes;
   }
-  // train_imagenet in an elastic job on hosts 0 and 1 (one worker each, TLS, snapshots every step
-  // and only the first travelling to the buddy, so the step of the buddy copy is known). Once
+  // train_imagenet in an elastic job on hosts 0 and 1 (one worker each, TLS, snapshots every 3
+  // steps and only the first travelling to the buddy, so the step of the buddy copy is known: 3).
+  // Not every step: the agent pins a snapshot while its worker's two slots still hold it, and
+  // under CI's load two more snapshots a step apart once overwrote the first before it was pinned,
+  // so that nothing ever travelled. Once
   // host 1's first copy is on host 0 and `dtrun status` shows it and every rank's snapshot of
   // `min_step` or later, host 1 is SIGKILLed and the spare on host 2 takes its rank (0 or 1: ranks
   // come in join order). The outputs of host 0 and the spare, both run to the end.
@@ -105,7 +108,7 @@ class MultiNodeTest : public ::testing::Test {
           "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
           endpoint, "--rdzv-id", "buddy", "--local-addr", cluster_->address(i),
           "--rdzv-token", "tok", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60",
-          "--max-restarts", "2", "--snapshot-every", "1", "--snapshot-buddy-every", "100000",
+          "--max-restarts", "2", "--snapshot-every", "3", "--snapshot-buddy-every", "100000",
           BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64", "-j", "1",
           "--epochs", "6", "-p", "1", "--save-every-minutes", "1000", "--output-dir", dir + "/host" + std::to_string(i)};
       argv.insert(argv.end(), rest.begin(), rest.end());
@@ -563,7 +566,7 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromItsBuddyCopyOnTheSpare) {
 }
 
 // By default the spare's rank takes the survivor's newer snapshot (the ranks are replicas): the
-// job goes back to the newest step the survivor holds, not to the buddy copy's step 1.
+// job goes back to the newest step the survivor holds, not to the buddy copy's step 3.
 TEST_F(MultiNodeTest, ALostNodesRanksResumeFromTheSurvivorsNewestSnapshotNotTheOlderBuddyCopy) {
   Cluster(3);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
