@@ -81,6 +81,25 @@ double TimestampField(const nlohmann::json& obj) {
   return std::isfinite(t) && t > 0 ? t : 0;
 }
 
+// The record's whole seconds made finer by the file's modification time, when that falls in the
+// same second: ranks that failed within one second are then ordered (the rank that raised, then
+// its peers whose collectives failed on the closed connection), as torchrun, which ties them,
+// does not.
+void RefineTimestamp(WorkerFailure& f) {
+  struct stat st {};
+  if (f.error_timestamp <= 0 || ::lstat(f.error_file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  const double mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
+  if (std::floor(mtime) == std::floor(f.error_timestamp)) f.error_timestamp = mtime;
+}
+
+// When a failure happened, in seconds: its error record's time, else when the agent saw the worker
+// end (torchrun's rule too); infinity where neither is known.
+double FailureTime(const WorkerFailure& f) {
+  if (f.error_timestamp > 0) return f.error_timestamp;
+  if (f.time_unix_ms > 0) return f.time_unix_ms / 1000.0;
+  return std::numeric_limits<double>::infinity();
+}
+
 }  // namespace
 
 void ParseErrorRecord(absl::string_view json, WorkerFailure& f) {
@@ -100,21 +119,6 @@ void ParseErrorRecord(absl::string_view json, WorkerFailure& f) {
     f.error_timestamp = TimestampField(*extra);
   }
 }
-
-namespace {
-
-// The record's whole seconds made finer by the file's modification time, when that falls in the
-// same second: ranks that failed within one second are then ordered (the rank that raised, then
-// its peers whose collectives failed on the closed connection), as torchrun, which ties them,
-// does not.
-void RefineTimestamp(WorkerFailure& f) {
-  struct stat st {};
-  if (f.error_timestamp <= 0 || ::lstat(f.error_file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  const double mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec / 1e9;
-  if (std::floor(mtime) == std::floor(f.error_timestamp)) f.error_timestamp = mtime;
-}
-
-}  // namespace
 
 void ReadErrorFile(WorkerFailure& f) {
   if (f.error_file.empty()) return;
@@ -138,25 +142,14 @@ std::string LauncherErrorRecord(const std::vector<WorkerFailure>& failures) {
                                ? ""
                                : absl::StrCat(" (", rdzv::FailureKindName(root.kind), ")"));
   }
-  const double ts = root.error_timestamp > 0 ? root.error_timestamp : root.time_unix_ms / 1000.0;
+  const double when = FailureTime(root);
+  const double ts = std::isfinite(when) ? when : 0;
   nlohmann::json record = {{"message",
                             {{"message", message},
                              {"extraInfo", {{"py_callstack", root.traceback}, {"timestamp", absl::StrCat(static_cast<int64_t>(ts))}}},
                              {"errorCode", ExitCodeOf(root)}}}};
   return record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
-
-namespace {
-
-// When a failure happened, in seconds: its error record's time, else when the agent saw the worker
-// end (torchrun's rule too); infinity where neither is known.
-double FailureTime(const WorkerFailure& f) {
-  if (f.error_timestamp > 0) return f.error_timestamp;
-  if (f.time_unix_ms > 0) return f.time_unix_ms / 1000.0;
-  return std::numeric_limits<double>::infinity();
-}
-
-}  // namespace
 
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
   size_t best = 0;

@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,17 +13,19 @@
 #include <fstream>
 #include <memory>
 
+#include <torch/torch.h>
+
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"
 #include "worker/checkpoint.h"
 #include "worker/collective_watchdog.h"
 #include "worker/crash_report.h"
-#include "worker/cudnn_batch_norm_relu.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
-#include "worker/ddp.h"
+#include "worker/cudnn_batch_norm_relu.h"
 #include "worker/decode_share.h"
 #include "worker/device_batch.h"
+#include "worker/ddp.h"
 #include "worker/device_step.h"
 #include "worker/error_record.h"
 #include "worker/exception_text.h"
@@ -34,7 +35,6 @@
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
-#include "worker/nvjpeg_decoder.h"
 #include "worker/parameter_faults.h"
 #include "worker/replica_check.h"
 #include "worker/resnet.h"
@@ -43,6 +43,7 @@
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
+#include "worker/nvjpeg_decoder.h"
 #include "worker/torch_compat.h"
 #include "worker/train_state.h"
 #include "worker/warm_start.h"
@@ -51,6 +52,7 @@ namespace dtrun::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr char kProgram[] = "train_imagenet";  // its errors' prefix
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // User + system CPU time of the whole process so far.
@@ -477,7 +479,7 @@ bool Training::Setup() {
         std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
   }
   if (o_.amp == AmpMode::kFp16 && !cuda_) {
-    ReportFatalError("train_imagenet", "--amp fp16 needs CUDA; on CPU use --amp bf16");
+    ReportFatalError(kProgram, "--amp fp16 needs CUDA; on CPU use --amp bf16");
     return false;
   }
   autocast_ = o_.amp != AmpMode::kOff;
@@ -491,7 +493,7 @@ bool Training::Setup() {
                                                          o_.num_classes > 0 ? o_.num_classes : 10);
     absl::StatusOr<std::unique_ptr<data::Dataset>> ds = data::OpenDataset(o_.data + "/" + split);
     if (!ds.ok()) {
-      ReportFatalError("train_imagenet", ds.status().message());
+      ReportFatalError(kProgram, ds.status().message());
       return nullptr;
     }
     return std::move(*ds);
@@ -532,7 +534,7 @@ bool Training::Setup() {
   if (WritesCheckpoints() && !o_.evaluate && o_.timed_iters <= 0) {
     // An unwritable output dir is found now, not at the first save after an epoch of training.
     if (absl::Status st = PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
-      ReportFatalError("train_imagenet", st.message());
+      ReportFatalError(kProgram, st.message());
       return false;
     }
   }
@@ -547,7 +549,7 @@ bool Training::Setup() {
         ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
                       env_.rank, device_, State());
     if (!resumed.ok()) {
-      ReportFatalError("train_imagenet", resumed.status().message());
+      ReportFatalError(kProgram, resumed.status().message());
       return false;
     }
     if (resumed->progress) progress_ = *resumed->progress;
@@ -799,7 +801,7 @@ int RunTraining(const TrainOptions& options) {
   InstallCrashReport();  // a fatal signal names where it hit (faulthandler's job for Python)
   // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
   if (absl::Status st = AwaitRound(); !st.ok()) {
-    ReportFatalError("train_imagenet", st.message());
+    ReportFatalError(kProgram, st.message());
     return 1;
   }
   try {
@@ -807,7 +809,7 @@ int RunTraining(const TrainOptions& options) {
   } catch (const ReplicasDiverged&) {
     return kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {
-    ReportException("train_imagenet", e);
+    ReportException(kProgram, e);
     return 1;
   }
 }

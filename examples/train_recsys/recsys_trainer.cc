@@ -1,7 +1,6 @@
 #include "examples/train_recsys/recsys_trainer.h"
 
 #include <string.h>
-#include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
@@ -12,6 +11,8 @@
 #include <numeric>
 #include <optional>
 #include <random>
+
+#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "examples/train_recsys/embedding_grad_sync.h"
@@ -41,6 +42,7 @@ namespace dtrun::recsys {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr char kProgram[] = "train_recsys";  // its errors' prefix
 using worker::CollectiveWatchdog;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -173,11 +175,11 @@ bool RecsysTraining::Setup() {
   num_items_ = table->num_items();
   steps_per_epoch_ = static_cast<int64_t>(train_.size()) / env_.world_size / o_.batch_size;
   if (steps_per_epoch_ < 1) {
-    worker::ReportFatalError("train_recsys", absl::StrCat(o_.ratings, ": ", train_.size(),
-                                                          " training ratings are fewer than one batch "
-                                                          "on each of ",
-                                                          env_.world_size, " processes (-b ", o_.batch_size,
-                                                          "); use a smaller -b or more ratings"));
+    worker::ReportFatalError(kProgram, absl::StrCat(o_.ratings, ": ", train_.size(),
+                                                    " training ratings are fewer than one batch "
+                                                    "on each of ",
+                                                    env_.world_size, " processes (-b ", o_.batch_size,
+                                                    "); use a smaller -b or more ratings"));
     return false;
   }
   double sum = 0;
@@ -202,7 +204,7 @@ bool RecsysTraining::Setup() {
       model_->parameters(), torch::optim::AdamOptions(o_.lr).weight_decay(o_.weight_decay));
   if (env_.rank == 0 && o_.timed_iters <= 0) {
     if (absl::Status st = worker::PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
-      worker::ReportFatalError("train_recsys", st.message());
+      worker::ReportFatalError(kProgram, st.message());
       return false;
     }
   }
@@ -215,7 +217,7 @@ bool RecsysTraining::Setup() {
         worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
         env_.rank, torch::kCPU, State());
     if (!resumed.ok()) {
-      worker::ReportFatalError("train_recsys", resumed.status().message());
+      worker::ReportFatalError(kProgram, resumed.status().message());
       return false;
     }
     if (resumed->progress) progress_ = *resumed->progress;
@@ -498,12 +500,12 @@ int RunRecsysTraining(const RecsysOptions& options) {
   // and parsing the ratings was a quarter of a second of a restart with eight workers on two cores.
   absl::StatusOr<data::RatingsTable> table = data::ReadRatingsCsv(options.ratings);
   if (!table.ok()) {
-    worker::ReportFatalError("train_recsys", table.status().message());
+    worker::ReportFatalError(kProgram, table.status().message());
     return 2;
   }
   // A warm start parks here, before anything reads the round's environment (worker/warm_start.h).
   if (absl::Status st = worker::AwaitRound(); !st.ok()) {
-    worker::ReportFatalError("train_recsys", st.message());
+    worker::ReportFatalError(kProgram, st.message());
     return 1;
   }
   try {
@@ -511,7 +513,7 @@ int RunRecsysTraining(const RecsysOptions& options) {
   } catch (const worker::ReplicasDiverged&) {
     return worker::kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {
-    worker::ReportException("train_recsys", e);
+    worker::ReportException(kProgram, e);
     return 1;
   }
 }

@@ -167,14 +167,19 @@ TEST(TrainingTest, TheTrainersErrorReachesTheSummaryThroughItsErrorFile) {
       << out;
 }
 
+// A short 2-rank run of train_imagenet under dtrun with the test fault DTRUN_FAULT_KILL=`fault`.
+std::pair<int, std::string> RunWithFault(const std::string& fault) {
+  return RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/train_imagenet", "--synthetic",
+                   "--synthetic-size", "256", "-b", "16", "--image-size", "32", "--epochs", "1", "-j", "1",
+                   "--output-dir", MakeTempDir() + "/out"},
+                  {{"DTRUN_FAULT_KILL", fault}});
+}
+
 // A trainer that dies of a fatal signal says where, as faulthandler does for Python: the summary
 // has the function and its callers, the restart line names it, and the exit is still the signal's.
 TEST(TrainingTest, ASegfaultingTrainerNamesWhereItHappenedInTheSummary) {
   if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
-  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/train_imagenet",
-                             "--synthetic", "--synthetic-size", "256", "-b", "16", "--image-size", "32", "--epochs",
-                             "1", "-j", "1", "--output-dir", MakeTempDir() + "/out"},
-                            {{"DTRUN_FAULT_KILL", "1:3:segv"}});
+  auto [rc, out] = RunWithFault("1:3:segv");
   EXPECT_EQ(rc, 128 + SIGSEGV) << out;
   const size_t at = out.find("Root Cause");
   ASSERT_NE(at, std::string::npos) << out;
@@ -194,10 +199,7 @@ TEST(TrainingTest, ASegfaultingTrainerNamesWhereItHappenedInTheSummary) {
 // all-reduce with the rank that is gone fails too, or dtrun stops it first).
 TEST(TrainingTest, AnExceptionInOneRanksStepIsTheRootCauseWithItsType) {
   if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
-  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", BinDir() + "/train_imagenet",
-                             "--synthetic", "--synthetic-size", "256", "-b", "16", "--image-size", "32", "--epochs",
-                             "1", "-j", "1", "--output-dir", MakeTempDir() + "/out"},
-                            {{"DTRUN_FAULT_KILL", "1:3:throw"}});
+  auto [rc, out] = RunWithFault("1:3:throw");
   EXPECT_EQ(rc, 1) << out;
   const size_t at = out.find("Root Cause");
   ASSERT_NE(at, std::string::npos) << out;
