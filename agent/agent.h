@@ -90,6 +90,7 @@ class Agent {
   std::string WorkerState(const WorkerGroup::Worker& w) const;
   void Finish(int code) {
     warm_.Clear();
+    if (snapshots_) snapshots_->OnJobEnd(code == 0);
     RecordEnd(code);
     exit_code_ = code;
   }

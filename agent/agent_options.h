@@ -84,6 +84,9 @@ struct AgentOptions {
   int snapshot_every = 0;
   // Multi-node: copy snapshots crossing a multiple of this many steps to the buddy node (0: off).
   int snapshot_buddy_every = 10;
+  // --snapshot-dir: where a job that ends unfinished keeps its snapshots for the next run
+  // (agent/snapshot_dir.h; empty: nowhere).
+  std::string snapshot_dir;
   // Warm workers (agent/warm_pool.h): park the next attempt's workers when the program allows it.
   bool warm_workers = true;
 

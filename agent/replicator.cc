@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/format_bytes.h"
 #include "base/process_table.h"
 #include "base/status_macros.h"
 #include "replica/replica_schedule.h"
@@ -20,8 +21,6 @@ namespace dtrun {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Megabytes(uint64_t bytes) { return absl::StrCat(bytes / 100000 / 10.0, " MB"); }
 
 struct HeldSnapshot {
   int slot;
@@ -55,7 +54,7 @@ absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& h
   const int slot = snapshot::SlotToWrite(headers, header.step);
   region.Invalidate(slot);
   if (header.payload_bytes > region.layout().PayloadCapacity()) {
-    return absl::ResourceExhaustedError(absl::StrCat("a snapshot of ", Megabytes(header.payload_bytes),
+    return absl::ResourceExhaustedError(absl::StrCat("a snapshot of ", FormatBytes(header.payload_bytes),
                                                      " does not fit this node's --snapshot-memory"));
   }
   DT_RETURN_IF_ERROR(region.Reserve(slot, header.payload_bytes));
@@ -216,7 +215,7 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
     if (!steps.empty()) {
       std::reverse(steps.begin(), steps.end());
       notes.push_back(absl::StrCat("rank ", rank, ": fetched the buddy copies of step ", absl::StrJoin(steps, ", "), " (",
-                                   Megabytes(bytes), ") from ", from));
+                                   FormatBytes(bytes), ") from ", from));
     }
   }
   CheckedMutexLock lock(&mu_);
@@ -368,7 +367,7 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
   }
   if (first) {
     spdlog::info("rank {}: the buddy {}:{} holds a copy of its snapshot of step {} ({}, sent in {:.1f} s)", rank,
-                 round.buddy_host, round.buddy_port, header.step, Megabytes(header.payload_bytes),
+                 round.buddy_host, round.buddy_port, header.step, FormatBytes(header.payload_bytes),
                  std::chrono::duration<double>(Clock::now() - start).count());
   }
   if (!kept.ok() && !absl::IsCancelled(kept.status())) {

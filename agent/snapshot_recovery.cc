@@ -1,9 +1,12 @@
 #include "agent/snapshot_recovery.h"
 
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 
+#include "base/guarded_thread.h"
 #include "snapshot/snapshot_region.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -15,6 +18,8 @@ SnapshotRecovery::SnapshotRecovery(EventLoop& loop, EventLog& events, const Agen
 
 SnapshotRecovery::~SnapshotRecovery() {
   if (replicator_) loop_.Unwatch(replicator_->event_fd());
+  if (load_done_.valid()) loop_.Unwatch(load_done_.get());
+  if (loader_.joinable()) loader_.join();
 }
 
 void SnapshotRecovery::Start(std::optional<BuddyReplication> replication) {
@@ -26,6 +31,14 @@ void SnapshotRecovery::Start(std::optional<BuddyReplication> replication) {
     return;
   }
   store_ = std::move(*store);
+  if (!options_.snapshot_dir.empty() && store_.enabled()) {
+    absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(options_.snapshot_dir);
+    if (dir.ok()) {
+      dir_ = std::move(*dir);
+    } else {
+      spdlog::warn("{}; snapshots are not kept past this run", std::string(dir.status().message()));
+    }
+  }
   if (!replication || !store_.enabled()) return;
   replicator_ = std::make_unique<Replicator>(std::move(*replication), store_, snapshot::JobHash(options_.run_id));
   // A fetch that ended wakes the loop; the Agent then starts the round it waited for.
@@ -61,6 +74,7 @@ std::chrono::milliseconds SnapshotRecovery::StopGrace(std::chrono::milliseconds 
 }
 
 bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
+  if (!LoadedFor(a)) return false;
   if (!replicator_) return true;
   if (!replicator_->ReadyFor(a)) return false;
   for (const std::string& note : replicator_->TakeFetchNotes()) {
@@ -68,6 +82,58 @@ bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
     events_.Record("buddy_fetch", a.round, {{"note", note}});
   }
   return true;
+}
+
+bool SnapshotRecovery::LoadedFor(const rdzv::Assignment& a) {
+  if (!dir_ || load_ == Load::kDone) return true;
+  if (load_ == Load::kRunning) return false;
+  load_ = Load::kDone;  // whatever happens next, only the first round loads
+  load_done_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!load_done_.valid() || !loop_.Watch(load_done_.get(), EPOLLIN, [this](uint32_t) { OnLoaded(); })) {
+    spdlog::warn("cannot wait for the snapshots kept in {} ({}); starting without them", dir_->path(), strerror(errno));
+    return true;
+  }
+  load_ = Load::kRunning;
+  // Files can be large and the disk slow: read on a thread, so the loop (keep-alives, signals,
+  // the console) runs on.
+  loader_ = std::thread([this, job = snapshot::JobHash(options_.run_id), first = a.rank_offset, world = a.world_size] {
+    RunGuarded(
+        "loading the kept snapshots", [&] { loaded_ = dir_->Load(store_, job, first, world); },
+        [&](const absl::Status& st) { loaded_.problems.push_back(std::string(st.message())); });
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(load_done_.get(), &one, sizeof(one));
+  });
+  return false;
+}
+
+void SnapshotRecovery::OnLoaded() {
+  loop_.Unwatch(load_done_.get());
+  loader_.join();
+  load_done_.Reset();
+  load_ = Load::kDone;
+  for (const std::string& problem : loaded_.problems) spdlog::warn("{}", problem);
+  if (loaded_.ranks == 0) return;
+  spdlog::info("loaded {} kept in {}: the workers start from them", loaded_.Describe(), dir_->path());
+  events_.Record("snapshots_loaded", round_,
+                 {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}});
+}
+
+void SnapshotRecovery::OnJobEnd(bool succeeded) {
+  if (!dir_) return;
+  if (loader_.joinable()) OnLoaded();  // the job ended while a load ran: its regions are whole again first
+  if (succeeded) {
+    if (const int removed = dir_->Clear(); removed > 0) {
+      spdlog::info("the job finished: removed the {} snapshot file(s) kept in {}", removed, dir_->path());
+    }
+    return;
+  }
+  const SnapshotDir::Outcome kept = dir_->Keep(store_, snapshot::JobHash(options_.run_id));
+  for (const std::string& problem : kept.problems) spdlog::warn("{}", problem);
+  if (kept.ranks == 0) return;
+  spdlog::warn("kept {} in {}: the next run with --snapshot-dir {} starts from them", kept.Describe(), dir_->path(),
+               dir_->path());
+  events_.Record("snapshots_kept", round_,
+                 {{"dir", dir_->path()}, {"ranks", kept.ranks}, {"steps", kept.steps}, {"bytes", kept.bytes}});
 }
 
 void SnapshotRecovery::OnReport(int local_rank, const progress::Report& report) {

@@ -2,19 +2,23 @@
 // across restarts), their copies on a buddy node (multi-node), and each recovery followed from the
 // failure to every local rank stepping again, with its phases in the event log and on the console.
 // The Agent asks it three things: the regions to hand a round's workers, whether a round may start
-// (its buddy copies fetched), and whether every rank's state is safe (a short stop grace).
+// (its buddy copies fetched, or the snapshots a stopped run kept in --snapshot-dir loaded), and
+// whether every rank's state is safe (a short stop grace); and tells it when the job ends.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "agent/agent_component.h"
 #include "agent/agent_options.h"
 #include "agent/event_log.h"
 #include "agent/recovery_tracker.h"
 #include "agent/replicator.h"
+#include "agent/snapshot_dir.h"
 #include "agent/snapshot_store.h"
 #include "base/event_loop.h"
 #include "progress/report_protocol.h"
@@ -42,9 +46,14 @@ class SnapshotRecovery : public AgentComponent {
   // keep on the way out (snapshots on failure): 0.5 s, or twice the slowest snapshot write a
   // worker reported when that is longer (a large state takes seconds), at most `shutdown_timeout`.
   std::chrono::milliseconds StopGrace(std::chrono::milliseconds shutdown_timeout) const;
-  // False while the round's buddy copies are still being fetched (the loop wakes when done); once
-  // true, what the fetch found is logged.
+  // False while the round's buddy copies are still being fetched, or (first round only) the
+  // snapshots kept in --snapshot-dir loaded; the loop wakes when done. Once true, what the fetch or
+  // the load found is logged.
   bool ReadyFor(const rdzv::Assignment& a);
+  // The job ended, `succeeded` or not (after its workers exited; blocks for the writes): with
+  // --snapshot-dir, an unfinished job keeps every local rank's snapshots there, a finished one
+  // removes them.
+  void OnJobEnd(bool succeeded);
   Replicator::BuddyView buddy() const { return replicator_ ? replicator_->View() : Replicator::BuddyView{}; }
 
   // A worker's report (the running round's, already checked): snapshots to pin for the buddy,
@@ -65,6 +74,9 @@ class SnapshotRecovery : public AgentComponent {
 
  private:
   void OnRecovered(const Recovery& done);
+  // The first round's load from --snapshot-dir: started on a thread, true once it ended.
+  bool LoadedFor(const rdzv::Assignment& a);
+  void OnLoaded();
 
   EventLoop& loop_;
   EventLog& events_;
@@ -74,6 +86,11 @@ class SnapshotRecovery : public AgentComponent {
   std::unique_ptr<Replicator> replicator_;  // buddy copies (null: single node, or off)
   int64_t round_ = -1;
   int64_t slowest_write_us_ = 0;  // the longest snapshot write any worker reported
+  std::optional<SnapshotDir> dir_;  // --snapshot-dir
+  enum class Load { kNone, kRunning, kDone } load_ = Load::kNone;
+  UniqueFd load_done_;        // the loader's eventfd: written when it ends
+  std::thread loader_;
+  SnapshotDir::Outcome loaded_;  // the loader's; read after it is joined
 };
 
 }  // namespace dtrun

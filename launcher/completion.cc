@@ -34,6 +34,7 @@ ValueHint HintFor(const std::string& flag) {
       {"--tee", {ValueKind::kWords, {"0", "1", "2", "3"}}},
       {"--signal", {ValueKind::kWords, {"SIGTERM", "SIGINT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGHUP"}}},
       {"--log-dir", {ValueKind::kDirectory, {}}},
+      {"--snapshot-dir", {ValueKind::kDirectory, {}}},
       {"--event-log", {ValueKind::kFile, {}}},
       {"--rdzv-token-file", {ValueKind::kFile, {}}},
       {"--rdzv-tls-cert", {ValueKind::kFile, {}}},

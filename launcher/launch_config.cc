@@ -68,6 +68,7 @@ absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
     return BadFlag(absl::StrCat("--warm-workers ", f.warm_workers.substr(0, 32), ": expected on or off"));
   }
   a.warm_workers = f.warm_workers == "on";
+  a.snapshot_dir = f.snapshot_dir;
   if (f.snapshot_memory == "auto") {
     a.snapshot_bytes_per_worker = DefaultSnapshotBytes(a.nproc_per_node);
     return absl::OkStatus();
@@ -81,6 +82,10 @@ absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
                             min_mib, " to ", kMaxMib));
   }
   a.snapshot_bytes_per_worker = static_cast<uint64_t>(mib) << 20;
+  if (mib == 0 && !f.snapshot_dir.empty()) {
+    return BadFlag(absl::StrCat("--snapshot-dir ", f.snapshot_dir,
+                                " keeps in-memory snapshots, and --snapshot-memory 0 turns them off; drop one of them"));
+  }
   return absl::OkStatus();
 }
 

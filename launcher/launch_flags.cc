@@ -76,6 +76,9 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
       "Multi-node: copy a snapshot to the buddy node (the next node rank) about every N steps, so a lost node's "
       "ranks restore from memory elsewhere (0: no buddy copies)")
       ->capture_default_str();
+  opt("snapshot-dir", f.snapshot_dir,
+      "When the job ends unfinished (interrupted, preempted, out of restarts), keep the newest in-memory snapshots "
+      "in DIR; the next run with the same DIR starts from them (a job that succeeds removes them)");
   opt("warm-workers", f.warm_workers,
       "on: keep the next attempt's workers started and parked, so a restart releases them instead of starting "
       "programs cold (only for programs that say they can be parked, as the worker library's); off: never")

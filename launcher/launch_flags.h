@@ -31,6 +31,7 @@ struct RawFlags {
   std::string snapshot_memory = "auto";
   int snapshot_every = 0;
   int snapshot_buddy_every = 10;
+  std::string snapshot_dir;
   std::string warm_workers = "on";
   int metrics_port = -1;
   std::string metrics_host;

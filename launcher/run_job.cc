@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/launch_guard.h"
 #include "agent/run_registry.h"
+#include "agent/snapshot_dir.h"
 #include "agent/tcp_store_server.h"
 #include "base/env_names.h"
 #include "base/host_name.h"
@@ -280,6 +281,12 @@ absl::StatusOr<int> RunInLaunchDir(LaunchConfig& config, const std::map<std::str
   auto term = env.find("TERM");
   a.progress_line = a.progress_line && ::isatty(STDOUT_FILENO) && (term == env.end() || term->second != "dumb");
   DT_ASSIGN_OR_RETURN(paths.log_root, LogRootFor(config));
+  if (!a.snapshot_dir.empty()) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(a.snapshot_dir, ec);
+    if (!ec) a.snapshot_dir = absolute.lexically_normal().string();
+    DT_RETURN_IF_ERROR(SnapshotDir::Open(a.snapshot_dir).status());  // a bad one said before anything starts
+  }
   paths.error_root = paths.log_root.empty() ? private_dir : paths.log_root;
 
   absl::StatusOr<std::string> registry_file = RegisterLaunch(RecordOf(config, command_line));

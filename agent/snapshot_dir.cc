@@ -1,0 +1,168 @@
+#include "agent/snapshot_dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/format_bytes.h"
+#include "base/unique_fd.h"
+#include "snapshot/snapshot_file.h"
+
+namespace dtrun {
+namespace {
+
+const std::regex& SnapshotFileName() {
+  static const std::regex name(R"(rank-(\d+)-of-(\d+)\.dtsnap)");
+  return name;
+}
+
+absl::Status Refuse(const std::string& path, const std::string& why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("--snapshot-dir ", path, ": ", why, "; give a directory of your own that only you can write to"));
+}
+
+// Calls `f` with the name of each entry of `dir`; never throws (an unreadable directory has none).
+template <typename F>
+void ForEachName(const std::string& dir, F&& f) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    f(it->path().filename().string());
+  }
+}
+
+void SyncDirectory(const std::string& path) {
+  UniqueFd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.valid()) ::fsync(dir.get());
+}
+
+}  // namespace
+
+absl::StatusOr<SnapshotDir> SnapshotDir::Open(const std::string& path) {
+  if (path.empty()) return Refuse(path, "empty");
+  // A directory made here is private: the snapshots in it are the job's state.
+  if (::mkdir(path.c_str(), 0700) != 0 && errno == ENOENT) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    ::mkdir(path.c_str(), 0700);
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Refuse(path, absl::StrCat("cannot create it: ", strerror(errno)));
+  if (!S_ISDIR(st.st_mode)) return Refuse(path, "not a directory");
+  if (st.st_uid != ::geteuid()) return Refuse(path, absl::StrCat("owned by uid ", st.st_uid));
+  if (st.st_mode & S_IWOTH) return Refuse(path, "every user may write in it");
+  if (::access(path.c_str(), W_OK | X_OK) != 0) return Refuse(path, absl::StrCat("not writable: ", strerror(errno)));
+  return SnapshotDir(path);
+}
+
+std::string SnapshotDir::FileOf(int64_t rank, int64_t world_size) const {
+  return absl::StrCat(path_, "/rank-", rank, "-of-", world_size, ".dtsnap");
+}
+
+void SnapshotDir::Outcome::Add(const std::vector<snapshot::SlotHeader>& headers) {
+  if (headers.empty()) return;
+  ++ranks;
+  for (const snapshot::SlotHeader& h : headers) {
+    steps.push_back(h.step);
+    bytes += h.payload_bytes;
+  }
+  std::sort(steps.begin(), steps.end());
+  steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+}
+
+std::string SnapshotDir::Outcome::Describe() const {
+  return absl::StrCat(ranks, ranks == 1 ? " rank's" : " ranks'", " snapshots of ", steps.size() == 1 ? "step " : "steps ",
+                      absl::StrJoin(steps, ", "), " (", FormatBytes(bytes), ")");
+}
+
+SnapshotDir::Outcome SnapshotDir::Keep(const SnapshotStore& store, uint64_t job) const {
+  Outcome done;
+  for (int lr = 0; lr < store.nproc(); ++lr) {
+    absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(lr));
+    if (!region.ok()) continue;
+    const std::string tmp = absl::StrCat(path_, "/.local-rank-", lr, ".", ::getpid(), ".tmp");
+    UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out.valid()) {
+      done.problems.push_back(absl::StrCat("local rank ", lr, ": cannot write ", tmp, ": ", strerror(errno)));
+      continue;
+    }
+    absl::StatusOr<std::vector<snapshot::SlotHeader>> written = snapshot::WriteSnapshotFile(*region, job, out.get());
+    const bool synced = written.ok() && !written->empty() && ::fdatasync(out.get()) == 0;
+    out.Reset();
+    if (!synced) {
+      ::unlink(tmp.c_str());
+      if (!written.ok() || !written->empty()) {
+        done.problems.push_back(absl::StrCat("local rank ", lr, ": its snapshots were not kept: ",
+                                             written.ok() ? strerror(errno) : std::string(written.status().message())));
+      }
+      continue;
+    }
+    const snapshot::SlotHeader& newest = written->back();
+    const std::string file = FileOf(newest.rank, newest.world_size);
+    if (std::rename(tmp.c_str(), file.c_str()) != 0) {
+      done.problems.push_back(absl::StrCat("rank ", newest.rank, ": cannot write ", file, ": ", strerror(errno)));
+      ::unlink(tmp.c_str());
+      continue;
+    }
+    done.Add(*written);
+  }
+  SyncDirectory(path_);
+  return done;
+}
+
+SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job, int64_t first_rank,
+                                       int64_t world_size) const {
+  Outcome done;
+  bool found = false;
+  for (int lr = 0; lr < store.nproc(); ++lr) {
+    const int64_t rank = first_rank + lr;
+    const std::string file = FileOf(rank, world_size);
+    UniqueFd in(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!in.valid()) {
+      if (errno != ENOENT) done.problems.push_back(absl::StrCat("cannot read ", file, ": ", strerror(errno)));
+      continue;
+    }
+    found = true;
+    absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(lr));
+    if (!region.ok()) continue;
+    absl::StatusOr<std::vector<snapshot::SlotHeader>> placed =
+        snapshot::ReadSnapshotFile(in.get(), job, rank, world_size, *region);
+    if (!placed.ok()) {
+      done.problems.push_back(absl::StrCat(file, " not used: ", placed.status().message()));
+      continue;
+    }
+    done.Add(*placed);
+  }
+  if (found) return done;
+  // Nothing of this world: say so when the directory holds another's (nproc or nodes changed).
+  std::string other;
+  ForEachName(path_, [&](const std::string& name) {
+    std::smatch m;
+    if (other.empty() && std::regex_match(name, m, SnapshotFileName()) && m[2] != std::to_string(world_size)) {
+      other = m[2];
+    }
+  });
+  if (!other.empty()) {
+    done.problems.push_back(
+        absl::StrCat(path_, " holds snapshots of a world of ", other, " ranks, not ", world_size, ": not used"));
+  }
+  return done;
+}
+
+int SnapshotDir::Clear() const {
+  int removed = 0;
+  ForEachName(path_, [&](const std::string& name) {
+    if (std::regex_match(name, SnapshotFileName()) && ::unlink((path_ + "/" + name).c_str()) == 0) ++removed;
+  });
+  return removed;
+}
+
+}  // namespace dtrun

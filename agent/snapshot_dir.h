@@ -1,0 +1,56 @@
+// dtrun --snapshot-dir DIR (docs/DESIGN.md, "Snapshots past the job's end"): when a job ends
+// unfinished (interrupted, preempted, out of restarts, killed), each agent keeps its ranks'
+// in-memory snapshots in DIR, and the next run with the same DIR loads them into its regions
+// before its first workers start: they resume from the newest step instead of the last disk
+// checkpoint. A job that succeeds removes them, so its next run starts fresh.
+//
+// One file per global rank, DIR/rank-R-of-W.dtsnap (snapshot/snapshot_file.h), replaced in one
+// step, so a stop in the middle of writing leaves the older file whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/snapshot_store.h"
+#include "snapshot/snapshot_region.h"
+
+namespace dtrun {
+
+class SnapshotDir {
+ public:
+  // What a Keep or a Load did, for one line on the console.
+  struct Outcome {
+    int ranks = 0;               // whose snapshots were written or loaded
+    std::vector<int64_t> steps;  // their steps, ascending, each once
+    uint64_t bytes = 0;
+    std::vector<std::string> problems;  // a line each: a rank not kept, a file not used
+    void Add(const std::vector<snapshot::SlotHeader>& headers);
+    // "2 ranks' snapshots of steps 118, 120 (8.4 MB)"
+    std::string Describe() const;
+  };
+
+  // Creates `path` (0700) when it is missing. FailedPrecondition names the path and the fix when it
+  // is not a directory, is another user's, or any user may write in it (anyone could plant a state
+  // for the workers to load).
+  static absl::StatusOr<SnapshotDir> Open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  // Writes each local rank's snapshots of `job` to its rank's file; a rank with none leaves the
+  // directory as it was.
+  Outcome Keep(const SnapshotStore& store, uint64_t job) const;
+  // Loads the files of global ranks `first_rank`.. (one per local rank) of a world of `world_size`
+  // into the store's empty regions, under `job`. A problem too when the directory holds only
+  // another world size's files.
+  Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
+  // Removes every snapshot file. Returns how many.
+  int Clear() const;
+
+ private:
+  explicit SnapshotDir(std::string path) : path_(std::move(path)) {}
+  std::string FileOf(int64_t rank, int64_t world_size) const;
+  std::string path_;
+};
+
+}  // namespace dtrun
