@@ -135,11 +135,18 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
     if (!region.ok()) continue;
     absl::StatusOr<std::vector<snapshot::SlotHeader>> placed =
         snapshot::ReadSnapshotFile(in.get(), job, rank, world_size, *region);
-    if (!placed.ok()) {
-      done.problems.push_back(absl::StrCat(file, " not used: ", placed.status().message()));
+    if (placed.ok()) {
+      done.Add(*placed);
       continue;
     }
-    done.Add(*placed);
+    done.problems.push_back(absl::StrCat(file, " not used: ", placed.status().message()));
+    // A record placed before the damage stays: it counts.
+    std::vector<snapshot::SlotHeader> whole;
+    for (int s = 0; s < snapshot::kSlots; ++s) {
+      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
+      if (h.ok() && h->job == job) whole.push_back(*h);
+    }
+    done.Add(whole);
   }
   if (found) return done;
   // Nothing of this world: say so when the directory holds another's (nproc or nodes changed).

@@ -12,6 +12,11 @@
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
 
 SnapshotRecovery::SnapshotRecovery(EventLoop& loop, EventLog& events, const AgentOptions& options)
     : loop_(loop), events_(events), options_(options) {}
@@ -96,6 +101,7 @@ bool SnapshotRecovery::LoadedFor(const rdzv::Assignment& a) {
   load_ = Load::kRunning;
   // Files can be large and the disk slow: read on a thread, so the loop (keep-alives, signals,
   // the console) runs on.
+  load_started_ = options_.now();
   loader_ = std::thread([this, job = snapshot::JobHash(options_.run_id), first = a.rank_offset, world = a.world_size] {
     RunGuarded(
         "loading the kept snapshots", [&] { loaded_ = dir_->Load(store_, job, first, world); },
@@ -113,7 +119,8 @@ void SnapshotRecovery::OnLoaded() {
   load_ = Load::kDone;
   for (const std::string& problem : loaded_.problems) spdlog::warn("{}", problem);
   if (loaded_.ranks == 0) return;
-  spdlog::info("loaded {} kept in {}: the workers start from them", loaded_.Describe(), dir_->path());
+  spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them", loaded_.Describe(), dir_->path(),
+               Seconds(options_.now() - load_started_));
   events_.Record("snapshots_loaded", round_,
                  {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}});
 }
@@ -127,11 +134,12 @@ void SnapshotRecovery::OnJobEnd(bool succeeded) {
     }
     return;
   }
+  const auto started = options_.now();
   const SnapshotDir::Outcome kept = dir_->Keep(store_, snapshot::JobHash(options_.run_id));
   for (const std::string& problem : kept.problems) spdlog::warn("{}", problem);
   if (kept.ranks == 0) return;
-  spdlog::warn("kept {} in {}: the next run with --snapshot-dir {} starts from them", kept.Describe(), dir_->path(),
-               dir_->path());
+  spdlog::warn("kept {} in {} ({:.2f} s): the next run with --snapshot-dir {} starts from them", kept.Describe(),
+               dir_->path(), Seconds(options_.now() - started), dir_->path());
   events_.Record("snapshots_kept", round_,
                  {{"dir", dir_->path()}, {"ranks", kept.ranks}, {"steps", kept.steps}, {"bytes", kept.bytes}});
 }

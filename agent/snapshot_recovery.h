@@ -90,6 +90,7 @@ class SnapshotRecovery : public AgentComponent {
   enum class Load { kNone, kRunning, kDone } load_ = Load::kNone;
   UniqueFd load_done_;        // the loader's eventfd: written when it ends
   std::thread loader_;
+  std::chrono::steady_clock::time_point load_started_;
   SnapshotDir::Outcome loaded_;  // the loader's; read after it is joined
 };
 

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "snapshot/snapshot_region.h"
+#include "tests/support/test_snapshots.h"
 
 namespace dtrun {
 namespace {
@@ -54,21 +55,11 @@ class FakeBuddy : public replica::BuddyChannel {
 
 // Writes a snapshot of rank 0 (of 2) at `step` into the worker's region, as a worker would.
 void WriteSnapshot(int fd, int64_t step, const std::string& payload) {
-  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(fd);
-  ASSERT_TRUE(region.ok()) << region.status();
-  const int slot = snapshot::SlotToWrite(snapshot::ReadHeaders(fd), step);
-  region->Invalidate(slot);
-  ASSERT_TRUE(region->Reserve(slot, payload.size()).ok());
-  std::memcpy(region->Payload(slot), payload.data(), payload.size());
   snapshot::SlotHeader h;
   h.job = kJob;
-  h.rank = 0;
   h.world_size = 2;
   h.step = step;
-  h.attempt = 0;
-  h.payload_bytes = payload.size();
-  h.payload_hash = snapshot::PayloadHash(payload.data(), payload.size());
-  region->Commit(slot, h);
+  testing::WriteTestSnapshot(fd, h, payload);
 }
 
 class ReplicatorTest : public ::testing::Test {

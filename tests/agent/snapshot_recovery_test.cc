@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "snapshot/snapshot_region.h"
+#include "tests/support/test_snapshots.h"
 
 namespace dtrun {
 namespace {
@@ -45,19 +46,11 @@ progress::Report Snapshot(int64_t step, int64_t micros) {
 
 // A complete snapshot in a worker's region, as the worker writes it.
 void WriteSnapshot(int fd, int rank, int64_t step) {
-  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(fd);
-  ASSERT_TRUE(region.ok()) << region.status();
-  const std::string payload = "state";
-  const int slot = snapshot::SlotToWrite(snapshot::ReadHeaders(fd), step);
-  ASSERT_TRUE(region->Reserve(slot, payload.size()).ok());
-  std::memcpy(region->Payload(slot), payload.data(), payload.size());
   snapshot::SlotHeader h;
   h.rank = rank;
   h.world_size = 2;
   h.step = step;
-  h.payload_bytes = payload.size();
-  h.payload_hash = snapshot::PayloadHash(payload.data(), payload.size());
-  region->Commit(slot, h);
+  testing::WriteTestSnapshot(fd, h, "state");
 }
 
 class SnapshotRecoveryTest : public ::testing::Test {

@@ -140,6 +140,77 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
       << out;  // the job's last line adds them up
 }
 
+// --snapshot-dir across two runs: the first is out of restarts (none allowed) when rank 1 dies
+// after step 23; rank 0 keeps step 23 on its way out, and dtrun keeps both ranks' snapshots in the
+// directory. The next run of the script loads them, rank 1 takes rank 0's copy of step 23, and the
+// job ends as an uninterrupted run: no step lost across the two runs. Its success removes the
+// files, so a third run starts fresh.
+TEST_F(PythonSnapshotTest, AJobOutOfRestartsResumesInItsNextRunFromTheSnapshotsItKept) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string kept = MakeTempDir() + "/kept";
+  auto [failed_rc, failed] =
+      RunScript(py_, {"--snapshot-dir", kept, "--snapshot-every", "5"}, {"--crash-at", std::to_string(kCrashAt)});
+  ASSERT_NE(failed_rc, 0) << failed;
+  EXPECT_NE(failed.find("[dtrun] kept 2 ranks' snapshots of steps 15, 20, 23 "), std::string::npos) << failed;
+
+  auto [rc, out] = RunScript(py_, {"--snapshot-dir", kept}, {});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[dtrun] loaded 2 ranks' snapshots of steps 15, 20, 23 "), std::string::npos) << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=23"), std::string::npos) << out;
+  EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_TRUE(std::filesystem::is_empty(kept)) << out;
+
+  auto [fresh_rc, fresh] = RunScript(py_, {"--snapshot-dir", kept}, {});
+  ASSERT_EQ(fresh_rc, 0) << fresh;
+  EXPECT_NE(fresh.find("[default1]:FRESH"), std::string::npos) << fresh;
+}
+
+// Preempted (SIGTERM to dtrun, as Slurm and Kubernetes send it) between periodic snapshots (every
+// 50th step): the ranks keep the state of their last snapshot() call on the way out, dtrun keeps
+// it in --snapshot-dir, and the next run resumes there: at most the step whose heartbeat came
+// before its snapshot() call is lost, not the steps since the last periodic snapshot. It ends
+// with the same parameters as a run that was never stopped.
+TEST_F(PythonSnapshotTest, APreemptedScriptsNextRunResumesAtTheStepItWasStoppedAt) {
+  const std::string dir = MakeTempDir();
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--snapshot-dir", dir + "/kept",
+               "--snapshot-every", "50", "--event-log", dir + "/events.jsonl", Worker("snapshot_resume.py"),
+               std::to_string(kSteps), "--first-attempt-runs-on"},
+              env);
+  auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
+  auto past_a_snapshot = [](const nlohmann::json& j) {
+    const std::map<int, int64_t> steps = StepsByRank(j);
+    return steps.size() == 2 &&
+           std::all_of(steps.begin(), steps.end(), [](const auto& rank_step) { return rank_step.second > 60; });
+  };
+  ASSERT_TRUE(past_a_snapshot(AwaitStatus(ask, past_a_snapshot, std::chrono::seconds(120)))) << job.all();
+  ::kill(job.pid(), SIGTERM);
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(60)).has_value()) << job.all();
+  EXPECT_NE(job.all().find("[dtrun] kept 2 ranks' snapshots of steps "), std::string::npos) << job.all();
+  int64_t last_step = 0;  // the furthest step a rank reported before it exited
+  for (const nlohmann::json& e : EventsOfKind(dir + "/events.jsonl", "worker_exit")) {
+    last_step = std::max(last_step, e["last_step"].get<int64_t>());
+  }
+
+  auto run = [&](std::vector<std::string> flags, int64_t steps) {
+    std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back(Worker("snapshot_resume.py"));
+    argv.push_back(std::to_string(steps));
+    return RunToEnd(argv, env);
+  };
+  auto [rc, out] = run({"--snapshot-dir", dir + "/kept"}, last_step + 10);
+  ASSERT_EQ(rc, 0) << out;
+  const int restored = RestoredStep(out);
+  EXPECT_GE(restored, last_step - 1) << "last step reported: " << last_step << "\n" << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=" + std::to_string(restored)), std::string::npos) << out;
+  auto [clean_rc, clean] = run({}, last_step + 10);
+  ASSERT_EQ(clean_rc, 0) << clean;
+  EXPECT_FALSE(Digest(out).empty()) << out;
+  EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
+}
+
 // A script that calls nothing of dtrun's but snapshot() and restore() (no heartbeat): its steps
 // are still reported, so the recovery is followed to the ranks stepping again and the steps lost
 // are counted: rank 1 reported step 23 before it died (read before it is reaped), and the restart

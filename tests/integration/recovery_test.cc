@@ -103,6 +103,40 @@ TEST(RecoveryTest, AKilledWorkerResumesFromItsAgentsSnapshotBitForBit) {
   EXPECT_TRUE(starts[3]["warm"].get<bool>()) << starts[3];
 }
 
+// A job out of restarts (none allowed; rank 1 killed after step 11) keeps its ranks' snapshots in
+// --snapshot-dir on its way out, rank 0's including the step it was armed with. The next run of
+// the same command loads them before its workers start, resumes from memory instead of going back
+// to the start (no disk checkpoint that late: one every 2 minutes), ends bit for bit as an
+// uninterrupted run, and removes the files.
+TEST(RecoveryTest, AJobOutOfRestartsKeepsItsSnapshotsAndTheNextRunResumesFromThemBitForBit) {
+  if (!BinaryBuilt("train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string expected = UninterruptedDigest();
+  ASSERT_FALSE(expected.empty());
+  const std::string dir = MakeTempDir();
+  const std::string kept = dir + "/kept";
+  auto [failed_rc, failed] = RunToEnd(Job(dir, {"--snapshot-dir", kept, "--snapshot-every", "1"}),
+                                      {{"DTRUN_FAULT_KILL", "1:11"}});
+  ASSERT_NE(failed_rc, 0) << failed;
+  EXPECT_NE(failed.find("rank 1: test fault: SIGKILL after step 11"), std::string::npos) << failed;
+  EXPECT_NE(failed.find("[dtrun] kept 2 ranks' snapshots of steps "), std::string::npos) << failed;
+  EXPECT_TRUE(std::filesystem::exists(kept + "/rank-0-of-2.dtsnap")) << failed;
+  EXPECT_TRUE(std::filesystem::exists(kept + "/rank-1-of-2.dtsnap")) << failed;
+
+  auto [rc, out] = RunToEnd(Job(dir, {"--snapshot-dir", kept}));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[dtrun] loaded 2 ranks' snapshots of steps "), std::string::npos) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("resuming from the in-memory snapshot of step (\\d+)"))) << out;
+  EXPECT_GE(std::stoi(m[1]), 10) << out;
+  EXPECT_EQ(Digest(out), expected) << out;
+  EXPECT_NE(out.find("[dtrun] the job finished: removed the 2 snapshot file(s) kept in " + kept), std::string::npos)
+      << out;
+  EXPECT_TRUE(std::filesystem::is_empty(kept));
+  std::vector<nlohmann::json> loaded = EventsOfKind(dir + "/events.jsonl", "snapshots_loaded");
+  ASSERT_EQ(loaded.size(), 1u) << out;
+  EXPECT_EQ(loaded[0]["ranks"], 2) << loaded[0];
+}
+
 // The agent's region of local rank 1, opened through /proc as any process of this user could.
 int OpenRegion(pid_t agent, int local_rank) {
   const std::string name = "/memfd:dtrun-snapshot-" + std::to_string(local_rank) + " (deleted)";

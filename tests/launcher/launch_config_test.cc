@@ -184,6 +184,16 @@ TEST(LaunchConfigTest, StreamSpecs) {
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--tee")));
 }
 
+TEST(LaunchConfigTest, SnapshotDirNeedsInMemorySnapshots) {
+  auto kept = Parse({"--snapshot_dir", "/var/tmp/kept", "/bin/true"});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->agent.snapshot_dir, "/var/tmp/kept");
+  EXPECT_THAT(Parse({"--snapshot-dir", "/var/tmp/kept", "--snapshot-memory", "0", "/bin/true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("--snapshot-dir /var/tmp/kept keeps in-memory snapshots, and "
+                                            "--snapshot-memory 0 turns them off; drop one of them")));
+}
+
 TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
            {"--nproc-per-node", "0", "/bin/true"},

@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/status_matchers.h"
+#include "tests/support/test_snapshots.h"
 
 namespace dtrun::snapshot {
 namespace {
@@ -35,13 +36,8 @@ Region MakeRegion(uint64_t bytes = 1 << 20) {
 
 // Writes `step`'s snapshot as a worker would: a payload of `bytes` bytes of `step`.
 void Put(MappedRegion& region, const std::string& job, int64_t rank, int64_t step, uint64_t bytes = 5000) {
-  std::vector<absl::StatusOr<SlotHeader>> slots = {region.Header(0), region.Header(1)};
-  const int slot = SlotToWrite(slots, step);
-  region.Invalidate(slot);
-  ASSERT_TRUE(region.Reserve(slot, bytes).ok());
-  std::memset(region.Payload(slot), static_cast<int>(step), bytes);
-  SlotHeader h{JobHash(job), rank, 2, step, 3, bytes, PayloadHash(region.Payload(slot), bytes), 1700000000000};
-  region.Commit(slot, h);
+  testing::WriteTestSnapshot(region, SlotHeader{JobHash(job), rank, 2, step, 3, 0, 0, 1700000000000},
+                             std::string(bytes, static_cast<char>(step)));
 }
 
 UniqueFd MemoryFile() { return UniqueFd(::memfd_create("file", MFD_CLOEXEC)); }

@@ -1,0 +1,145 @@
+// dtrun --snapshot-dir on a real directory: an unfinished job's snapshots come back in the next
+// run's regions under its own job, only for the ranks and world they were taken in; a keep with
+// nothing to keep leaves the old files; a finished job's files are removed; a directory another
+// user could write to is refused, and a planted symlink or a damaged file is not loaded.
+#include "agent/snapshot_dir.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
+#include "tests/support/status_matchers.h"
+#include "tests/support/test_snapshots.h"
+
+namespace dtrun {
+namespace {
+
+using ::dtrun::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const uint64_t kBefore = snapshot::JobHash("before");
+const uint64_t kAfter = snapshot::JobHash("after");
+
+SnapshotStore Store() {
+  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(2, 1 << 20);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(*store);
+}
+
+// Ranks 2 and 3 of 4 on this node, each with the snapshots of steps 7 and 8.
+SnapshotStore StoreOfRanks2And3() {
+  SnapshotStore store = Store();
+  for (int lr = 0; lr < 2; ++lr) {
+    for (int64_t step : {7, 8}) {
+      testing::WriteTestSnapshot(store.fd(lr), snapshot::SlotHeader{kBefore, 2 + lr, 4, step, 0, 0, 0, 0},
+                                 std::string(3000, static_cast<char>(step + lr)));
+    }
+  }
+  return store;
+}
+
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
+  const std::string path = testing::MakeTempDir() + "/new/kept";
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);  // made private: it holds the job's state
+
+  const SnapshotDir::Outcome kept = dir->Keep(StoreOfRanks2And3(), kBefore);
+  EXPECT_TRUE(kept.problems.empty()) << kept.problems[0];
+  EXPECT_EQ(kept.Describe(), "2 ranks' snapshots of steps 7, 8 (12 kB)");
+  EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));  // no temporary left
+  ASSERT_EQ(::stat((path + "/rank-2-of-4.dtsnap").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  SnapshotStore next = Store();
+  const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2, 4);
+  EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
+  EXPECT_EQ(loaded.ranks, 2);
+  EXPECT_THAT(loaded.steps, ElementsAre(7, 8));
+  for (int lr = 0; lr < 2; ++lr) {
+    std::optional<snapshot::SlotHeader> newest = next.Newest(lr);
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->job, kAfter);
+    EXPECT_EQ(newest->rank, 2 + lr);
+    EXPECT_EQ(newest->step, 8);
+  }
+
+  // Another layout takes nothing, and says why when the world size changed.
+  SnapshotStore other = Store();
+  EXPECT_EQ(dir->Load(other, kAfter, 0, 4).ranks, 0);
+  const SnapshotDir::Outcome resized = dir->Load(other, kAfter, 0, 2);
+  EXPECT_EQ(resized.ranks, 0);
+  EXPECT_THAT(resized.problems, ElementsAre(HasSubstr("holds snapshots of a world of 4 ranks, not 2: not used")));
+  EXPECT_FALSE(other.Newest(0).has_value());
+
+  // A keep with nothing to keep (the job stopped before any snapshot) leaves the files as they were.
+  EXPECT_EQ(dir->Keep(Store(), kAfter).ranks, 0);
+  EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
+
+  EXPECT_EQ(dir->Clear(), 2);  // the job finished
+  EXPECT_TRUE(Names(path).empty());
+}
+
+TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);
+  // Rank 2's file points elsewhere; a byte of rank 3's second payload flipped.
+  const std::string rank2 = path + "/rank-2-of-4.dtsnap";
+  std::filesystem::rename(rank2, path + "/elsewhere");
+  std::filesystem::create_symlink(path + "/elsewhere", rank2);
+  {
+    std::fstream f(path + "/rank-3-of-4.dtsnap", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-10, std::ios::end);
+    f.put('\x55');
+  }
+  SnapshotStore next = Store();
+  const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2, 4);
+  EXPECT_THAT(loaded.problems, ElementsAre(HasSubstr("cannot read " + rank2),
+                                           HasSubstr("rank-3-of-4.dtsnap not used: the snapshot of step 8 fails its "
+                                                     "checksum: corrupted on disk")));
+  EXPECT_FALSE(next.Newest(0).has_value());
+  // Step 7, whole, is still loaded for rank 3: the restore then goes back one step, not to disk.
+  ASSERT_TRUE(next.Newest(1).has_value());
+  EXPECT_EQ(next.Newest(1)->step, 7);
+  EXPECT_EQ(loaded.ranks, 1);
+  EXPECT_THAT(loaded.steps, ElementsAre(7));
+}
+
+TEST(SnapshotDirTest, ADirectoryOthersCouldWriteToOrThatIsNoDirectoryIsRefusedWithTheFix) {
+  const std::string base = testing::MakeTempDir();
+  const std::string open = base + "/open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 01777), 0);  // as /tmp
+  EXPECT_THAT(SnapshotDir::Open(open), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                HasSubstr("every user may write in it; give a directory of your own")));
+  std::ofstream(base + "/file") << "x";
+  EXPECT_THAT(SnapshotDir::Open(base + "/file"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("--snapshot-dir " + base + "/file: not a directory")));
+  if (::geteuid() == 0) {
+    const std::string theirs = base + "/theirs";
+    ASSERT_EQ(::mkdir(theirs.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    EXPECT_THAT(SnapshotDir::Open(theirs), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("owned by uid 65534")));
+  }
+}
+
+}  // namespace
+}  // namespace dtrun
