@@ -87,6 +87,8 @@ struct AgentOptions {
   // --snapshot-dir: where a job that ends unfinished keeps its snapshots for the next run
   // (agent/snapshot_dir.h; empty: nowhere).
   std::string snapshot_dir;
+  // How often the snapshots are also copied there while the job runs (0: only when it ends).
+  std::chrono::milliseconds snapshot_dir_every{60000};
   // Warm workers (agent/warm_pool.h): park the next attempt's workers when the program allows it.
   bool warm_workers = true;
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/format_bytes.h"
+#include "base/status_macros.h"
 #include "base/unique_fd.h"
 #include "snapshot/snapshot_file.h"
 
@@ -25,9 +26,15 @@ const std::regex& SnapshotFileName() {
   return name;
 }
 
+// What Keep writes before its rename: left behind only by an agent killed mid-write.
+const std::regex& TemporaryName() {
+  static const std::regex name(R"(\.local-rank-\d+\.\d+\.tmp)");
+  return name;
+}
+
 absl::Status Refuse(const std::string& path, const std::string& why) {
   return absl::FailedPreconditionError(
-      absl::StrCat("--snapshot-dir ", path, ": ", why, "; give a directory of your own that only you can write to"));
+      absl::StrCat("--snapshot-dir ", path, ": ", why, "; give a directory of your own that other users cannot write to"));
 }
 
 // Calls `f` with the name of each entry of `dir`; never throws (an unreadable directory has none).
@@ -83,38 +90,44 @@ std::string SnapshotDir::Outcome::Describe() const {
                       absl::StrJoin(steps, ", "), " (", FormatBytes(bytes), ")");
 }
 
+absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const SnapshotStore& store, int local_rank,
+                                                                         uint64_t job, snapshot::Slots which) const {
+  DT_ASSIGN_OR_RETURN(snapshot::MappedRegion region, snapshot::MappedRegion::Map(store.fd(local_rank)));
+  const std::string tmp = absl::StrCat(path_, "/.local-rank-", local_rank, ".", ::getpid(), ".tmp");
+  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!out.valid()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+  absl::StatusOr<std::vector<snapshot::SlotHeader>> written = snapshot::WriteSnapshotFile(region, job, out.get(), which);
+  if (written.ok() && !written->empty() && ::fdatasync(out.get()) != 0) {
+    written = absl::ResourceExhaustedError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+  }
+  // Written and on disk: the page cache need not keep it from the training's own files.
+  if (written.ok()) ::posix_fadvise(out.get(), 0, 0, POSIX_FADV_DONTNEED);
+  out.Reset();
+  if (!written.ok() || written->empty()) {
+    ::unlink(tmp.c_str());
+    return written;
+  }
+  const snapshot::SlotHeader& newest = written->back();
+  const std::string file = FileOf(newest.rank, newest.world_size);
+  if (std::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    return absl::PermissionDeniedError(absl::StrCat("cannot write ", file, ": ", strerror(error)));
+  }
+  SyncDirectory(path_);
+  return written;
+}
+
 SnapshotDir::Outcome SnapshotDir::Keep(const SnapshotStore& store, uint64_t job) const {
   Outcome done;
   for (int lr = 0; lr < store.nproc(); ++lr) {
-    absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(lr));
-    if (!region.ok()) continue;
-    const std::string tmp = absl::StrCat(path_, "/.local-rank-", lr, ".", ::getpid(), ".tmp");
-    UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!out.valid()) {
-      done.problems.push_back(absl::StrCat("local rank ", lr, ": cannot write ", tmp, ": ", strerror(errno)));
-      continue;
+    absl::StatusOr<std::vector<snapshot::SlotHeader>> written = KeepRank(store, lr, job, snapshot::Slots::kBoth);
+    if (written.ok()) {
+      done.Add(*written);
+    } else {
+      done.problems.push_back(absl::StrCat("local rank ", lr, "'s snapshots were not kept: ", written.status().message()));
     }
-    absl::StatusOr<std::vector<snapshot::SlotHeader>> written = snapshot::WriteSnapshotFile(*region, job, out.get());
-    const bool synced = written.ok() && !written->empty() && ::fdatasync(out.get()) == 0;
-    out.Reset();
-    if (!synced) {
-      ::unlink(tmp.c_str());
-      if (!written.ok() || !written->empty()) {
-        done.problems.push_back(absl::StrCat("local rank ", lr, ": its snapshots were not kept: ",
-                                             written.ok() ? strerror(errno) : std::string(written.status().message())));
-      }
-      continue;
-    }
-    const snapshot::SlotHeader& newest = written->back();
-    const std::string file = FileOf(newest.rank, newest.world_size);
-    if (std::rename(tmp.c_str(), file.c_str()) != 0) {
-      done.problems.push_back(absl::StrCat("rank ", newest.rank, ": cannot write ", file, ": ", strerror(errno)));
-      ::unlink(tmp.c_str());
-      continue;
-    }
-    done.Add(*written);
   }
-  SyncDirectory(path_);
   return done;
 }
 
@@ -167,6 +180,7 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
 int SnapshotDir::Clear() const {
   int removed = 0;
   ForEachName(path_, [&](const std::string& name) {
+    if (std::regex_match(name, TemporaryName())) ::unlink((path_ + "/" + name).c_str());
     if (std::regex_match(name, SnapshotFileName()) && ::unlink((path_ + "/" + name).c_str()) == 0) ++removed;
   });
   return removed;

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/snapshot_store.h"
+#include "snapshot/snapshot_file.h"
 #include "snapshot/snapshot_region.h"
 
 namespace dtrun {
@@ -40,11 +41,16 @@ class SnapshotDir {
   // Writes each local rank's snapshots of `job` to its rank's file; a rank with none leaves the
   // directory as it was.
   Outcome Keep(const SnapshotStore& store, uint64_t job) const;
+  // The same for one local rank, `which` of its two slots: the headers written, oldest first (none:
+  // it holds no snapshot of `job`, and its file stays). Aborted: its worker rewrote the slot while
+  // it was copied (snapshot/snapshot_file.h); the file stays then too.
+  absl::StatusOr<std::vector<snapshot::SlotHeader>> KeepRank(const SnapshotStore& store, int local_rank, uint64_t job,
+                                                             snapshot::Slots which) const;
   // Loads the files of global ranks `first_rank`.. (one per local rank) of a world of `world_size`
   // into the store's empty regions, under `job`. A problem too when the directory holds only
   // another world size's files.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
-  // Removes every snapshot file. Returns how many.
+  // Removes every snapshot file (and a temporary an agent killed mid-write left). Returns how many.
   int Clear() const;
 
  private:

@@ -89,6 +89,12 @@ bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
   return true;
 }
 
+void SnapshotRecovery::StartCopies() {
+  if (!dir_ || options_.snapshot_dir_every.count() == 0 || persister_) return;
+  persister_ = std::make_unique<SnapshotPersister>(*dir_, store_, snapshot::JobHash(options_.run_id),
+                                                   options_.snapshot_dir_every);
+}
+
 bool SnapshotRecovery::LoadedFor(const rdzv::Assignment& a) {
   if (!dir_ || load_ == Load::kDone) return true;
   if (load_ == Load::kRunning) return false;
@@ -96,6 +102,7 @@ bool SnapshotRecovery::LoadedFor(const rdzv::Assignment& a) {
   load_done_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!load_done_.valid() || !loop_.Watch(load_done_.get(), EPOLLIN, [this](uint32_t) { OnLoaded(); })) {
     spdlog::warn("cannot wait for the snapshots kept in {} ({}); starting without them", dir_->path(), strerror(errno));
+    StartCopies();
     return true;
   }
   load_ = Load::kRunning;
@@ -117,6 +124,7 @@ void SnapshotRecovery::OnLoaded() {
   loader_.join();
   load_done_.Reset();
   load_ = Load::kDone;
+  StartCopies();  // not before: the files are still being read
   for (const std::string& problem : loaded_.problems) spdlog::warn("{}", problem);
   if (loaded_.ranks == 0) return;
   spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them", loaded_.Describe(), dir_->path(),
@@ -128,6 +136,7 @@ void SnapshotRecovery::OnLoaded() {
 void SnapshotRecovery::OnJobEnd(bool succeeded) {
   if (!dir_) return;
   if (loader_.joinable()) OnLoaded();  // the job ended while a load ran: its regions are whole again first
+  if (persister_) persister_->Stop();  // the writes below replace its files
   if (succeeded) {
     if (const int removed = dir_->Clear(); removed > 0) {
       spdlog::info("the job finished: removed the {} snapshot file(s) kept in {}", removed, dir_->path());

@@ -19,6 +19,7 @@
 #include "agent/recovery_tracker.h"
 #include "agent/replicator.h"
 #include "agent/snapshot_dir.h"
+#include "agent/snapshot_persister.h"
 #include "agent/snapshot_store.h"
 #include "base/event_loop.h"
 #include "progress/report_protocol.h"
@@ -77,6 +78,7 @@ class SnapshotRecovery : public AgentComponent {
   // The first round's load from --snapshot-dir: started on a thread, true once it ended.
   bool LoadedFor(const rdzv::Assignment& a);
   void OnLoaded();
+  void StartCopies();
 
   EventLoop& loop_;
   EventLog& events_;
@@ -92,6 +94,7 @@ class SnapshotRecovery : public AgentComponent {
   std::thread loader_;
   std::chrono::steady_clock::time_point load_started_;
   SnapshotDir::Outcome loaded_;  // the loader's; read after it is joined
+  std::unique_ptr<SnapshotPersister> persister_;  // --snapshot-dir-every's copies, once the load is done
 };
 
 }  // namespace dtrun

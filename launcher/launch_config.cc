@@ -69,6 +69,11 @@ absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
   }
   a.warm_workers = f.warm_workers == "on";
   a.snapshot_dir = f.snapshot_dir;
+  if (!std::isfinite(f.snapshot_dir_every) || f.snapshot_dir_every < 0 || f.snapshot_dir_every > 86400) {
+    return BadFlag(absl::StrCat("--snapshot-dir-every ", f.snapshot_dir_every,
+                                ": expected seconds between 0 (only when the job ends) and 86400"));
+  }
+  a.snapshot_dir_every = std::chrono::milliseconds(static_cast<int64_t>(f.snapshot_dir_every * 1000));
   if (f.snapshot_memory == "auto") {
     a.snapshot_bytes_per_worker = DefaultSnapshotBytes(a.nproc_per_node);
     return absl::OkStatus();

@@ -57,9 +57,15 @@ absl::Status Place(int fd, uint64_t offset, SlotHeader header, uint64_t job, Map
   return absl::OkStatus();
 }
 
+bool SameSnapshot(const absl::StatusOr<SlotHeader>& now, const SlotHeader& then) {
+  return now.ok() && now->job == then.job && now->step == then.step && now->payload_hash == then.payload_hash &&
+         now->payload_bytes == then.payload_bytes;
+}
+
 }  // namespace
 
-absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& region, uint64_t job, int fd) {
+absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& region, uint64_t job, int fd,
+                                                          Slots which) {
   std::vector<std::pair<int, SlotHeader>> held;  // (slot, header)
   for (int s = 0; s < kSlots; ++s) {
     absl::StatusOr<SlotHeader> h = region.Header(s);
@@ -75,6 +81,7 @@ absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& re
                               }),
                held.end());
   }
+  if (which == Slots::kNewest && held.size() > 1) held.erase(held.begin(), held.end() - 1);
   std::vector<SlotHeader> written;
   if (held.empty()) return written;
   DT_RETURN_IF_ERROR(Write(fd, kFileMagic, sizeof(kFileMagic)));
@@ -82,6 +89,11 @@ absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& re
     const std::string bytes = EncodeHeader(header);
     DT_RETURN_IF_ERROR(Write(fd, bytes.data(), bytes.size()));
     DT_RETURN_IF_ERROR(Write(fd, region.Payload(slot), header.payload_bytes));
+    // A writer invalidates a slot's header before it touches the payload and commits a new one
+    // after: the same header now means the bytes written were the snapshot checked above.
+    if (!SameSnapshot(region.Header(slot), header)) {
+      return absl::AbortedError(absl::StrCat("the snapshot of step ", header.step, " was rewritten while it was copied"));
+    }
     written.push_back(header);
   }
   return written;

@@ -15,10 +15,16 @@
 
 namespace dtrun::snapshot {
 
-// Writes the complete snapshots of the region's newest (job, rank, world size) to `fd`, each
-// checked against its checksum first (a damaged slot is left out). Returns the headers written,
-// oldest first; none when the region holds no snapshot of `job`. Errors name the write that failed.
-absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& region, uint64_t job, int fd);
+enum class Slots { kBoth, kNewest };
+
+// Writes the complete snapshots of the region's newest (job, rank, world size) to `fd` (both, or
+// only the newest), each checked against its checksum first (a damaged slot is left out). A worker
+// may be writing its next snapshot meanwhile: a slot whose header changed by the time its payload
+// is written out was being rewritten, and the file is refused (Aborted) rather than torn. Returns
+// the headers written, oldest first; none when the region holds no snapshot of `job`. Other errors
+// name the write that failed.
+absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& region, uint64_t job, int fd,
+                                                          Slots which = Slots::kBoth);
 
 // Reads a file WriteSnapshotFile wrote into `region`'s slots, as a writer fills them; a record is
 // committed only once its payload matches its checksum, and under `job` (the run now) rather than

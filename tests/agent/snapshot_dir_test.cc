@@ -92,6 +92,7 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
   EXPECT_EQ(dir->Keep(Store(), kAfter).ranks, 0);
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
 
+  std::ofstream(path + "/.local-rank-0.12345.tmp") << "cut short by a SIGKILL";
   EXPECT_EQ(dir->Clear(), 2);  // the job finished
   EXPECT_TRUE(Names(path).empty());
 }

@@ -211,6 +211,50 @@ TEST_F(PythonSnapshotTest, APreemptedScriptsNextRunResumesAtTheStepItWasStoppedA
   EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
 }
 
+// The step of the one snapshot a --snapshot-dir-every copy holds (-1: no such file).
+int64_t CopiedStep(const std::string& file) {
+  const std::string bytes = ReadText(file);
+  if (bytes.size() < 8 + snapshot::kHeaderBytes) return -1;
+  absl::StatusOr<snapshot::SlotHeader> h = snapshot::DecodeHeader(bytes.substr(8, snapshot::kHeaderBytes), 1 << 30);
+  return h.ok() ? h->step : -1;
+}
+
+// A job whose dtrun is SIGKILLed with it (a scheduler's kill after its grace, the OOM killer) has
+// no moment to keep anything; the copies --snapshot-dir-every made while it ran are what its next
+// run resumes from, with the same parameters as a run that was never stopped.
+TEST_F(PythonSnapshotTest, AJobKilledWithItsLauncherResumesFromTheCopiesMadeWhileItRan) {
+  const std::string kept = MakeTempDir() + "/kept";
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--snapshot-dir", kept, "--snapshot-dir-every",
+               "0.2", "--snapshot-every", "20", Worker("snapshot_resume.py"), std::to_string(kSteps),
+               "--first-attempt-runs-on"},
+              env);
+  auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
+  auto copied = [&](const nlohmann::json&) {
+    return CopiedStep(kept + "/rank-0-of-2.dtsnap") >= 40 && CopiedStep(kept + "/rank-1-of-2.dtsnap") >= 40;
+  };
+  ASSERT_TRUE(copied(AwaitStatus(ask, copied, std::chrono::seconds(120)))) << job.all();
+  ::kill(job.pid(), SIGKILL);
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(60)).has_value());
+  EXPECT_EQ(job.all().find("[dtrun] kept"), std::string::npos) << job.all();
+  const int64_t copy = std::max(CopiedStep(kept + "/rank-0-of-2.dtsnap"), CopiedStep(kept + "/rank-1-of-2.dtsnap"));
+
+  auto run = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back(Worker("snapshot_resume.py"));
+    argv.push_back(std::to_string(copy + 10));
+    return RunToEnd(argv, env);
+  };
+  auto [rc, out] = run({"--snapshot-dir", kept});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(RestoredStep(out), copy) << out;
+  auto [clean_rc, clean] = run({});
+  ASSERT_EQ(clean_rc, 0) << clean;
+  EXPECT_FALSE(Digest(out).empty()) << out;
+  EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
+}
+
 // A script that calls nothing of dtrun's but snapshot() and restore() (no heartbeat): its steps
 // are still reported, so the recovery is followed to the ranks stepping again and the steps lost
 // are counted: rank 1 reported step 23 before it died (read before it is reaped), and the restart

@@ -188,6 +188,10 @@ TEST(LaunchConfigTest, SnapshotDirNeedsInMemorySnapshots) {
   auto kept = Parse({"--snapshot_dir", "/var/tmp/kept", "/bin/true"});
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->agent.snapshot_dir, "/var/tmp/kept");
+  EXPECT_EQ(kept->agent.snapshot_dir_every, std::chrono::seconds(60));
+  auto at_end_only = Parse({"--snapshot-dir", "/var/tmp/kept", "--snapshot-dir-every", "0", "/bin/true"});
+  ASSERT_TRUE(at_end_only.ok()) << at_end_only.status();
+  EXPECT_EQ(at_end_only->agent.snapshot_dir_every.count(), 0);
   EXPECT_THAT(Parse({"--snapshot-dir", "/var/tmp/kept", "--snapshot-memory", "0", "/bin/true"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        ::testing::HasSubstr("--snapshot-dir /var/tmp/kept keeps in-memory snapshots, and "
@@ -219,6 +223,8 @@ TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
            {"--signals-to-handle", "SIGTERM,SIGCHLD", "/bin/true"},
            {"--nnodes", "2", "--master-port", "0", "--master-addr", "127.0.0.1", "--local-addr", "127.0.0.1", "/bin/true"},
            {"--nproc-per-node", "100000", "/bin/true"},
+           {"--snapshot-dir-every", "-1", "/bin/true"},
+           {"--snapshot-dir-every", "nan", "/bin/true"},
        }) {
     auto c = Parse(args);
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -130,6 +131,29 @@ TEST(SnapshotFileTest, OnlyWholeSnapshotsOfTheJobAndTheNewestRankAreWritten) {
   written = WriteSnapshotFile(region.map, JobHash("another run"), foreign.get());
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_TRUE(written->empty());
+}
+
+// The copy runs while the worker goes on: a slot rewritten under it is refused, not written torn.
+// The file is a pipe, so the copy waits for its reader, which rewrites the slot in between.
+TEST(SnapshotFileTest, ASlotRewrittenWhileItIsCopiedIsRefused) {
+  Region region = MakeRegion(4 << 20);
+  Put(region.map, "job", 1, 5, 1000000);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  UniqueFd read_end(fds[0]), write_end(fds[1]);
+  std::thread worker([&] {
+    char chunk[4096];
+    ASSERT_GT(::read(read_end.get(), chunk, sizeof(chunk)), 0);  // the copy has begun
+    Put(region.map, "job", 1, 6, 1000000);  // the other slot
+    Put(region.map, "job", 1, 7, 1000000);  // the one being copied
+    while (::read(read_end.get(), chunk, sizeof(chunk)) > 0) {
+    }
+  });
+  absl::StatusOr<std::vector<SlotHeader>> written =
+      WriteSnapshotFile(region.map, JobHash("job"), write_end.get(), Slots::kNewest);
+  write_end.Reset();
+  worker.join();
+  EXPECT_THAT(written, StatusIs(absl::StatusCode::kAborted, HasSubstr("step 5 was rewritten while it was copied")));
 }
 
 TEST(SnapshotFileTest, ADamagedFileIsRefusedAndNoRecordIsCommittedBeforeItsChecksumHolds) {
