@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -162,6 +163,50 @@ TEST_F(SnapshotRecoveryTest, WithoutMemoryForSnapshotsItIsOffAndRoundsStartAtOnc
   EXPECT_TRUE(io.snapshot_fds.empty());
   rdzv::Assignment a;
   EXPECT_TRUE(r.ReadyFor(a));
+}
+
+// --snapshot-dir through the component: a job that ends unfinished keeps its regions' snapshots;
+// the next agent's first round waits for them to be loaded (the loader's eventfd wakes the loop)
+// and finds them under its own run; a job that succeeds removes them.
+TEST_F(SnapshotRecoveryTest, AnUnfinishedJobsSnapshotsAreKeptAndTheNextAgentsFirstRoundWaitsForThem) {
+  options_.snapshot_dir = dir_ + "/kept";
+  options_.snapshot_dir_every = milliseconds(0);  // only at the end: no copies thread here
+  rdzv::Assignment a;
+  a.round = 0;
+  a.world_size = 2;
+  auto ready = [&](SnapshotRecovery& r) {
+    for (int wakes = 0; wakes < 10 && !r.ReadyFor(a); ++wakes) loop_->RunOnce(now_ + std::chrono::seconds(30));
+    return r.ReadyFor(a);
+  };
+  options_.run_id = "first";
+  {
+    SnapshotRecovery r(*loop_, events_, options_);
+    r.Start(std::nullopt);
+    EXPECT_FALSE(r.ReadyFor(a));  // its own load, of nothing, runs first
+    ASSERT_TRUE(ready(r));
+    for (int lr = 0; lr < 2; ++lr) {
+      testing::WriteTestSnapshot(r.store().fd(lr), snapshot::SlotHeader{snapshot::JobHash("first"), lr, 2, 5, 0, 0, 0, 0},
+                                 "state");
+    }
+    r.OnJobEnd(/*succeeded=*/false);
+  }
+  ASSERT_EQ(Records("snapshots_kept").size(), 1u);
+  EXPECT_EQ(Records("snapshots_kept")[0]["ranks"], 2);
+
+  options_.run_id = "second";
+  SnapshotRecovery next(*loop_, events_, options_);
+  next.Start(std::nullopt);
+  EXPECT_FALSE(next.ReadyFor(a));
+  ASSERT_TRUE(ready(next));
+  for (int lr = 0; lr < 2; ++lr) {
+    ASSERT_TRUE(next.store().Newest(lr).has_value()) << lr;
+    EXPECT_EQ(next.store().Newest(lr)->step, 5);
+    EXPECT_EQ(next.store().Newest(lr)->job, snapshot::JobHash("second"));
+  }
+  ASSERT_EQ(Records("snapshots_loaded").size(), 1u);
+  EXPECT_EQ(Records("snapshots_loaded")[0]["steps"], nlohmann::json::array({5}));
+  next.OnJobEnd(/*succeeded=*/true);
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/kept"));
 }
 
 }  // namespace
