@@ -127,8 +127,9 @@ void SnapshotRecovery::OnLoaded() {
   StartCopies();  // not before: the files are still being read
   for (const std::string& problem : loaded_.problems) spdlog::warn("{}", problem);
   if (loaded_.ranks == 0) return;
-  spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them", loaded_.Describe(), dir_->path(),
-               Seconds(options_.now() - load_started_));
+  // A program or model changed since can fail on that state, and would keep it again: say how out.
+  spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them (to start afresh instead, remove {}/*.dtsnap)",
+               loaded_.Describe(), dir_->path(), Seconds(options_.now() - load_started_), dir_->path());
   events_.Record("snapshots_loaded", round_,
                  {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}});
 }
