@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/guarded_thread.h"
 #include "spdlog/spdlog.h"
@@ -65,13 +67,18 @@ void SnapshotPersister::Loop() {
   RunGuarded(
       "the --snapshot-dir copies",
       [this] {
+        std::chrono::steady_clock::duration wait = every_;
         for (;;) {
           {
             CheckedMutexLock lock(&mu_);
             auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-            if (mu_.AwaitWithTimeout(stopping, every_)) return;
+            if (mu_.AwaitWithTimeout(stopping, wait)) return;
           }
+          const auto start = std::chrono::steady_clock::now();
           for (const std::string& line : PersistNow()) spdlog::warn("{}", line);
+          // The disk busy with copies at most a tenth of the time: a state of many GB on a slow
+          // disk is copied less often than asked, rather than all the time.
+          wait = std::max<std::chrono::steady_clock::duration>(every_, 9 * (std::chrono::steady_clock::now() - start));
         }
       },
       [](const absl::Status& st) { spdlog::warn("{}; the job's end still keeps its snapshots", std::string(st.message())); });

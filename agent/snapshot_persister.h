@@ -1,6 +1,7 @@
 // --snapshot-dir's copies while the job runs (docs/DESIGN.md, "Snapshots past the job's end"):
-// every `every` (--snapshot-dir-every), a thread at nice 10 writes each local rank's newest
-// snapshot, when it is newer than the one last written, to the rank's file in the directory. So a
+// every `every` (--snapshot-dir-every; longer when a pass takes over a tenth of the time between
+// passes), a thread at nice 10 writes each local rank's newest snapshot, when it is newer than the
+// one last written, to the rank's file in the directory. So a
 // job whose agent is killed too (SIGKILL after the scheduler's grace, the OOM killer, a crash)
 // still leaves its next run a state at most `every` old. A copy the worker overwrote while it was
 // read is dropped and taken at the next pass.

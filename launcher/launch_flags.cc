@@ -81,7 +81,8 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
       "in DIR; the next run with the same DIR starts from them (a job that succeeds removes them)");
   opt("snapshot-dir-every", f.snapshot_dir_every,
       "Also copy each rank's newest snapshot to --snapshot-dir this often while the job runs, in seconds, for a "
-      "stop that gives dtrun no time (0: only when the job ends)")
+      "stop that gives dtrun no time; less often when copying takes over a tenth of the time (0: only when the "
+      "job ends)")
       ->capture_default_str();
   opt("warm-workers", f.warm_workers,
       "on: keep the next attempt's workers started and parked, so a restart releases them instead of starting "
