@@ -5,11 +5,11 @@
 #include "snapshot/snapshot_file.h"
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
-#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -134,25 +134,33 @@ TEST(SnapshotFileTest, OnlyWholeSnapshotsOfTheJobAndTheNewestRankAreWritten) {
 }
 
 // The copy runs while the worker goes on: a slot rewritten under it is refused, not written torn.
-// The file is a pipe, so the copy waits for its reader, which rewrites the slot in between.
+// The file is a pipe, so the copy waits for its reader: a child process, as the worker is, which
+// rewrites the slot (the region is shared memory) once the copy has begun.
 TEST(SnapshotFileTest, ASlotRewrittenWhileItIsCopiedIsRefused) {
   Region region = MakeRegion(4 << 20);
   Put(region.map, "job", 1, 5, 1000000);
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   UniqueFd read_end(fds[0]), write_end(fds[1]);
-  std::thread worker([&] {
+  const pid_t worker = ::fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    write_end.Reset();
     char chunk[4096];
-    ASSERT_GT(::read(read_end.get(), chunk, sizeof(chunk)), 0);  // the copy has begun
+    if (::read(read_end.get(), chunk, sizeof(chunk)) <= 0) ::_exit(1);  // the copy has begun
     Put(region.map, "job", 1, 6, 1000000);  // the other slot
     Put(region.map, "job", 1, 7, 1000000);  // the one being copied
     while (::read(read_end.get(), chunk, sizeof(chunk)) > 0) {
     }
-  });
+    ::_exit(0);
+  }
+  read_end.Reset();
   absl::StatusOr<std::vector<SlotHeader>> written =
       WriteSnapshotFile(region.map, JobHash("job"), write_end.get(), Slots::kNewest);
   write_end.Reset();
-  worker.join();
+  int status = 0;
+  ASSERT_EQ(::waitpid(worker, &status, 0), worker);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_THAT(written, StatusIs(absl::StatusCode::kAborted, HasSubstr("step 5 was rewritten while it was copied")));
 }
 
