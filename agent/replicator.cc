@@ -49,22 +49,14 @@ std::unique_ptr<snapshot::MappedRegion> MapOrNull(int fd) {
 // Copies `payload` into a slot of `region` chosen as a writer would choose it, and completes it
 // only if the copy matches `header`'s checksum.
 absl::Status Place(snapshot::MappedRegion& region, const snapshot::SlotHeader& header, const char* payload) {
-  std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
-  for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region.Header(s));
-  const int slot = snapshot::SlotToWrite(headers, header.step);
-  region.Invalidate(slot);
   if (header.payload_bytes > region.layout().PayloadCapacity()) {
     return absl::ResourceExhaustedError(absl::StrCat("a snapshot of ", FormatBytes(header.payload_bytes),
                                                      " does not fit this node's --snapshot-memory"));
   }
-  DT_RETURN_IF_ERROR(region.Reserve(slot, header.payload_bytes));
-  std::memcpy(region.Payload(slot), payload, header.payload_bytes);
-  if (absl::Status st = region.Verify(slot, header); !st.ok()) {
-    region.Invalidate(slot);
-    return st;
-  }
-  region.Commit(slot, header);
-  return absl::OkStatus();
+  return snapshot::PlaceSnapshot(region, header, [&](char* into) {
+    std::memcpy(into, payload, header.payload_bytes);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace

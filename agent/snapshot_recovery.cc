@@ -80,6 +80,7 @@ std::chrono::milliseconds SnapshotRecovery::StopGrace(std::chrono::milliseconds 
 
 bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
   if (!LoadedFor(a)) return false;
+  StartCopies();  // once the load is done: until then the files are being read
   if (!replicator_) return true;
   if (!replicator_->ReadyFor(a)) return false;
   for (const std::string& note : replicator_->TakeFetchNotes()) {
@@ -98,11 +99,10 @@ void SnapshotRecovery::StartCopies() {
 bool SnapshotRecovery::LoadedFor(const rdzv::Assignment& a) {
   if (!dir_ || load_ == Load::kDone) return true;
   if (load_ == Load::kRunning) return false;
-  load_ = Load::kDone;  // whatever happens next, only the first round loads
   load_done_ = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!load_done_.valid() || !loop_.Watch(load_done_.get(), EPOLLIN, [this](uint32_t) { OnLoaded(); })) {
     spdlog::warn("cannot wait for the snapshots kept in {} ({}); starting without them", dir_->path(), strerror(errno));
-    StartCopies();
+    load_ = Load::kDone;
     return true;
   }
   load_ = Load::kRunning;
@@ -124,7 +124,6 @@ void SnapshotRecovery::OnLoaded() {
   loader_.join();
   load_done_.Reset();
   load_ = Load::kDone;
-  StartCopies();  // not before: the files are still being read
   for (const std::string& problem : loaded_.problems) spdlog::warn("{}", problem);
   if (loaded_.ranks == 0) return;
   // A program or model changed since can fail on that state, and would keep it again: say how out.

@@ -39,22 +39,19 @@ absl::Status ReadAt(int fd, char* out, uint64_t n, uint64_t offset) {
   return absl::OkStatus();
 }
 
-// Places one record (its header already read) into a slot chosen as a writer would, checked
-// before it is committed under `job`.
-absl::Status Place(int fd, uint64_t offset, SlotHeader header, uint64_t job, MappedRegion& region) {
-  std::vector<absl::StatusOr<SlotHeader>> slots;
-  for (int s = 0; s < kSlots; ++s) slots.push_back(region.Header(s));
-  const int slot = SlotToWrite(slots, header.step);
-  region.Invalidate(slot);
-  DT_RETURN_IF_ERROR(region.Reserve(slot, header.payload_bytes));
-  DT_RETURN_IF_ERROR(ReadAt(fd, region.Payload(slot), header.payload_bytes, offset));
-  if (absl::Status st = region.Verify(slot, header); !st.ok()) {
-    region.Invalidate(slot);
+// Places one record (its header already read, under the job it is committed as) as a writer
+// would, read straight into the slot and committed only once its checksum holds.
+absl::Status Place(int fd, uint64_t offset, const SlotHeader& header, MappedRegion& region) {
+  bool read = false;
+  absl::Status st = PlaceSnapshot(region, header, [&](char* into) {
+    DT_RETURN_IF_ERROR(ReadAt(fd, into, header.payload_bytes, offset));
+    read = true;
+    return absl::OkStatus();
+  });
+  if (read && !st.ok()) {  // read whole, so the checksum failed
     return absl::DataLossError(absl::StrCat("the snapshot of step ", header.step, " fails its checksum: corrupted on disk"));
   }
-  header.job = job;
-  region.Commit(slot, header);
-  return absl::OkStatus();
+  return st;
 }
 
 bool SameSnapshot(const absl::StatusOr<SlotHeader>& now, const SlotHeader& then) {
@@ -126,8 +123,8 @@ absl::StatusOr<std::vector<SlotHeader>> ReadSnapshotFile(int fd, uint64_t job, i
                                                        "; raise dtrun --snapshot-memory"));
     }
     if (header.rank == rank && header.world_size == world_size) {
-      DT_RETURN_IF_ERROR(Place(fd, offset, header, job, region));
-      header.job = job;
+      header.job = job;  // this run's now: the checksum covers the payload only
+      DT_RETURN_IF_ERROR(Place(fd, offset, header, region));
       placed.push_back(header);
     }
     offset += header.payload_bytes;

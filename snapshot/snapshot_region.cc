@@ -248,4 +248,20 @@ void MappedRegion::Commit(int slot, const SlotHeader& header) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+absl::Status PlaceSnapshot(MappedRegion& region, const SlotHeader& header,
+                           const std::function<absl::Status(char* payload)>& fill) {
+  std::vector<absl::StatusOr<SlotHeader>> slots;
+  for (int s = 0; s < kSlots; ++s) slots.push_back(region.Header(s));
+  const int slot = SlotToWrite(slots, header.step);
+  region.Invalidate(slot);
+  DT_RETURN_IF_ERROR(region.Reserve(slot, header.payload_bytes));
+  DT_RETURN_IF_ERROR(fill(region.Payload(slot)));
+  if (absl::Status st = region.Verify(slot, header); !st.ok()) {
+    region.Invalidate(slot);
+    return st;
+  }
+  region.Commit(slot, header);
+  return absl::OkStatus();
+}
+
 }  // namespace dtrun::snapshot

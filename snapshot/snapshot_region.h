@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,5 +105,13 @@ class MappedRegion {
 // after a snapshot of the same step: two slots of one step could hold different positions), else
 // an empty or damaged one, else the one holding the older step.
 int SlotToWrite(const std::vector<absl::StatusOr<SlotHeader>>& slots, int64_t step);
+
+// Writes `header`'s snapshot into `region` as a worker writes one, for a copy made elsewhere (a
+// buddy's, a file's): the slot SlotToWrite picks is emptied, `fill` puts header.payload_bytes of
+// payload at the pointer it is given, and the slot is committed only if they match the header's
+// checksum. ResourceExhausted: larger than a slot; DataLoss (from Verify): the checksum failed and
+// the slot stays empty; else what `fill` returned.
+absl::Status PlaceSnapshot(MappedRegion& region, const SlotHeader& header,
+                           const std::function<absl::Status(char* payload)>& fill);
 
 }  // namespace dtrun::snapshot

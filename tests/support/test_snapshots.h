@@ -12,15 +12,13 @@ namespace dtrun::testing {
 
 // `header`'s job, rank, world size, step, attempt and time, with `payload`'s size and checksum.
 inline void WriteTestSnapshot(snapshot::MappedRegion& region, snapshot::SlotHeader header, const std::string& payload) {
-  std::vector<absl::StatusOr<snapshot::SlotHeader>> slots;
-  for (int s = 0; s < snapshot::kSlots; ++s) slots.push_back(region.Header(s));
-  const int slot = snapshot::SlotToWrite(slots, header.step);
-  region.Invalidate(slot);
-  ASSERT_TRUE(region.Reserve(slot, payload.size()).ok());
-  std::memcpy(region.Payload(slot), payload.data(), payload.size());
   header.payload_bytes = payload.size();
   header.payload_hash = snapshot::PayloadHash(payload.data(), payload.size());
-  region.Commit(slot, header);
+  absl::Status written = snapshot::PlaceSnapshot(region, header, [&](char* into) {
+    std::memcpy(into, payload.data(), payload.size());
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(written.ok()) << written;
 }
 
 inline void WriteTestSnapshot(int region_fd, const snapshot::SlotHeader& header, const std::string& payload) {
