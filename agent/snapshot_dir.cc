@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,9 +27,11 @@ const std::regex& SnapshotFileName() {
   return name;
 }
 
-// What Keep writes before its rename: left behind only by an agent killed mid-write.
+// What Keep writes before its rename (kTemporary, made unique): left behind only by an agent
+// killed mid-write.
+constexpr char kTemporary[] = "/.keep-XXXXXX.tmp";
 const std::regex& TemporaryName() {
-  static const std::regex name(R"(\.local-rank-\d+\.\d+\.tmp)");
+  static const std::regex name(R"(\.keep-[A-Za-z0-9]{6}\.tmp)");
   return name;
 }
 
@@ -93,9 +96,11 @@ std::string SnapshotDir::Outcome::Describe() const {
 absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const SnapshotStore& store, int local_rank,
                                                                          uint64_t job, snapshot::Slots which) const {
   DT_ASSIGN_OR_RETURN(snapshot::MappedRegion region, snapshot::MappedRegion::Map(store.fd(local_rank)));
-  const std::string tmp = absl::StrCat(path_, "/.local-rank-", local_rank, ".", ::getpid(), ".tmp");
-  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!out.valid()) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+  // A name no other writer has: on shared storage the agents of other nodes keep into the same
+  // directory, and in containers they all run as the same pid.
+  std::string tmp = path_ + kTemporary;
+  UniqueFd out(::mkostemps(tmp.data(), 4, O_CLOEXEC));  // 0600, O_EXCL
+  if (!out.valid()) return absl::PermissionDeniedError(absl::StrCat("cannot write in ", path_, ": ", strerror(errno)));
   absl::StatusOr<std::vector<snapshot::SlotHeader>> written = snapshot::WriteSnapshotFile(region, job, out.get(), which);
   if (written.ok() && !written->empty() && ::fdatasync(out.get()) != 0) {
     written = absl::ResourceExhaustedError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));

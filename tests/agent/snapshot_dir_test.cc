@@ -4,12 +4,15 @@
 // user could write to is refused, and a planted symlink or a damaged file is not loaded.
 #include "agent/snapshot_dir.h"
 
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -92,9 +95,86 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
   EXPECT_EQ(dir->Keep(Store(), kAfter).ranks, 0);
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
 
-  std::ofstream(path + "/.local-rank-0.12345.tmp") << "cut short by a SIGKILL";
+  std::ofstream(path + "/.keep-a1B2c3.tmp") << "cut short by a SIGKILL";
   EXPECT_EQ(dir->Clear(), 2);  // the job finished
   EXPECT_TRUE(Names(path).empty());
+}
+
+// Runs `keep` in a child that is pid 1 of a pid namespace of its own, as an agent in a container
+// is; in a plain child where namespaces cannot be made. The child's exit status: 0 if `keep` said
+// true.
+pid_t KeepInContainer(int go_fd, std::function<bool()> keep) {
+  const pid_t child = ::fork();
+  if (child != 0) return child;
+  if (::unshare(CLONE_NEWPID) == 0) {
+    const pid_t container = ::fork();
+    if (container > 0) {
+      int status = 0;
+      ::waitpid(container, &status, 0);
+      ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
+    }
+  }
+  char go;
+  if (::read(go_fd, &go, 1) != 1) ::_exit(98);
+  ::_exit(keep() ? 0 : 1);
+}
+
+// Shared storage: two nodes' agents keep into one directory, each with its own ranks, at the same
+// time and again and again (the --snapshot-dir-every copies), both as pid 1 of their containers.
+// Every file is whole and holds its own rank's state: no agent writes into another's temporary.
+TEST(SnapshotDirTest, TwoNodesInContainersKeepIntoOneSharedDirectoryWithoutClobberingEachOther) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  std::vector<SnapshotStore> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(Store());
+    for (int lr = 0; lr < 2; ++lr) {
+      const int rank = 2 * node + lr;
+      testing::WriteTestSnapshot(nodes.back().fd(lr), snapshot::SlotHeader{kBefore, rank, 4, 9, 0, 0, 0, 0},
+                                 std::string(400000, static_cast<char>('a' + rank)));
+    }
+  }
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> agents;
+  for (const SnapshotStore& store : nodes) {
+    agents.push_back(KeepInContainer(go[0], [&] {
+      for (int i = 0; i < 40; ++i) {
+        const SnapshotDir::Outcome kept = dir->Keep(store, kBefore);
+        if (kept.ranks != 2 || !kept.problems.empty()) return false;
+      }
+      return true;
+    }));
+  }
+  ::close(go[0]);
+  ASSERT_EQ(::write(go[1], "gg", 2), 2);  // both start together
+  ::close(go[1]);
+  for (pid_t agent : agents) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(agent, &status, 0), agent);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "an agent's keep failed: status " << status;
+  }
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-4.dtsnap", "rank-1-of-4.dtsnap", "rank-2-of-4.dtsnap",
+                                       "rank-3-of-4.dtsnap"));
+  for (int node = 0; node < 2; ++node) {
+    SnapshotStore next = Store();
+    const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2 * node, 4);
+    EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
+    EXPECT_EQ(loaded.ranks, 2);
+    for (int lr = 0; lr < 2; ++lr) {
+      absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(next.fd(lr));
+      ASSERT_TRUE(region.ok()) << region.status();
+      std::optional<snapshot::SlotHeader> newest = next.Newest(lr);
+      ASSERT_TRUE(newest.has_value());
+      EXPECT_EQ(newest->rank, 2 * node + lr);
+      for (int slot = 0; slot < snapshot::kSlots; ++slot) {
+        if (!region->Header(slot).ok()) continue;
+        EXPECT_EQ(region->Verify(slot, *region->Header(slot)), absl::OkStatus());
+        EXPECT_EQ(region->Payload(slot)[0], static_cast<char>('a' + 2 * node + lr));
+      }
+    }
+  }
 }
 
 TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
