@@ -187,6 +187,9 @@ void Agent::OnRoundEvent() {
                    {{"reason", view->reason}});
     if (view->phase == rdzv::JobPhase::kRunning) {
       spdlog::warn("round {}: {}", view->round, view->reason);
+    } else if (interrupt_signal_ != 0) {
+      // This node stops too (a scheduler signals every node at once): it waits for no one.
+      spdlog::info("round {} ended: {}", view->round, view->reason);
     } else {
       // Static jobs say whom they wait for and how long; otherwise the next round just forms.
       spdlog::warn("round {} ended: {}; waiting for {}", view->round, view->reason,

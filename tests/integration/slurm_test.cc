@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <regex>
 
 #include "base/unique_fd.h"
 #include "gtest/gtest.h"
@@ -16,6 +17,36 @@
 
 namespace dtrun::testing {
 namespace {
+
+// A batch job's output file as it grows: the only channel to a job sbatch started. Waits on its
+// changes (inotify), bounded.
+class JobLog {
+ public:
+  JobLog(const std::string& dir, const std::string& id)
+      : file_(dir + "/job-" + id + ".out"), changes_(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK)) {
+    ::inotify_add_watch(changes_.get(), dir.c_str(), IN_MODIFY | IN_CREATE);
+  }
+  std::string Text() const { return ReadText(file_); }
+  // Whether `needle` appeared within `limit` of the log's creation (one deadline for every wait).
+  bool WaitFor(const std::string& needle) {
+    for (;;) {
+      if (Text().find(needle) != std::string::npos) return true;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{changes_.get(), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+        char buf[4096];
+        while (::read(changes_.get(), buf, sizeof(buf)) > 0) {
+        }
+      }
+    }
+  }
+
+ private:
+  const std::string file_;
+  UniqueFd changes_;
+  const std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+};
 
 class SlurmTest : public ::testing::Test {
  protected:
@@ -87,32 +118,66 @@ TEST_F(SlurmTrainingTest, APreemptionWarningCheckpointsRequeuesAndResumesExactly
   auto [rc, out] = Sbatch({});
   ASSERT_EQ(rc, 0) << out;
   const std::string id = out.substr(0, out.find_first_of(";\n"));
-  const std::string log_file = slurm_->dir() + "/job-" + id + ".out";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-  // The job's output file is the only channel: wait on its changes (inotify), bounded.
-  UniqueFd changes(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-  ::inotify_add_watch(changes.get(), slurm_->dir().c_str(), IN_MODIFY | IN_CREATE);
-  auto wait_for = [&](const std::string& needle) {
-    for (;;) {
-      if (ReadText(log_file).find(needle) != std::string::npos) return true;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{changes.get(), POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
-        char buf[4096];
-        while (::read(changes.get(), buf, sizeof(buf)) > 0) {
-        }
-      }
-    }
-  };
-  ASSERT_TRUE(wait_for("Epoch: [0][3/8]")) << ReadText(log_file);
+  JobLog log(slurm_->dir(), id);
+  ASSERT_TRUE(log.WaitFor("Epoch: [0][3/8]")) << log.Text();
   EXPECT_EQ(slurm_->Run({"/usr/bin/scancel", "--signal=USR1", id}).first, 0);
-  ASSERT_TRUE(wait_for("requeueing job " + id)) << ReadText(log_file);
-  ASSERT_TRUE(wait_for("16 optimizer steps")) << ReadText(log_file) << slurm_->Run({"/usr/bin/scontrol", "show", "job", id}).second
-                                              << slurm_->Run({"/usr/bin/sinfo"}).second;
-  const std::string log = ReadText(log_file);
-  EXPECT_NE(log.find("stop requested (User defined signal 1): checkpoint written at epoch 0"), std::string::npos) << log;
-  EXPECT_NE(log.find("resuming from"), std::string::npos) << log;
+  ASSERT_TRUE(log.WaitFor("requeueing job " + id)) << log.Text();
+  ASSERT_TRUE(log.WaitFor("16 optimizer steps")) << log.Text() << slurm_->Run({"/usr/bin/scontrol", "show", "job", id}).second
+                                                 << slurm_->Run({"/usr/bin/sinfo"}).second;
+  const std::string text = log.Text();
+  EXPECT_NE(text.find("stop requested (User defined signal 1): checkpoint written at epoch 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("resuming from"), std::string::npos) << text;
+}
+
+// The values of `pattern`'s first group in `text`, in order.
+std::vector<std::string> AllMatches(const std::string& text, const std::string& pattern) {
+  std::vector<std::string> found;
+  const std::regex re(pattern);
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) found.push_back((*it)[1]);
+  return found;
+}
+
+// examples/slurm/python_snapshots.sbatch with a Python DDP script that calls dtrun.snapshot() every
+// step (written every 50th) and nothing else of dtrun's, one rank per node. Slurm requeues the
+// running job (as a preemption with PreemptMode=REQUEUE does): SIGTERM to each node's dtrun, the
+// ranks keep their last step on the way out, each agent keeps its rank in the shared directory,
+// and the job Slurm starts again resumes there, ending with the parameters of a run never
+// stopped. Its success removes the files.
+TEST_F(SlurmTest, APythonJobRequeuedBySlurmResumesFromTheSnapshotsItKept) {
+  constexpr int kMoreSteps = 20;
+  const std::string kept = slurm_->dir() + "/kept";
+  auto [rc, out] = slurm_->Run(
+      {"/usr/bin/sbatch", "--parsable", "--output=" + slurm_->dir() + "/job-%j.out",
+       std::string(DTRUN_SOURCE_DIR) + "/examples/slurm/python_snapshots.sbatch", kept, "--snapshot-every", "50",
+       Worker("snapshot_resume.py"), std::to_string(kMoreSteps), "--fresh-runs-on", "--say-every", "20", "--no-heartbeat"},
+      {{"PYTHON_EXEC", *TorchPython()}, {"PATH", path_}});
+  ASSERT_EQ(rc, 0) << out;
+  const std::string id = out.substr(0, out.find_first_of(";\n"));
+  JobLog log(slurm_->dir(), id);
+  ASSERT_TRUE(log.WaitFor("STEP 120")) << log.Text();
+  const int said = std::stoi(AllMatches(log.Text(), R"(STEP (\d+))").back());  // past 100, the last periodic snapshot
+  EXPECT_EQ(slurm_->Run({"/usr/bin/scontrol", "requeue", id}).first, 0);
+  ASSERT_TRUE(log.WaitFor("DIGEST rank=1")) << log.Text() << slurm_->Run({"/usr/bin/scontrol", "show", "job", id}).second;
+  ASSERT_TRUE(log.WaitFor("DIGEST rank=0")) << log.Text();
+  const std::string text = log.Text();
+  EXPECT_EQ(AllMatches(text, R"((\[dtrun\] loaded 1 rank's snapshots))").size(), 2u) << text;  // one per node
+  const std::vector<std::string> restored = AllMatches(text, R"(RESTORED step=(\d+))");
+  ASSERT_EQ(restored.size(), 2u) << text;
+  EXPECT_EQ(restored[0], restored[1]) << text;
+  const int resumed_at = std::stoi(restored[0]);
+  EXPECT_GE(resumed_at, said) << text;  // not the last periodic snapshot: the step it was stopped at
+
+  auto [clean_rc, clean] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2",
+                                     Worker("snapshot_resume.py"), std::to_string(resumed_at + kMoreSteps)},
+                                    {{"PYTHON_EXEC", *TorchPython()}, {"DTRUN_RUNTIME_DIR", MakeTempDir()}});
+  ASSERT_EQ(clean_rc, 0) << clean;
+  const std::vector<std::string> digests = AllMatches(text, R"(DIGEST rank=\d ([0-9a-f]{16}))");
+  const std::vector<std::string> never_stopped = AllMatches(clean, R"(DIGEST rank=\d ([0-9a-f]{16}))");
+  ASSERT_EQ(digests.size(), 2u) << text;
+  ASSERT_EQ(never_stopped.size(), 2u) << clean;
+  EXPECT_EQ(digests[0], never_stopped[0]) << text << clean;
+  EXPECT_EQ(digests[1], never_stopped[0]) << text << clean;
+  EXPECT_TRUE(std::filesystem::is_empty(kept)) << text;
 }
 
 TEST_F(SlurmTest, SeveralDtrunTasksOnANodeAreRefusedWithTheFix) {

@@ -60,7 +60,9 @@ SlurmCluster::SlurmCluster(int nodes) : net_(std::make_unique<NetnsCluster>(node
        << "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nMpiDefault=none\nMailProg=/bin/true\n"
        << "SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nSchedulerType=sched/builtin\n"
        << "ReturnToService=2\nJobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n"
-       << "JobRequeue=1\nKillWait=5\n";
+       // The main scheduler looks at pending jobs every 2 s, not 60: a requeued job becomes
+       // eligible when its credentials expire, and waits for that loop to be started.
+       << "JobRequeue=1\nKillWait=5\nSchedulerParameters=sched_interval=2\n";
   for (int i = 0; i < nodes; ++i) {
     conf << "NodeName=" << NodeName(i) << " NodeAddr=" << net_->address(i + 1) << " CPUs=2 State=UNKNOWN\n";
     std::filesystem::create_directories(dir_ + "/spool/" + NodeName(i));

@@ -1,8 +1,8 @@
 """A DDP script that keeps its state with dtrun.snapshot() and resumes with dtrun.restore().
 
     snapshot_resume.py STEPS [--crash-at N [--forget]] [--freeze-at N] [--hidden H] [--hold]
-                       [--first-attempt-runs-on] [--check-replicas [--corrupt-at N]] [--no-libuv]
-                       [--no-heartbeat]
+                       [--first-attempt-runs-on | --fresh-runs-on] [--say-every N]
+                       [--check-replicas [--corrupt-at N]] [--no-libuv] [--no-heartbeat]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
@@ -11,7 +11,10 @@ first empties its own snapshot slots, as if its memory were lost with it. Prints
 RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end;
 with --hold it then prints HOLDING and waits for a signal (for `dtrun status` to look at it).
 With --first-attempt-runs-on the first attempt trains past STEPS, a few ms a step, until the test
-takes a node away; a later attempt ends at STEPS. With --check-replicas every step calls
+takes a node away; a later attempt ends at STEPS. With --fresh-runs-on, a run that starts
+fresh trains on until it is stopped and one that restored trains STEPS steps more (for a job
+stopped and submitted again: its restart count starts over). --say-every N prints STEP s every
+Nth step. With --check-replicas every step calls
 dtrun.check_replicas before its snapshot; --corrupt-at N makes rank 1 of the first attempt nudge
 one parameter after step N's optimizer step, as silent data corruption would. With --freeze-at N,
 rank 1 of the first attempt stops after step N's dtrun.snapshot() call, in Python (signal.pause),
@@ -56,6 +59,8 @@ def main():
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--hold", action="store_true")
     parser.add_argument("--first-attempt-runs-on", action="store_true")
+    parser.add_argument("--fresh-runs-on", action="store_true")
+    parser.add_argument("--say-every", type=int, default=0)
     parser.add_argument("--check-replicas", action="store_true")
     parser.add_argument("--corrupt-at", type=int, default=-1)
     parser.add_argument("--freeze-at", type=int, default=-1)
@@ -86,9 +91,11 @@ def main():
     else:
         print("FRESH", flush=True)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    runs_on = (args.first_attempt_runs_on and attempt == 0) or (args.fresh_runs_on and not restored)
+    end = start + args.steps if args.fresh_runs_on else args.steps
     step = start
-    while step < args.steps or (args.first_attempt_runs_on and attempt == 0):
-        if args.first_attempt_runs_on and attempt == 0:
+    while step < end or runs_on:
+        if runs_on:
             time.sleep(0.005)  # a step's pace, not a wait for anything
         x, y = batch(step, rank, world)
         optimizer.zero_grad()
@@ -102,6 +109,8 @@ def main():
         if not args.no_heartbeat:
             dtrun.heartbeat(step + 1)
         dtrun.snapshot({"model": model.module.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
+        if args.say_every and (step + 1) % args.say_every == 0:
+            print("STEP %d" % (step + 1), flush=True)
         if attempt == 0 and rank == 1 and step + 1 == args.crash_at:
             if args.forget:
                 for slot in range(2):
