@@ -90,7 +90,12 @@ class Agent {
   std::string WorkerState(const WorkerGroup::Worker& w) const;
   void Finish(int code) {
     warm_.Clear();
-    if (snapshots_) snapshots_->OnJobEnd(code == 0);
+    if (snapshots_) {
+      const bool stopped = interrupt_signal_ != 0 || (view_ && view_->phase == rdzv::JobPhase::kKilled);
+      snapshots_->OnJobEnd(code == 0 ? SnapshotRecovery::JobEnd::kSucceeded
+                           : stopped ? SnapshotRecovery::JobEnd::kStopped
+                                     : SnapshotRecovery::JobEnd::kFailed);
+    }
     RecordEnd(code);
     exit_code_ = code;
   }

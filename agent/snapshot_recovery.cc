@@ -133,11 +133,21 @@ void SnapshotRecovery::OnLoaded() {
                  {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}});
 }
 
-void SnapshotRecovery::OnJobEnd(bool succeeded) {
+int64_t SnapshotRecovery::StuckAtLoadedStep() const {
+  if (loaded_.ranks == 0 || loaded_.steps.empty()) return -1;
+  const int64_t loaded = loaded_.steps.back();
+  for (int lr = 0; lr < store_.nproc(); ++lr) {
+    std::optional<snapshot::SlotHeader> newest = store_.Newest(lr);
+    if (newest && newest->step > loaded) return -1;
+  }
+  return loaded;
+}
+
+void SnapshotRecovery::OnJobEnd(JobEnd end) {
   if (!dir_) return;
   if (loader_.joinable()) OnLoaded();  // the job ended while a load ran: its regions are whole again first
   if (persister_) persister_->Stop();  // the writes below replace its files
-  if (succeeded) {
+  if (end == JobEnd::kSucceeded) {
     if (const int removed = dir_->Clear(); removed > 0) {
       spdlog::info("the job finished: removed the {} snapshot file(s) kept in {}", removed, dir_->path());
     }
@@ -149,8 +159,14 @@ void SnapshotRecovery::OnJobEnd(bool succeeded) {
   if (kept.ranks == 0) return;
   spdlog::warn("kept {} in {} ({:.2f} s): the next run with --snapshot-dir {} starts from them", kept.Describe(),
                dir_->path(), Seconds(options_.now() - started), dir_->path());
-  events_.Record("snapshots_kept", round_,
-                 {{"dir", dir_->path()}, {"ranks", kept.ranks}, {"steps", kept.steps}, {"bytes", kept.bytes}});
+  nlohmann::json fields = {{"dir", dir_->path()}, {"ranks", kept.ranks}, {"steps", kept.steps}, {"bytes", kept.bytes}};
+  if (const int64_t stuck = StuckAtLoadedStep(); end == JobEnd::kFailed && stuck >= 0) {
+    spdlog::warn("this run failed before any snapshot past step {}, the one it loaded from {}: if the program or its "
+                 "model changed since the run that kept it, remove {}/*.dtsnap to start afresh",
+                 stuck, dir_->path(), dir_->path());
+    fields["failed_at_loaded_step"] = stuck;
+  }
+  events_.Record("snapshots_kept", round_, fields);
 }
 
 void SnapshotRecovery::OnReport(int local_rank, const progress::Report& report) {

@@ -51,10 +51,13 @@ class SnapshotRecovery : public AgentComponent {
   // snapshots kept in --snapshot-dir loaded; the loop wakes when done. Once true, what the fetch or
   // the load found is logged.
   bool ReadyFor(const rdzv::Assignment& a);
-  // The job ended, `succeeded` or not (after its workers exited; blocks for the writes): with
-  // --snapshot-dir, an unfinished job keeps every local rank's snapshots there, a finished one
-  // removes them.
-  void OnJobEnd(bool succeeded);
+  // How a job ended. kStopped: by a signal or `dtrun kill` (preempted, interrupted).
+  enum class JobEnd { kSucceeded, kStopped, kFailed };
+  // The job ended (after its workers exited; blocks for the writes): with --snapshot-dir, an
+  // unfinished job keeps every local rank's snapshots there, a finished one removes them. A run
+  // that loaded kept snapshots and failed before any newer one is told how to start afresh: a
+  // program changed since (another model) fails on them at every run.
+  void OnJobEnd(JobEnd end);
   Replicator::BuddyView buddy() const { return replicator_ ? replicator_->View() : Replicator::BuddyView{}; }
 
   // A worker's report (the running round's, already checked): snapshots to pin for the buddy,
@@ -79,6 +82,8 @@ class SnapshotRecovery : public AgentComponent {
   bool LoadedFor(const rdzv::Assignment& a);
   void OnLoaded();
   void StartCopies();
+  // The newest step loaded from --snapshot-dir when no local rank has a newer snapshot (-1 else).
+  int64_t StuckAtLoadedStep() const;
 
   EventLoop& loop_;
   EventLog& events_;

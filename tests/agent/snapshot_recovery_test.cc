@@ -188,7 +188,7 @@ TEST_F(SnapshotRecoveryTest, AnUnfinishedJobsSnapshotsAreKeptAndTheNextAgentsFir
       testing::WriteTestSnapshot(r.store().fd(lr), snapshot::SlotHeader{snapshot::JobHash("first"), lr, 2, 5, 0, 0, 0, 0},
                                  "state");
     }
-    r.OnJobEnd(/*succeeded=*/false);
+    r.OnJobEnd(SnapshotRecovery::JobEnd::kStopped);
   }
   ASSERT_EQ(Records("snapshots_kept").size(), 1u);
   EXPECT_EQ(Records("snapshots_kept")[0]["ranks"], 2);
@@ -205,8 +205,42 @@ TEST_F(SnapshotRecoveryTest, AnUnfinishedJobsSnapshotsAreKeptAndTheNextAgentsFir
   }
   ASSERT_EQ(Records("snapshots_loaded").size(), 1u);
   EXPECT_EQ(Records("snapshots_loaded")[0]["steps"], nlohmann::json::array({5}));
-  next.OnJobEnd(/*succeeded=*/true);
+  next.OnJobEnd(SnapshotRecovery::JobEnd::kSucceeded);
   EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/kept"));
+}
+
+// A run that loaded kept snapshots and failed before any newer one (a program changed since, its
+// model no longer fits the state) keeps the same state and is told how to start afresh; one that
+// got past it, or was stopped, is not.
+TEST_F(SnapshotRecoveryTest, ARunThatFailsOnTheStateItLoadedIsToldHowToStartAfresh) {
+  options_.snapshot_dir = dir_ + "/kept";
+  options_.snapshot_dir_every = milliseconds(0);
+  rdzv::Assignment a;
+  a.round = 0;
+  a.world_size = 2;
+  auto run = [&](const std::string& id, int64_t step, SnapshotRecovery::JobEnd end) {
+    options_.run_id = id;
+    SnapshotRecovery r(*loop_, events_, options_);
+    r.Start(std::nullopt);
+    for (int wakes = 0; wakes < 10 && !r.ReadyFor(a); ++wakes) loop_->RunOnce(now_ + std::chrono::seconds(30));
+    ASSERT_TRUE(r.ReadyFor(a));
+    if (step >= 0) {
+      testing::WriteTestSnapshot(r.store().fd(0), snapshot::SlotHeader{snapshot::JobHash(id), 0, 2, step, 0, 0, 0, 0},
+                                 "state");
+    }
+    r.OnJobEnd(end);
+  };
+  using End = SnapshotRecovery::JobEnd;
+  run("first", 5, End::kFailed);  // loaded nothing
+  run("second", -1, End::kStopped);
+  run("third", -1, End::kFailed);
+  run("fourth", 6, End::kFailed);
+  const std::vector<nlohmann::json> kept = Records("snapshots_kept");
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_FALSE(kept[0].contains("failed_at_loaded_step"));
+  EXPECT_FALSE(kept[1].contains("failed_at_loaded_step"));
+  EXPECT_EQ(kept[2]["failed_at_loaded_step"], 5);
+  EXPECT_FALSE(kept[3].contains("failed_at_loaded_step"));
 }
 
 }  // namespace

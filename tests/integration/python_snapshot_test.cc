@@ -166,6 +166,32 @@ TEST_F(PythonSnapshotTest, AJobOutOfRestartsResumesInItsNextRunFromTheSnapshotsI
   EXPECT_NE(fresh.find("[default1]:FRESH"), std::string::npos) << fresh;
 }
 
+// The script changed between two runs with the same --snapshot-dir (a wider hidden layer): its
+// load_state_dict fails on the kept state. dtrun names the way out (remove the files) and keeps
+// the state as it was, so the unchanged script's next run still resumes at the kept step, with
+// the parameters of a run never stopped.
+TEST_F(PythonSnapshotTest, AChangedModelThatFailsOnTheKeptStateIsToldHowToStartAfreshAndLosesNothing) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string kept = MakeTempDir() + "/kept";
+  auto [failed_rc, failed] =
+      RunScript(py_, {"--snapshot-dir", kept, "--snapshot-every", "5"}, {"--crash-at", std::to_string(kCrashAt)});
+  ASSERT_NE(failed_rc, 0) << failed;
+
+  auto [changed_rc, changed] = RunScript(py_, {"--snapshot-dir", kept}, {"--hidden", "96"});
+  ASSERT_NE(changed_rc, 0) << changed;
+  EXPECT_NE(changed.find("size mismatch"), std::string::npos) << changed;  // the script's own error
+  EXPECT_NE(changed.find("[dtrun] this run failed before any snapshot past step 23, the one it loaded from " + kept +
+                         ": if the program or its model changed since the run that kept it, remove " + kept +
+                         "/*.dtsnap to start afresh"),
+            std::string::npos)
+      << changed;
+
+  auto [rc, out] = RunScript(py_, {"--snapshot-dir", kept}, {});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+}
+
 // Preempted (SIGTERM to dtrun, as Slurm and Kubernetes send it) between periodic snapshots (every
 // 50th step): the ranks keep the state of their last snapshot() call on the way out, dtrun keeps
 // it in --snapshot-dir, and the next run resumes there: at most the step whose heartbeat came
