@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +37,12 @@ const std::regex& TemporaryName() {
   return name;
 }
 
+// SnapshotDir::HoldRun's: left behind by a run whose agents were killed.
+const std::regex& RunLockName() {
+  static const std::regex name(R"(\.run-([0-9a-f]{16})\.lock)");
+  return name;
+}
+
 absl::Status Refuse(const std::string& path, const std::string& why) {
   return absl::FailedPreconditionError(
       absl::StrCat("--snapshot-dir ", path, ": ", why, "; give a directory of your own that other users cannot write to"));
@@ -47,6 +55,27 @@ void ForEachName(const std::string& dir, F&& f) {
   for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     f(it->path().filename().string());
   }
+}
+
+// The job that wrote the snapshot file at `path`; nullopt if there is none, or no snapshot file.
+std::optional<uint64_t> JobOfFile(const std::string& path) {
+  UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!in.valid()) return std::nullopt;
+  absl::StatusOr<uint64_t> job = snapshot::SnapshotFileJob(in.get());
+  return job.ok() ? std::optional(*job) : std::nullopt;
+}
+
+std::string RunLockOf(const std::string& dir, uint64_t job) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(job));
+  return absl::StrCat(dir, "/.run-", hex, ".lock");
+}
+
+// Whether an agent of run `job` holds its lock in `dir` (SnapshotDir::HoldRun). Opened for writing:
+// NFS makes flock a POSIX lock, whose exclusive form needs it.
+bool RunIsLive(const std::string& dir, uint64_t job) {
+  UniqueFd lock(::open(RunLockOf(dir, job).c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  return lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 void SyncDirectory(const std::string& path) {
@@ -70,7 +99,35 @@ absl::StatusOr<SnapshotDir> SnapshotDir::Open(const std::string& path) {
   if (st.st_uid != ::geteuid()) return Refuse(path, absl::StrCat("owned by uid ", st.st_uid));
   if (st.st_mode & S_IWOTH) return Refuse(path, "every user may write in it");
   if (::access(path.c_str(), W_OK | X_OK) != 0) return Refuse(path, absl::StrCat("not writable: ", strerror(errno)));
-  return SnapshotDir(path);
+  SnapshotDir dir(path);
+  ForEachName(path, [&](const std::string& name) {
+    if (!std::regex_match(name, SnapshotFileName())) return;
+    std::optional<uint64_t> job = JobOfFile(path + "/" + name);
+    if (job && !RunIsLive(path, *job)) dir.found_[name] = *job;
+  });
+  return dir;
+}
+
+UniqueFd SnapshotDir::HoldRun(uint64_t job) const {
+  UniqueFd lock(::open(RunLockOf(path_, job).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!lock.valid() || ::flock(lock.get(), LOCK_SH | LOCK_NB) != 0) return UniqueFd();
+  return lock;
+}
+
+void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {
+  if (!held.valid()) return;
+  // The last agent of the run gets it exclusively; one still running keeps it shared.
+  if (::flock(held.get(), LOCK_EX | LOCK_NB) == 0) ::unlink(RunLockOf(path_, job).c_str());
+}
+
+absl::Status SnapshotDir::CheckNotAnotherRuns(const std::string& file, uint64_t job) const {
+  const std::optional<uint64_t> now = JobOfFile(file);
+  if (!now || *now == job) return absl::OkStatus();
+  const auto found = found_.find(std::filesystem::path(file).filename().string());
+  if (found != found_.end() && found->second == *now) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(file, " is the state of another run, one running at the same time ",
+                                                    "as this one: two jobs share --snapshot-dir ", path_,
+                                                    "; give each job a directory of its own"));
 }
 
 std::string SnapshotDir::FileOf(int64_t rank, int64_t world_size) const {
@@ -114,6 +171,10 @@ absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const Sn
   }
   const snapshot::SlotHeader& newest = written->back();
   const std::string file = FileOf(newest.rank, newest.world_size);
+  if (absl::Status theirs = CheckNotAnotherRuns(file, job); !theirs.ok()) {
+    ::unlink(tmp.c_str());
+    return absl::FailedPreconditionError(absl::StrCat(theirs.message(), " (not replaced)"));
+  }
   if (std::rename(tmp.c_str(), file.c_str()) != 0) {
     const int error = errno;
     ::unlink(tmp.c_str());
@@ -149,6 +210,10 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
       continue;
     }
     found = true;
+    if (absl::Status theirs = CheckNotAnotherRuns(file, job); !theirs.ok()) {
+      done.problems.push_back(absl::StrCat(theirs.message(), " (not loaded)"));
+      continue;
+    }
     absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(lr));
     if (!region.ok()) continue;
     absl::StatusOr<std::vector<snapshot::SlotHeader>> placed =
@@ -182,13 +247,24 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   return done;
 }
 
-int SnapshotDir::Clear() const {
-  int removed = 0;
+SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job) const {
+  Cleared done;
   ForEachName(path_, [&](const std::string& name) {
-    if (std::regex_match(name, TemporaryName())) ::unlink((path_ + "/" + name).c_str());
-    if (std::regex_match(name, SnapshotFileName()) && ::unlink((path_ + "/" + name).c_str()) == 0) ++removed;
+    const std::string file = path_ + "/" + name;
+    if (std::regex_match(name, TemporaryName())) ::unlink(file.c_str());
+    std::smatch lock;
+    if (std::regex_match(name, lock, RunLockName())) {
+      const uint64_t run = std::stoull(lock[1], nullptr, 16);
+      if (run != job && !RunIsLive(path_, run)) ::unlink(file.c_str());
+    }
+    if (!std::regex_match(name, SnapshotFileName())) return;
+    if (absl::Status theirs = CheckNotAnotherRuns(file, job); !theirs.ok()) {
+      done.problems.push_back(absl::StrCat(theirs.message(), " (left there)"));
+    } else if (::unlink(file.c_str()) == 0) {
+      ++done.removed;
+    }
   });
-  return removed;
+  return done;
 }
 
 }  // namespace dtrun

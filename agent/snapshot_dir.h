@@ -5,15 +5,19 @@
 // checkpoint. A job that succeeds removes them, so its next run starts fresh.
 //
 // One file per global rank, DIR/rank-R-of-W.dtsnap (snapshot/snapshot_file.h), replaced in one
-// step, so a stop in the middle of writing leaves the older file whole.
+// step, so a stop in the middle of writing leaves the older file whole. A file that another run
+// wrote while this one ran (two jobs given one directory) is neither replaced nor removed, and
+// the line says so: each job keeps its own state, or none, never a mix of two.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/snapshot_store.h"
+#include "base/unique_fd.h"
 #include "snapshot/snapshot_file.h"
 #include "snapshot/snapshot_region.h"
 
@@ -50,13 +54,33 @@ class SnapshotDir {
   // into the store's empty regions, under `job`. A problem too when the directory holds only
   // another world size's files.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
-  // Removes every snapshot file (and a temporary an agent killed mid-write left). Returns how many.
-  int Clear() const;
+  // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds the lock file
+  // DIR/.run-JOB.lock shared (flock), so that another job's agent can tell that the files this
+  // run writes are not a stopped run's state to resume from. An invalid fd where the filesystem
+  // has no locks: nothing can be told then.
+  UniqueFd HoldRun(uint64_t job) const;
+  // Lets go of what HoldRun returned; the lock file goes with the last agent of the run.
+  void ReleaseRun(UniqueFd held, uint64_t job) const;
+  // Removes the snapshot files of `job` and of the runs before it (and temporaries an agent
+  // killed mid-write left). A file another run wrote while this one ran stays, with a line.
+  struct Cleared {
+    int removed = 0;
+    std::vector<std::string> problems;
+  };
+  Cleared Clear(uint64_t job) const;
 
  private:
   explicit SnapshotDir(std::string path) : path_(std::move(path)) {}
   std::string FileOf(int64_t rank, int64_t world_size) const;
+  // OK if this run (`job`) may load, replace or remove `file`: it is missing, no snapshot file,
+  // this run's, or as Open found it, of a run that had ended. FailedPrecondition names the
+  // directory and the fix otherwise: another run wrote it that was running meanwhile, so two jobs
+  // share the directory.
+  absl::Status CheckNotAnotherRuns(const std::string& file, uint64_t job) const;
   std::string path_;
+  // By file name, the job of each snapshot file there when Open ran (before this run wrote any),
+  // unless that job was still running.
+  std::map<std::string, uint64_t> found_;
 };
 
 }  // namespace dtrun

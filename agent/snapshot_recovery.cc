@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "base/guarded_thread.h"
 #include "snapshot/snapshot_region.h"
 #include "nlohmann/json.hpp"
@@ -40,6 +41,7 @@ void SnapshotRecovery::Start(std::optional<BuddyReplication> replication) {
     absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(options_.snapshot_dir);
     if (dir.ok()) {
       dir_ = std::move(*dir);
+      run_lock_ = dir_->HoldRun(snapshot::JobHash(options_.run_id));
     } else {
       spdlog::warn("{}; snapshots are not kept past this run", std::string(dir.status().message()));
     }
@@ -147,9 +149,13 @@ void SnapshotRecovery::OnJobEnd(JobEnd end) {
   if (!dir_) return;
   if (loader_.joinable()) OnLoaded();  // the job ended while a load ran: its regions are whole again first
   if (persister_) persister_->Stop();  // the writes below replace its files
+  // The run's lock goes once its files are kept or removed.
+  absl::Cleanup release = [this] { dir_->ReleaseRun(std::move(run_lock_), snapshot::JobHash(options_.run_id)); };
   if (end == JobEnd::kSucceeded) {
-    if (const int removed = dir_->Clear(); removed > 0) {
-      spdlog::info("the job finished: removed the {} snapshot file(s) kept in {}", removed, dir_->path());
+    const SnapshotDir::Cleared cleared = dir_->Clear(snapshot::JobHash(options_.run_id));
+    for (const std::string& problem : cleared.problems) spdlog::warn("{}", problem);
+    if (cleared.removed > 0) {
+      spdlog::info("the job finished: removed the {} snapshot file(s) kept in {}", cleared.removed, dir_->path());
     }
     return;
   }

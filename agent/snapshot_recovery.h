@@ -94,6 +94,7 @@ class SnapshotRecovery : public AgentComponent {
   int64_t round_ = -1;
   int64_t slowest_write_us_ = 0;  // the longest snapshot write any worker reported
   std::optional<SnapshotDir> dir_;  // --snapshot-dir
+  UniqueFd run_lock_;               // dir_->HoldRun's, until the job ends
   enum class Load { kNone, kRunning, kDone } load_ = Load::kNone;
   UniqueFd load_done_;        // the loader's eventfd: written when it ends
   std::thread loader_;

@@ -54,6 +54,19 @@ absl::Status Place(int fd, uint64_t offset, const SlotHeader& header, MappedRegi
   return st;
 }
 
+// The size of a regular file that starts with the magic.
+absl::StatusOr<uint64_t> CheckedFileSize(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return absl::DataLossError("not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  char magic[sizeof(kFileMagic)];
+  if (size < sizeof(magic) || !ReadAt(fd, magic, sizeof(magic), 0).ok() ||
+      std::memcmp(magic, kFileMagic, sizeof(magic)) != 0) {
+    return absl::DataLossError("not a dtrun snapshot file");
+  }
+  return size;
+}
+
 bool SameSnapshot(const absl::StatusOr<SlotHeader>& now, const SlotHeader& then) {
   return now.ok() && now->job == then.job && now->step == then.step && now->payload_hash == then.payload_hash &&
          now->payload_bytes == then.payload_bytes;
@@ -98,16 +111,9 @@ absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& re
 
 absl::StatusOr<std::vector<SlotHeader>> ReadSnapshotFile(int fd, uint64_t job, int64_t rank, int64_t world_size,
                                                          MappedRegion& region) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return absl::DataLossError("not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  char magic[sizeof(kFileMagic)];
-  if (size < sizeof(magic) || !ReadAt(fd, magic, sizeof(magic), 0).ok() ||
-      std::memcmp(magic, kFileMagic, sizeof(magic)) != 0) {
-    return absl::DataLossError("not a dtrun snapshot file");
-  }
+  DT_ASSIGN_OR_RETURN(const uint64_t size, CheckedFileSize(fd));
   std::vector<SlotHeader> placed;
-  uint64_t offset = sizeof(magic);
+  uint64_t offset = sizeof(kFileMagic);
   for (int record = 0; offset < size; ++record) {
     if (record == kSlots) return absl::DataLossError(absl::StrCat("more than ", kSlots, " snapshots in one file"));
     if (size - offset < kHeaderBytes) return absl::DataLossError("the snapshot file is cut short");
@@ -130,6 +136,15 @@ absl::StatusOr<std::vector<SlotHeader>> ReadSnapshotFile(int fd, uint64_t job, i
     offset += header.payload_bytes;
   }
   return placed;
+}
+
+absl::StatusOr<uint64_t> SnapshotFileJob(int fd) {
+  DT_ASSIGN_OR_RETURN(const uint64_t size, CheckedFileSize(fd));
+  if (size - sizeof(kFileMagic) < kHeaderBytes) return absl::DataLossError("the snapshot file is cut short");
+  std::string bytes(kHeaderBytes, '\0');
+  DT_RETURN_IF_ERROR(ReadAt(fd, bytes.data(), bytes.size(), sizeof(kFileMagic)));
+  DT_ASSIGN_OR_RETURN(SlotHeader header, DecodeHeader(bytes, std::numeric_limits<uint64_t>::max()));
+  return header.job;
 }
 
 }  // namespace dtrun::snapshot

@@ -35,4 +35,7 @@ absl::StatusOr<std::vector<SlotHeader>> WriteSnapshotFile(const MappedRegion& re
 absl::StatusOr<std::vector<SlotHeader>> ReadSnapshotFile(int fd, uint64_t job, int64_t rank, int64_t world_size,
                                                          MappedRegion& region);
 
+// The job that wrote the file (its first record's). DataLoss if it is not such a file.
+absl::StatusOr<uint64_t> SnapshotFileJob(int fd);
+
 }  // namespace dtrun::snapshot

@@ -24,6 +24,7 @@ namespace dtrun {
 namespace {
 
 using ::dtrun::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -70,6 +71,8 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
   ASSERT_EQ(::stat((path + "/rank-2-of-4.dtsnap").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 
+  dir = SnapshotDir::Open(path);  // the next run's
+  ASSERT_TRUE(dir.ok()) << dir.status();
   SnapshotStore next = Store();
   const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2, 4);
   EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
@@ -96,7 +99,7 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
 
   std::ofstream(path + "/.keep-a1B2c3.tmp") << "cut short by a SIGKILL";
-  EXPECT_EQ(dir->Clear(), 2);  // the job finished
+  EXPECT_EQ(dir->Clear(kAfter).removed, 2);  // the job finished
   EXPECT_TRUE(Names(path).empty());
 }
 
@@ -157,9 +160,11 @@ TEST(SnapshotDirTest, TwoNodesInContainersKeepIntoOneSharedDirectoryWithoutClobb
   }
   EXPECT_THAT(Names(path), ElementsAre("rank-0-of-4.dtsnap", "rank-1-of-4.dtsnap", "rank-2-of-4.dtsnap",
                                        "rank-3-of-4.dtsnap"));
+  absl::StatusOr<SnapshotDir> next_run = SnapshotDir::Open(path);
+  ASSERT_TRUE(next_run.ok()) << next_run.status();
   for (int node = 0; node < 2; ++node) {
     SnapshotStore next = Store();
-    const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2 * node, 4);
+    const SnapshotDir::Outcome loaded = next_run->Load(next, kAfter, 2 * node, 4);
     EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
     EXPECT_EQ(loaded.ranks, 2);
     for (int lr = 0; lr < 2; ++lr) {
@@ -177,6 +182,82 @@ TEST(SnapshotDirTest, TwoNodesInContainersKeepIntoOneSharedDirectoryWithoutClobb
   }
 }
 
+// Two jobs given one directory: a file the other wrote while this run ran is neither replaced nor
+// removed, and the line names the directory and the fix; the files of the run before, and this
+// run's own, are.
+TEST(SnapshotDirTest, AFileAnotherRunWroteWhileThisOneRanIsNeitherReplacedNorRemoved) {
+  const std::string path = testing::MakeTempDir();
+  ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // the run before
+  absl::StatusOr<SnapshotDir> mine = SnapshotDir::Open(path);
+  absl::StatusOr<SnapshotDir> theirs = SnapshotDir::Open(path);
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  const uint64_t kMine = snapshot::JobHash("mine"), kTheirs = snapshot::JobHash("theirs");
+  auto store_of = [](uint64_t job) {
+    SnapshotStore store = Store();
+    for (int lr = 0; lr < 2; ++lr) {
+      testing::WriteTestSnapshot(store.fd(lr), snapshot::SlotHeader{job, 2 + lr, 4, 9, 0, 0, 0, 0}, "state");
+    }
+    return store;
+  };
+  const SnapshotStore my_store = store_of(kMine), their_store = store_of(kTheirs);
+
+  ASSERT_TRUE(mine->KeepRank(my_store, 0, kMine, snapshot::Slots::kNewest).ok());  // replaces the run before's
+  ASSERT_TRUE(theirs->KeepRank(their_store, 1, kTheirs, snapshot::Slots::kNewest).ok());
+  EXPECT_THAT(theirs->KeepRank(their_store, 0, kTheirs, snapshot::Slots::kNewest),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(path + "/rank-2-of-4.dtsnap is the state of another run, one running at the same time "
+                                        "as this one: two jobs share --snapshot-dir " + path +
+                                 "; give each job a directory of its own (not replaced)")));
+  const SnapshotDir::Outcome kept = mine->Keep(my_store, kMine);
+  EXPECT_EQ(kept.ranks, 1);
+  EXPECT_THAT(kept.problems, ElementsAre(HasSubstr("local rank 1's snapshots were not kept: " + path +
+                                                   "/rank-3-of-4.dtsnap is the state of another run")));
+  EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));  // no temporary left
+
+  const SnapshotDir::Cleared cleared = mine->Clear(kMine);
+  EXPECT_EQ(cleared.removed, 1);
+  EXPECT_THAT(cleared.problems, ElementsAre(AllOf(HasSubstr(path + "/rank-3-of-4.dtsnap is the state of another run"),
+                                                  HasSubstr("(left there)"))));
+  EXPECT_THAT(Names(path), ElementsAre("rank-3-of-4.dtsnap"));
+  SnapshotStore next = Store();
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 1);  // theirs, whole
+}
+
+// A job started while another with the same directory still runs (its agents hold its run lock)
+// does not resume from that job's copies: they are not a stopped run's state. Once that job has
+// ended, they are, and its lock file is gone with its last agent; one a killed run left is
+// removed by the next run that finishes.
+TEST(SnapshotDirTest, TheFilesOfAJobStillRunningAreNotLoaded) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> running = SnapshotDir::Open(path);
+  ASSERT_TRUE(running.ok()) << running.status();
+  UniqueFd lock = running->HoldRun(kBefore);
+  ASSERT_TRUE(lock.valid()) << "no file locks in " << path;
+  UniqueFd other_agent = running->HoldRun(kBefore);  // another node of the same job
+  ASSERT_TRUE(other_agent.valid());
+  ASSERT_EQ(running->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // its --snapshot-dir-every copies
+
+  SnapshotStore next = Store();
+  const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(next, kAfter, 2, 4);
+  EXPECT_EQ(loaded.ranks, 0);
+  EXPECT_THAT(loaded.problems, ElementsAre(AllOf(HasSubstr(path + "/rank-2-of-4.dtsnap is the state of another run, one "
+                                                           "running at the same time as this one"),
+                                                 HasSubstr("(not loaded)")),
+                                           HasSubstr("rank-3-of-4.dtsnap is the state of another run")));
+  EXPECT_FALSE(next.Newest(0).has_value());
+
+  running->ReleaseRun(std::move(lock), kBefore);
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 0);  // one of its agents still runs
+  running->ReleaseRun(std::move(other_agent), kBefore);
+  EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));  // its lock went with it
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 2);
+
+  { UniqueFd killed = running->HoldRun(kBefore); }  // its agents SIGKILLed: no ReleaseRun
+  ASSERT_EQ(Names(path).size(), 3u);
+  EXPECT_EQ(SnapshotDir::Open(path)->Clear(kAfter).removed, 2);
+  EXPECT_TRUE(Names(path).empty());
+}
+
 TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
   const std::string path = testing::MakeTempDir();
   absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
@@ -192,7 +273,7 @@ TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
     f.put('\x55');
   }
   SnapshotStore next = Store();
-  const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2, 4);
+  const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(next, kAfter, 2, 4);
   EXPECT_THAT(loaded.problems, ElementsAre(HasSubstr("cannot read " + rank2),
                                            HasSubstr("rank-3-of-4.dtsnap not used: the snapshot of step 8 fails its "
                                                      "checksum: corrupted on disk")));

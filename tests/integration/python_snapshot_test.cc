@@ -281,6 +281,42 @@ TEST_F(PythonSnapshotTest, AJobKilledWithItsLauncherResumesFromTheCopiesMadeWhil
   EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
 }
 
+// A second job given the same --snapshot-dir while the first still runs (a sweep's copied
+// command line): it neither resumes from the first job's copies nor replaces them, and says why
+// with the fix; its success leaves them. The first job, stopped, keeps its own state there, and
+// its next run resumes from it.
+TEST_F(PythonSnapshotTest, ASecondJobGivenTheDirectoryOfOneStillRunningNeitherResumesFromItNorReplacesIt) {
+  const std::string kept = MakeTempDir() + "/kept";
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  Harness first({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--snapshot-dir", kept, "--snapshot-dir-every",
+                 "0.2", "--snapshot-every", "20", Worker("snapshot_resume.py"), "10", "--fresh-runs-on"},
+                env);
+  auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
+  auto copied = [&](const nlohmann::json&) {
+    return CopiedStep(kept + "/rank-0-of-2.dtsnap") >= 40 && CopiedStep(kept + "/rank-1-of-2.dtsnap") >= 40;
+  };
+  ASSERT_TRUE(copied(AwaitStatus(ask, copied, std::chrono::seconds(120)))) << first.all();
+
+  auto [rc, second] = RunScript(py_, {"--snapshot-dir", kept, "--snapshot-dir-every", "0.2"}, {});
+  ASSERT_EQ(rc, 0) << second;
+  EXPECT_NE(second.find("[default1]:FRESH"), std::string::npos) << second;
+  EXPECT_NE(second.find(kept + "/rank-1-of-2.dtsnap is the state of another run, one running at the same time as this "
+                               "one: two jobs share --snapshot-dir " + kept + "; give each job a directory of its own "
+                               "(not loaded)"),
+            std::string::npos)
+      << second;
+  EXPECT_NE(second.find("(left there)"), std::string::npos) << second;
+  EXPECT_GE(CopiedStep(kept + "/rank-0-of-2.dtsnap"), 40) << second;
+
+  ::kill(first.pid(), SIGTERM);
+  ASSERT_TRUE(first.Wait(std::chrono::seconds(60)).has_value()) << first.all();
+  EXPECT_EQ(first.all().find("two jobs share"), std::string::npos) << first.all();
+  EXPECT_NE(first.all().find("[dtrun] kept 2 ranks' snapshots"), std::string::npos) << first.all();
+  auto [next_rc, next] = RunScript(py_, {"--snapshot-dir", kept}, {});
+  ASSERT_EQ(next_rc, 0) << next;
+  EXPECT_GE(RestoredStep(next), 40) << next;
+}
+
 // A script that calls nothing of dtrun's but snapshot() and restore() (no heartbeat): its steps
 // are still reported, so the recovery is followed to the ranks stepping again and the steps lost
 // are counted: rank 1 reported step 23 before it died (read before it is reaped), and the restart
