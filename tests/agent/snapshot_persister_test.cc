@@ -59,9 +59,9 @@ TEST(SnapshotPersisterTest, EachRanksNewestSnapshotIsCopiedOnceAndAgainWhenANewe
   EXPECT_THAT(persister.written(), ElementsAre(9, 8));
   EXPECT_NE(Inode(rank0), first);
 
-  // The next run gets the newest step of each rank, and only that one.
+  // The next run (its own view of the directory) gets the newest step of each rank, and only that one.
   SnapshotStore next = Store();
-  const SnapshotDir::Outcome loaded = dir->Load(next, snapshot::JobHash("next run"), 0, 2);
+  const SnapshotDir::Outcome loaded = SnapshotDir::Open(dir->path())->Load(next, snapshot::JobHash("next run"), 0, 2);
   EXPECT_TRUE(loaded.problems.empty());
   EXPECT_THAT(loaded.steps, ElementsAre(8, 9));
   EXPECT_EQ(next.Newest(0)->step, 9);
