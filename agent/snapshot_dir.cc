@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,11 +70,27 @@ std::string RunLockOf(const std::string& dir, uint64_t job) {
   return absl::StrCat(dir, "/.run-", hex, ".lock");
 }
 
-// Whether an agent of run `job` holds its lock in `dir` (SnapshotDir::HoldRun). Opened for writing:
-// NFS makes flock a POSIX lock, whose exclusive form needs it.
+// Run locks are open-file-description locks on the whole file (fcntl F_OFD_*: released when the
+// holder's file closes, as at its death, and kept by NFS's lock manager across hosts). Holders
+// take read locks; whether any other holder is left is asked (F_OFD_GETLK) for a write lock, never
+// taken, so asking cannot make a holder's own lock fail.
+bool LockFile(int fd, int command, short type, struct flock* lock) {
+  *lock = {};
+  lock->l_type = type;
+  lock->l_whence = SEEK_SET;  // l_start 0, l_len 0: the whole file
+  return ::fcntl(fd, command, lock) == 0;
+}
+
+// Whether a holder other than `fd`'s own description holds a read lock on it.
+bool OthersHold(int fd) {
+  struct flock lock;
+  return LockFile(fd, F_OFD_GETLK, F_WRLCK, &lock) && lock.l_type != F_UNLCK;
+}
+
+// Whether an agent of run `job` still holds its lock in `dir` (SnapshotDir::HoldRun).
 bool RunIsLive(const std::string& dir, uint64_t job) {
-  UniqueFd lock(::open(RunLockOf(dir, job).c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  return lock.valid() && ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  UniqueFd lock(::open(RunLockOf(dir, job).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  return lock.valid() && OthersHold(lock.get());
 }
 
 void SyncDirectory(const std::string& path) {
@@ -110,14 +125,14 @@ absl::StatusOr<SnapshotDir> SnapshotDir::Open(const std::string& path) {
 
 UniqueFd SnapshotDir::HoldRun(uint64_t job) const {
   UniqueFd lock(::open(RunLockOf(path_, job).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!lock.valid() || ::flock(lock.get(), LOCK_SH | LOCK_NB) != 0) return UniqueFd();
+  struct flock held;
+  if (!lock.valid() || !LockFile(lock.get(), F_OFD_SETLK, F_RDLCK, &held)) return UniqueFd();
   return lock;
 }
 
 void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {
-  if (!held.valid()) return;
-  // The last agent of the run gets it exclusively; one still running keeps it shared.
-  if (::flock(held.get(), LOCK_EX | LOCK_NB) == 0) ::unlink(RunLockOf(path_, job).c_str());
+  // The last agent of the run removes the file; the lock goes as `held` closes.
+  if (held.valid() && !OthersHold(held.get())) ::unlink(RunLockOf(path_, job).c_str());
 }
 
 absl::Status SnapshotDir::CheckNotAnotherRuns(const std::string& file, uint64_t job) const {

@@ -54,10 +54,10 @@ class SnapshotDir {
   // into the store's empty regions, under `job`. A problem too when the directory holds only
   // another world size's files.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
-  // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds the lock file
-  // DIR/.run-JOB.lock shared (flock), so that another job's agent can tell that the files this
-  // run writes are not a stopped run's state to resume from. An invalid fd where the filesystem
-  // has no locks: nothing can be told then.
+  // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds a read lock
+  // on DIR/.run-JOB.lock, so that another job's agent can tell that the files this run writes are
+  // not a stopped run's state to resume from. An invalid fd where the filesystem has no locks:
+  // nothing can be told then.
   UniqueFd HoldRun(uint64_t job) const;
   // Lets go of what HoldRun returned; the lock file goes with the last agent of the run.
   void ReleaseRun(UniqueFd held, uint64_t job) const;

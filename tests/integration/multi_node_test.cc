@@ -704,5 +704,56 @@ TEST_F(MultiNodeTest, APythonScriptsLostRankResumesFromItsBuddyCopyOnTheSpare) {
   EXPECT_NE(spare_out.find(" " + digest[1].str()), std::string::npos) << spare_out;
 }
 
+
+// --snapshot-dir on each node's own disk, and the job run again with one node replaced (its disk
+// empty, as a node Slurm or Kubernetes gives a requeued job in place of a lost one): the
+// survivor loads its rank's kept state, the new node's rank receives a copy of it, and the job
+// ends with the parameters of a run never stopped (Gloo on CPU, deterministic batches).
+TEST_F(MultiNodeTest, ANodeReplacedBetweenTwoRunsTakesItsRankFromThePeerThatKeptItsState) {
+  Cluster(2);
+  const std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  constexpr int kMoreSteps = 20;
+  const std::string dir = MakeTempDir();
+  auto node = [&](int i, const std::string& disk, std::vector<std::string> script_args) {
+    std::vector<std::string> program = {Worker("snapshot_resume.py"), std::to_string(kMoreSteps), "--fresh-runs-on"};
+    program.insert(program.end(), script_args.begin(), script_args.end());
+    return Node(i, {"--nproc-per-node", "1", "--snapshot-every", "50", "--snapshot-dir", disk}, program);
+  };
+  auto a = node(0, dir + "/host0", {"--say-every", "20"});
+  auto b = node(1, dir + "/host1", {});
+  ASSERT_TRUE(a->WaitForOutput("STEP 120", seconds(120))) << a->all() << b->all();
+  ::kill(a->pid(), SIGTERM);
+  ::kill(b->pid(), SIGTERM);
+  ASSERT_TRUE(a->Wait(seconds(60)).has_value()) << a->all();
+  ASSERT_TRUE(b->Wait(seconds(60)).has_value()) << b->all();
+  EXPECT_NE(a->all().find("[dtrun] kept 1 rank's snapshots"), std::string::npos) << a->all();
+
+  auto again = node(0, dir + "/host0", {});
+  auto replaced = node(1, dir + "/new-host1", {});
+  EXPECT_EQ(again->Wait(seconds(120)), 0) << again->all() << replaced->all();
+  EXPECT_EQ(replaced->Wait(seconds(60)), 0) << replaced->all();
+  EXPECT_NE(again->all().find("[dtrun] loaded 1 rank's snapshots"), std::string::npos) << again->all();
+  EXPECT_EQ(replaced->all().find("[dtrun] loaded"), std::string::npos) << replaced->all();
+  std::smatch on_a, on_new, digest_a, digest_new;
+  const std::string a_out = again->all(), new_out = replaced->all();
+  ASSERT_TRUE(std::regex_search(a_out, on_a, std::regex(R"(RESTORED step=(\d+))"))) << a_out;
+  ASSERT_TRUE(std::regex_search(new_out, on_new, std::regex(R"(RESTORED step=(\d+))"))) << new_out;
+  EXPECT_EQ(on_a[1], on_new[1]);
+  EXPECT_GE(std::stoi(on_a[1]), 120) << a_out;  // the step it was stopped at, not the periodic snapshot of 100
+  ASSERT_TRUE(std::regex_search(a_out, digest_a, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << a_out;
+  ASSERT_TRUE(std::regex_search(new_out, digest_new, std::regex(R"(DIGEST rank=1 ([0-9a-f]{16}))"))) << new_out;
+  EXPECT_EQ(digest_a[1], digest_new[1]);
+
+  auto [rc, never_stopped] =
+      RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", Worker("snapshot_resume.py"),
+                std::to_string(std::stoi(on_a[1]) + kMoreSteps)},
+               {{"PYTHON_EXEC", *py}, {"DTRUN_RUNTIME_DIR", MakeTempDir()}});
+  ASSERT_EQ(rc, 0) << never_stopped;
+  std::smatch digest;
+  ASSERT_TRUE(std::regex_search(never_stopped, digest, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << never_stopped;
+  EXPECT_EQ(digest_a[1], digest[1]);
+}
+
 }  // namespace
 }  // namespace dtrun::testing
