@@ -13,6 +13,7 @@
 #include <optional>
 #include <regex>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/format_bytes.h"
@@ -135,14 +136,19 @@ void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {
   if (held.valid() && !OthersHold(held.get())) ::unlink(RunLockOf(path_, job).c_str());
 }
 
-absl::Status SnapshotDir::CheckNotAnotherRuns(const std::string& file, uint64_t job) const {
+bool SnapshotDir::IsAnotherRuns(const std::string& file, uint64_t job) const {
   const std::optional<uint64_t> now = JobOfFile(file);
-  if (!now || *now == job) return absl::OkStatus();
+  if (!now || *now == job) return false;
   const auto found = found_.find(std::filesystem::path(file).filename().string());
-  if (found != found_.end() && found->second == *now) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(file, " is the state of another run, one running at the same time ",
-                                                    "as this one: two jobs share --snapshot-dir ", path_,
-                                                    "; give each job a directory of its own"));
+  return found == found_.end() || found->second != *now;
+}
+
+std::string SnapshotDir::AnotherRunsLine(std::vector<int64_t> ranks, const std::string& outcome) const {
+  std::sort(ranks.begin(), ranks.end());
+  return absl::StrCat("the snapshot", ranks.size() == 1 ? " of rank " : "s of ranks ", absl::StrJoin(ranks, ", "),
+                      " in ", path_, ranks.size() == 1 ? " is" : " are",
+                      " another run's, one running at the same time as this one: two jobs share --snapshot-dir ",
+                      path_, "; give each job a directory of its own (", outcome, ")");
 }
 
 std::string SnapshotDir::FileOf(int64_t rank, int64_t world_size) const {
@@ -186,9 +192,9 @@ absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const Sn
   }
   const snapshot::SlotHeader& newest = written->back();
   const std::string file = FileOf(newest.rank, newest.world_size);
-  if (absl::Status theirs = CheckNotAnotherRuns(file, job); !theirs.ok()) {
+  if (IsAnotherRuns(file, job)) {
     ::unlink(tmp.c_str());
-    return absl::FailedPreconditionError(absl::StrCat(theirs.message(), " (not replaced)"));
+    return absl::FailedPreconditionError(AnotherRunsLine({newest.rank}, "not replaced"));
   }
   if (std::rename(tmp.c_str(), file.c_str()) != 0) {
     const int error = errno;
@@ -201,14 +207,19 @@ absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const Sn
 
 SnapshotDir::Outcome SnapshotDir::Keep(const SnapshotStore& store, uint64_t job) const {
   Outcome done;
+  std::vector<int64_t> theirs;  // ranks whose files another run wrote: one line for all
   for (int lr = 0; lr < store.nproc(); ++lr) {
     absl::StatusOr<std::vector<snapshot::SlotHeader>> written = KeepRank(store, lr, job, snapshot::Slots::kBoth);
     if (written.ok()) {
       done.Add(*written);
+    } else if (std::optional<snapshot::SlotHeader> newest = store.Newest(lr);
+               absl::IsFailedPrecondition(written.status()) && newest) {
+      theirs.push_back(newest->rank);
     } else {
       done.problems.push_back(absl::StrCat("local rank ", lr, "'s snapshots were not kept: ", written.status().message()));
     }
   }
+  if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "not replaced"));
   return done;
 }
 
@@ -216,6 +227,10 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
                                        int64_t world_size) const {
   Outcome done;
   bool found = false;
+  std::vector<int64_t> theirs;
+  absl::Cleanup say_theirs = [&] {
+    if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "not loaded"));
+  };
   for (int lr = 0; lr < store.nproc(); ++lr) {
     const int64_t rank = first_rank + lr;
     const std::string file = FileOf(rank, world_size);
@@ -225,8 +240,8 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
       continue;
     }
     found = true;
-    if (absl::Status theirs = CheckNotAnotherRuns(file, job); !theirs.ok()) {
-      done.problems.push_back(absl::StrCat(theirs.message(), " (not loaded)"));
+    if (IsAnotherRuns(file, job)) {
+      theirs.push_back(rank);
       continue;
     }
     absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(lr));
@@ -264,6 +279,7 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
 
 SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job) const {
   Cleared done;
+  std::vector<int64_t> theirs;
   ForEachName(path_, [&](const std::string& name) {
     const std::string file = path_ + "/" + name;
     if (std::regex_match(name, TemporaryName())) ::unlink(file.c_str());
@@ -272,13 +288,15 @@ SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job) const {
       const uint64_t run = std::stoull(lock[1], nullptr, 16);
       if (run != job && !RunIsLive(path_, run)) ::unlink(file.c_str());
     }
-    if (!std::regex_match(name, SnapshotFileName())) return;
-    if (absl::Status theirs = CheckNotAnotherRuns(file, job); !theirs.ok()) {
-      done.problems.push_back(absl::StrCat(theirs.message(), " (left there)"));
+    std::smatch snapshot;
+    if (!std::regex_match(name, snapshot, SnapshotFileName())) return;
+    if (IsAnotherRuns(file, job)) {
+      theirs.push_back(std::stoll(snapshot[1]));
     } else if (::unlink(file.c_str()) == 0) {
       ++done.removed;
     }
   });
+  if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "left there"));
   return done;
 }
 

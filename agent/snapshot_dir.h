@@ -47,7 +47,8 @@ class SnapshotDir {
   Outcome Keep(const SnapshotStore& store, uint64_t job) const;
   // The same for one local rank, `which` of its two slots: the headers written, oldest first (none:
   // it holds no snapshot of `job`, and its file stays). Aborted: its worker rewrote the slot while
-  // it was copied (snapshot/snapshot_file.h); the file stays then too.
+  // it was copied (snapshot/snapshot_file.h); FailedPrecondition: the file is another run's
+  // (AnotherRunsLine); the file stays then too.
   absl::StatusOr<std::vector<snapshot::SlotHeader>> KeepRank(const SnapshotStore& store, int local_rank, uint64_t job,
                                                              snapshot::Slots which) const;
   // Loads the files of global ranks `first_rank`.. (one per local rank) of a world of `world_size`
@@ -61,6 +62,9 @@ class SnapshotDir {
   UniqueFd HoldRun(uint64_t job) const;
   // Lets go of what HoldRun returned; the lock file goes with the last agent of the run.
   void ReleaseRun(UniqueFd held, uint64_t job) const;
+  // One line for the files of `ranks` that another run wrote, naming the directory and the fix;
+  // `outcome` says what was done with them ("not loaded").
+  std::string AnotherRunsLine(std::vector<int64_t> ranks, const std::string& outcome) const;
   // Removes the snapshot files of `job` and of the runs before it (and temporaries an agent
   // killed mid-write left). A file another run wrote while this one ran stays, with a line.
   struct Cleared {
@@ -72,11 +76,10 @@ class SnapshotDir {
  private:
   explicit SnapshotDir(std::string path) : path_(std::move(path)) {}
   std::string FileOf(int64_t rank, int64_t world_size) const;
-  // OK if this run (`job`) may load, replace or remove `file`: it is missing, no snapshot file,
-  // this run's, or as Open found it, of a run that had ended. FailedPrecondition names the
-  // directory and the fix otherwise: another run wrote it that was running meanwhile, so two jobs
-  // share the directory.
-  absl::Status CheckNotAnotherRuns(const std::string& file, uint64_t job) const;
+  // Whether `file` is another run's, one that ran at the same time as this run (`job`): neither
+  // missing, nor a snapshot file, nor this run's, nor as Open found it of a run that had ended.
+  // Such a file is not loaded, replaced or removed: two jobs share the directory.
+  bool IsAnotherRuns(const std::string& file, uint64_t job) const;
   std::string path_;
   // By file name, the job of each snapshot file there when Open ran (before this run wrote any),
   // unless that job was still running.

@@ -39,6 +39,7 @@ std::vector<int64_t> SnapshotPersister::written() const {
 std::vector<std::string> SnapshotPersister::PersistNow() {
   CheckedMutexLock pass(&pass_mu_);
   std::vector<std::string> lines;
+  std::vector<int64_t> theirs;  // ranks whose files another run wrote: one line for all
   for (int lr = 0; lr < store_.nproc(); ++lr) {
     const std::optional<snapshot::SlotHeader> newest = store_.Newest(lr);
     {
@@ -52,12 +53,15 @@ std::vector<std::string> SnapshotPersister::PersistNow() {
     }
     // Rewritten while copied is the worker going on: the next pass takes a newer one.
     const bool failed = !kept.ok() && !absl::IsAborted(kept.status());
-    if (failed && !failing_[lr]) {
+    if (failed && !failing_[lr] && absl::IsFailedPrecondition(kept.status())) {
+      theirs.push_back(newest->rank);
+    } else if (failed && !failing_[lr]) {
       lines.push_back(absl::StrCat("local rank ", lr, ": cannot copy its snapshot to ", dir_.path(), ": ",
                                    kept.status().message(), " (tried again every pass)"));
     }
     if (kept.ok() || failed) failing_[lr] = failed;
   }
+  if (!theirs.empty()) lines.push_back(dir_.AnotherRunsLine(theirs, "not copied; tried again every pass"));
   return lines;
 }
 

@@ -300,9 +300,9 @@ TEST_F(PythonSnapshotTest, ASecondJobGivenTheDirectoryOfOneStillRunningNeitherRe
   auto [rc, second] = RunScript(py_, {"--snapshot-dir", kept, "--snapshot-dir-every", "0.2"}, {});
   ASSERT_EQ(rc, 0) << second;
   EXPECT_NE(second.find("[default1]:FRESH"), std::string::npos) << second;
-  EXPECT_NE(second.find(kept + "/rank-1-of-2.dtsnap is the state of another run, one running at the same time as this "
-                               "one: two jobs share --snapshot-dir " + kept + "; give each job a directory of its own "
-                               "(not loaded)"),
+  EXPECT_NE(second.find("[dtrun] the snapshots of ranks 0, 1 in " + kept + " are another run's, one running at the "
+                        "same time as this one: two jobs share --snapshot-dir " + kept + "; give each job a directory "
+                        "of its own (not loaded)"),
             std::string::npos)
       << second;
   EXPECT_NE(second.find("(left there)"), std::string::npos) << second;
