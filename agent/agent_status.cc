@@ -77,6 +77,7 @@ StatusPublisher::Snapshot Agent::DescribeNode(Clock::time_point now) {
   const progress::ProgressBoard* board = this->board();
   if (board) node.total_steps = board->total_steps();
   const Replicator::BuddyView buddy = snapshots_->buddy();
+  const std::vector<int64_t> kept = snapshots_->KeptSteps();
   node.buddy = buddy.endpoint;
   std::vector<pid_t> pids;
   for (const WorkerGroup::Worker& w : group_->workers()) {
@@ -114,6 +115,7 @@ StatusPublisher::Snapshot Agent::DescribeNode(Clock::time_point now) {
       r.snapshot_bytes = static_cast<int64_t>(s->payload_bytes);
     }
     if (w.local_rank < static_cast<int>(buddy.kept_steps.size())) r.buddy_step = buddy.kept_steps[w.local_rank];
+    if (w.local_rank < static_cast<int>(kept.size())) r.kept_step = kept[w.local_rank];
     if (board && w.local_rank < static_cast<int>(board->ranks().size())) r.warm = board->ranks()[w.local_rank].warm;
     if (auto it = used.find(w.process.pid()); it != used.end()) {
       r.cpu_percent = it->second.cpu_percent;

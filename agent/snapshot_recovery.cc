@@ -128,11 +128,25 @@ void SnapshotRecovery::OnLoaded() {
   load_ = Load::kDone;
   for (const std::string& problem : loaded_.problems) spdlog::warn("{}", problem);
   if (loaded_.ranks == 0) return;
+  for (int lr = 0; lr < store_.nproc(); ++lr) {
+    const std::optional<snapshot::SlotHeader> newest = store_.Newest(lr);
+    loaded_steps_.push_back(newest ? newest->step : -1);
+  }
   // A program or model changed since can fail on that state, and would keep it again: say how out.
   spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them (to start afresh instead, remove {}/*.dtsnap)",
                loaded_.Describe(), dir_->path(), Seconds(options_.now() - load_started_), dir_->path());
   events_.Record("snapshots_loaded", round_,
                  {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}});
+}
+
+std::vector<int64_t> SnapshotRecovery::KeptSteps() const {
+  std::vector<int64_t> kept = loaded_steps_;
+  kept.resize(static_cast<size_t>(options_.nproc_per_node), -1);
+  if (persister_) {
+    const std::vector<int64_t> written = persister_->written();
+    for (size_t lr = 0; lr < kept.size() && lr < written.size(); ++lr) kept[lr] = std::max(kept[lr], written[lr]);
+  }
+  return kept;
 }
 
 int64_t SnapshotRecovery::StuckAtLoadedStep() const {

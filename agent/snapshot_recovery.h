@@ -59,6 +59,9 @@ class SnapshotRecovery : public AgentComponent {
   // program changed since (another model) fails on them at every run.
   void OnJobEnd(JobEnd end);
   Replicator::BuddyView buddy() const { return replicator_ ? replicator_->View() : Replicator::BuddyView{}; }
+  // For `dtrun status`: by local rank, the newest step of its snapshot in --snapshot-dir, loaded
+  // from there or copied since (-1: none, or no --snapshot-dir).
+  std::vector<int64_t> KeptSteps() const;
 
   // A worker's report (the running round's, already checked): snapshots to pin for the buddy,
   // restored state and steps for the recovery under way.
@@ -100,6 +103,7 @@ class SnapshotRecovery : public AgentComponent {
   std::thread loader_;
   std::chrono::steady_clock::time_point load_started_;
   SnapshotDir::Outcome loaded_;  // the loader's; read after it is joined
+  std::vector<int64_t> loaded_steps_;  // by local rank, the newest step loaded (-1: none)
   std::unique_ptr<SnapshotPersister> persister_;  // --snapshot-dir-every's copies, once the load is done
 };
 

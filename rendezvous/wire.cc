@@ -157,6 +157,7 @@ void ToWire(const status::NodeStatus& in, v1::NodeProgress* out) {
     w->set_snapshot_step(r.snapshot_step);
     w->set_snapshot_bytes(r.snapshot_bytes);
     if (r.buddy_step >= 0) w->set_buddy_step(r.buddy_step);
+    if (r.kept_step >= 0) w->set_kept_step(r.kept_step);
     w->set_warm(r.warm);
     if (r.sync_wait_s >= 0) w->set_sync_wait_s(r.sync_wait_s);
     for (const status::StepWait& sw : r.waits) {
@@ -198,6 +199,7 @@ status::NodeStatus FromWire(const v1::NodeProgress& in) {
     r.snapshot_step = w.snapshot_bytes() > 0 ? w.snapshot_step() : -1;
     r.snapshot_bytes = w.snapshot_bytes() > 0 ? w.snapshot_bytes() : -1;
     r.buddy_step = w.has_buddy_step() ? w.buddy_step() : -1;
+    r.kept_step = w.has_kept_step() ? w.kept_step() : -1;
     r.warm = w.warm();
     r.sync_wait_s = w.has_sync_wait_s() ? w.sync_wait_s() : -1;
     const int waits = std::min<int>(w.waits_size(), static_cast<int>(status::kMaxWaitsPerRank) + 1);

@@ -28,7 +28,7 @@ absl::Status CheckRank(const RankStatus& r, size_t i) {
   } counts[] = {{"global_rank", r.global_rank, -1}, {"local_rank", r.local_rank, 0}, {"pid", r.pid, 0},
                 {"step", r.step, -1},               {"rss_bytes", r.rss_bytes, -1}, {"gpu_mem_bytes", r.gpu_mem_bytes, -1},
                 {"snapshot_step", r.snapshot_step, -1}, {"snapshot_bytes", r.snapshot_bytes, -1},
-                {"buddy_step", r.buddy_step, -1}};
+                {"buddy_step", r.buddy_step, -1}, {"kept_step", r.kept_step, -1}};
   for (const auto& c : counts) {
     if (c.value < c.min) return bad(c.name);
   }

@@ -41,6 +41,7 @@ struct RankStatus {
   int64_t snapshot_step = -1;    // its newest in-memory snapshot (docs/DESIGN.md, "Snapshots")
   int64_t snapshot_bytes = -1;   // and that snapshot's size
   int64_t buddy_step = -1;       // the newest step of it that the node's buddy holds a copy of
+  int64_t kept_step = -1;        // the newest step of it written to --snapshot-dir
   bool warm = false;             // its program may be started parked (docs/DESIGN.md, "Warm workers")
   double sync_wait_s = -1;       // its mean wait in the gradient all-reduce over its recent steps
   std::vector<StepWait> waits;   // the steps it reported since the node's previous summary, in order

@@ -86,6 +86,7 @@ std::string RenderPrometheus(const std::string& run_id, const NodeStatus& node, 
   PerRank(w, node, "dtrun_snapshot_step", "The step of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_step); });
   PerRank(w, node, "dtrun_snapshot_bytes", "The size of the rank's newest in-memory snapshot.", [](const RankStatus& r) { return static_cast<double>(r.snapshot_bytes); });
   PerRank(w, node, "dtrun_buddy_snapshot_step", "The newest step of the rank whose snapshot its node's buddy holds a copy of.", [](const RankStatus& r) { return static_cast<double>(r.buddy_step); });
+  PerRank(w, node, "dtrun_kept_snapshot_step", "The newest step of the rank whose snapshot is written to --snapshot-dir.", [](const RankStatus& r) { return static_cast<double>(r.kept_step); });
   PerRank(w, node, "dtrun_sync_wait_seconds", "The rank's mean wait inside the gradient all-reduce over its recent steps.", [](const RankStatus& r) { return r.sync_wait_s; });
   w.Family("dtrun_straggler_rank", "gauge", "The global rank judged to hold the job back (-1: none).");
   w.Sample("dtrun_straggler_rank", "", straggler ? straggler->global_rank : -1);

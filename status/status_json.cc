@@ -31,6 +31,7 @@ json RankToJson(const RankStatus& r) {
           {"snapshot_step", Known(r.snapshot_step)},
           {"snapshot_bytes", Known(r.snapshot_bytes)},
           {"buddy_step", Known(r.buddy_step)},
+          {"kept_step", Known(r.kept_step)},
           {"sync_wait_s", Known(r.sync_wait_s)}};
 }
 
@@ -86,6 +87,7 @@ absl::StatusOr<RankStatus> RankFromJson(const json& j) {
   DTRUN_READ(j, "snapshot_step", r.snapshot_step);
   DTRUN_READ(j, "snapshot_bytes", r.snapshot_bytes);
   DTRUN_READ(j, "buddy_step", r.buddy_step);
+  DTRUN_READ(j, "kept_step", r.kept_step);
   DTRUN_READ(j, "sync_wait_s", r.sync_wait_s);
   return r;
 }

@@ -65,23 +65,23 @@ std::string RenderTable(const JobStatus& job) { return RenderHeader(job) + Rende
 
 std::string RenderRows(const JobStatus& job) {
   std::string out =
-      absl::StrFormat("%-16s %5s %5s %8s %-9s %8s %8s %10s %-12s %8s %8s %6s %10s %5s %10s %8s %10s %-21s %10s %10s\n", "HOST",
+      absl::StrFormat("%-16s %5s %5s %8s %-9s %8s %8s %10s %-12s %8s %8s %6s %10s %5s %10s %8s %10s %-21s %10s %8s %10s\n", "HOST",
                       "RANK", "LOCAL", "PID", "STATE", "STEP", "STEPS/S", "SAMPLES/S", "SECTION", "SEC_AGE", "HB_AGE",
-                      "CPU%", "RSS", "GPU%", "GPU_MEM", "SNAP", "SNAP_SIZE", "BUDDY", "BUDDY_SNAP", "SYNC_WAIT");
+                      "CPU%", "RSS", "GPU%", "GPU_MEM", "SNAP", "SNAP_SIZE", "BUDDY", "BUDDY_SNAP", "KEPT", "SYNC_WAIT");
   for (const NodeStatus& n : job.nodes) {
     if (n.ranks.empty()) {
       out += absl::StrFormat("%-16s %5s %5s %8s %-9s (no report from this node yet)\n", n.host.substr(0, 16), "-", "-",
                              "-", "-");
     }
     for (const RankStatus& r : n.ranks) {
-      out += absl::StrFormat("%-16s %5s %5d %8d %-9s %8s %8s %10s %-12s %8s %8s %6s %10s %5s %10s %8s %10s %-21s %10s %10s\n",
+      out += absl::StrFormat("%-16s %5s %5d %8d %-9s %8s %8s %10s %-12s %8s %8s %6s %10s %5s %10s %8s %10s %-21s %10s %8s %10s\n",
                              n.host.substr(0, 16), Int(r.global_rank), r.local_rank, r.pid, r.state.substr(0, 9),
                              Int(r.step), Num(r.steps_per_s, 2), Num(r.samples_per_s),
                              r.section.empty() ? "-" : r.section.substr(0, 12), HumanSeconds(r.section_age_s),
                              HumanSeconds(r.heartbeat_age_s), Num(r.cpu_percent, 0), HumanBytes(r.rss_bytes),
                              Num(r.gpu_util_percent, 0), HumanBytes(r.gpu_mem_bytes), Int(r.snapshot_step),
                              HumanBytes(r.snapshot_bytes), n.buddy.empty() ? "-" : n.buddy.substr(0, 21),
-                             Int(r.buddy_step), SyncWait(r, job));
+                             Int(r.buddy_step), Int(r.kept_step), SyncWait(r, job));
     }
   }
   return out;

@@ -245,9 +245,23 @@ int64_t CopiedStep(const std::string& file) {
   return h.ok() ? h->step : -1;
 }
 
+// Each rank's step in --snapshot-dir as `dtrun status --json` shows it (`kept_step`; -1: none).
+std::map<int, int64_t> KeptByRank(const nlohmann::json& job) {
+  std::map<int, int64_t> kept;
+  for (const auto& node : job.value("nodes", nlohmann::json::array())) {
+    for (const auto& r : node.value("ranks", nlohmann::json::array())) {
+      if (r["rank"].is_number_integer()) {
+        kept[r["rank"].get<int>()] = r["kept_step"].is_number_integer() ? r["kept_step"].get<int64_t>() : -1;
+      }
+    }
+  }
+  return kept;
+}
+
 // A job whose dtrun is SIGKILLed with it (a scheduler's kill after its grace, the OOM killer) has
 // no moment to keep anything; the copies --snapshot-dir-every made while it ran are what its next
-// run resumes from, with the same parameters as a run that was never stopped.
+// run resumes from, with the same parameters as a run that was never stopped. `dtrun status`
+// shows each rank's copied step (KEPT).
 TEST_F(PythonSnapshotTest, AJobKilledWithItsLauncherResumesFromTheCopiesMadeWhileItRan) {
   const std::string kept = MakeTempDir() + "/kept";
   const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
@@ -256,10 +270,15 @@ TEST_F(PythonSnapshotTest, AJobKilledWithItsLauncherResumesFromTheCopiesMadeWhil
                "--first-attempt-runs-on"},
               env);
   auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
-  auto copied = [&](const nlohmann::json&) {
-    return CopiedStep(kept + "/rank-0-of-2.dtsnap") >= 40 && CopiedStep(kept + "/rank-1-of-2.dtsnap") >= 40;
+  auto copied = [&](const nlohmann::json& status) {
+    const std::map<int, int64_t> shown = KeptByRank(status);
+    return shown.size() == 2 && shown.at(0) >= 40 && shown.at(1) >= 40;
   };
-  ASSERT_TRUE(copied(AwaitStatus(ask, copied, std::chrono::seconds(120)))) << job.all();
+  const nlohmann::json status = AwaitStatus(ask, copied, std::chrono::seconds(120));
+  ASSERT_TRUE(copied(status)) << status.dump() << job.all();
+  // What status shows is on disk.
+  EXPECT_GE(CopiedStep(kept + "/rank-0-of-2.dtsnap"), KeptByRank(status).at(0));
+  EXPECT_GE(CopiedStep(kept + "/rank-1-of-2.dtsnap"), KeptByRank(status).at(1));
   ::kill(job.pid(), SIGKILL);
   ASSERT_TRUE(job.Wait(std::chrono::seconds(60)).has_value());
   EXPECT_EQ(job.all().find("[dtrun] kept"), std::string::npos) << job.all();

@@ -79,6 +79,8 @@ TEST(NodeStatusTest, AcceptsWhatAnAgentBuildsAndRefusesEachBrokenField) {
               ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("snapshot_bytes")));
   EXPECT_THAT(broken([](RankStatus& r) { r.buddy_step = -2; }),
               ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("buddy_step")));
+  EXPECT_THAT(broken([](RankStatus& r) { r.kept_step = -2; }),
+              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("kept_step")));
   NodeStatus bad_buddy = node;
   bad_buddy.buddy = "10.0.0.1:1\x1b[2J";
   EXPECT_THAT(CheckNodeStatus(bad_buddy, 2),
@@ -113,10 +115,13 @@ TEST(StatusJsonTest, RoundTripsAndWritesUnknownsAsNull) {
   job.nodes[1].ranks[1].snapshot_step = 11;
   job.nodes[1].ranks[1].snapshot_bytes = 94 << 20;
   job.nodes[1].ranks[1].buddy_step = 10;
+  job.nodes[1].ranks[1].kept_step = 11;
   job.nodes[1].buddy = "10.0.0.1:40001";
   nlohmann::json j = ToJson(job);
   EXPECT_EQ(j["nodes"][1]["ranks"][1]["snapshot_step"], 11);
   EXPECT_EQ(j["nodes"][1]["ranks"][1]["buddy_step"], 10);
+  EXPECT_EQ(j["nodes"][1]["ranks"][1]["kept_step"], 11);
+  EXPECT_TRUE(j["nodes"][1]["ranks"][0]["kept_step"].is_null());
   EXPECT_EQ(j["nodes"][1]["buddy"], "10.0.0.1:40001");
   EXPECT_TRUE(j["nodes"][0]["buddy"].is_null());
   EXPECT_TRUE(j["nodes"][1]["ranks"][0]["snapshot_step"].is_null());
@@ -159,6 +164,7 @@ TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   job.nodes[0].ranks[1].snapshot_step = 12;
   job.nodes[0].ranks[1].snapshot_bytes = 94 << 20;
   job.nodes[0].ranks[1].buddy_step = 10;
+  job.nodes[0].ranks[1].kept_step = 12;
   job.nodes[0].buddy = "10.0.0.2:40001";
   NodeStatus quiet;  // joined, nothing pushed yet
   quiet.host = "quiet";
@@ -169,10 +175,12 @@ TEST(StatusTableTest, OneHeaderAndOneRowPerRankWithDashesForUnknowns) {
   EXPECT_NE(table.find("host1                2     0     1002 running         11     2.50       80.0 step"), std::string::npos)
       << table;
   EXPECT_NE(table.find("3.0 MiB"), std::string::npos);
-  EXPECT_NE(table.find("SNAP  SNAP_SIZE BUDDY                 BUDDY_SNAP  SYNC_WAIT\n"), std::string::npos) << table;
-  // A rank with a snapshot and a copy of it on its buddy; one with neither.
-  EXPECT_NE(table.find("      12   94.0 MiB 10.0.0.2:40001                10          -\n"), std::string::npos) << table;
-  EXPECT_NE(table.find("       -          - -                              -          -\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("SNAP  SNAP_SIZE BUDDY                 BUDDY_SNAP     KEPT  SYNC_WAIT\n"), std::string::npos) << table;
+  // A rank with a snapshot, a copy of it on its buddy and in --snapshot-dir; one with none.
+  EXPECT_NE(table.find("      12   94.0 MiB 10.0.0.2:40001                10       12          -\n"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("       -          - -                              -        -          -\n"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("quiet"), std::string::npos);
   EXPECT_NE(table.find("no report from this node yet"), std::string::npos);
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1);
