@@ -300,6 +300,25 @@ TEST_F(PythonSnapshotTest, AJobKilledWithItsLauncherResumesFromTheCopiesMadeWhil
   EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
 }
 
+// `dtrun kill --run-id` from another shell, as a user ends a job by hand: dtrun keeps the ranks'
+// state of the step they were at, and the next run resumes there.
+TEST_F(PythonSnapshotTest, AJobEndedWithDtrunKillResumesInItsNextRunAtTheStepItWasAt) {
+  const std::string kept = MakeTempDir() + "/kept";
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  Harness job({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0", "--rdzv-id", "ended-by-hand",
+               "--snapshot-dir", kept, "--snapshot-every", "50", Worker("snapshot_resume.py"), "10", "--fresh-runs-on",
+               "--say-every", "20"},
+              env);
+  ASSERT_TRUE(job.WaitForOutput("STEP 60", std::chrono::seconds(120))) << job.all();
+  auto [kill_rc, said] = RunToEnd({DtrunBinary(), "kill", "--run-id", "ended-by-hand"}, env);
+  ASSERT_EQ(kill_rc, 0) << said;
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(60)).has_value()) << job.all();
+  EXPECT_NE(job.all().find("[dtrun] kept 2 ranks' snapshots"), std::string::npos) << job.all();
+  auto [rc, out] = RunScript(py_, {"--snapshot-dir", kept}, {});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_GE(RestoredStep(out), 60) << out;  // past the periodic snapshot of step 50
+}
+
 // A second job given the same --snapshot-dir while the first still runs (a sweep's copied
 // command line): it neither resumes from the first job's copies nor replaces them, and says why
 // with the fix; its success leaves them. The first job, stopped, keeps its own state there, and
