@@ -29,11 +29,11 @@ const std::regex& SnapshotFileName() {
   return name;
 }
 
-// What Keep writes before its rename (kTemporary, made unique): left behind only by an agent
-// killed mid-write.
-constexpr char kTemporary[] = "/.keep-XXXXXX.tmp";
+// What Keep writes before its rename: .keep-JOB-XXXXXX.tmp, made unique by mkostemps (on shared
+// storage every node's agent writes here, and in containers they all run as pid 1). Left behind
+// only by an agent killed mid-write; the job in the name says whether its run still runs.
 const std::regex& TemporaryName() {
-  static const std::regex name(R"(\.keep-[A-Za-z0-9]{6}\.tmp)");
+  static const std::regex name(R"(\.keep-([0-9a-f]{16})-[A-Za-z0-9]{6}\.tmp)");
   return name;
 }
 
@@ -65,11 +65,13 @@ std::optional<uint64_t> JobOfFile(const std::string& path) {
   return job.ok() ? std::optional(*job) : std::nullopt;
 }
 
-std::string RunLockOf(const std::string& dir, uint64_t job) {
+std::string Hex(uint64_t job) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(job));
-  return absl::StrCat(dir, "/.run-", hex, ".lock");
+  return hex;
 }
+
+std::string RunLockOf(const std::string& dir, uint64_t job) { return absl::StrCat(dir, "/.run-", Hex(job), ".lock"); }
 
 // Run locks are open-file-description locks on the whole file (fcntl F_OFD_*: released when the
 // holder's file closes, as at its death, and kept by NFS's lock manager across hosts). Holders
@@ -115,13 +117,7 @@ absl::StatusOr<SnapshotDir> SnapshotDir::Open(const std::string& path) {
   if (st.st_uid != ::geteuid()) return Refuse(path, absl::StrCat("owned by uid ", st.st_uid));
   if (st.st_mode & S_IWOTH) return Refuse(path, "every user may write in it");
   if (::access(path.c_str(), W_OK | X_OK) != 0) return Refuse(path, absl::StrCat("not writable: ", strerror(errno)));
-  SnapshotDir dir(path);
-  ForEachName(path, [&](const std::string& name) {
-    if (!std::regex_match(name, SnapshotFileName())) return;
-    std::optional<uint64_t> job = JobOfFile(path + "/" + name);
-    if (job && !RunIsLive(path, *job)) dir.found_[name] = *job;
-  });
-  return dir;
+  return SnapshotDir(path);
 }
 
 UniqueFd SnapshotDir::HoldRun(uint64_t job) const {
@@ -137,10 +133,8 @@ void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {
 }
 
 bool SnapshotDir::IsAnotherRuns(const std::string& file, uint64_t job) const {
-  const std::optional<uint64_t> now = JobOfFile(file);
-  if (!now || *now == job) return false;
-  const auto found = found_.find(std::filesystem::path(file).filename().string());
-  return found == found_.end() || found->second != *now;
+  const std::optional<uint64_t> writer = JobOfFile(file);
+  return writer && *writer != job && RunIsLive(path_, *writer);
 }
 
 std::string SnapshotDir::AnotherRunsLine(std::vector<int64_t> ranks, const std::string& outcome) const {
@@ -176,7 +170,7 @@ absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const Sn
   DT_ASSIGN_OR_RETURN(snapshot::MappedRegion region, snapshot::MappedRegion::Map(store.fd(local_rank)));
   // A name no other writer has: on shared storage the agents of other nodes keep into the same
   // directory, and in containers they all run as the same pid.
-  std::string tmp = path_ + kTemporary;
+  std::string tmp = absl::StrCat(path_, "/.keep-", Hex(job), "-XXXXXX.tmp");
   UniqueFd out(::mkostemps(tmp.data(), 4, O_CLOEXEC));  // 0600, O_EXCL
   if (!out.valid()) return absl::PermissionDeniedError(absl::StrCat("cannot write in ", path_, ": ", strerror(errno)));
   absl::StatusOr<std::vector<snapshot::SlotHeader>> written = snapshot::WriteSnapshotFile(region, job, out.get(), which);
@@ -277,21 +271,26 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   return done;
 }
 
-SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job) const {
+SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job, int64_t first_rank, int ranks, int64_t world_size) const {
   Cleared done;
   std::vector<int64_t> theirs;
+  // What a run that is over left: its temporaries (an agent killed mid-write) and lock file.
+  auto over = [&](const std::string& hex) {
+    const uint64_t run = std::stoull(hex, nullptr, 16);
+    return run == job || !RunIsLive(path_, run);
+  };
   ForEachName(path_, [&](const std::string& name) {
     const std::string file = path_ + "/" + name;
-    if (std::regex_match(name, TemporaryName())) ::unlink(file.c_str());
-    std::smatch lock;
-    if (std::regex_match(name, lock, RunLockName())) {
-      const uint64_t run = std::stoull(lock[1], nullptr, 16);
-      if (run != job && !RunIsLive(path_, run)) ::unlink(file.c_str());
-    }
-    std::smatch snapshot;
-    if (!std::regex_match(name, snapshot, SnapshotFileName())) return;
+    std::smatch m;
+    if (std::regex_match(name, m, TemporaryName()) && over(m[1])) ::unlink(file.c_str());
+    if (std::regex_match(name, m, RunLockName()) && m[1] != Hex(job) && over(m[1])) ::unlink(file.c_str());
+    if (!std::regex_match(name, m, SnapshotFileName())) return;
+    const int64_t rank = std::stoll(m[1]);
+    // The job's other ranks are their own agents' to remove: each file is opened by one agent, not all.
+    const bool own = rank >= first_rank && rank < first_rank + ranks;
+    if (std::stoll(m[2]) == world_size && !own) return;
     if (IsAnotherRuns(file, job)) {
-      theirs.push_back(std::stoll(snapshot[1]));
+      theirs.push_back(rank);
     } else if (::unlink(file.c_str()) == 0) {
       ++done.removed;
     }

@@ -5,13 +5,12 @@
 // checkpoint. A job that succeeds removes them, so its next run starts fresh.
 //
 // One file per global rank, DIR/rank-R-of-W.dtsnap (snapshot/snapshot_file.h), replaced in one
-// step, so a stop in the middle of writing leaves the older file whole. A file that another run
-// wrote while this one ran (two jobs given one directory) is neither replaced nor removed, and
-// the line says so: each job keeps its own state, or none, never a mix of two.
+// step, so a stop in the middle of writing leaves the older file whole. A file of another run
+// that is still running (two jobs given one directory) is neither loaded, replaced nor removed,
+// and a line says so: a job does not resume from, or clobber, the state of one running beside it.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -65,25 +64,24 @@ class SnapshotDir {
   // One line for the files of `ranks` that another run wrote, naming the directory and the fix;
   // `outcome` says what was done with them ("not loaded").
   std::string AnotherRunsLine(std::vector<int64_t> ranks, const std::string& outcome) const;
-  // Removes the snapshot files of `job` and of the runs before it (and temporaries an agent
-  // killed mid-write left). A file another run wrote while this one ran stays, with a line.
+  // Removes what a finished job leaves, as one agent of it (of global ranks `first_rank`.. of a
+  // world of `world_size`): its ranks' files, files of other world sizes, and what runs that are
+  // over left (temporaries, lock files). The current world's other ranks are left to their own
+  // agents: in a shared directory no agent opens every node's files. A file of another run still
+  // running stays, with a line.
   struct Cleared {
     int removed = 0;
     std::vector<std::string> problems;
   };
-  Cleared Clear(uint64_t job) const;
+  Cleared Clear(uint64_t job, int64_t first_rank, int ranks, int64_t world_size) const;
 
  private:
   explicit SnapshotDir(std::string path) : path_(std::move(path)) {}
   std::string FileOf(int64_t rank, int64_t world_size) const;
-  // Whether `file` is another run's, one that ran at the same time as this run (`job`): neither
-  // missing, nor a snapshot file, nor this run's, nor as Open found it of a run that had ended.
-  // Such a file is not loaded, replaced or removed: two jobs share the directory.
+  // Whether `file` is another run's, one still running (its agents hold its lock): not this run's
+  // to load, replace or remove, since two jobs share the directory.
   bool IsAnotherRuns(const std::string& file, uint64_t job) const;
   std::string path_;
-  // By file name, the job of each snapshot file there when Open ran (before this run wrote any),
-  // unless that job was still running.
-  std::map<std::string, uint64_t> found_;
 };
 
 }  // namespace dtrun

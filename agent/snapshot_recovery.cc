@@ -81,6 +81,7 @@ std::chrono::milliseconds SnapshotRecovery::StopGrace(std::chrono::milliseconds 
 }
 
 bool SnapshotRecovery::ReadyFor(const rdzv::Assignment& a) {
+  ranks_ = {a.rank_offset, a.world_size};
   if (!LoadedFor(a)) return false;
   StartCopies();  // once the load is done: until then the files are being read
   if (!replicator_) return true;
@@ -166,7 +167,9 @@ void SnapshotRecovery::OnJobEnd(JobEnd end) {
   // The run's lock goes once its files are kept or removed.
   absl::Cleanup release = [this] { dir_->ReleaseRun(std::move(run_lock_), snapshot::JobHash(options_.run_id)); };
   if (end == JobEnd::kSucceeded) {
-    const SnapshotDir::Cleared cleared = dir_->Clear(snapshot::JobHash(options_.run_id));
+    if (ranks_.world_size <= 0) return;  // a spare that ran nothing: nothing of it to remove
+    const SnapshotDir::Cleared cleared = dir_->Clear(snapshot::JobHash(options_.run_id), ranks_.first,
+                                                     options_.nproc_per_node, ranks_.world_size);
     for (const std::string& problem : cleared.problems) spdlog::warn("{}", problem);
     if (cleared.removed > 0) {
       spdlog::info("the job finished: removed the {} snapshot file(s) kept in {}", cleared.removed, dir_->path());

@@ -104,6 +104,10 @@ class SnapshotRecovery : public AgentComponent {
   std::chrono::steady_clock::time_point load_started_;
   SnapshotDir::Outcome loaded_;  // the loader's; read after it is joined
   std::vector<int64_t> loaded_steps_;  // by local rank, the newest step loaded (-1: none)
+  struct Ranks {
+    int64_t first = 0;
+    int64_t world_size = 0;  // 0: no round yet
+  } ranks_;  // this node's global ranks in the latest round
   std::unique_ptr<SnapshotPersister> persister_;  // --snapshot-dir-every's copies, once the load is done
 };
 

@@ -31,6 +31,12 @@ using ::testing::HasSubstr;
 const uint64_t kBefore = snapshot::JobHash("before");
 const uint64_t kAfter = snapshot::JobHash("after");
 
+std::string Hex(uint64_t job) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(job));
+  return hex;
+}
+
 SnapshotStore Store() {
   absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(2, 1 << 20);
   EXPECT_TRUE(store.ok()) << store.status();
@@ -98,8 +104,9 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
   EXPECT_EQ(dir->Keep(Store(), kAfter).ranks, 0);
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
 
-  std::ofstream(path + "/.keep-a1B2c3.tmp") << "cut short by a SIGKILL";
-  EXPECT_EQ(dir->Clear(kAfter).removed, 2);  // the job finished
+  // The job finished as ranks 2 and 3 of 4; a temporary a killed agent left goes too.
+  std::ofstream(path + "/.keep-" + Hex(kBefore) + "-a1B2c3.tmp") << "cut short by a SIGKILL";
+  EXPECT_EQ(dir->Clear(kAfter, 2, 2, 4).removed, 2);
   EXPECT_TRUE(Names(path).empty());
 }
 
@@ -182,16 +189,18 @@ TEST(SnapshotDirTest, TwoNodesInContainersKeepIntoOneSharedDirectoryWithoutClobb
   }
 }
 
-// Two jobs given one directory: a file the other wrote while this run ran is neither replaced nor
-// removed, and the line names the directory and the fix; the files of the run before, and this
-// run's own, are.
-TEST(SnapshotDirTest, AFileAnotherRunWroteWhileThisOneRanIsNeitherReplacedNorRemoved) {
+// Two jobs given one directory, both running (each holds its run lock): a file the other wrote is
+// neither replaced nor removed, and one line names the directory and the fix; the files of the run
+// before (over: no lock held) and this run's own are.
+TEST(SnapshotDirTest, AFileAnotherRunningJobWroteIsNeitherReplacedNorRemoved) {
   const std::string path = testing::MakeTempDir();
   ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // the run before
   absl::StatusOr<SnapshotDir> mine = SnapshotDir::Open(path);
   absl::StatusOr<SnapshotDir> theirs = SnapshotDir::Open(path);
   ASSERT_TRUE(mine.ok() && theirs.ok());
   const uint64_t kMine = snapshot::JobHash("mine"), kTheirs = snapshot::JobHash("theirs");
+  UniqueFd my_lock = mine->HoldRun(kMine), their_lock = theirs->HoldRun(kTheirs);
+  ASSERT_TRUE(my_lock.valid() && their_lock.valid()) << "no file locks in " << path;
   auto store_of = [](uint64_t job) {
     SnapshotStore store = Store();
     for (int lr = 0; lr < 2; ++lr) {
@@ -211,15 +220,18 @@ TEST(SnapshotDirTest, AFileAnotherRunWroteWhileThisOneRanIsNeitherReplacedNorRem
   const SnapshotDir::Outcome kept = mine->Keep(my_store, kMine);
   EXPECT_EQ(kept.ranks, 1);
   EXPECT_THAT(kept.problems, ElementsAre(HasSubstr("the snapshot of rank 3 in " + path + " is another run's")));
-  EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));  // no temporary left
+  EXPECT_THAT(Names(path), ElementsAre(::testing::StartsWith(".run-"), ::testing::StartsWith(".run-"),
+                                       "rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));  // no temporary left
 
-  const SnapshotDir::Cleared cleared = mine->Clear(kMine);
+  const SnapshotDir::Cleared cleared = mine->Clear(kMine, 2, 2, 4);
   EXPECT_EQ(cleared.removed, 1);
   EXPECT_THAT(cleared.problems, ElementsAre(AllOf(HasSubstr("the snapshot of rank 3 in " + path + " is another run's"),
                                                   HasSubstr("(left there)"))));
-  EXPECT_THAT(Names(path), ElementsAre("rank-3-of-4.dtsnap"));
+  mine->ReleaseRun(std::move(my_lock), kMine);
+  EXPECT_THAT(Names(path), ElementsAre(".run-" + Hex(kTheirs) + ".lock", "rank-3-of-4.dtsnap"));
+  theirs->ReleaseRun(std::move(their_lock), kTheirs);
   SnapshotStore next = Store();
-  EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 1);  // theirs, whole
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 1);  // theirs, whole, once it is over
 }
 
 // A job started while another with the same directory still runs (its agents hold its run lock)
@@ -252,8 +264,28 @@ TEST(SnapshotDirTest, TheFilesOfAJobStillRunningAreNotLoaded) {
 
   { UniqueFd killed = running->HoldRun(kBefore); }  // its agents SIGKILLed: no ReleaseRun
   ASSERT_EQ(Names(path).size(), 3u);
-  EXPECT_EQ(SnapshotDir::Open(path)->Clear(kAfter).removed, 2);
+  // The next run finishes as ranks 0 and 1 of 2: the other world's files and the lock go.
+  EXPECT_EQ(SnapshotDir::Open(path)->Clear(kAfter, 0, 2, 2).removed, 2);
   EXPECT_TRUE(Names(path).empty());
+}
+
+// At a job's end each agent removes its own ranks' files, not its peers' (in a shared directory
+// they remove their own), and every file of another world size.
+TEST(SnapshotDirTest, AnAgentClearsItsOwnRanksAndOtherWorldsNotItsPeers) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // ranks 2, 3 of 4
+  SnapshotStore ranks_0_and_1 = Store();
+  for (int lr = 0; lr < 2; ++lr) {
+    testing::WriteTestSnapshot(ranks_0_and_1.fd(lr), snapshot::SlotHeader{kBefore, lr, 2, 5, 0, 0, 0, 0}, "state");
+  }
+  ASSERT_EQ(dir->Keep(ranks_0_and_1, kBefore).ranks, 2);  // ranks 0, 1 of 2
+  EXPECT_EQ(dir->Clear(kAfter, 2, 2, 4).removed, 4);
+  EXPECT_TRUE(Names(path).empty());
+  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);
+  EXPECT_EQ(dir->Clear(kAfter, 0, 2, 4).removed, 0);  // the agent of ranks 0 and 1
+  EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
 }
 
 TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
