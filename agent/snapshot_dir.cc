@@ -128,8 +128,13 @@ UniqueFd SnapshotDir::HoldRun(uint64_t job) const {
 }
 
 void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {
-  // The last agent of the run removes the file; the lock goes as `held` closes.
-  if (held.valid() && !OthersHold(held.get())) ::unlink(RunLockOf(path_, job).c_str());
+  if (!held.valid()) return;
+  held.Reset();
+  // Asked after letting go, so that of agents ending together the last one sees no holder and
+  // removes the file (asked before, each could still see the other's lock).
+  const std::string file = RunLockOf(path_, job);
+  UniqueFd probe(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (probe.valid() && !OthersHold(probe.get())) ::unlink(file.c_str());
 }
 
 bool SnapshotDir::IsAnotherRuns(const std::string& file, uint64_t job) const {
