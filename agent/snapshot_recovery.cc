@@ -179,17 +179,19 @@ void SnapshotRecovery::OnJobEnd(JobEnd end) {
   const auto started = options_.now();
   const SnapshotDir::Outcome kept = dir_->Keep(store_, snapshot::JobHash(options_.run_id));
   for (const std::string& problem : kept.problems) spdlog::warn("{}", problem);
-  if (kept.ranks == 0) return;
-  spdlog::warn("kept {} in {} ({:.2f} s): the next run with --snapshot-dir {} starts from them", kept.Describe(),
-               dir_->path(), Seconds(options_.now() - started), dir_->path());
+  if (kept.ranks > 0) {
+    spdlog::warn("kept {} in {} ({:.2f} s): the next run with --snapshot-dir {} starts from them", kept.Describe(),
+                 dir_->path(), Seconds(options_.now() - started), dir_->path());
+  }
   nlohmann::json fields = {{"dir", dir_->path()}, {"ranks", kept.ranks}, {"steps", kept.steps}, {"bytes", kept.bytes}};
+  // Also when nothing was kept (every region emptied): the files then still hold the loaded state.
   if (const int64_t stuck = StuckAtLoadedStep(); end == JobEnd::kFailed && stuck >= 0) {
     spdlog::warn("this run failed before any snapshot past step {}, the one it loaded from {}: if the program or its "
                  "model changed since the run that kept it, remove {}/*.dtsnap to start afresh",
                  stuck, dir_->path(), dir_->path());
     fields["failed_at_loaded_step"] = stuck;
   }
-  events_.Record("snapshots_kept", round_, fields);
+  if (kept.ranks > 0 || fields.contains("failed_at_loaded_step")) events_.Record("snapshots_kept", round_, fields);
 }
 
 void SnapshotRecovery::OnReport(int local_rank, const progress::Report& report) {

@@ -218,6 +218,7 @@ TEST_F(SnapshotRecoveryTest, ARunThatFailsOnTheStateItLoadedIsToldHowToStartAfre
   rdzv::Assignment a;
   a.round = 0;
   a.world_size = 2;
+  // step -2: the workers emptied their regions (no snapshot left to keep).
   auto run = [&](const std::string& id, int64_t step, SnapshotRecovery::JobEnd end) {
     options_.run_id = id;
     SnapshotRecovery r(*loop_, events_, options_);
@@ -228,6 +229,11 @@ TEST_F(SnapshotRecoveryTest, ARunThatFailsOnTheStateItLoadedIsToldHowToStartAfre
       testing::WriteTestSnapshot(r.store().fd(0), snapshot::SlotHeader{snapshot::JobHash(id), 0, 2, step, 0, 0, 0, 0},
                                  "state");
     }
+    for (int lr = 0; step == -2 && lr < 2; ++lr) {
+      absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(r.store().fd(lr));
+      ASSERT_TRUE(region.ok()) << region.status();
+      for (int slot = 0; slot < snapshot::kSlots; ++slot) region->Invalidate(slot);
+    }
     r.OnJobEnd(end);
   };
   using End = SnapshotRecovery::JobEnd;
@@ -235,12 +241,15 @@ TEST_F(SnapshotRecoveryTest, ARunThatFailsOnTheStateItLoadedIsToldHowToStartAfre
   run("second", -1, End::kStopped);
   run("third", -1, End::kFailed);
   run("fourth", 6, End::kFailed);
+  run("fifth", -2, End::kFailed);  // nothing kept: the files still hold step 6
   const std::vector<nlohmann::json> kept = Records("snapshots_kept");
-  ASSERT_EQ(kept.size(), 4u);
+  ASSERT_EQ(kept.size(), 5u);
   EXPECT_FALSE(kept[0].contains("failed_at_loaded_step"));
   EXPECT_FALSE(kept[1].contains("failed_at_loaded_step"));
   EXPECT_EQ(kept[2]["failed_at_loaded_step"], 5);
   EXPECT_FALSE(kept[3].contains("failed_at_loaded_step"));
+  EXPECT_EQ(kept[4]["ranks"], 0);
+  EXPECT_EQ(kept[4]["failed_at_loaded_step"], 6);
 }
 
 }  // namespace
