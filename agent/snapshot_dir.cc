@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/format_bytes.h"
 #include "base/status_macros.h"
@@ -57,19 +58,17 @@ void ForEachName(const std::string& dir, F&& f) {
   }
 }
 
-// The job that wrote the snapshot file at `path`; nullopt if there is none, or no snapshot file.
-std::optional<uint64_t> JobOfFile(const std::string& path) {
-  UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!in.valid()) return std::nullopt;
-  absl::StatusOr<uint64_t> job = snapshot::SnapshotFileJob(in.get());
+// The job that wrote the snapshot file open at `fd`, or at `path`; nullopt if it is no snapshot file.
+std::optional<uint64_t> JobOfFile(int fd) {
+  absl::StatusOr<uint64_t> job = snapshot::SnapshotFileJob(fd);
   return job.ok() ? std::optional(*job) : std::nullopt;
 }
-
-std::string Hex(uint64_t job) {
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(job));
-  return hex;
+std::optional<uint64_t> JobOfFile(const std::string& path) {
+  UniqueFd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  return in.valid() ? JobOfFile(in.get()) : std::nullopt;
 }
+
+std::string Hex(uint64_t job) { return absl::StrFormat("%016x", job); }
 
 std::string RunLockOf(const std::string& dir, uint64_t job) { return absl::StrCat(dir, "/.run-", Hex(job), ".lock"); }
 
@@ -137,8 +136,7 @@ void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {
   if (probe.valid() && !OthersHold(probe.get())) ::unlink(file.c_str());
 }
 
-bool SnapshotDir::IsAnotherRuns(const std::string& file, uint64_t job) const {
-  const std::optional<uint64_t> writer = JobOfFile(file);
+bool SnapshotDir::IsAnotherRuns(std::optional<uint64_t> writer, uint64_t job) const {
   return writer && *writer != job && RunIsLive(path_, *writer);
 }
 
@@ -191,7 +189,7 @@ absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const Sn
   }
   const snapshot::SlotHeader& newest = written->back();
   const std::string file = FileOf(newest.rank, newest.world_size);
-  if (IsAnotherRuns(file, job)) {
+  if (IsAnotherRuns(JobOfFile(file), job)) {
     ::unlink(tmp.c_str());
     return absl::FailedPreconditionError(AnotherRunsLine({newest.rank}, "not replaced"));
   }
@@ -239,7 +237,7 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
       continue;
     }
     found = true;
-    if (IsAnotherRuns(file, job)) {
+    if (IsAnotherRuns(JobOfFile(in.get()), job)) {  // the file open already, not opened again
       theirs.push_back(rank);
       continue;
     }
@@ -294,7 +292,7 @@ SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job, int64_t first_rank, int ra
     // The job's other ranks are their own agents' to remove: each file is opened by one agent, not all.
     const bool own = rank >= first_rank && rank < first_rank + ranks;
     if (std::stoll(m[2]) == world_size && !own) return;
-    if (IsAnotherRuns(file, job)) {
+    if (IsAnotherRuns(JobOfFile(file), job)) {
       theirs.push_back(rank);
     } else if (::unlink(file.c_str()) == 0) {
       ++done.removed;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,9 +79,10 @@ class SnapshotDir {
  private:
   explicit SnapshotDir(std::string path) : path_(std::move(path)) {}
   std::string FileOf(int64_t rank, int64_t world_size) const;
-  // Whether `file` is another run's, one still running (its agents hold its lock): not this run's
-  // to load, replace or remove, since two jobs share the directory.
-  bool IsAnotherRuns(const std::string& file, uint64_t job) const;
+  // Whether a file `writer` wrote (the job in its header; nullopt: no snapshot file) is another
+  // run's, one still running (its agents hold its lock): not this run's to load, replace or
+  // remove, since two jobs share the directory.
+  bool IsAnotherRuns(std::optional<uint64_t> writer, uint64_t job) const;
   std::string path_;
 };
 

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
@@ -31,11 +32,7 @@ using ::testing::HasSubstr;
 const uint64_t kBefore = snapshot::JobHash("before");
 const uint64_t kAfter = snapshot::JobHash("after");
 
-std::string Hex(uint64_t job) {
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(job));
-  return hex;
-}
+std::string Hex(uint64_t job) { return absl::StrFormat("%016x", job); }
 
 SnapshotStore Store() {
   absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(2, 1 << 20);
