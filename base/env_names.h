@@ -62,6 +62,9 @@ inline constexpr char kStepVote[] = "DTRUN_STEP_VOTE";
 // "0": native workers send no `sync` reports (their all-reduce waits), for measuring what the
 // straggler watch costs (bench/stragglers.py); nobody is named then.
 inline constexpr char kSyncReports[] = "DTRUN_SYNC_REPORTS";
+// "off" (or "0"): a rank restores only its own in-memory snapshots of the current world size,
+// for a trainer whose ranks hold different state (snapshot/peer_restores.h).
+inline constexpr char kSnapshotPeers[] = "DTRUN_SNAPSHOT_PEERS";
 // The second region of a multi-node job: this rank's snapshots that also live on the buddy node,
 // or were fetched from it (agent/replicator.h).
 inline constexpr char kSnapshotReplicaFd[] = "DTRUN_SNAPSHOT_REPLICA_FD";

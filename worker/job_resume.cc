@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "snapshot/peer_restores.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/replica_check.h"
 #include "worker/restore_choice.h"
@@ -41,13 +40,6 @@ std::vector<double> Digest(const std::optional<Progress>& p, const std::string& 
   const uint64_t h = Fnv1a(bytes);
   return {p ? double(p->global_step) : -1, p ? double(p->epoch) : -1, p ? double(p->next_batch) : -1,
           double(bytes.size()), double(h >> 32), double(h & 0xFFFFFFFFu)};
-}
-
-// Whether a rank may take another rank's copy of a step (restore_choice.h): on unless
-// DTRUN_SNAPSHOT_PEERS=off, for a trainer whose ranks do not hold the same state.
-bool PeersAllowed() {
-  const char* v = std::getenv("DTRUN_SNAPSHOT_PEERS");
-  return v == nullptr || (std::strcmp(v, "off") != 0 && std::strcmp(v, "0") != 0);
 }
 
 // Every rank's usable steps, by rank (a single process: its own).
@@ -141,7 +133,7 @@ std::optional<Progress> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGrou
                                          const torch::Device& device, const TrainState& state, bool* from_peer,
                                          bool* changed) {
   const std::vector<int64_t> held = snapshots.UsableSteps();
-  const SnapshotChoice choice = ChooseSnapshot(GatherHeldSteps(pg, device, held), PeersAllowed() && pg != nullptr);
+  const SnapshotChoice choice = ChooseSnapshot(GatherHeldSteps(pg, device, held), snapshot::PeerRestoresAllowed() && pg != nullptr);
   const int64_t step = choice.step;
   if (step < 0) {
     // Said by every rank that holds something: which rank lacks what is the diagnosis.
@@ -191,9 +183,13 @@ std::optional<Resumed> ResumeFromMemoryAgreed(MemorySnapshots& snapshots, Proces
       snapshots.DiscardAllBut(p.global_step);
       snapshots.MarkAgreed(p.global_step);  // compared just now
       if (rank == 0) {
-        std::fprintf(stderr, "resuming from the in-memory snapshot of step %lld (epoch %lld, batch %lld)\n",
+        // Taken in another world size (an elastic change): its position is read as a disk checkpoint's is.
+        const int64_t world = from_peer ? -1 : snapshots.restored_world_size();
+        const int64_t now = pg == nullptr ? 1 : pg->backend->getSize();
+        const std::string taken = world > 0 && world != now ? absl::StrCat(", taken by a world of ", world, " ranks") : "";
+        std::fprintf(stderr, "resuming from the in-memory snapshot of step %lld (epoch %lld, batch %lld%s)\n",
                      static_cast<long long>(p.global_step), static_cast<long long>(p.epoch),
-                     static_cast<long long>(p.next_batch));
+                     static_cast<long long>(p.next_batch), taken.c_str());
       }
       return Resumed{p, from_peer ? "peer" : snapshots.restored_from_buddy() ? "buddy" : "memory"};
     }

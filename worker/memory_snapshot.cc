@@ -18,6 +18,7 @@
 #include "base/status_macros.h"
 #include "base/unix_time.h"
 #include "snapshot/payload_toc.h"
+#include "snapshot/peer_restores.h"
 #include "worker/snapshot_device_copy.h"
 
 namespace dtrun::worker {
@@ -116,6 +117,7 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
   snapshots->copy_mode_given_ = copy != nullptr;
   const char* on_failure = std::getenv(env::kSnapshotOnFailure);
   snapshots->rescue_off_ = on_failure != nullptr && std::string(on_failure) == "off";
+  snapshots->peers_ = snapshot::PeerRestoresAllowed();
   if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
     absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica));
     if (r.ok()) {
@@ -134,8 +136,8 @@ std::vector<snapshot::MappedRegion*> MemorySnapshots::Sources() {
   return sources;
 }
 
-bool MemorySnapshots::Mine(const snapshot::SlotHeader& h) const {
-  return h.job == job_ && h.rank == env_.rank && h.world_size == env_.world_size;
+bool MemorySnapshots::Restorable(const snapshot::SlotHeader& h) const {
+  return snapshot::Restorable(h, job_, env_.rank, env_.world_size, peers_);
 }
 
 std::vector<int64_t> MemorySnapshots::UsableSteps() {
@@ -151,7 +153,7 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
       }
       continue;
     }
-    if (!Mine(*h)) continue;  // another rank's or world size's (an elastic change)
+    if (!Restorable(*h)) continue;  // another job's; with peers off, another rank's or world size's
     if (absl::Status st = region->Verify(s, *h); !st.ok()) {
       std::fprintf(stderr, "warning: %s; not used\n", std::string(st.message()).c_str());
       region->Invalidate(s);
@@ -171,8 +173,8 @@ absl::StatusOr<MemorySnapshots::Found> MemorySnapshots::Find(int64_t step) {
   for (snapshot::MappedRegion* region : Sources()) {
     for (int s = 0; s < snapshot::kSlots; ++s) {
       absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
-      if (h.ok() && Mine(*h) && region == &region_) own = true;
-      if (h.ok() && Mine(*h) && h->step == step && found.region == nullptr) {
+      if (h.ok() && Restorable(*h) && region == &region_) own = true;
+      if (h.ok() && Restorable(*h) && h->step == step && found.region == nullptr) {
         found = Found{region, s, *h, false};
       }
     }
@@ -186,6 +188,7 @@ absl::StatusOr<MemorySnapshots::Found> MemorySnapshots::Find(int64_t step) {
 absl::Status MemorySnapshots::Restore(int64_t step, const TrainState& state) {
   DT_ASSIGN_OR_RETURN(Found found, Find(step));
   restored_from_buddy_ = found.buddy_copy;
+  restored_world_size_ = found.header.world_size;
   return RestorePayload(absl::string_view(found.region->Payload(found.slot), found.header.payload_bytes), state);
 }
 
@@ -235,11 +238,11 @@ void MemorySnapshots::InvalidateWhere(const std::function<bool(const absl::Statu
 
 void MemorySnapshots::DiscardAllBut(int64_t keep) {
   Finish();
-  InvalidateWhere([&](const absl::StatusOr<snapshot::SlotHeader>& h) { return !h.ok() || !Mine(*h) || h->step != keep; });
+  InvalidateWhere([&](const absl::StatusOr<snapshot::SlotHeader>& h) { return !h.ok() || !Restorable(*h) || h->step != keep; });
 }
 
 void MemorySnapshots::Discard(int64_t step) {
-  InvalidateWhere([&](const absl::StatusOr<snapshot::SlotHeader>& h) { return h.ok() && Mine(*h) && h->step == step; });
+  InvalidateWhere([&](const absl::StatusOr<snapshot::SlotHeader>& h) { return h.ok() && Restorable(*h) && h->step == step; });
 }
 
 bool MemorySnapshots::Due(double step_seconds) {
@@ -556,7 +559,7 @@ int MemorySnapshots::RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotH
   int unagreed = -1;
   for (int s = 0; s < static_cast<int>(headers.size()); ++s) {
     const absl::StatusOr<snapshot::SlotHeader>& h = headers[s];
-    if (!h.ok() || !Mine(*h)) return s;  // empty, damaged or not this rank's
+    if (!h.ok() || !Restorable(*h)) return s;  // empty, damaged or not this rank's to restore
     if (h->step > agreed_step_ && (unagreed < 0 || h->step < headers[unagreed]->step)) unagreed = s;
   }
   if (unagreed >= 0) return unagreed;
@@ -583,7 +586,8 @@ int64_t MemorySnapshots::RescueLocked() {
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region_.Header(s));
   for (const absl::StatusOr<snapshot::SlotHeader>& h : headers) {
-    if (h.ok() && Mine(*h) && h->step == a->step) {  // a snapshot of this step is held already
+    // A snapshot of this step is held already (also one taken in another world size and restored).
+    if (h.ok() && Restorable(*h) && h->step == a->step) {
       if (on_kept_) on_kept_(a->step);
       return -1;
     }

@@ -65,8 +65,10 @@ class MemorySnapshots {
   // At most this many usable steps: two in the worker's region, two in its replica region.
   static constexpr int kMaxSteps = 2 * snapshot::kSlots;
   // Steps of complete snapshots in this rank's regions (its own, and the replica region of a
-  // multi-node job: DTRUN_SNAPSHOT_REPLICA_FD) written by this rank in a job of this world size,
-  // whose payload passes its checksum; newest first, each once. Damaged ones are named on stderr.
+  // multi-node job: DTRUN_SNAPSHOT_REPLICA_FD) that this rank may restore (snapshot/peer_restores.h:
+  // any rank's of this job, in any world size it ran in; with DTRUN_SNAPSHOT_PEERS=off only this
+  // rank's in this world size), whose payload passes its checksum; newest first, each once.
+  // Damaged ones are named on stderr.
   std::vector<int64_t> UsableSteps();
   // Restores the snapshot of `step` into `state`: all or nothing (the table is checked against
   // the state before any byte is copied). DataLoss/FailedPrecondition name what does not fit.
@@ -81,6 +83,9 @@ class MemorySnapshots {
   uint64_t PayloadCapacity() const;
   // Whether the last Restore read a copy fetched from the buddy node (this node held none).
   bool restored_from_buddy() const { return restored_from_buddy_; }
+  // The world size the job ran in when it took the snapshot the last Restore read (-1: none yet):
+  // another than this one after an elastic change, or a run given other --nproc-per-node.
+  int64_t restored_world_size() const { return restored_world_size_; }
   // Empties every slot not holding `keep` (-1: all): a state the job went back past must never be
   // chosen later, when the job reaches its step again on another path.
   void DiscardAllBut(int64_t keep);
@@ -151,7 +156,7 @@ class MemorySnapshots {
   struct Copy;  // one snapshot on its way: what the background thread copies and hashes
   void RunCopy(Copy* copy);
   void Account(double seconds);
-  bool Mine(const snapshot::SlotHeader& h) const;
+  bool Restorable(const snapshot::SlotHeader& h) const;
   struct Found {
     snapshot::MappedRegion* region = nullptr;
     int slot = -1;
@@ -183,6 +188,8 @@ class MemorySnapshots {
   std::optional<snapshot::MappedRegion> replica_;
   HostPins pins_;  // the slots' pages pinned for the GPU's copies; unpinned before the unmapping
   bool restored_from_buddy_ = false;
+  int64_t restored_world_size_ = -1;
+  bool peers_ = true;  // snapshot::PeerRestoresAllowed()
   DistEnv env_;
   uint64_t job_;
   SnapshotCadence cadence_;

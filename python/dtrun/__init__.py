@@ -238,7 +238,7 @@ def _agreed_max(value):
 
 def _choose_step(steps):
     """(step, source, receivers) from every rank's steps (_snapshots.choose), the same on every rank."""
-    peers = os.environ.get("DTRUN_SNAPSHOT_PEERS", "on") not in ("off", "0")
+    peers = _snap.peers_allowed()
     dist = _process_group()
     if dist is None:
         return _snap.choose([sorted(steps)], False)
@@ -377,6 +377,10 @@ def restore(map_location=None, **load_kwargs):
     state; DTRUN_SNAPSHOT_PEERS=off when yours do not), each reads its copy (torch.load with
     `map_location` and `load_kwargs`), and if any rank fails every rank gets None: load your disk
     checkpoint then. Outside dtrun it returns None.
+
+    After the world size changed (an elastic job that lost or gained nodes, a run given another
+    --nproc-per-node) the state the old world took is restored, as rank 0's checkpoint would be;
+    `Restored.world_size` says how many ranks took it.
     """
     if not _under_dtrun():
         return None
@@ -410,15 +414,23 @@ def restore(map_location=None, **load_kwargs):
             ok = False
     if step is not None:
         ok = _agreed_max(0 if ok else 1) == 0
+    world = None
+    if ok:  # the world the state was taken in, the same on every rank (receivers learn it from holders)
+        where, slot = held[step] if not receiving else (None, None)
+        world = _agreed_max(where.header(slot).world_size if where is not None else -1)
     for r in regions:
         r.discard_all_but(step if ok else -1)
     if not ok:
         return None
     _cadence.restart_from(step)
+    now = dist.get_world_size() if dist is not None else 1
+    if world != now and (dist is None or dist.get_rank() == 0):
+        print("dtrun: resuming from the in-memory snapshot of step %d, taken by a world of %d ranks (now %d)"
+              % (step, world, now), file=sys.stderr, flush=True)
     # A copy fetched from the buddy: this node held none of this rank's own.
     from_buddy = not receiving and held[step][0] is _replica and not own
     _send("restored source=%s step=%d" % ("peer" if receiving else "buddy" if from_buddy else "memory", step))
-    return _snap.Restored(state, step)
+    return _snap.Restored(state, step, world)
 
 
 def _register_stacks():

@@ -37,7 +37,17 @@ COST_BUDGET_WITH_RESCUE = 0.0025  # once snapshots on failure are armed (_on_fai
 MAX_EVERY = 10000  # the longest interval between snapshots, in steps
 
 Header = collections.namedtuple("Header", "job rank world_size step attempt payload_bytes payload_hash unix_ms")
-Restored = collections.namedtuple("Restored", "state step")
+
+
+class Restored(collections.namedtuple("Restored", "state step")):
+    """What dtrun.restore() returns: the state and its step, and `world_size`, the number of ranks
+    the job had when it took the state (another than now after an elastic change, or a run given
+    another --nproc-per-node: rescale what counts per rank, such as a sampler's position)."""
+
+    def __new__(cls, state, step, world_size=None):
+        self = super().__new__(cls, state, step)
+        self.world_size = world_size
+        return self
 
 
 class SnapshotError(Exception):
@@ -186,7 +196,7 @@ class _SlotReader(io.RawIOBase):
 class Region:
     """The region behind DTRUN_SNAPSHOT_FD, mapped read-write."""
 
-    def __init__(self, fd, job, rank, world_size, attempt):
+    def __init__(self, fd, job, rank, world_size, attempt, peers=True):
         st = os.fstat(fd)
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
         grow_shrink = fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK
@@ -200,6 +210,7 @@ class Region:
         self.capacity = self.slot_bytes - KIB4
         self._reserved = [0] * SLOTS
         self.job, self.rank, self.world_size, self.attempt = job, rank, world_size, attempt
+        self.peers = peers
 
     def _header_at(self, slot):
         return slot * self.slot_bytes
@@ -217,6 +228,11 @@ class Region:
 
     def mine(self, h):
         return h is not None and h.job == self.job and h.rank == self.rank and h.world_size == self.world_size
+
+    def restorable(self, h):
+        """Whether this rank may restore `h` (snapshot/peer_restores.h): with peers on, any rank's of
+        the job, in any world size it ran in (DDP ranks are replicas); else only its own."""
+        return h is not None and h.job == self.job and (self.peers or self.mine(h))
 
     def reserve(self, slot, nbytes):
         """Takes memory for the payload's first `nbytes` now: a full memory is an error here, not a SIGBUS."""
@@ -280,8 +296,8 @@ class Region:
         for s in range(SLOTS):
             try:
                 h = self.header(s)
-                if not self.mine(h):
-                    continue  # empty, or another job's, rank's or world size's
+                if not self.restorable(h):
+                    continue  # empty or another job's; with peers off, another rank's or world size's
                 self.verify(s, h)
                 found[h.step] = s
             except SnapshotError as e:
@@ -292,12 +308,13 @@ class Region:
     def discard_all_but(self, keep):
         """Empties every slot not holding `keep`: a path the job went back past is never taken later."""
         for s, h in enumerate(self._headers()):
-            if not self.mine(h) or h.step != keep:
+            if not self.restorable(h) or h.step != keep:
                 self.invalidate(s)
 
     def holds(self, step):
-        """Whether a slot holds this rank's snapshot of `step` (its header only, not its payload)."""
-        return any(self.mine(h) and h.step == step for h in self._headers())
+        """Whether a slot holds a snapshot of `step` this rank may restore (its header only, not its
+        payload): its own, or one the job took in another world size and this rank restored."""
+        return any(self.restorable(h) and h.step == step for h in self._headers())
 
     def write(self, state, step, before_commit=None):
         """torch.save(state) into the slot for `step`; returns the payload's size. `before_commit`
@@ -431,6 +448,11 @@ def _warn(text):
     _say("dtrun: warning: " + text)
 
 
+def peers_allowed():
+    """DTRUN_SNAPSHOT_PEERS (snapshot/peer_restores.h): off or 0 for ranks that are not replicas."""
+    return os.environ.get("DTRUN_SNAPSHOT_PEERS", "on") not in ("off", "0")
+
+
 def region_from_environment(variable="DTRUN_SNAPSHOT_FD"):
     """The agent's region for this rank, or None (not under dtrun, snapshots off, or unusable: said once).
 
@@ -444,7 +466,8 @@ def region_from_environment(variable="DTRUN_SNAPSHOT_FD"):
         return None
     try:
         return Region(int(fd), job_hash(os.environ.get("TORCHELASTIC_RUN_ID", "")), int(os.environ.get("RANK", "0")),
-                      int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+                      int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+                      peers_allowed())
     except (ValueError, OSError, SnapshotError) as e:
         _warn("%s=%s: %s; training without in-memory snapshots" % (variable, fd, e))
         return None

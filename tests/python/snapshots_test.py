@@ -152,9 +152,28 @@ class RegionTest(unittest.TestCase):
         region.payload(held[4])[200] ^= 1
         self.assertEqual(list(region.usable()), [3])
         self.assertIsNone(region.header(held[4]))
-        # Another rank's or world size's slots are not this rank's.
-        other = s.Region(fd, s.job_hash("job"), 1, 2, 0)
-        self.assertEqual(other.usable(), {})
+        # Another job's slots are never this rank's; another rank's or world size's are only with
+        # peers off (ranks that are not replicas).
+        self.assertEqual(s.Region(fd, s.job_hash("another job"), 0, 2, 0).usable(), {})
+        self.assertEqual(s.Region(fd, s.job_hash("job"), 1, 2, 0, peers=False).usable(), {})
+        self.assertEqual(s.Region(fd, s.job_hash("job"), 0, 3, 0, peers=False).usable(), {})
+        self.assertEqual(list(s.Region(fd, s.job_hash("job"), 1, 2, 0).usable()), [3])
+
+    @unittest.skipIf(torch is None, "needs torch")
+    def test_after_a_world_size_change_the_old_worlds_state_is_held_and_kept(self):
+        fd, old_world = make_region(1 << 20, rank=3, world=4)
+        old_world.write({"w": torch.ones(3)}, 7)
+        new_world = s.Region(fd, s.job_hash("job"), 1, 2, 0)
+        self.assertTrue(new_world.holds(7))  # a rescue of the restored step writes nothing
+        new_world.discard_all_but(7)  # as restore() does after choosing it
+        self.assertEqual(list(new_world.usable()), [7])
+        self.assertEqual(new_world.header(new_world.usable()[7]).world_size, 4)
+        self.assertFalse(s.Region(fd, s.job_hash("job"), 1, 2, 0, peers=False).holds(7))
+
+    def test_restored_unpacks_as_state_and_step_and_names_its_world(self):
+        restored = s.Restored({"a": 1}, 5, 4)
+        state, step = restored
+        self.assertEqual((state, step, restored.world_size), ({"a": 1}, 5, 4))
 
     @unittest.skipIf(torch is None, "needs torch")
     def test_a_state_over_the_slot_is_refused_and_the_slots_stay(self):

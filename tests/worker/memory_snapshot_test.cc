@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 #include "base/env_names.h"
 #include "gtest/gtest.h"
 #include "snapshot/snapshot_region.h"
@@ -42,13 +44,19 @@ struct Job {
   }
 };
 
-// A region held the way the agent holds it, handed over through the environment.
+// A region held the way the agent holds it, handed over through the environment, to a worker of
+// `env`; with `region_of`, that worker's region (the agent keeps a local rank's region across
+// rounds, whatever rank and world size the next round gives it).
 class Snapshots {
  public:
-  explicit Snapshots(const char* copy_mode) {
-    absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(64 << 20, "memory-snapshot-test");
-    EXPECT_TRUE(fd.ok()) << fd.status();
-    fd_ = std::move(*fd);
+  explicit Snapshots(const char* copy_mode, DistEnv env = {}, const Snapshots* region_of = nullptr) {
+    if (region_of != nullptr) {
+      fd_ = UniqueFd(::dup(region_of->fd_.get()));
+    } else {
+      absl::StatusOr<UniqueFd> fd = snapshot::CreateRegion(64 << 20, "memory-snapshot-test");
+      EXPECT_TRUE(fd.ok()) << fd.status();
+      fd_ = std::move(*fd);
+    }
     setenv(env::kSnapshotFd, std::to_string(fd_.get()).c_str(), 1);
     setenv(env::kRunId, "memory-snapshot-test", 1);
     if (copy_mode) {
@@ -56,7 +64,7 @@ class Snapshots {
     } else {
       unsetenv(env::kSnapshotCopy);
     }
-    snapshots_ = MemorySnapshots::FromEnvironment(DistEnv{});
+    snapshots_ = MemorySnapshots::FromEnvironment(env);
     unsetenv(env::kSnapshotFd);
     unsetenv(env::kSnapshotCopy);
   }
@@ -73,6 +81,13 @@ class Snapshots {
   UniqueFd fd_;
   std::unique_ptr<MemorySnapshots> snapshots_;
 };
+
+DistEnv RankOf(int rank, int world_size) {
+  DistEnv env;
+  env.rank = rank;
+  env.world_size = world_size;
+  return env;
+}
 
 void ExpectEqualValues(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -265,6 +280,43 @@ TEST(MemorySnapshotsTest, WithSnapshotsOnFailureOffNothingIsArmed) {
   EXPECT_FALSE(snapshots->armed());
   EXPECT_EQ(snapshots->Rescue(), -1);
   EXPECT_TRUE(snapshots->UsableSteps().empty());
+}
+
+// After an elastic change (rank 3 of 4, then rank 1 of 2 on the same region) the snapshot the old
+// world took is the state the new world restores: the ranks are replicas. With
+// DTRUN_SNAPSHOT_PEERS=off it is not this rank's. A rescue of the restored step is not written
+// again, and a later one leaves the restored (agreed) state's slot alone.
+TEST(MemorySnapshotsTest, ASnapshotTakenInAnotherWorldSizeIsRestoredUnlessPeersAreOff) {
+  Snapshots old_world(nullptr, RankOf(3, 4));
+  Job job;
+  ASSERT_TRUE(old_world->Write(job.State()).ok());  // step 1
+  const std::vector<torch::Tensor> at_step_1 = job.Values();
+  setenv(env::kSnapshotPeers, "off", 1);
+  {
+    Snapshots own_only(nullptr, RankOf(1, 2), &old_world);
+    EXPECT_TRUE(own_only->UsableSteps().empty());
+  }
+  unsetenv(env::kSnapshotPeers);
+  Snapshots new_world(nullptr, RankOf(1, 2), &old_world);
+  ASSERT_EQ(new_world->UsableSteps(), std::vector<int64_t>{1});
+  Job fresh;
+  fresh.Step();
+  ASSERT_TRUE(new_world->Restore(1, fresh.State()).ok());
+  ExpectEqualValues(fresh.Values(), at_step_1);
+  EXPECT_EQ(fresh.progress.global_step, 1);
+  EXPECT_EQ(new_world->restored_world_size(), 4);
+  new_world->MarkAgreed(1);
+  new_world->Arm(fresh.State());
+  EXPECT_EQ(new_world->Rescue(), -1) << "step 1 is held, taken by the old world";
+  fresh.Step();
+  new_world->Arm(fresh.State());
+  EXPECT_EQ(new_world->Rescue(), 2);
+  fresh.Step();
+  new_world->Arm(fresh.State());
+  EXPECT_EQ(new_world->Rescue(), 3);
+  EXPECT_EQ(new_world->UsableSteps(), (std::vector<int64_t>{3, 1}));
+  new_world->DiscardAllBut(1);
+  EXPECT_EQ(new_world->UsableSteps(), std::vector<int64_t>{1}) << "the restored state stays";
 }
 
 }  // namespace
