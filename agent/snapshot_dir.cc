@@ -10,16 +10,20 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <regex>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/format_bytes.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
+#include "snapshot/peer_restores.h"
 #include "snapshot/snapshot_file.h"
 
 namespace dtrun {
@@ -95,6 +99,20 @@ bool RunIsLive(const std::string& dir, uint64_t job) {
   return lock.valid() && OthersHold(lock.get());
 }
 
+// A rank or world size from a file's name (digits only, by the pattern), nullopt past int64's range.
+std::optional<int64_t> ParseCount(const std::string& digits) {
+  int64_t n = 0;
+  return absl::SimpleAtoi(digits, &n) ? std::optional(n) : std::nullopt;
+}
+
+// Whether the agent of global ranks [first, first + ranks) in a world of `world_size` answers for
+// the file of `rank` of another world: the one holding rank mod world_size. So each such file is
+// opened by one agent, not by every agent of a shared directory.
+bool AnswersFor(int64_t rank, int64_t first, int ranks, int64_t world_size) {
+  const int64_t mapped = rank % world_size;
+  return mapped >= first && mapped < first + ranks;
+}
+
 void SyncDirectory(const std::string& path) {
   UniqueFd dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.valid()) ::fsync(dir.get());
@@ -165,7 +183,36 @@ void SnapshotDir::Outcome::Add(const std::vector<snapshot::SlotHeader>& headers)
 
 std::string SnapshotDir::Outcome::Describe() const {
   return absl::StrCat(ranks, ranks == 1 ? " rank's" : " ranks'", " snapshots of ", steps.size() == 1 ? "step " : "steps ",
-                      absl::StrJoin(steps, ", "), " (", FormatBytes(bytes), ")");
+                      absl::StrJoin(steps, ", "), " (", FormatBytes(bytes), ")",
+                      taken_by_world > 0 ? absl::StrCat(", taken by a world of ", taken_by_world, " ranks") : "");
+}
+
+std::map<int64_t, std::vector<int64_t>> SnapshotDir::OtherWorlds(int64_t world_size) const {
+  std::map<int64_t, std::vector<int64_t>> worlds;
+  ForEachName(path_, [&](const std::string& name) {
+    std::smatch m;
+    if (!std::regex_match(name, m, SnapshotFileName())) return;
+    std::optional<int64_t> rank = ParseCount(m[1]), world = ParseCount(m[2]);
+    if (rank && world && *world != world_size && *rank < *world) worlds[*world].push_back(*rank);
+  });
+  for (auto& [world, ranks] : worlds) std::sort(ranks.begin(), ranks.end());
+  return worlds;
+}
+
+int64_t SnapshotDir::NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds) const {
+  int64_t newest = -1;
+  struct timespec newest_at = {};
+  for (const auto& [world, ranks] : worlds) {
+    struct stat st;
+    if (::stat(FileOf(ranks.front(), world).c_str(), &st) != 0) continue;
+    const bool later = st.st_mtim.tv_sec > newest_at.tv_sec ||
+                       (st.st_mtim.tv_sec == newest_at.tv_sec && st.st_mtim.tv_nsec > newest_at.tv_nsec);
+    if (newest < 0 || later) {
+      newest = world;
+      newest_at = st.st_mtim;
+    }
+  }
+  return newest;
 }
 
 absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const SnapshotStore& store, int local_rank,
@@ -199,6 +246,7 @@ absl::StatusOr<std::vector<snapshot::SlotHeader>> SnapshotDir::KeepRank(const Sn
     return absl::PermissionDeniedError(absl::StrCat("cannot write ", file, ": ", strerror(error)));
   }
   SyncDirectory(path_);
+  RemoveSuperseded(job, newest);
   return written;
 }
 
@@ -217,60 +265,94 @@ SnapshotDir::Outcome SnapshotDir::Keep(const SnapshotStore& store, uint64_t job)
     }
   }
   if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "not replaced"));
+  std::lock_guard<std::mutex> lock(older_->mu);
+  done.superseded = older_->removed;
   return done;
+}
+
+void SnapshotDir::RemoveSuperseded(uint64_t job, const snapshot::SlotHeader& written) const {
+  std::lock_guard<std::mutex> lock(older_->mu);
+  for (auto& [world, ranks] : older_->worlds) {
+    if (world == written.world_size) continue;
+    // The older world's files that the rank just written answers for (their rank mod its world size).
+    for (auto it = ranks.begin(); it != ranks.end();) {
+      if (!AnswersFor(*it, written.rank, 1, written.world_size)) {
+        ++it;
+        continue;
+      }
+      const std::string file = FileOf(*it, world);
+      if (!IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0) ++older_->removed;
+      it = ranks.erase(it);
+    }
+  }
+}
+
+bool SnapshotDir::LoadRank(const SnapshotStore& store, int local_rank, uint64_t job, int64_t rank,
+                           int64_t world_size, Outcome& done, std::vector<int64_t>& theirs) const {
+  const std::string file = FileOf(rank, world_size);
+  UniqueFd in(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!in.valid()) {
+    if (errno != ENOENT) done.problems.push_back(absl::StrCat("cannot read ", file, ": ", strerror(errno)));
+    return false;
+  }
+  if (IsAnotherRuns(JobOfFile(in.get()), job)) {  // the file open already, not opened again
+    theirs.push_back(rank);
+    return true;
+  }
+  absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(local_rank));
+  if (!region.ok()) return true;
+  absl::StatusOr<std::vector<snapshot::SlotHeader>> placed =
+      snapshot::ReadSnapshotFile(in.get(), job, rank, world_size, *region);
+  if (placed.ok()) {
+    done.Add(*placed);
+    return true;
+  }
+  done.problems.push_back(absl::StrCat(file, " not used: ", placed.status().message()));
+  // A record placed before the damage stays: it counts.
+  std::vector<snapshot::SlotHeader> whole;
+  for (int s = 0; s < snapshot::kSlots; ++s) {
+    absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
+    if (h.ok() && h->job == job) whole.push_back(*h);
+  }
+  done.Add(whole);
+  return true;
 }
 
 SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job, int64_t first_rank,
                                        int64_t world_size) const {
   Outcome done;
-  bool found = false;
   std::vector<int64_t> theirs;
   absl::Cleanup say_theirs = [&] {
     if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "not loaded"));
   };
-  for (int lr = 0; lr < store.nproc(); ++lr) {
-    const int64_t rank = first_rank + lr;
-    const std::string file = FileOf(rank, world_size);
-    UniqueFd in(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!in.valid()) {
-      if (errno != ENOENT) done.problems.push_back(absl::StrCat("cannot read ", file, ": ", strerror(errno)));
-      continue;
-    }
-    found = true;
-    if (IsAnotherRuns(JobOfFile(in.get()), job)) {  // the file open already, not opened again
-      theirs.push_back(rank);
-      continue;
-    }
-    absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(store.fd(lr));
-    if (!region.ok()) continue;
-    absl::StatusOr<std::vector<snapshot::SlotHeader>> placed =
-        snapshot::ReadSnapshotFile(in.get(), job, rank, world_size, *region);
-    if (placed.ok()) {
-      done.Add(*placed);
-      continue;
-    }
-    done.problems.push_back(absl::StrCat(file, " not used: ", placed.status().message()));
-    // A record placed before the damage stays: it counts.
-    std::vector<snapshot::SlotHeader> whole;
-    for (int s = 0; s < snapshot::kSlots; ++s) {
-      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
-      if (h.ok() && h->job == job) whole.push_back(*h);
-    }
-    done.Add(whole);
-  }
+  bool found = false;
+  for (int lr = 0; lr < store.nproc(); ++lr) found |= LoadRank(store, lr, job, first_rank + lr, world_size, done, theirs);
   if (found) return done;
-  // Nothing of this world: say so when the directory holds another's (nproc or nodes changed).
-  std::string other;
-  ForEachName(path_, [&](const std::string& name) {
-    std::smatch m;
-    if (other.empty() && std::regex_match(name, m, SnapshotFileName()) && m[2] != std::to_string(world_size)) {
-      other = m[2];
-    }
-  });
-  if (!other.empty()) {
-    done.problems.push_back(
-        absl::StrCat(path_, " holds snapshots of a world of ", other, " ranks, not ", world_size, ": not used"));
+  // Nothing of this world: the nodes or --nproc-per-node changed since the run that kept them.
+  const std::map<int64_t, std::vector<int64_t>> others = OtherWorlds(world_size);
+  if (others.empty()) return done;
+  if (!snapshot::PeerRestoresAllowed()) {
+    done.problems.push_back(absl::StrCat(path_, " holds snapshots of a world of ", others.rbegin()->first,
+                                         " ranks, not ", world_size,
+                                         ": not used (DTRUN_SNAPSHOT_PEERS=off: each rank restores only its own)"));
+    return done;
   }
+  // The ranks are replicas (snapshot/peer_restores.h): each local rank takes the file of its rank
+  // in that world, else another rank's there (a node-local directory holds its own ranks' only).
+  {
+    // Whichever is loaded, the state this run keeps will be newer than all of them.
+    std::lock_guard<std::mutex> lock(older_->mu);
+    older_->worlds = others;
+  }
+  const int64_t from = NewestWorld(others);
+  if (from < 0) return done;
+  const std::vector<int64_t>& ranks = others.at(from);
+  for (int lr = 0; lr < store.nproc(); ++lr) {
+    const int64_t mapped = (first_rank + lr) % from;
+    const bool held = std::binary_search(ranks.begin(), ranks.end(), mapped);
+    LoadRank(store, lr, job, held ? mapped : ranks[static_cast<size_t>(lr) % ranks.size()], from, done, theirs);
+  }
+  if (done.ranks > 0) done.taken_by_world = from;
   return done;
 }
 
@@ -288,12 +370,15 @@ SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job, int64_t first_rank, int ra
     if (std::regex_match(name, m, TemporaryName()) && over(m[1])) ::unlink(file.c_str());
     if (std::regex_match(name, m, RunLockName()) && m[1] != Hex(job) && over(m[1])) ::unlink(file.c_str());
     if (!std::regex_match(name, m, SnapshotFileName())) return;
-    const int64_t rank = std::stoll(m[1]);
-    // The job's other ranks are their own agents' to remove: each file is opened by one agent, not all.
-    const bool own = rank >= first_rank && rank < first_rank + ranks;
-    if (std::stoll(m[2]) == world_size && !own) return;
+    std::optional<int64_t> rank = ParseCount(m[1]), world = ParseCount(m[2]);
+    if (!rank || !world) return;
+    // Each file is opened by one agent, not all: this world's other ranks are their own agents' to
+    // remove, another world's go to the agent of the rank they map to.
+    const bool own = *world == world_size ? *rank >= first_rank && *rank < first_rank + ranks
+                                          : AnswersFor(*rank, first_rank, ranks, world_size);
+    if (!own) return;
     if (IsAnotherRuns(JobOfFile(file), job)) {
-      theirs.push_back(rank);
+      theirs.push_back(*rank);
     } else if (::unlink(file.c_str()) == 0) {
       ++done.removed;
     }

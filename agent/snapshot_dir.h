@@ -11,6 +11,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +34,8 @@ class SnapshotDir {
     std::vector<int64_t> steps;  // their steps, ascending, each once
     uint64_t bytes = 0;
     std::vector<std::string> problems;  // a line each: a rank not kept, a file not used
+    int64_t taken_by_world = 0;         // loaded from another world size's files (0: this one's)
+    int superseded = 0;                 // Keep: files of another world size this run removed as older
     void Add(const std::vector<snapshot::SlotHeader>& headers);
     // "2 ranks' snapshots of steps 118, 120 (8.4 MB)"
     std::string Describe() const;
@@ -48,12 +53,17 @@ class SnapshotDir {
   // The same for one local rank, `which` of its two slots: the headers written, oldest first (none:
   // it holds no snapshot of `job`, and its file stays). Aborted: its worker rewrote the slot while
   // it was copied (snapshot/snapshot_file.h); FailedPrecondition: the file is another run's
-  // (AnotherRunsLine); the file stays then too.
+  // (AnotherRunsLine); the file stays then too. Once a file is written, the files of the other
+  // world sizes that Load found instead of this world's (none with DTRUN_SNAPSHOT_PEERS=off) hold
+  // an older state of the replicas: those the rank answers for (their rank mod its world size,
+  // Clear's rule) are removed, or a later run back in that world would go back to them.
   absl::StatusOr<std::vector<snapshot::SlotHeader>> KeepRank(const SnapshotStore& store, int local_rank, uint64_t job,
                                                              snapshot::Slots which) const;
   // Loads the files of global ranks `first_rank`.. (one per local rank) of a world of `world_size`
-  // into the store's empty regions, under `job`. A problem too when the directory holds only
-  // another world size's files.
+  // into the store's empty regions, under `job`. When the directory holds none of this world's
+  // (the nodes or --nproc-per-node changed since), the newest other world's: local rank L takes
+  // the file of rank (first_rank + L) mod that world's size, else another rank's of it, as the
+  // ranks are replicas (snapshot/peer_restores.h); with DTRUN_SNAPSHOT_PEERS=off none, with a line.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
   // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds a read lock
   // on DIR/.run-JOB.lock, so that another job's agent can tell that the files this run writes are
@@ -66,10 +76,10 @@ class SnapshotDir {
   // `outcome` says what was done with them ("not loaded").
   std::string AnotherRunsLine(std::vector<int64_t> ranks, const std::string& outcome) const;
   // Removes what a finished job leaves, as one agent of it (of global ranks `first_rank`.. of a
-  // world of `world_size`): its ranks' files, files of other world sizes, and what runs that are
-  // over left (temporaries, lock files). The current world's other ranks are left to their own
-  // agents: in a shared directory no agent opens every node's files. A file of another run still
-  // running stays, with a line.
+  // world of `world_size`): its ranks' files, the files of other world sizes whose rank maps to
+  // one of its ranks (rank mod world_size), and what runs that are over left (temporaries, lock
+  // files). The rest is left to the other agents: in a shared directory no agent opens every
+  // node's files. A file of another run still running stays, with a line.
   struct Cleared {
     int removed = 0;
     std::vector<std::string> problems;
@@ -79,11 +89,29 @@ class SnapshotDir {
  private:
   explicit SnapshotDir(std::string path) : path_(std::move(path)) {}
   std::string FileOf(int64_t rank, int64_t world_size) const;
+  // Loads the file of `rank` in a world of `world_size` into local rank `local_rank`'s region
+  // (Load); false when there is no such file.
+  bool LoadRank(const SnapshotStore& store, int local_rank, uint64_t job, int64_t rank, int64_t world_size,
+                Outcome& done, std::vector<int64_t>& theirs) const;
+  // The ranks of the files of each world size other than `world_size`, ascending (one listing).
+  std::map<int64_t, std::vector<int64_t>> OtherWorlds(int64_t world_size) const;
+  // Removes the other worlds' files that the file of `written` (rank, world size) supersedes.
+  void RemoveSuperseded(uint64_t job, const snapshot::SlotHeader& written) const;
+  // Of those, the world whose first file was written last (-1: none can be read).
+  int64_t NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds) const;
   // Whether a file `writer` wrote (the job in its header; nullopt: no snapshot file) is another
   // run's, one still running (its agents hold its lock): not this run's to load, replace or
   // remove, since two jobs share the directory.
   bool IsAnotherRuns(std::optional<uint64_t> writer, uint64_t job) const;
   std::string path_;
+  // The other worlds' files Load found in place of this world's, until superseded; shared by the
+  // copies of this object (the persister's thread writes through one).
+  struct OlderWorlds {
+    std::mutex mu;
+    std::map<int64_t, std::vector<int64_t>> worlds;  // world size -> ranks
+    int removed = 0;
+  };
+  std::shared_ptr<OlderWorlds> older_ = std::make_shared<OlderWorlds>();
 };
 
 }  // namespace dtrun

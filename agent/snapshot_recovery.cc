@@ -136,8 +136,9 @@ void SnapshotRecovery::OnLoaded() {
   // A program or model changed since can fail on that state, and would keep it again: say how out.
   spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them (to start afresh instead, remove {}/*.dtsnap)",
                loaded_.Describe(), dir_->path(), Seconds(options_.now() - load_started_), dir_->path());
-  events_.Record("snapshots_loaded", round_,
-                 {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}});
+  nlohmann::json fields = {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}};
+  if (loaded_.taken_by_world > 0) fields["taken_by_world_size"] = loaded_.taken_by_world;
+  events_.Record("snapshots_loaded", round_, fields);
 }
 
 std::vector<int64_t> SnapshotRecovery::KeptSteps() const {
@@ -182,6 +183,10 @@ void SnapshotRecovery::OnJobEnd(JobEnd end) {
   if (kept.ranks > 0) {
     spdlog::warn("kept {} in {} ({:.2f} s): the next run with --snapshot-dir {} starts from them", kept.Describe(),
                  dir_->path(), Seconds(options_.now() - started), dir_->path());
+  }
+  if (kept.superseded > 0) {
+    spdlog::info("removed {} file(s) of another world size from {}: the state kept now is newer", kept.superseded,
+                 dir_->path());
   }
   nlohmann::json fields = {{"dir", dir_->path()}, {"ranks", kept.ranks}, {"steps", kept.steps}, {"bytes", kept.bytes}};
   // Also when nothing was kept (every region emptied): the files then still hold the loaded state.

@@ -1,9 +1,11 @@
 // dtrun --snapshot-dir on a real directory: an unfinished job's snapshots come back in the next
-// run's regions under its own job, only for the ranks and world they were taken in; a keep with
+// run's regions under its own job, for the ranks they were taken by or, when the world size
+// changed, for any rank (replicas); a keep with
 // nothing to keep leaves the old files; a finished job's files are removed; a directory another
 // user could write to is refused, and a planted symlink or a damaged file is not loaded.
 #include "agent/snapshot_dir.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +17,7 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
+#include "base/env_names.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
@@ -89,12 +92,9 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
     EXPECT_EQ(newest->step, 8);
   }
 
-  // Another layout takes nothing, and says why when the world size changed.
+  // Other ranks of the same world take nothing: their own agents load their files.
   SnapshotStore other = Store();
   EXPECT_EQ(dir->Load(other, kAfter, 0, 4).ranks, 0);
-  const SnapshotDir::Outcome resized = dir->Load(other, kAfter, 0, 2);
-  EXPECT_EQ(resized.ranks, 0);
-  EXPECT_THAT(resized.problems, ElementsAre(HasSubstr("holds snapshots of a world of 4 ranks, not 2: not used")));
   EXPECT_FALSE(other.Newest(0).has_value());
 
   // A keep with nothing to keep (the job stopped before any snapshot) leaves the files as they were.
@@ -268,21 +268,102 @@ TEST(SnapshotDirTest, TheFilesOfAJobStillRunningAreNotLoaded) {
 
 // At a job's end each agent removes its own ranks' files, not its peers' (in a shared directory
 // they remove their own), and every file of another world size.
-TEST(SnapshotDirTest, AnAgentClearsItsOwnRanksAndOtherWorldsNotItsPeers) {
+// Ranks 0 and 1 of a world of `world_size`, each with one snapshot of `step`.
+SnapshotStore StoreOfRanks0And1(int64_t world_size, int64_t step) {
+  SnapshotStore store = Store();
+  for (int lr = 0; lr < 2; ++lr) {
+    testing::WriteTestSnapshot(store.fd(lr), snapshot::SlotHeader{kBefore, lr, world_size, step, 0, 0, 0, 0},
+                               "state of step " + std::to_string(step));
+  }
+  return store;
+}
+
+// Each file is removed by one agent: this world's by the agent of its rank, another world's by
+// the agent of the rank it maps to (rank mod this world's size).
+TEST(SnapshotDirTest, AnAgentClearsItsOwnRanksAndTheOtherWorldsFilesThatMapToThem) {
   const std::string path = testing::MakeTempDir();
   absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
   ASSERT_TRUE(dir.ok()) << dir.status();
-  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // ranks 2, 3 of 4
-  SnapshotStore ranks_0_and_1 = Store();
-  for (int lr = 0; lr < 2; ++lr) {
-    testing::WriteTestSnapshot(ranks_0_and_1.fd(lr), snapshot::SlotHeader{kBefore, lr, 2, 5, 0, 0, 0, 0}, "state");
-  }
-  ASSERT_EQ(dir->Keep(ranks_0_and_1, kBefore).ranks, 2);  // ranks 0, 1 of 2
-  EXPECT_EQ(dir->Clear(kAfter, 2, 2, 4).removed, 4);
-  EXPECT_TRUE(Names(path).empty());
+  ASSERT_EQ(dir->Keep(StoreOfRanks0And1(2, 5), kBefore).ranks, 2);  // ranks 0, 1 of 2
+  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);       // ranks 2, 3 of 4
+  ASSERT_EQ(Names(path).size(), 4u);
+  EXPECT_EQ(dir->Clear(kAfter, 2, 2, 4).removed, 2);  // the agent of ranks 2 and 3
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-2.dtsnap"));
   ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);
-  EXPECT_EQ(dir->Clear(kAfter, 0, 2, 4).removed, 0);  // the agent of ranks 0 and 1
+  EXPECT_EQ(dir->Clear(kAfter, 0, 2, 4).removed, 2);  // the agent of ranks 0 and 1
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
+}
+
+// The nodes or --nproc-per-node changed between two runs: the ranks are replicas, so the next
+// run loads the state the other world kept (each local rank the file of its rank mod that world's
+// size, else another rank's: a node-local directory holds only its own), and once it keeps its
+// own, the other world's files it answers for go: a run back in that world would go back to them.
+// With DTRUN_SNAPSHOT_PEERS=off nothing of another world is loaded, and a line says why.
+TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAndThenSupersedesIt) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // ranks 2, 3 of 4: a node-local directory
+
+  setenv(env::kSnapshotPeers, "off", 1);
+  SnapshotStore strict = Store();
+  const SnapshotDir::Outcome refused = dir->Load(strict, kAfter, 0, 2);
+  unsetenv(env::kSnapshotPeers);
+  EXPECT_EQ(refused.ranks, 0);
+  EXPECT_THAT(refused.problems, ElementsAre(HasSubstr("holds snapshots of a world of 4 ranks, not 2: not used "
+                                                      "(DTRUN_SNAPSHOT_PEERS=off")));
+  EXPECT_FALSE(strict.Newest(0).has_value());
+
+  SnapshotStore smaller = Store();  // ranks 0 and 1 of 2: neither 0 nor 1 of 4 is here
+  const SnapshotDir::Outcome loaded = dir->Load(smaller, kAfter, 0, 2);
+  EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
+  EXPECT_EQ(loaded.Describe(), "2 ranks' snapshots of steps 7, 8 (12 kB), taken by a world of 4 ranks");
+  for (int lr = 0; lr < 2; ++lr) {
+    std::optional<snapshot::SlotHeader> newest = smaller.Newest(lr);
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->job, kAfter);
+    EXPECT_EQ(newest->world_size, 4);
+    EXPECT_EQ(newest->step, 8);
+  }
+
+  // That run trains on in its world of 2 and is stopped again: its state supersedes the old world's.
+  const SnapshotDir::Outcome kept = dir->Keep(StoreOfRanks0And1(2, 12), kBefore);
+  EXPECT_EQ(kept.ranks, 2);
+  EXPECT_EQ(kept.superseded, 2);
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-2.dtsnap"));
+  SnapshotStore larger = Store();  // ranks 2 and 3 of 4 again
+  EXPECT_EQ(dir->Load(larger, kAfter, 2, 4).taken_by_world, 2);
+  for (int lr = 0; lr < 2; ++lr) {
+    std::optional<snapshot::SlotHeader> newest = larger.Newest(lr);
+    ASSERT_TRUE(newest.has_value());
+    EXPECT_EQ(newest->rank, lr);  // 2 mod 2, 3 mod 2
+    EXPECT_EQ(newest->step, 12);
+  }
+}
+
+// Of two other worlds' files (a removal that failed), the one written last is loaded.
+TEST(SnapshotDirTest, OfTwoOtherWorldsTheOneWrittenLastIsLoaded) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  // Neither run loaded the other's (a run supersedes only what it loaded in place of its own).
+  ASSERT_EQ(dir->Keep(StoreOfRanks0And1(3, 30), kBefore).ranks, 2);
+  ASSERT_EQ(dir->Keep(StoreOfRanks0And1(2, 20), kBefore).ranks, 2);
+  auto written_at = [&](const std::string& name, time_t seconds) {
+    const struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, (path + "/" + name).c_str(), times, 0), 0);
+  };
+  written_at("rank-0-of-3.dtsnap", 2000);
+  written_at("rank-0-of-2.dtsnap", 1000);
+  SnapshotStore store = Store();
+  EXPECT_EQ(dir->Load(store, kAfter, 0, 4).taken_by_world, 3);
+  ASSERT_TRUE(store.Newest(0).has_value());
+  EXPECT_EQ(store.Newest(0)->step, 30);
+  written_at("rank-0-of-2.dtsnap", 3000);
+  SnapshotStore again = Store();
+  EXPECT_EQ(dir->Load(again, kAfter, 0, 4).taken_by_world, 2);
+  ASSERT_TRUE(again.Newest(1).has_value());
+  EXPECT_EQ(again.Newest(1)->step, 20);
 }
 
 TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
