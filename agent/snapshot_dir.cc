@@ -183,8 +183,7 @@ void SnapshotDir::Outcome::Add(const std::vector<snapshot::SlotHeader>& headers)
 
 std::string SnapshotDir::Outcome::Describe() const {
   return absl::StrCat(ranks, ranks == 1 ? " rank's" : " ranks'", " snapshots of ", steps.size() == 1 ? "step " : "steps ",
-                      absl::StrJoin(steps, ", "), " (", FormatBytes(bytes), ")",
-                      taken_by_world > 0 ? absl::StrCat(", taken by a world of ", taken_by_world, " ranks") : "");
+                      absl::StrJoin(steps, ", "), " (", FormatBytes(bytes), ")");
 }
 
 std::map<int64_t, std::vector<int64_t>> SnapshotDir::OtherWorlds(int64_t world_size) const {

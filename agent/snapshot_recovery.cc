@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "base/guarded_thread.h"
 #include "snapshot/snapshot_region.h"
 #include "nlohmann/json.hpp"
@@ -134,8 +135,10 @@ void SnapshotRecovery::OnLoaded() {
     loaded_steps_.push_back(newest ? newest->step : -1);
   }
   // A program or model changed since can fail on that state, and would keep it again: say how out.
-  spdlog::info("loaded {} kept in {} ({:.2f} s): the workers start from them (to start afresh instead, remove {}/*.dtsnap)",
-               loaded_.Describe(), dir_->path(), Seconds(options_.now() - load_started_), dir_->path());
+  const std::string by =
+      loaded_.taken_by_world > 0 ? absl::StrCat(" by a world of ", loaded_.taken_by_world, " ranks") : "";
+  spdlog::info("loaded {} kept in {}{} ({:.2f} s): the workers start from them (to start afresh instead, remove {}/*.dtsnap)",
+               loaded_.Describe(), dir_->path(), by, Seconds(options_.now() - load_started_), dir_->path());
   nlohmann::json fields = {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}};
   if (loaded_.taken_by_world > 0) fields["taken_by_world_size"] = loaded_.taken_by_world;
   events_.Record("snapshots_loaded", round_, fields);

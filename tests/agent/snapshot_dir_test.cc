@@ -317,7 +317,8 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
   SnapshotStore smaller = Store();  // ranks 0 and 1 of 2: neither 0 nor 1 of 4 is here
   const SnapshotDir::Outcome loaded = dir->Load(smaller, kAfter, 0, 2);
   EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
-  EXPECT_EQ(loaded.Describe(), "2 ranks' snapshots of steps 7, 8 (12 kB), taken by a world of 4 ranks");
+  EXPECT_EQ(loaded.Describe(), "2 ranks' snapshots of steps 7, 8 (12 kB)");
+  EXPECT_EQ(loaded.taken_by_world, 4);
   for (int lr = 0; lr < 2; ++lr) {
     std::optional<snapshot::SlotHeader> newest = smaller.Newest(lr);
     ASSERT_TRUE(newest.has_value());

@@ -319,6 +319,67 @@ TEST_F(PythonSnapshotTest, AJobEndedWithDtrunKillResumesInItsNextRunAtTheStepItW
   EXPECT_GE(RestoredStep(out), 60) << out;  // past the periodic snapshot of step 50
 }
 
+// The same job run again with more workers, then with fewer (the nodes Slurm gave it changed, or
+// --nproc-per-node did): each run resumes from the state the world before it kept, on every rank
+// (DDP ranks are replicas), and says which world took it; the files it supersedes go once it keeps
+// its own, and the last run's success leaves the directory empty.
+TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFromTheStateTheOtherWorldKept) {
+  const std::string kept = MakeTempDir() + "/kept";
+  const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  auto job = [&](int workers, const std::string& steps) {
+    return std::make_unique<Harness>(
+        std::vector<std::string>{DtrunBinary(), "--standalone", "--nproc-per-node", std::to_string(workers),
+                                 "--snapshot-dir", kept, "--snapshot-every", "50", Worker("snapshot_resume.py"), steps,
+                                 "--fresh-runs-on", "--say-every", "20"},
+        env);
+  };
+  auto restored_on_every_rank = [](const std::string& out, int workers) {
+    std::smatch m;
+    if (!std::regex_search(out, m, std::regex(R"(\[default0\]:RESTORED step=(\d+))"))) return -1;
+    for (int r = 1; r < workers; ++r) {
+      const std::string line = "[default" + std::to_string(r) + "]:RESTORED step=" + m[1].str();
+      if (out.find(line) == std::string::npos) return -1;
+    }
+    return std::stoi(m[1]);
+  };
+  auto two = job(2, "10");
+  ASSERT_TRUE(two->WaitForOutput("STEP 60", std::chrono::seconds(120))) << two->all();
+  ::kill(two->pid(), SIGTERM);
+  ASSERT_TRUE(two->Wait(std::chrono::seconds(60)).has_value()) << two->all();
+  ASSERT_NE(two->all().find("[dtrun] kept 2 ranks' snapshots"), std::string::npos) << two->all();
+
+  auto three = job(3, "100000");  // trains on until stopped
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(three->WaitForOutput("[default" + std::to_string(r) + "]:RESTORED step=", std::chrono::seconds(120)))
+        << three->all();
+  }
+  const int from_two = restored_on_every_rank(three->all(), 3);
+  EXPECT_GE(from_two, 60) << three->all();
+  EXPECT_NE(three->all().find(" by a world of 2 ranks ("), std::string::npos)
+      << three->all();
+  EXPECT_NE(three->all().find("[default0]:dtrun: resuming from the in-memory snapshot of step " +
+                              std::to_string(from_two) + ", taken by a world of 2 ranks (now 3)"),
+            std::string::npos)
+      << three->all();
+  const std::string further = "STEP " + std::to_string((from_two / 20 + 2) * 20);
+  ASSERT_TRUE(three->WaitForOutput(further, std::chrono::seconds(120))) << three->all();
+  ::kill(three->pid(), SIGTERM);
+  ASSERT_TRUE(three->Wait(std::chrono::seconds(60)).has_value()) << three->all();
+  ASSERT_NE(three->all().find("[dtrun] kept 3 ranks' snapshots"), std::string::npos) << three->all();
+  EXPECT_NE(three->all().find("removed 2 file(s) of another world size"), std::string::npos) << three->all();
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(kept)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"rank-0-of-3.dtsnap", "rank-1-of-3.dtsnap", "rank-2-of-3.dtsnap"}));
+
+  auto one = job(1, "10");  // ends 10 steps after the step it resumes at
+  ASSERT_EQ(one->Wait(std::chrono::seconds(120)), 0) << one->all();
+  const int from_three = restored_on_every_rank(one->all(), 1);
+  EXPECT_GE(from_three, (from_two / 20 + 2) * 20) << one->all();
+  EXPECT_NE(one->all().find("taken by a world of 3 ranks (now 1)"), std::string::npos) << one->all();
+  EXPECT_TRUE(std::filesystem::is_empty(kept)) << one->all();
+}
+
 // A second job given the same --snapshot-dir while the first still runs (a sweep's copied
 // command line): it neither resumes from the first job's copies nor replaces them, and says why
 // with the fix; its success leaves them. The first job, stopped, keeps its own state there, and
