@@ -21,8 +21,14 @@ the best case a torchrun user has) and loads it when it starts. Each host gets i
 needs for its workers' master address. Measured from the console: fault -> the first step the new
 round's rank 0 prints (a DDP step: every rank took it), and lost steps (its "start at step").
 
+With --shrink there is no spare: the job is elastic down to one node fewer (--nnodes N-1:N) and
+goes on without the lost one (kill and cut only). Each survivor's ranks then resume in a smaller
+world, from the in-memory snapshot the larger one took (the ranks are replicas), or, with
+--peers off (DTRUN_SNAPSHOT_PEERS=off, as dtrun did before a world-size change could restore
+memory), from the last disk checkpoint (train_recsys writes one per epoch here).
+
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze]
-                          [--launcher dtrun|torchrun]
+                          [--launcher dtrun|torchrun] [--shrink [--peers on|off]]
 """
 import argparse
 import json
@@ -241,7 +247,7 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
 
         def start(i):
             argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', cluster.ns(i), "/usr/bin/python3",
-                    TORCHRUN, "--nnodes", f"{n}:{n}", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                    TORCHRUN, "--nnodes", nnodes(n, args), "--nproc_per_node", "2", "--rdzv_backend", "c10d",
                     "--rdzv_endpoint", endpoint, "--rdzv_id", f"nl{trial}", "--max_restarts", "3",
                     "--monitor_interval", "0.1", os.path.join(HERE, "recsys_reference.py"), ratings, "--epochs",
                     "100", "-b", "256", "--checkpoint-dir", f"{tmp}/ckpt", "--checkpoint-every",
@@ -260,16 +266,17 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
             if printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= args.buddy_every else None,
                                   120) is None:
                 raise SystemExit("no checkpoint was written:\n" + printer.text()[-3000:])
-            spare = start(n)
-            # The spare's agent says it joined (LOGLEVEL=INFO) and waits for the next round.
-            if not spare.wait_for(re.compile(r"rendezvous", re.I), 120):
-                raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
+            if not args.shrink:
+                spare = start(n)
+                # The spare's agent says it joined (LOGLEVEL=INFO) and waits for the next round.
+                if not spare.wait_for(re.compile(r"rendezvous", re.I), 120):
+                    raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
             reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
             # The new round's rank 0 says where it starts, then prints its first step.
             deadline = time.time() + args.recovery_timeout
             result = None
             while result is None and time.time() < deadline:
-                for node in nodes + [spare]:
+                for node in nodes + ([spare] if spare else []):
                     with node.cond:
                         lines = [(t, l) for t, l in node.lines if l and t * 1000 > fault_ms]
                     started = next((int(m.group(1)) for _, l in lines if (m := REF_START.search(l))), None)
@@ -288,7 +295,7 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
                           "sources": [f"none within {args.recovery_timeout:.0f} s"]}
             if args.keep_logs and (args.keep_all or result["fault_to_stepping_s"] is None):
                 os.makedirs(args.keep_logs, exist_ok=True)
-                for i, node in enumerate(nodes + [spare]):
+                for i, node in enumerate(nodes + ([spare] if spare else [])):
                     with open(f"{args.keep_logs}/torchrun_{fault}{trial}_host{i}.txt", "w") as f:
                         with node.cond:
                             f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
@@ -306,7 +313,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         endpoint = f"{cluster.addrs[0]}:{PORT}"
 
         def start(i):
-            argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", f"{n}:{n}", "--nproc-per-node", "2",
+            argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", nnodes(n, args), "--nproc-per-node", "2",
                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"nl{trial}",
                     "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
                     "--max-restarts", "3", "--event-log", f"{tmp}/events{i}.jsonl", "--heartbeat-timeout",
@@ -314,24 +321,26 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     "--warm-workers", args.warm_workers,
                     os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100", "-b", "256",
                     "-p", "1", "--save-every-minutes", "1000", "--no-tensorboard", "--output-dir", f"{tmp}/out{i}"]
-            return Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1"))
+            return Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1", DTRUN_SNAPSHOT_PEERS=args.peers))
 
         nodes = [start(i) for i in range(n)]
+        spare = None
         try:
             # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
             printer = find_printer(nodes, STEP)
             victim = rng.randrange(1, n)
             if not nodes[victim].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
                 raise SystemExit(f"host {victim} never placed a buddy copy:\n" + nodes[victim].text()[-3000:])
-            spare = start(n)
-            if not spare.wait_for(re.compile(r"spare"), 120):
-                raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
+            if not args.shrink:
+                spare = start(n)
+                if not spare.wait_for(re.compile(r"spare"), 120):
+                    raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
             def step_of(line):
                 m = STEP.search(line)
                 return global_step(m) if m else None
             reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
             # Every node that runs the next round logs `recovered` once its ranks step again.
-            runners = [i for i in range(n) if i != victim or fault == "freeze"] + ([n] if fault != "freeze" else [])
+            runners = [i for i in range(n) if i != victim or fault == "freeze"] + ([n] if spare and fault != "freeze" else [])
             logs = {i: f"{tmp}/events{i}.jsonl" for i in runners}
             deadline = time.time() + 180
             records = {}
@@ -352,7 +361,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             if args.keep_logs and (args.keep_all or any(r.get("source") == "none" for r in records.values())):
                 # What every host said, each line with its arrival time in seconds from the fault.
                 os.makedirs(args.keep_logs, exist_ok=True)
-                for i, node in enumerate(nodes + [spare]):
+                for i, node in enumerate(nodes + ([spare] if spare else [])):
                     with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
                         with node.cond:
                             f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
@@ -386,6 +395,11 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 cluster.kill_all(i, wait=True)
 
 
+def nnodes(n, args):
+    """--nnodes: N:N with a spare waiting, N-1:N when the job goes on without the lost node."""
+    return f"{n - 1}:{n}" if args.shrink else f"{n}:{n}"
+
+
 def torch_version():
     return subprocess.run(["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"], capture_output=True,
                           text=True).stdout.strip() or "?"
@@ -406,7 +420,11 @@ def main():
                     help="seconds after the fault to wait for stepping (torchrun: then counted as not recovered)")
     ap.add_argument("--keep-logs", help="write every host's output here for trials that restored nothing")
     ap.add_argument("--keep-all", action="store_true", help="with --keep-logs: for every trial")
+    ap.add_argument("--shrink", action="store_true", help="no spare: the job goes on with one node fewer")
+    ap.add_argument("--peers", default="on", choices=["on", "off"], help="dtrun's DTRUN_SNAPSHOT_PEERS")
     args = ap.parse_args()
+    if args.shrink and "freeze" in args.faults.split(","):
+        raise SystemExit("--shrink: a frozen worker's node stays in the job; use --faults kill,cut")
     if os.geteuid() != 0:
         raise SystemExit("node_loss.py needs root (network namespaces)")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -416,8 +434,9 @@ def main():
                  f"{args.buddy_every} steps on shared storage; recovery awaited {args.recovery_timeout:.0f} s")
     else:
         setup = (f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every "
-                 f"{args.buddy_every} steps; --warm-workers {args.warm_workers}")
-    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers + 1 spare, {job}; {setup}")
+                 f"{args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
+    layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare"
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers {layout}, {job}; {setup}")
     rng = random.Random(args.seed)
     cluster = Cluster(args.nodes + 1)
     try:

@@ -583,6 +583,71 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromTheSurvivorsNewestSnapshotNotTheO
   EXPECT_NE(both.find("48 optimizer steps"), std::string::npos) << both;
 }
 
+// An elastic job of 1 to 2 nodes and no spare, as on a cluster whose nodes come and go: it grows
+// when a second node joins and shrinks when that node is lost. Each new world resumes from the
+// in-memory state of the world before it (DDP ranks are replicas), not from the disk checkpoint:
+// the joining node's rank receives rank 0's copy, and after the loss the survivor restores the
+// snapshot its two-rank world took.
+TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStateOfTheOneBefore) {
+  Cluster(2);
+  if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
+  const std::string data = TrainingData(), dir = MakeTempDir();
+  const std::string endpoint = cluster_->address(0) + ":29516";
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        endpoint, "--rdzv-id", "grow", "--local-addr", cluster_->address(i), "--rdzv-conf",
+        "last_call_timeout=0.2,keep_alive_interval=0.5,keep_alive_max_attempt=4", "--max-restarts", "3",
+        "--snapshot-every", "3", BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64",
+        "-j", "1", "--epochs", "8", "-p", "1", "--save-every-minutes", "1000", "--output-dir",
+        dir + "/host" + std::to_string(i)};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  };
+  auto ask = [&] {
+    std::vector<std::string> argv = cluster_->Exec(0);
+    argv.insert(argv.end(), {DtrunBinary(), "status", "--json", "--endpoint", endpoint, "--run-id", "grow"});
+    return ParseJsonLines(RunToEnd(argv).second);
+  };
+  // Every rank of a world of `ranks` has a snapshot of `step` or later.
+  auto snapshotted = [&](size_t ranks, int64_t step) {
+    return [ranks, step](const nlohmann::json& job) {
+      size_t done = 0, seen = 0;
+      for (const nlohmann::json& node : job.value("nodes", nlohmann::json::array())) {
+        for (const nlohmann::json& r : node.value("ranks", nlohmann::json::array())) {
+          ++seen;
+          done += r.value("snapshot_step", nlohmann::json()).is_number() && r["snapshot_step"] >= step;
+        }
+      }
+      return seen == ranks && done == ranks;
+    };
+  };
+  auto a = elastic(0);
+  ASSERT_TRUE(snapshotted(1, 3)(AwaitStatus(ask, snapshotted(1, 3), seconds(120)))) << a->all();
+  auto b = elastic(1);
+  ASSERT_TRUE(b->WaitForOutput("rank 1 holds no in-memory snapshot of step", seconds(120))) << b->all() << a->all();
+  EXPECT_NE(b->all().find("receiving rank 0's copy"), std::string::npos) << b->all();
+  ASSERT_TRUE(a->WaitForOutput("taken by a world of 1 ranks)", seconds(60))) << a->all() << b->all();
+  std::smatch grown;
+  const std::string a_out = a->all();
+  ASSERT_TRUE(std::regex_search(a_out, grown, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 1 ranks\))")))
+      << a_out;
+  EXPECT_GE(std::stoi(grown[1]), 3) << a_out;
+  // The two-rank world snapshots past the state it started from; then host 1 is lost.
+  const int64_t past = std::stoi(grown[1]) + 3;
+  ASSERT_TRUE(snapshotted(2, past)(AwaitStatus(ask, snapshotted(2, past), seconds(120)))) << a->all() << b->all();
+  ::kill(b->pid(), SIGKILL);
+  ASSERT_TRUE(a->WaitForOutput("taken by a world of 2 ranks)", seconds(120))) << a->all();
+  std::smatch shrunk;
+  const std::string after = a->all();
+  ASSERT_TRUE(std::regex_search(after, shrunk, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 2 ranks\))")))
+      << after;
+  EXPECT_GE(std::stoi(shrunk[1]), past) << after;
+  EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
+  if (getenv("SHOW")) std::cerr << "HOSTA\n" << a->all() << "HOSTB\n" << b->all();
+}
+
 // The waits of every rank meet at the rendezvous (in the keep-alives' status summaries): a rank
 // of host 1 slowed in its backward is named, with its node, on both hosts: a console line and an
 // event-log record.

@@ -30,7 +30,7 @@ nlohmann::json AwaitStatus(const std::function<std::vector<nlohmann::json>()>& a
   nlohmann::json last;
   while (std::chrono::steady_clock::now() < deadline) {
     std::vector<nlohmann::json> jobs = ask();
-    if (jobs.size() != 1) continue;
+    if (jobs.size() != 1 || !jobs[0].is_object()) continue;  // not up yet: a line that is no JSON
     last = jobs[0];
     if (done(last)) break;
   }
