@@ -78,7 +78,8 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
       ->capture_default_str();
   opt("snapshot-dir", f.snapshot_dir,
       "When the job ends unfinished (interrupted, preempted, out of restarts), keep the newest in-memory snapshots "
-      "in DIR; the next run with the same DIR starts from them (a job that succeeds removes them). Give each job "
+      "in DIR; the next run with the same DIR starts from them, also on other nodes or with other --nproc-per-node "
+      "(a job that succeeds removes them). Give each job "
       "its own DIR: the files of a job still running are not loaded");
   opt("snapshot-dir-every", f.snapshot_dir_every,
       "Also copy each rank's newest snapshot to --snapshot-dir this often while the job runs, in seconds, for a "

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 #include "snapshot/peer_restores.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/replica_check.h"
@@ -109,7 +110,14 @@ absl::Status ReceivePeerCopy(ProcessGroupHandle& pg, const torch::Device& device
     return absl::DataLossError(absl::StrCat("rank ", choice.source, "'s copy of step ", choice.step,
                                             " does not match its checksum after the transfer"));
   }
-  return snapshots.RestorePayload(payload, state);
+  DT_RETURN_IF_ERROR(snapshots.RestorePayload(payload, state));
+  // Held here too, as the peers hold it; the restore stands without it.
+  if (absl::Status kept = snapshots.Adopt(choice.step, payload, hash); !kept.ok()) {
+    std::fprintf(stderr, "warning: rank %d restored rank %d's copy of step %lld but cannot hold it in memory: %s\n",
+                 pg.backend->getRank(), choice.source, static_cast<long long>(choice.step),
+                 std::string(kept.message()).c_str());
+  }
+  return absl::OkStatus();
 }
 
 // Restores the chosen step: each rank its own copy, and the ranks without it the source's.

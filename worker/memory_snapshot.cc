@@ -198,6 +198,24 @@ absl::StatusOr<absl::string_view> MemorySnapshots::Payload(int64_t step, uint64_
   return absl::string_view(found.region->Payload(found.slot), found.header.payload_bytes);
 }
 
+absl::Status MemorySnapshots::Adopt(int64_t step, absl::string_view payload, uint64_t hash) {
+  Finish();
+  snapshot::SlotHeader h;
+  h.job = job_;
+  h.rank = env_.rank;
+  h.world_size = env_.world_size;
+  h.step = step;
+  h.attempt = env_.restart_count;
+  h.payload_bytes = payload.size();
+  h.payload_hash = hash;
+  h.unix_ms = UnixMillisNow();
+  std::lock_guard<std::mutex> lock(mu_);
+  return snapshot::PlaceSnapshot(region_, h, [&](char* into) {
+    std::memcpy(into, payload.data(), payload.size());
+    return absl::OkStatus();
+  });
+}
+
 uint64_t MemorySnapshots::PayloadCapacity() const { return region_.layout().PayloadCapacity(); }
 
 absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const TrainState& state) {

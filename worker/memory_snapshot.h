@@ -79,6 +79,11 @@ class MemorySnapshots {
   // Restores from a payload written by any rank of the job (another rank's copy of a step),
   // checked as Restore checks its own.
   absl::Status RestorePayload(absl::string_view payload, const TrainState& state);
+  // Keeps `payload`, another rank's copy of `step` whose checksum `hash` was checked, as this
+  // rank's own snapshot of it: a rank that received its state then holds it as its peers do (for a
+  // second failure before its next snapshot, and for --snapshot-dir). DataLoss if the copy in the
+  // slot does not match `hash`; the slot stays empty then.
+  absl::Status Adopt(int64_t step, absl::string_view payload, uint64_t hash);
   // The largest payload a slot of this rank's region holds (the --snapshot-memory cap).
   uint64_t PayloadCapacity() const;
   // Whether the last Restore read a copy fetched from the buddy node (this node held none).

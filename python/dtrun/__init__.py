@@ -288,8 +288,14 @@ def _receive_peer_copy(step, source, receivers, held, region, map_location, load
         return None, True
     data = torch.empty(size, dtype=torch.uint8, device=device)
     dist.recv(data, source)
-    stream = _snap.peer_payload(memoryview(data.cpu().numpy()), expected, step, source)
-    return torch.load(stream, map_location=map_location, **load_kwargs), True
+    received = memoryview(data.cpu().numpy())
+    stream = _snap.peer_payload(received, expected, step, source)
+    state = torch.load(stream, map_location=map_location, **load_kwargs)
+    try:  # held here too, as the peers hold it; the restore stands without it
+        region.adopt(step, received, expected)
+    except Exception as e:
+        _snap._warn("rank %d's copy of step %d restored but not held in memory here: %s" % (source, step, e))
+    return state, True
 
 
 def _under_dtrun():

@@ -338,6 +338,21 @@ class Region:
                                  int(time.time() * 1000)))
         return writer.size
 
+    def adopt(self, step, data, payload_hash):
+        """Keeps `data`, another rank's payload of `step` whose checksum `payload_hash` was checked, as
+        this rank's own snapshot of it: a rank that received its state then holds it as its peers do
+        (for a second failure before its next snapshot, and for --snapshot-dir)."""
+        if len(data) > self.capacity:
+            raise SnapshotError(_too_large(len(data), self.capacity))
+        slot = self.slot_to_write(step)
+        self.invalidate(slot)
+        self.reserve(slot, len(data))
+        self.payload(slot)[:len(data)] = data
+        h = Header(self.job, self.rank, self.world_size, step, self.attempt, len(data), payload_hash,
+                   int(time.time() * 1000))
+        self.verify(slot, h)
+        self.commit(slot, h)
+
     def load(self, slot, h, map_location, load_kwargs):
         import torch
         payload = self.payload(slot)[:h.payload_bytes]

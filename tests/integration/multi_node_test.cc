@@ -645,7 +645,6 @@ TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStat
       << after;
   EXPECT_GE(std::stoi(shrunk[1]), past) << after;
   EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
-  if (getenv("SHOW")) std::cerr << "HOSTA\n" << a->all() << "HOSTB\n" << b->all();
 }
 
 // The waits of every rank meet at the rendezvous (in the keep-alives' status summaries): a rank

@@ -488,6 +488,37 @@ TEST_F(PythonSnapshotTest, ARankThatLostItsSnapshotsReceivesItsPeersCopyWithTheS
   EXPECT_EQ(sources, (std::multiset<std::string>{"memory", "peer"})) << out;
 }
 
+// A rank that received its peer's copy holds it as its own from then on, as the peer does: until
+// its next snapshot it would otherwise hold nothing, and a second stop in that window (here the
+// job stopped at its end, snapshots on failure off) would keep only the sender's state.
+TEST_F(PythonSnapshotTest, ARankThatReceivedItsPeersCopyHoldsItAsItsOwnUntilItsNextSnapshot) {
+  const std::string kept = MakeTempDir() + "/kept";
+  std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
+  env.insert(kOnFailureOff.begin(), kOnFailureOff.end());
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--snapshot-every",
+               "30", "--snapshot-dir", kept, Worker("snapshot_resume.py"), std::to_string(kSteps), "--crash-at", "33",
+               "--forget", "--hold", "--no-heartbeat"},
+              env);
+  ASSERT_TRUE(job.WaitForOutput("[default0]:HOLDING", std::chrono::seconds(120))) << job.all();
+  ASSERT_TRUE(job.WaitForOutput("[default1]:HOLDING", std::chrono::seconds(60))) << job.all();
+  ASSERT_NE(job.all().find("rank 1 holds no in-memory snapshot of step 30; receiving rank 0's copy"),
+            std::string::npos)
+      << job.all();
+  auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
+  auto both_hold_30 = [](const nlohmann::json& job) {
+    std::vector<int64_t> steps;
+    for (const nlohmann::json& r : job["nodes"][0]["ranks"]) {
+      steps.push_back(r["snapshot_step"].is_null() ? -1 : r["snapshot_step"].get<int64_t>());
+    }
+    return steps == std::vector<int64_t>{30, 30};  // no snapshot since: the next is step 60
+  };
+  const nlohmann::json status = AwaitStatus(ask, both_hold_30);
+  EXPECT_TRUE(both_hold_30(status)) << status.dump();
+  ::kill(job.pid(), SIGTERM);
+  ASSERT_TRUE(job.Wait(std::chrono::seconds(60)).has_value()) << job.all();
+  EXPECT_NE(job.all().find("[dtrun] kept 2 ranks' snapshots of step 30"), std::string::npos) << job.all();
+}
+
 // With DTRUN_SNAPSHOT_PEERS=off no step is held by both ranks: the script starts afresh.
 TEST_F(PythonSnapshotTest, WithPeersOffARankThatLostItsSnapshotsMakesTheScriptStartAfresh) {
   ASSERT_FALSE(Uninterrupted().empty());

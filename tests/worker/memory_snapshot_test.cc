@@ -319,5 +319,27 @@ TEST(MemorySnapshotsTest, ASnapshotTakenInAnotherWorldSizeIsRestoredUnlessPeersA
   EXPECT_EQ(new_world->UsableSteps(), std::vector<int64_t>{1}) << "the restored state stays";
 }
 
+// A rank that received another rank's copy keeps it as its own snapshot of that step; a copy that
+// does not match its checksum leaves the slot empty.
+TEST(MemorySnapshotsTest, AnAdoptedPeerCopyIsThisRanksOwnSnapshotOfItsStep) {
+  Snapshots sender(nullptr, RankOf(0, 2));
+  Job job;
+  ASSERT_TRUE(sender->Write(job.State()).ok());  // step 1
+  uint64_t hash = 0;
+  absl::StatusOr<absl::string_view> payload = sender->Payload(1, &hash);
+  ASSERT_TRUE(payload.ok()) << payload.status();
+  setenv(env::kSnapshotPeers, "off", 1);  // only its own rank's count: the adopted one is
+  Snapshots receiver(nullptr, RankOf(1, 2));
+  unsetenv(env::kSnapshotPeers);
+  EXPECT_EQ(receiver->Adopt(1, *payload, hash ^ 1).code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(receiver->UsableSteps().empty());
+  ASSERT_TRUE(receiver->Adopt(1, *payload, hash).ok());
+  ASSERT_EQ(receiver->UsableSteps(), std::vector<int64_t>{1});
+  Job fresh;
+  fresh.Step();
+  ASSERT_TRUE(receiver->Restore(1, fresh.State()).ok());
+  ExpectEqualValues(fresh.Values(), job.Values());
+}
+
 }  // namespace
 }  // namespace dtrun::worker
