@@ -357,9 +357,10 @@ TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFr
   EXPECT_GE(from_two, 60) << three->all();
   EXPECT_NE(three->all().find(" by a world of 2 ranks ("), std::string::npos)
       << three->all();
-  EXPECT_NE(three->all().find("[default0]:dtrun: resuming from the in-memory snapshot of step " +
-                              std::to_string(from_two) + ", taken by a world of 2 ranks (now 3)"),
-            std::string::npos)
+  // Said on stderr, which may arrive after the RESTORED lines on stdout.
+  EXPECT_TRUE(three->WaitForOutput("[default0]:dtrun: resuming from the in-memory snapshot of step " +
+                                       std::to_string(from_two) + ", taken by a world of 2 ranks (now 3)",
+                                   std::chrono::seconds(60)))
       << three->all();
   const std::string further = "STEP " + std::to_string((from_two / 20 + 2) * 20);
   ASSERT_TRUE(three->WaitForOutput(further, std::chrono::seconds(120))) << three->all();
