@@ -336,8 +336,11 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
                                          ": not used (DTRUN_SNAPSHOT_PEERS=off: each rank restores only its own)"));
     return done;
   }
-  // The ranks are replicas (snapshot/peer_restores.h): each local rank takes the file of its rank
-  // in that world, else another rank's there (a node-local directory holds its own ranks' only).
+  // The ranks are replicas (snapshot/peer_restores.h). Each file is taken by one rank at most, job
+  // wide, so that the job-wide choice weighs each old rank's state once, as the old world would
+  // have: a rank takes its own rank's file in that world, else the first of the files whose rank
+  // maps to it (rank mod this world's size: a node-local directory holds its node's old ranks).
+  // A rank left without one (the world grew) receives a holder's copy.
   {
     // Whichever is loaded, the state this run keeps will be newer than all of them.
     std::lock_guard<std::mutex> lock(older_->mu);
@@ -347,9 +350,12 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   if (from < 0) return done;
   const std::vector<int64_t>& ranks = others.at(from);
   for (int lr = 0; lr < store.nproc(); ++lr) {
-    const int64_t mapped = (first_rank + lr) % from;
-    const bool held = std::binary_search(ranks.begin(), ranks.end(), mapped);
-    LoadRank(store, lr, job, held ? mapped : ranks[static_cast<size_t>(lr) % ranks.size()], from, done, theirs);
+    const int64_t rank = first_rank + lr;
+    auto file = std::find(ranks.begin(), ranks.end(), rank);
+    if (file == ranks.end()) {
+      file = std::find_if(ranks.begin(), ranks.end(), [&](int64_t r) { return r % world_size == rank; });
+    }
+    if (file != ranks.end()) LoadRank(store, lr, job, *file, from, done, theirs);
   }
   if (done.ranks > 0) done.taken_by_world = from;
   return done;

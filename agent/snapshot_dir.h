@@ -61,9 +61,10 @@ class SnapshotDir {
                                                              snapshot::Slots which) const;
   // Loads the files of global ranks `first_rank`.. (one per local rank) of a world of `world_size`
   // into the store's empty regions, under `job`. When the directory holds none of this world's
-  // (the nodes or --nproc-per-node changed since), the newest other world's: local rank L takes
-  // the file of rank (first_rank + L) mod that world's size, else another rank's of it, as the
-  // ranks are replicas (snapshot/peer_restores.h); with DTRUN_SNAPSHOT_PEERS=off none, with a line.
+  // (the nodes or --nproc-per-node changed since), the newest other world's, as the ranks are
+  // replicas (snapshot/peer_restores.h): a rank takes its own rank's file of that world, else the
+  // first whose rank maps to it (rank mod world_size), so that each file is taken once job-wide;
+  // with DTRUN_SNAPSHOT_PEERS=off none, with a line.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
   // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds a read lock
   // on DIR/.run-JOB.lock, so that another job's agent can tell that the files this run writes are

@@ -1,5 +1,6 @@
 // Resume is a job-wide decision. First choice: the newest in-memory snapshot step (memory_snapshot.h)
-// that every rank holds, or that at least half hold (restore_choice.h): each rank restores its own
+// that every rank holds, or that at least half of those holding any hold (restore_choice.h), taken
+// in this world size or another (snapshot/peer_restores.h): each rank restores its own
 // copy, a rank without one receives the lowest holder's through the process group, and the ranks
 // then compare step, position and a digest of their parameters; when those differ (a snapshot
 // the replicas had not compared yet when the crash came: step_agreement.h) that step is discarded

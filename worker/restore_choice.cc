@@ -23,7 +23,13 @@ SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, boo
     }
   }
   const size_t ranks = held.size();
-  const size_t quorum = peers ? (ranks + 1) / 2 : ranks;
+  // With peers: half of the ranks that hold anything. A rank that holds nothing (a node that just
+  // joined, a rank whose snapshots were damaged) has no line of steps to vote for, and counting it
+  // sent a job that grew past twice its size back to disk.
+  const size_t holding = std::count_if(held.begin(), held.end(), [](const std::vector<int64_t>& steps) {
+    return std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s >= 0; });
+  });
+  const size_t quorum = peers ? (holding + 1) / 2 : ranks;
   for (int64_t step : candidates) {
     size_t holders = 0;
     for (const std::vector<int64_t>& steps : held) holders += Holds(steps, step);

@@ -28,9 +28,10 @@ struct SnapshotChoice {
 };
 
 // `held[r]`: the steps rank r can restore (any order; -1 entries are padding). With `peers` off,
-// only a step that every rank holds. With it on, the newest step held by at least half of the
-// ranks (rounded up): a lone stale holder, such as a rank that kept a snapshot from a line of
-// steps the job has since gone back past, cannot decide for the rest.
+// only a step that every rank holds. With it on, the newest step held by at least half (rounded
+// up) of the ranks that hold any step: a lone stale holder, such as a rank that kept a snapshot
+// from a line of steps the job has since gone back past, cannot decide for the rest, while ranks
+// that hold nothing (a world that grew: its new nodes' ranks) have no say.
 SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, bool peers);
 
 // A receiver's check of the size `source` declared for its copy (-1: it could not read it),

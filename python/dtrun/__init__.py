@@ -378,9 +378,9 @@ def restore(map_location=None, **load_kwargs):
     """The newest state every rank holds in dtrun's memory, as Restored(state, step), or None.
 
     Call it once at start, after init_process_group, on every rank. The ranks agree on the newest
-    step all of them hold with a good checksum, or that at least half hold (a rank without it,
-    such as one whose node was lost, receives the lowest holder's copy: DDP ranks hold the same
-    state; DTRUN_SNAPSHOT_PEERS=off when yours do not), each reads its copy (torch.load with
+    step all of them hold with a good checksum, or that at least half of those holding any hold
+    (a rank without it, such as one whose node was lost, receives the lowest holder's copy: DDP
+    ranks hold the same state; DTRUN_SNAPSHOT_PEERS=off when yours do not), each reads its copy (torch.load with
     `map_location` and `load_kwargs`), and if any rank fails every rank gets None: load your disk
     checkpoint then. Outside dtrun it returns None.
 

@@ -365,10 +365,11 @@ def choose(held, peers):
     """Which step a job restores, and from where: the rule of worker/restore_choice.h. `held[r]`: the
     steps rank r can restore. Returns (step, source, receivers): step None for none; source None
     when every rank holds it, else the lowest rank that does, whose copy the ranks without it
-    (`receivers`) take. With `peers`, the newest step held by at least half the ranks (the ranks
-    of a DDP job are replicas); without, the newest that every rank holds."""
+    (`receivers`) take. With `peers`, the newest step held by at least half the ranks that hold any
+    (the ranks of a DDP job are replicas); without, the newest that every rank holds."""
     ranks = len(held)
-    quorum = (ranks + 1) // 2 if peers else ranks
+    holding = sum(1 for steps in held if any(s >= 0 for s in steps))  # ranks with nothing have no say
+    quorum = (holding + 1) // 2 if peers else ranks
     for step in sorted({s for steps in held for s in steps if s >= 0}, reverse=True):
         holders = [r for r in range(ranks) if step in held[r]]
         if not holders or len(holders) < quorum:

@@ -295,8 +295,8 @@ TEST(SnapshotDirTest, AnAgentClearsItsOwnRanksAndTheOtherWorldsFilesThatMapToThe
 }
 
 // The nodes or --nproc-per-node changed between two runs: the ranks are replicas, so the next
-// run loads the state the other world kept (each local rank the file of its rank mod that world's
-// size, else another rank's: a node-local directory holds only its own), and once it keeps its
+// run loads the state the other world kept (each rank its own rank's file of that world, else one
+// whose rank maps to it: a node-local directory holds only its node's), and once it keeps its
 // own, the other world's files it answers for go: a run back in that world would go back to them.
 // With DTRUN_SNAPSHOT_PEERS=off nothing of another world is loaded, and a line says why.
 TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAndThenSupersedesIt) {
@@ -332,12 +332,16 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
   EXPECT_EQ(kept.ranks, 2);
   EXPECT_EQ(kept.superseded, 2);
   EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-2.dtsnap"));
-  SnapshotStore larger = Store();  // ranks 2 and 3 of 4 again
-  EXPECT_EQ(dir->Load(larger, kAfter, 2, 4).taken_by_world, 2);
+  // A world of 4 again: ranks 0 and 1 take the two files; ranks 2 and 3 take none (no file maps to
+  // them) and will receive a holder's copy, so that each old rank's state is weighed once.
+  SnapshotStore upper = Store();
+  EXPECT_EQ(dir->Load(upper, kAfter, 2, 4).ranks, 0);
+  SnapshotStore lower = Store();
+  EXPECT_EQ(dir->Load(lower, kAfter, 0, 4).taken_by_world, 2);
   for (int lr = 0; lr < 2; ++lr) {
-    std::optional<snapshot::SlotHeader> newest = larger.Newest(lr);
+    std::optional<snapshot::SlotHeader> newest = lower.Newest(lr);
     ASSERT_TRUE(newest.has_value());
-    EXPECT_EQ(newest->rank, lr);  // 2 mod 2, 3 mod 2
+    EXPECT_EQ(newest->rank, lr);
     EXPECT_EQ(newest->step, 12);
   }
 }

@@ -584,10 +584,11 @@ TEST_F(MultiNodeTest, ALostNodesRanksResumeFromTheSurvivorsNewestSnapshotNotTheO
 }
 
 // An elastic job of 1 to 2 nodes and no spare, as on a cluster whose nodes come and go: it grows
-// when a second node joins and shrinks when that node is lost. Each new world resumes from the
-// in-memory state of the world before it (DDP ranks are replicas), not from the disk checkpoint:
-// the joining node's rank receives rank 0's copy, and after the loss the survivor restores the
-// snapshot its two-rank world took.
+// from 1 rank to 3 when a node of two workers joins, and shrinks back when that node is lost. Each
+// new world resumes from the in-memory state of the world before it (DDP ranks are replicas), not
+// from the disk checkpoint: the joining node's ranks receive rank 0's copy (ranks that hold
+// nothing have no say in the quorum), and after the loss the survivor restores the snapshot its
+// three-rank world took.
 TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStateOfTheOneBefore) {
   Cluster(2);
   if (!std::filesystem::exists(BinDir() + "/train_imagenet")) GTEST_SKIP() << "built without LibTorch";
@@ -596,8 +597,8 @@ TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStat
   auto elastic = [&](int i) {
     std::vector<std::string> argv = cluster_->Exec(i);
     std::vector<std::string> rest = {
-        DtrunBinary(), "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-        endpoint, "--rdzv-id", "grow", "--local-addr", cluster_->address(i), "--rdzv-conf",
+        DtrunBinary(), "--nnodes", "1:2", "--nproc-per-node", std::to_string(i + 1), "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", endpoint, "--rdzv-id", "grow", "--local-addr", cluster_->address(i), "--rdzv-conf",
         "last_call_timeout=0.2,keep_alive_interval=0.5,keep_alive_max_attempt=4", "--max-restarts", "3",
         "--snapshot-every", "3", BinDir() + "/train_imagenet", data, "-b", "16", "--lr", "0.02", "--image-size", "64",
         "-j", "1", "--epochs", "8", "-p", "1", "--save-every-minutes", "1000", "--output-dir",
@@ -627,6 +628,7 @@ TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStat
   ASSERT_TRUE(snapshotted(1, 3)(AwaitStatus(ask, snapshotted(1, 3), seconds(120)))) << a->all();
   auto b = elastic(1);
   ASSERT_TRUE(b->WaitForOutput("rank 1 holds no in-memory snapshot of step", seconds(120))) << b->all() << a->all();
+  ASSERT_TRUE(b->WaitForOutput("rank 2 holds no in-memory snapshot of step", seconds(60))) << b->all();
   EXPECT_NE(b->all().find("receiving rank 0's copy"), std::string::npos) << b->all();
   ASSERT_TRUE(a->WaitForOutput("taken by a world of 1 ranks)", seconds(60))) << a->all() << b->all();
   std::smatch grown;
@@ -634,14 +636,14 @@ TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStat
   ASSERT_TRUE(std::regex_search(a_out, grown, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 1 ranks\))")))
       << a_out;
   EXPECT_GE(std::stoi(grown[1]), 3) << a_out;
-  // The two-rank world snapshots past the state it started from; then host 1 is lost.
+  // The three-rank world snapshots past the state it started from; then host 1 is lost.
   const int64_t past = std::stoi(grown[1]) + 3;
-  ASSERT_TRUE(snapshotted(2, past)(AwaitStatus(ask, snapshotted(2, past), seconds(120)))) << a->all() << b->all();
+  ASSERT_TRUE(snapshotted(3, past)(AwaitStatus(ask, snapshotted(3, past), seconds(120)))) << a->all() << b->all();
   ::kill(b->pid(), SIGKILL);
-  ASSERT_TRUE(a->WaitForOutput("taken by a world of 2 ranks)", seconds(120))) << a->all();
+  ASSERT_TRUE(a->WaitForOutput("taken by a world of 3 ranks)", seconds(120))) << a->all();
   std::smatch shrunk;
   const std::string after = a->all();
-  ASSERT_TRUE(std::regex_search(after, shrunk, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 2 ranks\))")))
+  ASSERT_TRUE(std::regex_search(after, shrunk, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 3 ranks\))")))
       << after;
   EXPECT_GE(std::stoi(shrunk[1]), past) << after;
   EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();

@@ -354,7 +354,12 @@ TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFr
         << three->all();
   }
   const int from_two = restored_on_every_rank(three->all(), 3);
-  EXPECT_GE(from_two, 60) << three->all();
+  EXPECT_GE(from_two, 60) << three->all();  // as the world of 2 would have chosen: a rank printed STEP 60
+  // Rank 2 had no rank of its own in the world of 2: it takes a holder's copy, so each old rank's
+  // state is weighed once.
+  EXPECT_NE(three->all().find("rank 2 holds no in-memory snapshot of step " + std::to_string(from_two)),
+            std::string::npos)
+      << three->all();
   EXPECT_NE(three->all().find(" by a world of 2 ranks ("), std::string::npos)
       << three->all();
   // Said on stderr, which may arrive after the RESTORED lines on stdout.
@@ -376,7 +381,8 @@ TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFr
   auto one = job(1, "10");  // ends 10 steps after the step it resumes at
   ASSERT_EQ(one->Wait(std::chrono::seconds(120)), 0) << one->all();
   const int from_three = restored_on_every_rank(one->all(), 1);
-  EXPECT_GE(from_three, (from_two / 20 + 2) * 20) << one->all();
+  // Rank 0's own state: at the stop it may have been a step behind the rank that printed the line.
+  EXPECT_GE(from_three, (from_two / 20 + 2) * 20 - 1) << one->all();
   EXPECT_NE(one->all().find("taken by a world of 3 ranks (now 1)"), std::string::npos) << one->all();
   EXPECT_TRUE(std::filesystem::is_empty(kept)) << one->all();
 }

@@ -39,6 +39,11 @@ class ChooseTest(unittest.TestCase):
     def test_a_lone_holder_of_a_newer_step_does_not_decide(self):
         self.assertEqual(s.choose([[36, 32], [36, 32], [36, 32], [40, 36]], True), (36, None, []))
 
+    def test_ranks_that_hold_nothing_have_no_say(self):
+        # A world that grew from 1 rank to 4: the new ranks receive the old world's state.
+        self.assertEqual(s.choose([[30, 27], [], [], []], True), (30, 0, [1, 2, 3]))
+        self.assertEqual(s.choose([[40, 36], [36], [36], []], True), (36, 0, [3]))
+
     def test_a_declared_size_is_checked_against_this_ranks_slot_before_allocating(self):
         self.assertIsNone(s.peer_size_problem(4096, 4096, 0))
         self.assertIn("rank 2 could not read its copy", s.peer_size_problem(-1, 4096, 2))

@@ -46,6 +46,17 @@ TEST(RestoreChoiceTest, ALoneHolderOfANewerStepDoesNotDecideForTheRest) {
   EXPECT_EQ(c.source, -1);
 }
 
+// An elastic job that grew from 1 rank to 4 (its new nodes hold nothing): the one holder's state
+// goes to the three new ranks. Ranks that hold nothing have no say in the quorum.
+TEST(RestoreChoiceTest, AWorldThatGrewPastTwiceItsSizeTakesTheOldWorldsState) {
+  const SnapshotChoice c = ChooseSnapshot({{30, 27}, {-1}, {}, {-1, -1}}, true);
+  EXPECT_EQ(c.step, 30);
+  EXPECT_EQ(c.source, 0);
+  EXPECT_EQ(c.receivers, (std::vector<int>{1, 2, 3}));
+  // Ranks that hold older steps still count: a lone newer holder among them does not decide.
+  EXPECT_EQ(ChooseSnapshot({{40, 36}, {36}, {36}, {}}, true).step, 36);
+}
+
 TEST(RestoreChoiceTest, NothingHeldAnywhereMeansDisk) {
   EXPECT_EQ(ChooseSnapshot({{-1}, {-1}}, true).step, -1);
   EXPECT_EQ(ChooseSnapshot({}, true).step, -1);
