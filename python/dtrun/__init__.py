@@ -380,9 +380,9 @@ def restore(map_location=None, **load_kwargs):
     Call it once at start, after init_process_group, on every rank. The ranks agree on the newest
     step all of them hold with a good checksum, or that at least half of those holding any hold
     (a rank without it, such as one whose node was lost, receives the lowest holder's copy: DDP
-    ranks hold the same state; DTRUN_SNAPSHOT_PEERS=off when yours do not), each reads its copy (torch.load with
-    `map_location` and `load_kwargs`), and if any rank fails every rank gets None: load your disk
-    checkpoint then. Outside dtrun it returns None.
+    ranks hold the same state; DTRUN_SNAPSHOT_PEERS=off when yours do not), each reads its copy
+    (torch.load with `map_location` and `load_kwargs`), and if any rank fails every rank gets
+    None: load your disk checkpoint then. Outside dtrun it returns None.
 
     After the world size changed (an elastic job that lost or gained nodes, a run given another
     --nproc-per-node) the state the old world took is restored, as rank 0's checkpoint would be;
