@@ -14,6 +14,7 @@
 #include "base/process_table.h"
 #include "base/status_macros.h"
 #include "replica/replica_schedule.h"
+#include "snapshot/peer_restores.h"
 #include "snapshot/snapshot_region.h"
 #include "spdlog/spdlog.h"
 
@@ -133,8 +134,13 @@ Replicator::BuddyView Replicator::View() const {
 }
 
 bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const {
-  return !SnapshotsOf(store_.fd(local_rank), job_, rank, world_size).empty() ||
-         !SnapshotsOf(store_.replica_fd(local_rank), job_, rank, world_size).empty();
+  for (int fd : {store_.fd(local_rank), store_.replica_fd(local_rank)}) {
+    if (fd < 0) continue;
+    for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(fd)) {
+      if (h.ok() && snapshot::Restorable(*h, job_, rank, world_size, peers_)) return true;
+    }
+  }
+  return false;
 }
 
 std::shared_ptr<replica::BuddyChannel> Replicator::ChannelFor(const Round& round) {

@@ -35,6 +35,7 @@
 #include "replica/replica_keeper.h"
 #include "replica/replica_transport.h"
 #include "replica/send_pacer.h"
+#include "snapshot/peer_restores.h"
 
 namespace dtrun {
 
@@ -97,6 +98,9 @@ class Replicator {
   // returns the next backoff.
   std::chrono::milliseconds RetryLater(std::chrono::milliseconds backoff);
   void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
+  // Whether the rank's regions hold a snapshot it may restore (snapshot/peer_restores.h): with
+  // peers on, any of the job's, in any world size: a node whose world grew or shrank restores the
+  // state it holds rather than fetch what its buddy keeps per (rank, world size).
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
   std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PauseFor(std::chrono::duration<double> pause);  // the duty cycle's pause; false when stopping
@@ -106,6 +110,7 @@ class Replicator {
   BuddyReplication r_;
   const SnapshotStore& store_;
   const uint64_t job_;
+  const bool peers_ = snapshot::PeerRestoresAllowed();  // which held snapshots spare a rank the fetch
   UniqueFd event_fd_;
 
   mutable CheckedMutex mu_;

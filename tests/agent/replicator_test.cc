@@ -4,8 +4,11 @@
 #include "agent/replicator.h"
 #include "base/checked_mutex.h"
 
+#include <poll.h>
+
 #include <cstring>
 
+#include "base/env_names.h"
 #include "gtest/gtest.h"
 #include "snapshot/snapshot_region.h"
 #include "tests/support/test_snapshots.h"
@@ -21,6 +24,7 @@ struct BuddyLog {
   int failures_left ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> attempts ABSL_GUARDED_BY(mu);  // steps, in the order they were sent
   std::vector<std::string> kept ABSL_GUARDED_BY(mu);
+  int fetches ABSL_GUARDED_BY(mu) = 0;
 
   bool AwaitKept(size_t n) {
     CheckedMutexLock lock(&mu);
@@ -45,6 +49,8 @@ class FakeBuddy : public replica::BuddyChannel {
     return header.step;
   }
   absl::StatusOr<std::vector<replica::Copy>> Fetch(int64_t, int64_t, std::chrono::milliseconds) override {
+    CheckedMutexLock lock(&log_->mu);
+    ++log_->fetches;
     return std::vector<replica::Copy>{};
   }
   void Cancel() override {}
@@ -135,6 +141,39 @@ TEST_F(ReplicatorTest, ACopyThatDidNotArriveGoesAgainUntilItDoes) {
   EXPECT_EQ(Attempts(), (std::vector<int64_t>{1, 1, 1}));
   CheckedMutexLock lock(&log_->mu);
   EXPECT_EQ(log_->kept, (std::vector<std::string>{"step one"}));
+}
+
+// A round of another world size (an elastic job that grew from 2 ranks to 3): the node restores the
+// state it holds, taken by the old world, instead of asking its buddy for copies of the new one.
+// With peers off only this rank's own (rank, world size) counts, and it asks; a node that holds
+// nothing (a spare) asks either way.
+TEST_F(ReplicatorTest, ANodeWhoseWorldChangedRestoresWhatItHoldsWithoutAFetch) {
+  Start(/*failures=*/0);
+  Snapshot(4, "taken by the world of 2");
+  rdzv::Assignment grown;
+  grown.round = 1;
+  grown.world_size = 3;
+  grown.group_world_size = 2;
+  grown.buddy_addr = "10.0.0.2";
+  grown.buddy_port = 1;
+  EXPECT_TRUE(replicator_->ReadyFor(grown)) << "no fetch";
+
+  setenv(env::kSnapshotPeers, "off", 1);
+  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  WriteSnapshot(store->fd(0), 4, "taken by the world of 2");
+  BuddyReplication r;
+  r.connect = [log = log_](const std::string&, int) { return std::make_unique<FakeBuddy>(log); };
+  Replicator own_only(std::move(r), *store, kJob);
+  unsetenv(env::kSnapshotPeers);
+  EXPECT_FALSE(own_only.ReadyFor(grown)) << "fetching";
+  while (!own_only.ReadyFor(grown)) {  // the fetch's end is an event, as the agent's loop waits for it
+    struct pollfd p = {own_only.event_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
+    own_only.Drain();
+  }
+  CheckedMutexLock lock(&log_->mu);
+  EXPECT_EQ(log_->fetches, 1);
 }
 
 }  // namespace
