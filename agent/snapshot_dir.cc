@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
@@ -200,15 +201,14 @@ std::map<int64_t, std::vector<int64_t>> SnapshotDir::OtherWorlds(int64_t world_s
 
 int64_t SnapshotDir::NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds) const {
   int64_t newest = -1;
-  struct timespec newest_at = {};
+  std::pair<time_t, long> newest_at;  // the file's mtime: seconds, nanoseconds
   for (const auto& [world, ranks] : worlds) {
     struct stat st;
     if (::stat(FileOf(ranks.front(), world).c_str(), &st) != 0) continue;
-    const bool later = st.st_mtim.tv_sec > newest_at.tv_sec ||
-                       (st.st_mtim.tv_sec == newest_at.tv_sec && st.st_mtim.tv_nsec > newest_at.tv_nsec);
-    if (newest < 0 || later) {
+    const std::pair<time_t, long> at(st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    if (newest < 0 || at > newest_at) {
       newest = world;
-      newest_at = st.st_mtim;
+      newest_at = at;
     }
   }
   return newest;

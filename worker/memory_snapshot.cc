@@ -136,6 +136,17 @@ std::vector<snapshot::MappedRegion*> MemorySnapshots::Sources() {
   return sources;
 }
 
+snapshot::SlotHeader MemorySnapshots::OwnHeader(int64_t step, uint64_t payload_bytes) const {
+  snapshot::SlotHeader h;
+  h.job = job_;
+  h.rank = env_.rank;
+  h.world_size = env_.world_size;
+  h.step = step;
+  h.attempt = env_.restart_count;
+  h.payload_bytes = payload_bytes;
+  return h;
+}
+
 bool MemorySnapshots::Restorable(const snapshot::SlotHeader& h) const {
   return snapshot::Restorable(h, job_, env_.rank, env_.world_size, peers_);
 }
@@ -200,13 +211,7 @@ absl::StatusOr<absl::string_view> MemorySnapshots::Payload(int64_t step, uint64_
 
 absl::Status MemorySnapshots::Adopt(int64_t step, absl::string_view payload, uint64_t hash) {
   Finish();
-  snapshot::SlotHeader h;
-  h.job = job_;
-  h.rank = env_.rank;
-  h.world_size = env_.world_size;
-  h.step = step;
-  h.attempt = env_.restart_count;
-  h.payload_bytes = payload.size();
+  snapshot::SlotHeader h = OwnHeader(step, payload.size());
   h.payload_hash = hash;
   h.unix_ms = UnixMillisNow();
   std::lock_guard<std::mutex> lock(mu_);
@@ -384,12 +389,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   }
   copy->device.Close();
 
-  copy->header.job = job_;
-  copy->header.rank = env_.rank;
-  copy->header.world_size = env_.world_size;
-  copy->header.step = state.progress->global_step;
-  copy->header.attempt = env_.restart_count;
-  copy->header.payload_bytes = total;
+  copy->header = OwnHeader(state.progress->global_step, total);
   copy_ = std::move(copy);
   bool started = false;
   if (overlap) {
@@ -650,12 +650,7 @@ absl::Status MemorySnapshots::WriteArmed(const Armed& a, Copy* c) {
     at = r.offset + r.nbytes;
   }
   std::memset(base + at, 0, a.total - at);
-  c->header.job = job_;
-  c->header.rank = env_.rank;
-  c->header.world_size = env_.world_size;
-  c->header.step = a.step;
-  c->header.attempt = env_.restart_count;
-  c->header.payload_bytes = a.total;
+  c->header = OwnHeader(a.step, a.total);
   RunCopy(c);
   return absl::OkStatus();
 }

@@ -162,6 +162,8 @@ class MemorySnapshots {
   void RunCopy(Copy* copy);
   void Account(double seconds);
   bool Restorable(const snapshot::SlotHeader& h) const;
+  // This rank's header for a snapshot of `step` (its checksum and time are the writer's to add).
+  snapshot::SlotHeader OwnHeader(int64_t step, uint64_t payload_bytes) const;
   struct Found {
     snapshot::MappedRegion* region = nullptr;
     int slot = -1;

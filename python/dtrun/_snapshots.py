@@ -334,9 +334,12 @@ class Region:
         if problem is not None:
             raise SnapshotError(problem)
         payload_hash = _hash_at(self._base + self._payload_at(slot), writer.size)
-        self.commit(slot, Header(self.job, self.rank, self.world_size, step, self.attempt, writer.size, payload_hash,
-                                 int(time.time() * 1000)))
+        self.commit(slot, self._own_header(step, writer.size, payload_hash))
         return writer.size
+
+    def _own_header(self, step, payload_bytes, payload_hash):
+        return Header(self.job, self.rank, self.world_size, step, self.attempt, payload_bytes, payload_hash,
+                      int(time.time() * 1000))
 
     def adopt(self, step, data, payload_hash):
         """Keeps `data`, another rank's payload of `step` whose checksum `payload_hash` was checked, as
@@ -348,8 +351,7 @@ class Region:
         self.invalidate(slot)
         self.reserve(slot, len(data))
         self.payload(slot)[:len(data)] = data
-        h = Header(self.job, self.rank, self.world_size, step, self.attempt, len(data), payload_hash,
-                   int(time.time() * 1000))
+        h = self._own_header(step, len(data), payload_hash)
         self.verify(slot, h)
         self.commit(slot, h)
 

@@ -78,19 +78,27 @@ class ReplicatorTest : public ::testing::Test {
     absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::make_unique<SnapshotStore>(std::move(*store));
+    replicator_ = std::make_unique<Replicator>(Replication(), *store_, kJob);
+    ASSERT_TRUE(replicator_->ReadyFor(RoundOf(0, 2))) << "round 0 fetches nothing";
+  }
+  // Copies to the fake buddy, every 10 steps, unpaced.
+  BuddyReplication Replication() {
     BuddyReplication r;
     r.connect = [log = log_](const std::string&, int) { return std::make_unique<FakeBuddy>(log); };
     r.every = 10;
     r.duty = 1.0;
     r.first_retry = std::chrono::milliseconds(10);
-    replicator_ = std::make_unique<Replicator>(std::move(r), *store_, kJob);
+    return r;
+  }
+  // Round `round` of two nodes, `world_size` ranks in all; this node's buddy is the fake one.
+  static rdzv::Assignment RoundOf(int64_t round, int world_size) {
     rdzv::Assignment a;
-    a.round = 0;
-    a.world_size = 2;
+    a.round = round;
+    a.world_size = world_size;
     a.group_world_size = 2;
     a.buddy_addr = "10.0.0.2";
     a.buddy_port = 1;
-    ASSERT_TRUE(replicator_->ReadyFor(a)) << "round 0 fetches nothing";
+    return a;
   }
   void Snapshot(int64_t step, const std::string& payload) {
     WriteSnapshot(store_->fd(0), step, payload);
@@ -145,26 +153,18 @@ TEST_F(ReplicatorTest, ACopyThatDidNotArriveGoesAgainUntilItDoes) {
 
 // A round of another world size (an elastic job that grew from 2 ranks to 3): the node restores the
 // state it holds, taken by the old world, instead of asking its buddy for copies of the new one.
-// With peers off only this rank's own (rank, world size) counts, and it asks; a node that holds
-// nothing (a spare) asks either way.
+// With peers off only this rank's own (rank, world size) counts, and it asks.
 TEST_F(ReplicatorTest, ANodeWhoseWorldChangedRestoresWhatItHoldsWithoutAFetch) {
   Start(/*failures=*/0);
   Snapshot(4, "taken by the world of 2");
-  rdzv::Assignment grown;
-  grown.round = 1;
-  grown.world_size = 3;
-  grown.group_world_size = 2;
-  grown.buddy_addr = "10.0.0.2";
-  grown.buddy_port = 1;
+  const rdzv::Assignment grown = RoundOf(1, 3);
   EXPECT_TRUE(replicator_->ReadyFor(grown)) << "no fetch";
 
   setenv(env::kSnapshotPeers, "off", 1);
   absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
   ASSERT_TRUE(store.ok()) << store.status();
   WriteSnapshot(store->fd(0), 4, "taken by the world of 2");
-  BuddyReplication r;
-  r.connect = [log = log_](const std::string&, int) { return std::make_unique<FakeBuddy>(log); };
-  Replicator own_only(std::move(r), *store, kJob);
+  Replicator own_only(Replication(), *store, kJob);
   unsetenv(env::kSnapshotPeers);
   EXPECT_FALSE(own_only.ReadyFor(grown)) << "fetching";
   while (!own_only.ReadyFor(grown)) {  // the fetch's end is an event, as the agent's loop waits for it
