@@ -346,6 +346,26 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
   }
 }
 
+// Names another local user could plant: a rank past int64, a world of 0 ranks, a rank outside its
+// world. Nothing is loaded from them, nothing throws, and a finished job's agent removes only what
+// it answers for (rank mod its world size), leaving the unreadable name.
+TEST(SnapshotDirTest, PlantedNamesWithHostileNumbersAreNeitherLoadedNorFatal) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  for (const char* name : {"rank-99999999999999999999-of-2.dtsnap", "rank-0-of-0.dtsnap", "rank-5-of-2.dtsnap",
+                           "rank-1-of-99999999999999999999.dtsnap"}) {
+    std::ofstream(path + "/" + name) << "planted";
+  }
+  SnapshotStore store = Store();
+  const SnapshotDir::Outcome loaded = dir->Load(store, kAfter, 0, 3);
+  EXPECT_EQ(loaded.ranks, 0);
+  EXPECT_FALSE(store.Newest(0).has_value());
+  EXPECT_EQ(dir->Clear(kAfter, 0, 2, 4).removed, 2);  // rank 0 of 0 and rank 5 of 2 map to ranks 0, 1
+  EXPECT_THAT(Names(path), ElementsAre("rank-1-of-99999999999999999999.dtsnap",
+                                       "rank-99999999999999999999-of-2.dtsnap"));
+}
+
 // Of two other worlds' files (a removal that failed), the one written last is loaded.
 TEST(SnapshotDirTest, OfTwoOtherWorldsTheOneWrittenLastIsLoaded) {
   const std::string path = testing::MakeTempDir();
