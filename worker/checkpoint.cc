@@ -111,6 +111,7 @@ absl::Status SaveCheckpoint(const std::string& dir, int keep, torch::nn::Module&
   archive.write("next_batch", torch::tensor(p.next_batch));
   archive.write("global_step", torch::tensor(p.global_step));
   archive.write("best_acc1", torch::tensor(p.best_acc1, torch::kFloat64));
+  archive.write("global_batch", torch::tensor(p.global_batch));
   if (scaler) {
     torch::serialize::OutputArchive scaler_archive;
     scaler->Save(scaler_archive);
@@ -201,6 +202,7 @@ Progress Apply(const std::string& bytes, torch::nn::Module& model, torch::optim:
   p.next_batch = ReadScalar(archive, "next_batch").item<int64_t>();
   p.global_step = ReadScalar(archive, "global_step").item<int64_t>();
   p.best_acc1 = ReadScalar(archive, "best_acc1").item<double>();
+  if (torch::Tensor g; archive.try_read("global_batch", g)) p.global_batch = g.item<int64_t>();  // absent before
   archive.read("model", model_archive);
   archive.read("optimizer", optim_archive);
   std::vector<std::pair<std::string, std::string>> shapes;

@@ -20,6 +20,10 @@ struct Progress {
   int64_t next_batch = 0; // first batch of `epoch` not yet trained
   int64_t global_step = 0;
   double best_acc1 = 0;
+  // Samples a step, job-wide (batch × world size), when the position was saved: a run with
+  // another global batch rescales `next_batch` (epoch_position.h). 0: not recorded (an older file).
+  // The trainer sets its own before resuming.
+  int64_t global_batch = 0;
 };
 
 // Throws c10::Error / std::exception on I/O errors (the trainer reports them).

@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "snapshot/peer_restores.h"
 #include "snapshot/snapshot_region.h"
+#include "worker/epoch_position.h"
 #include "worker/replica_check.h"
 #include "worker/restore_choice.h"
 
@@ -266,6 +267,21 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
                  static_cast<long long>(progress->epoch), static_cast<long long>(progress->next_batch));
   }
   return Resumed{progress, progress ? "disk" : "none"};
+}
+
+void ContinueAtGlobalBatch(Progress& p, int64_t global_batch, int rank) {
+  if (global_batch <= 0) return;
+  const int64_t next = NextBatchAtGlobalBatch(p.next_batch, p.global_batch, global_batch);
+  if (rank == 0 && next != p.next_batch) {
+    std::fprintf(stderr,
+                 "epoch %lld was saved at batch %lld of %lld samples a step; at this run's %lld samples a step it "
+                 "goes on at batch %lld (no sample skipped, fewer than one step's repeated)\n",
+                 static_cast<long long>(p.epoch), static_cast<long long>(p.next_batch),
+                 static_cast<long long>(p.global_batch), static_cast<long long>(global_batch),
+                 static_cast<long long>(next));
+  }
+  p.next_batch = next;
+  p.global_batch = global_batch;
 }
 
 }  // namespace dtrun::worker

@@ -35,8 +35,13 @@ struct Resumed {
 };
 
 // `pg` is null for a single process. FailedPrecondition if the ranks disagree after loading.
-// `state.progress` is left alone; the result carries what was resumed.
+// `state.progress` is left alone; the result carries what was resumed, its position as saved.
 absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
                                       const torch::Device& device, const TrainState& state);
+
+// Before training the resumed epoch: puts a position saved at another global batch (a world that
+// grew or shrank, another --batch-size) on this run's `global_batch` samples a step
+// (epoch_position.h), said once on rank 0, and records `global_batch` in `p`.
+void ContinueAtGlobalBatch(Progress& p, int64_t global_batch, int rank);
 
 }  // namespace dtrun::worker

@@ -231,12 +231,15 @@ absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const Tr
   std::vector<StateTensor> tensors = StateTensors(state);
   std::map<std::string, const snapshot::TensorRecord*> by_name;
   for (const snapshot::TensorRecord& r : toc) by_name[r.name] = &r;
-  if (by_name.size() != toc.size() || toc.size() != tensors.size()) {
-    return absl::FailedPreconditionError(absl::StrCat("the snapshot holds ", toc.size(),
-                                                      " tensors, this trainer's state has ", tensors.size()));
+  size_t matched = 0;
+  for (const StateTensor& t : tensors) matched += by_name.count(t.name);
+  if (by_name.size() != toc.size() || matched != toc.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("the snapshot holds ", toc.size(), " tensors, ",
+                                                      toc.size() - matched, " of them unknown to this trainer"));
   }
   for (const StateTensor& t : tensors) {
     auto it = by_name.find(t.name);
+    if (it == by_name.end() && t.optional) continue;
     if (it == by_name.end() || it->second->dtype != static_cast<int32_t>(t.tensor.scalar_type()) ||
         it->second->sizes != t.tensor.sizes().vec()) {
       return absl::FailedPreconditionError(absl::StrCat("the snapshot's ", t.name, " does not fit this trainer"));
@@ -244,7 +247,9 @@ absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const Tr
   }
   torch::NoGradGuard no_grad;
   for (StateTensor& t : tensors) {
-    t.tensor.detach().copy_(ViewOf(base, *by_name[t.name]));
+    auto it = by_name.find(t.name);
+    if (it == by_name.end()) continue;  // optional, checked above
+    t.tensor.detach().copy_(ViewOf(base, *it->second));
     if (t.apply) t.apply();
   }
   return absl::OkStatus();

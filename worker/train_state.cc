@@ -20,12 +20,15 @@ bool IsAdam(torch::optim::Optimizer& opt) { return dynamic_cast<torch::optim::Ad
 std::vector<StateTensor> ProgressTensors(Progress* p) {
   auto ints = torch::tensor({p->epoch, p->next_batch, p->global_step}, torch::kInt64);
   auto acc = torch::tensor({p->best_acc1}, torch::kFloat64);
+  auto global_batch = torch::tensor({p->global_batch}, torch::kInt64);
   return {{"progress/ints", ints, [p, ints] {
              p->epoch = ints[0].item<int64_t>();
              p->next_batch = ints[1].item<int64_t>();
              p->global_step = ints[2].item<int64_t>();
            }},
-          {"progress/best_acc1", acc, [p, acc] { p->best_acc1 = acc[0].item<double>(); }}};
+          {"progress/best_acc1", acc, [p, acc] { p->best_acc1 = acc[0].item<double>(); }},
+          {"progress/global_batch", global_batch,
+           [p, global_batch] { p->global_batch = global_batch[0].item<int64_t>(); }, false, /*optional=*/true}};
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ struct StateTensor {
   // Written only by the optimizer step (parameters, the optimizer's state), so a snapshot may
   // copy it while the next step's forward and backward run.
   bool changes_only_in_optimizer_step = false;
+  // May be missing from a snapshot an older dtrun took; a restore then leaves it as it is.
+  bool optional = false;
 };
 
 // The state as named tensors in a fixed order: progress, scaler, the CPU generator, parameters,

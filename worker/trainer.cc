@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -136,6 +137,7 @@ class Training {
   // Saves, snapshots or stops as the ranks decided after the step before batch `step`; true to stop.
   bool ActOn(const StepVerdict& verdict, int64_t epoch, int64_t step);
   void MakeLoaders(int image_size, int batch_size);
+  std::pair<int, int> SizeAndBatchAt(int64_t epoch) const;  // image size, batch per process
   void ApplySizeSchedule(int64_t epoch);
   int loader_size_ = 0;
   int loader_batch_ = 0;
@@ -445,7 +447,7 @@ void Training::MakeLoaders(int image_size, int batch_size) {
 }
 
 // The size stage in force at `epoch` (progressive resizing).
-void Training::ApplySizeSchedule(int64_t epoch) {
+std::pair<int, int> Training::SizeAndBatchAt(int64_t epoch) const {
   int size = o_.image_size, batch = o_.batch_size;
   for (const TrainOptions::SizeStage& s : o_.size_schedule) {
     if (epoch >= s.from_epoch) {
@@ -453,6 +455,12 @@ void Training::ApplySizeSchedule(int64_t epoch) {
       batch = s.batch_size;
     }
   }
+  return {size, batch};
+}
+
+void Training::ApplySizeSchedule(int64_t epoch) {
+  const auto [size, batch] = SizeAndBatchAt(epoch);
+  progress_.global_batch = int64_t{batch} * env_.world_size;
   if (size != loader_size_ || batch != loader_batch_) {
     Log("=> epoch %lld: image size %d, batch %d per process", static_cast<long long>(epoch), size, batch);
   }
@@ -770,6 +778,9 @@ int Training::Run() {
   reports_.Hello("cpp", ParksBeforeRounds());
   if (train_loader_) reports_.TotalSteps(o_.epochs * static_cast<int64_t>(train_loader_->batches_per_epoch()));
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
+    if (epoch == progress_.epoch) {
+      ContinueAtGlobalBatch(progress_, int64_t{SizeAndBatchAt(epoch).second} * env_.world_size, env_.rank);
+    }
     ApplySizeSchedule(epoch);
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
     if (stop_) return o_.timed_iters > 0 ? 0 : 128 + StopSignal();

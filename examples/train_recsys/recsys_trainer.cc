@@ -223,6 +223,7 @@ bool RecsysTraining::Setup() {
     if (resumed->progress) progress_ = *resumed->progress;
     reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
   }
+  worker::ContinueAtGlobalBatch(progress_, int64_t{o_.batch_size} * env_.world_size, env_.rank);
   if (pg_) {
     worker::DdpOptions d;
     d.broadcast_buffers = false;

@@ -633,9 +633,19 @@ TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStat
   ASSERT_TRUE(a->WaitForOutput("taken by a world of 1 ranks)", seconds(60))) << a->all() << b->all();
   std::smatch grown;
   const std::string a_out = a->all();
-  ASSERT_TRUE(std::regex_search(a_out, grown, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 1 ranks\))")))
+  ASSERT_TRUE(std::regex_search(a_out, grown, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch (\d+), batch (\d+), taken by a world of 1 ranks\))")))
       << a_out;
   EXPECT_GE(std::stoi(grown[1]), 3) << a_out;
+  // Mid-epoch, the three ranks go on at the samples the one had trained (epoch_position.h).
+  auto expect_rescaled = [](Harness& h, const std::smatch& at, int64_t from, int64_t to) {
+    const int64_t batch = std::stoll(at[3]);
+    if (batch == 0) return;
+    const std::string line = "epoch " + std::string(at[2]) + " was saved at batch " + std::to_string(batch) + " of " +
+                             std::to_string(from) + " samples a step; at this run's " + std::to_string(to) +
+                             " samples a step it goes on at batch " + std::to_string(batch * from / to);
+    EXPECT_TRUE(h.WaitForOutput(line, seconds(60))) << line << "\n" << h.all();
+  };
+  expect_rescaled(*a, grown, 16, 48);
   // Host 0 restores what it holds: it does not ask its buddy for copies of the new world.
   EXPECT_EQ(a_out.find("holds no copy of it"), std::string::npos) << a_out;
   // The three-rank world snapshots past the state it started from; then host 1 is lost.
@@ -645,9 +655,10 @@ TEST_F(MultiNodeTest, AnElasticJobThatGrowsAndShrinksResumesEachWorldFromTheStat
   ASSERT_TRUE(a->WaitForOutput("taken by a world of 3 ranks)", seconds(120))) << a->all();
   std::smatch shrunk;
   const std::string after = a->all();
-  ASSERT_TRUE(std::regex_search(after, shrunk, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch \d+, batch \d+, taken by a world of 3 ranks\))")))
+  ASSERT_TRUE(std::regex_search(after, shrunk, std::regex(R"(resuming from the in-memory snapshot of step (\d+) \(epoch (\d+), batch (\d+), taken by a world of 3 ranks\))")))
       << after;
   EXPECT_GE(std::stoi(shrunk[1]), past) << after;
+  expect_rescaled(*a, shrunk, 48, 16);
   EXPECT_EQ(a->Wait(seconds(300)), 0) << a->all();
 }
 

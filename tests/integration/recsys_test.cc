@@ -115,6 +115,44 @@ TEST(RecsysTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedSteps)
   EXPECT_NE(job.all().find(std::to_string(2 * per_epoch) + " optimizer steps"), std::string::npos) << job.all();
 }
 
+// A run stopped mid-epoch by 2 workers and resumed by 1: the single worker's epoch is twice as
+// long, and it goes on at twice the batch, so the job trains every rating of the epoch once.
+TEST(RecsysTest, ARunResumedWithFewerWorkersGoesOnAtTheSameSamplesOfItsEpoch) {
+  if (!Built()) GTEST_SKIP() << "built without LibTorch";
+  const std::string out = MakeTempDir() + "/run";
+  auto run = [&](int workers) {
+    return std::vector<std::string>{DtrunBinary(), "--standalone", "--nproc-per-node", std::to_string(workers),
+                                    BinDir() + "/train_recsys", Ratings(), "--output-dir", out, "--epochs", "2", "-b",
+                                    "128", "-p", "1", "--no-tensorboard"};
+  };
+  auto steps_per_epoch = [](const std::string& log) {
+    std::smatch m;
+    return std::regex_search(log, m, std::regex(R"((\d+) steps per epoch)")) ? std::stoi(m[1]) : -1;
+  };
+  Harness two(run(2));
+  ASSERT_TRUE(two.WaitForOutput("Epoch: [1][2/", std::chrono::seconds(120))) << two.all();
+  ::kill(two.pid(), SIGTERM);
+  EXPECT_NE(two.Wait(std::chrono::seconds(120)), 0) << two.all();
+  std::smatch stop;
+  const std::string stopped = two.all();
+  ASSERT_TRUE(std::regex_search(stopped, stop, std::regex(R"(checkpoint written at epoch 1 step (\d+))"))) << stopped;
+  const int at = std::stoi(stop[1]), per_epoch_of_two = steps_per_epoch(stopped);
+  ASSERT_GT(per_epoch_of_two, at) << stopped;
+
+  auto [rc, log] = RunToEnd(run(1));
+  ASSERT_EQ(rc, 0) << log;
+  EXPECT_NE(log.find("epoch 1 was saved at batch " + std::to_string(at) + " of 256 samples a step; at this run's "
+                     "128 samples a step it goes on at batch " + std::to_string(2 * at)),
+            std::string::npos)
+      << log;
+  // Epoch 0 by two workers, `at` of their steps in epoch 1, the rest of it by one.
+  const int per_epoch_of_one = steps_per_epoch(log);
+  ASSERT_GT(per_epoch_of_one, 2 * at) << log;
+  EXPECT_NE(log.find(std::to_string(per_epoch_of_two + at + per_epoch_of_one - 2 * at) + " optimizer steps"),
+            std::string::npos)
+      << log;
+}
+
 TEST(RecsysTest, BadLinesAreNamedAndSkippedAndAnEmptyFileIsRefusedWithTheFix) {
   if (!Built()) GTEST_SKIP() << "built without LibTorch";
   const std::string dir = MakeTempDir();

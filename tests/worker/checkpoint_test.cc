@@ -66,6 +66,37 @@ TEST(CheckpointTest, BestAccuracyRoundTripsExactly) {
   EXPECT_EQ(got->global_step, 77);
 }
 
+// The global batch the position was saved at comes back; a checkpoint written before it was
+// recorded loads with 0 (not recorded: its position is kept as it is).
+TEST(CheckpointTest, TheGlobalBatchRoundTripsAndAnOlderFileWithoutItLoadsAsNotRecorded) {
+  std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
+  torch::nn::Linear model(4, 2);
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  Progress p{2, 5, 77, 20.625};
+  p.global_batch = 768;
+  ASSERT_TRUE(SaveCheckpoint(dir, 3, *model, opt, p).ok());
+  std::optional<LoadedCheckpoint> loaded = LoadCheckpoint(dir, "", *model, opt);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->progress.global_batch, 768);
+
+  const std::string older_dir = dtrun::testing::MakeTempDir() + "/older";
+  std::filesystem::create_directories(older_dir);
+  torch::serialize::OutputArchive archive, model_archive, optim_archive;
+  model->save(model_archive);
+  opt.save(optim_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optim_archive);
+  archive.write("epoch", torch::tensor(int64_t{2}));
+  archive.write("next_batch", torch::tensor(int64_t{5}));
+  archive.write("global_step", torch::tensor(int64_t{77}));
+  archive.write("best_acc1", torch::tensor(20.625, torch::kFloat64));
+  archive.save_to(older_dir + "/checkpoint-000002-000000005.pt");
+  loaded = LoadCheckpoint(older_dir, "", *model, opt);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->progress.global_batch, 0);
+  EXPECT_EQ(loaded->progress.next_batch, 5);
+}
+
 TEST(CheckpointTest, ACheckpointThatFailsHalfWayLeavesTheModelAsItWas) {
   std::string dir = dtrun::testing::MakeTempDir() + "/ckpt";
   torch::nn::Linear model(4, 2);

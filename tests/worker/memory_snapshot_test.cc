@@ -1,6 +1,8 @@
 #include "worker/memory_snapshot.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -9,6 +11,7 @@
 
 #include "base/env_names.h"
 #include "gtest/gtest.h"
+#include "snapshot/payload_toc.h"
 #include "snapshot/snapshot_region.h"
 
 namespace dtrun::worker {
@@ -339,6 +342,62 @@ TEST(MemorySnapshotsTest, AnAdoptedPeerCopyIsThisRanksOwnSnapshotOfItsStep) {
   fresh.Step();
   ASSERT_TRUE(receiver->Restore(1, fresh.State()).ok());
   ExpectEqualValues(fresh.Values(), job.Values());
+}
+
+// A payload rebuilt with the records `edit` keeps (it may rename them), as another dtrun's might be.
+std::string Rebuilt(absl::string_view payload, const std::function<bool(snapshot::TensorRecord&)>& edit) {
+  absl::StatusOr<std::vector<snapshot::TensorRecord>> toc = snapshot::DecodeToc(payload);
+  EXPECT_TRUE(toc.ok()) << toc.status();
+  std::vector<snapshot::TensorRecord> kept;
+  std::vector<uint64_t> from;
+  for (snapshot::TensorRecord r : *toc) {
+    const uint64_t at = r.offset;
+    if (!edit(r)) continue;
+    kept.push_back(r);
+    from.push_back(at);
+  }
+  std::string bytes(snapshot::LayOut(kept), '\0');
+  const std::string head = snapshot::EncodeToc(kept);
+  bytes.replace(0, head.size(), head);
+  for (size_t i = 0; i < kept.size(); ++i) {
+    std::memcpy(&bytes[kept[i].offset], payload.data() + from[i], kept[i].nbytes);
+  }
+  return bytes;
+}
+
+// A snapshot an older dtrun took has no progress/global_batch: it restores and leaves the
+// trainer's own value. A tensor this trainer does not know is refused, naming the count.
+TEST(MemorySnapshotsTest, AnOptionalTensorMayBeMissingButAnUnknownOneIsRefused) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  job.progress.global_batch = 64;
+  ASSERT_TRUE(snapshots->Write(job.State()).ok());  // step 1
+  uint64_t hash = 0;
+  absl::StatusOr<absl::string_view> payload = snapshots->Payload(1, &hash);
+  ASSERT_TRUE(payload.ok()) << payload.status();
+  const std::string older =
+      Rebuilt(*payload, [](snapshot::TensorRecord& r) { return r.name != "progress/global_batch"; });
+  const std::string newer = Rebuilt(*payload, [](snapshot::TensorRecord& r) {
+    if (r.name == "progress/global_batch") r.name = "progress/from_a_later_dtrun";
+    return true;
+  });
+
+  Job fresh;
+  fresh.Step();
+  fresh.Step();
+  fresh.progress.global_batch = 96;
+  ASSERT_TRUE(snapshots->RestorePayload(older, fresh.State()).ok());
+  EXPECT_EQ(fresh.progress.global_step, 1);
+  EXPECT_EQ(fresh.progress.global_batch, 96) << "not in the snapshot: the trainer's own";
+  for (size_t i = 0; i < job.model->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(fresh.model->parameters()[i], job.model->parameters()[i])) << "parameter " << i;
+  }
+  ASSERT_TRUE(snapshots->RestorePayload(*payload, fresh.State()).ok());
+  EXPECT_EQ(fresh.progress.global_batch, 64);
+
+  absl::Status refused = snapshots->RestorePayload(newer, fresh.State());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("1 of them unknown to this trainer"), absl::string_view::npos) << refused;
 }
 
 }  // namespace
