@@ -138,11 +138,19 @@ absl::StatusOr<SnapshotDir> SnapshotDir::Open(const std::string& path) {
   return SnapshotDir(path);
 }
 
-UniqueFd SnapshotDir::HoldRun(uint64_t job) const {
-  UniqueFd lock(::open(RunLockOf(path_, job).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+absl::StatusOr<UniqueFd> SnapshotDir::HoldRun(uint64_t job) const {
+  const std::string file = RunLockOf(path_, job);
+  UniqueFd lock(::open(file.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   struct flock held;
-  if (!lock.valid() || !LockFile(lock.get(), F_OFD_SETLK, F_RDLCK, &held)) return UniqueFd();
-  return lock;
+  if (lock.valid() && LockFile(lock.get(), F_OFD_SETLK, F_RDLCK, &held)) return lock;
+  const int error = errno;
+  return absl::FailedPreconditionError(
+      absl::StrCat("--snapshot-dir ", path_, ": cannot lock ", file, " (", strerror(error),
+                   "): a second job given this directory while this one runs would resume from, or replace, this job's "
+                   "snapshots unnoticed; give each job a directory of its own",
+                   error == ENOLCK || error == ENOSYS || error == EOPNOTSUPP
+                       ? " (the filesystem takes no locks: on Lustre, mount it with -o flock)"
+                       : ""));
 }
 
 void SnapshotDir::ReleaseRun(UniqueFd held, uint64_t job) const {

@@ -68,9 +68,10 @@ class SnapshotDir {
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
   // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds a read lock
   // on DIR/.run-JOB.lock, so that another job's agent can tell that the files this run writes are
-  // not a stopped run's state to resume from. An invalid fd where the filesystem has no locks:
-  // nothing can be told then.
-  UniqueFd HoldRun(uint64_t job) const;
+  // not a stopped run's state to resume from. FailedPrecondition names the directory, the cause and
+  // the fix where the lock cannot be taken (a filesystem mounted without locks, such as Lustre
+  // without -o flock): two jobs given it at the same time cannot be told apart then.
+  absl::StatusOr<UniqueFd> HoldRun(uint64_t job) const;
   // Lets go of what HoldRun returned; the lock file goes with the last agent of the run.
   void ReleaseRun(UniqueFd held, uint64_t job) const;
   // One line for the files of `ranks` that another run wrote, naming the directory and the fix;

@@ -42,7 +42,12 @@ void SnapshotRecovery::Start(std::optional<BuddyReplication> replication) {
     absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(options_.snapshot_dir);
     if (dir.ok()) {
       dir_ = std::move(*dir);
-      run_lock_ = dir_->HoldRun(snapshot::JobHash(options_.run_id));
+      absl::StatusOr<UniqueFd> held = dir_->HoldRun(snapshot::JobHash(options_.run_id));
+      if (held.ok()) {
+        run_lock_ = std::move(*held);
+      } else {
+        spdlog::warn("{}", std::string(held.status().message()));
+      }
     } else {
       spdlog::warn("{}; snapshots are not kept past this run", std::string(dir.status().message()));
     }

@@ -55,6 +55,13 @@ SnapshotStore StoreOfRanks2And3() {
   return store;
 }
 
+// The run lock of `job` in `dir` (invalid, with a failure, where it cannot be taken).
+UniqueFd Hold(const SnapshotDir& dir, uint64_t job) {
+  absl::StatusOr<UniqueFd> held = dir.HoldRun(job);
+  EXPECT_TRUE(held.ok()) << held.status();
+  return held.ok() ? std::move(*held) : UniqueFd();
+}
+
 std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
@@ -196,7 +203,7 @@ TEST(SnapshotDirTest, AFileAnotherRunningJobWroteIsNeitherReplacedNorRemoved) {
   absl::StatusOr<SnapshotDir> theirs = SnapshotDir::Open(path);
   ASSERT_TRUE(mine.ok() && theirs.ok());
   const uint64_t kMine = snapshot::JobHash("mine"), kTheirs = snapshot::JobHash("theirs");
-  UniqueFd my_lock = mine->HoldRun(kMine), their_lock = theirs->HoldRun(kTheirs);
+  UniqueFd my_lock = Hold(*mine, kMine), their_lock = Hold(*theirs, kTheirs);
   ASSERT_TRUE(my_lock.valid() && their_lock.valid()) << "no file locks in " << path;
   auto store_of = [](uint64_t job) {
     SnapshotStore store = Store();
@@ -239,9 +246,9 @@ TEST(SnapshotDirTest, TheFilesOfAJobStillRunningAreNotLoaded) {
   const std::string path = testing::MakeTempDir();
   absl::StatusOr<SnapshotDir> running = SnapshotDir::Open(path);
   ASSERT_TRUE(running.ok()) << running.status();
-  UniqueFd lock = running->HoldRun(kBefore);
+  UniqueFd lock = Hold(*running, kBefore);
   ASSERT_TRUE(lock.valid()) << "no file locks in " << path;
-  UniqueFd other_agent = running->HoldRun(kBefore);  // another node of the same job
+  UniqueFd other_agent = Hold(*running, kBefore);  // another node of the same job
   ASSERT_TRUE(other_agent.valid());
   ASSERT_EQ(running->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // its --snapshot-dir-every copies
 
@@ -259,11 +266,31 @@ TEST(SnapshotDirTest, TheFilesOfAJobStillRunningAreNotLoaded) {
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));  // its lock went with it
   EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 2);
 
-  { UniqueFd killed = running->HoldRun(kBefore); }  // its agents SIGKILLed: no ReleaseRun
+  { UniqueFd killed = Hold(*running, kBefore); }  // its agents SIGKILLed: no ReleaseRun
   ASSERT_EQ(Names(path).size(), 3u);
   // The next run finishes as ranks 0 and 1 of 2: the other world's files and the lock go.
   EXPECT_EQ(SnapshotDir::Open(path)->Clear(kAfter, 0, 2, 2).removed, 2);
   EXPECT_TRUE(Names(path).empty());
+}
+
+// Where the run lock cannot be taken (a filesystem mounted without locks; here a directory holds
+// its name), the agent says why and what to do, and keeping and loading work as before.
+TEST(SnapshotDirTest, ARunLockThatCannotBeTakenIsNamedWithTheFixAndTheSnapshotsStillKept) {
+  const std::string path = testing::MakeTempDir();
+  absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string lock = path + "/.run-" + Hex(kBefore) + ".lock";
+  ASSERT_EQ(::mkdir(lock.c_str(), 0700), 0);
+  EXPECT_THAT(dir->HoldRun(kBefore).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("--snapshot-dir " + path + ": cannot lock " + lock +
+                                       " (Is a directory): a "
+                                       "second job given this directory while this one runs would resume from, or "
+                                       "replace, this job's snapshots unnoticed"),
+                             HasSubstr("give each job a directory of its own"))));
+  ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);
+  SnapshotStore next = Store();
+  EXPECT_EQ(dir->Load(next, kAfter, 2, 4).ranks, 2);
 }
 
 // At a job's end each agent removes its own ranks' files, not its peers' (in a shared directory
