@@ -386,7 +386,8 @@ def restore(map_location=None, **load_kwargs):
 
     After the world size changed (an elastic job that lost or gained nodes, a run given another
     --nproc-per-node) the state the old world took is restored, as rank 0's checkpoint would be;
-    `Restored.world_size` says how many ranks took it.
+    `Restored.world_size` says how many ranks took it, and `Restored.resume_batch` where a
+    DistributedSampler epoch goes on in the new world.
     """
     if not _under_dtrun():
         return None

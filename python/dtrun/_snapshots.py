@@ -49,6 +49,23 @@ class Restored(collections.namedtuple("Restored", "state step")):
         self.world_size = world_size
         return self
 
+    def resume_batch(self, batch, batch_size, saved_batch_size=None, world_size=None):
+        """The batch of its epoch to go on at in this run's world, for a state saved after `batch`
+        batches of a DistributedSampler epoch, taken by `self.world_size` ranks of
+        `saved_batch_size` samples a step (default: `batch_size`, this run's). The sampler deals
+        one permutation an epoch whatever the world size, so no sample the old world had not
+        trained is skipped, and fewer than one step's are trained again (the C++ trainers do the
+        same: worker/epoch_position.h). `world_size`: this run's, by default $WORLD_SIZE."""
+        if world_size is None:
+            world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        saved_batch_size = batch_size if saved_batch_size is None else saved_batch_size
+        old_world = world_size if self.world_size is None else self.world_size
+        for name, value, least in (("batch", batch, 0), ("batch_size", batch_size, 1),
+                                   ("saved_batch_size", saved_batch_size, 1), ("world_size", world_size, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"Restored.resume_batch: {name} must be an int of at least {least}, not {value!r}")
+        return batch * old_world * saved_batch_size // (world_size * batch_size)
+
 
 class SnapshotError(Exception):
     """A snapshot that could not be written or read; the message names the cause and the fix."""

@@ -367,6 +367,9 @@ TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFr
                                        std::to_string(from_two) + ", taken by a world of 2 ranks (now 3)",
                                    std::chrono::seconds(60)))
       << three->all();
+  // Restored.resume_batch in this world, as if the steps were one epoch's batches: no sample skipped.
+  EXPECT_NE(three->all().find("[default2]:RESCALED batch=" + std::to_string(from_two * 2 / 3)), std::string::npos)
+      << three->all();
   const std::string further = "STEP " + std::to_string((from_two / 20 + 2) * 20);
   ASSERT_TRUE(three->WaitForOutput(further, std::chrono::seconds(120))) << three->all();
   ::kill(three->pid(), SIGTERM);
@@ -384,6 +387,8 @@ TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFr
   // Rank 0's own state: at the stop it may have been a step behind the rank that printed the line.
   EXPECT_GE(from_three, (from_two / 20 + 2) * 20 - 1) << one->all();
   EXPECT_NE(one->all().find("taken by a world of 3 ranks (now 1)"), std::string::npos) << one->all();
+  EXPECT_NE(one->all().find("[default0]:RESCALED batch=" + std::to_string(from_three * 3)), std::string::npos)
+      << one->all();
   EXPECT_TRUE(std::filesystem::is_empty(kept)) << one->all();
 }
 

@@ -180,6 +180,26 @@ class RegionTest(unittest.TestCase):
         state, step = restored
         self.assertEqual((state, step, restored.world_size), ({"a": 1}, 5, 4))
 
+    def test_a_resumed_batch_covers_the_samples_the_old_world_trained_and_repeats_under_a_step(self):
+        # Rank r of a world of w takes positions r, r + w, ... of the epoch's one permutation: the
+        # first b batches of size n cover its first b * w * n positions, whatever the world.
+        for old_world, saved, new_world, size, batch in [(2, 8, 3, 8, 9), (4, 16, 1, 16, 5), (3, 16, 2, 48, 7),
+                                                         (1, 5, 4, 3, 0), (2, 8, 2, 8, 11)]:
+            resumed = s.Restored({}, 1, old_world).resume_batch(batch, size, saved, world_size=new_world)
+            trained = batch * old_world * saved
+            self.assertLessEqual(resumed * new_world * size, trained)
+            self.assertLess(trained - resumed * new_world * size, new_world * size)
+        self.assertEqual(s.Restored({}, 1, 2).resume_batch(9, 8, world_size=2), 9)  # the same world
+        os.environ["WORLD_SIZE"] = "4"
+        try:
+            self.assertEqual(s.Restored({}, 1, 2).resume_batch(9, 8), 4)  # this run's world by default
+        finally:
+            del os.environ["WORLD_SIZE"]
+        for bad in ({"batch": -1}, {"batch_size": 0}, {"saved_batch_size": 2.5}, {"world_size": True}):
+            args = {"batch": 3, "batch_size": 8, "world_size": 2, **bad}
+            with self.assertRaisesRegex(ValueError, f"Restored.resume_batch: {next(iter(bad))} must be an int"):
+                s.Restored({}, 1, 2).resume_batch(**args)
+
     @unittest.skipIf(torch is None, "needs torch")
     def test_a_state_over_the_slot_is_refused_and_the_slots_stay(self):
         _, region = make_region(64 * 1024)

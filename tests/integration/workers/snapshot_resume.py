@@ -8,7 +8,8 @@ Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
 of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call; with --forget it
 first empties its own snapshot slots, as if its memory were lost with it. Prints
-RESTORED step=S (or FRESH) at start and DIGEST rank=R <sha256 of the parameters> at the end;
+RESTORED step=S (or FRESH) at start (then RESCALED batch=B, Restored.resume_batch's, when the
+world size changed) and DIGEST rank=R <sha256 of the parameters> at the end;
 with --hold it then prints HOLDING and waits for a signal (for `dtrun status` to look at it).
 With --first-attempt-runs-on the first attempt trains past STEPS, a few ms a step, until the test
 takes a node away; a later attempt ends at STEPS. With --fresh-runs-on, a run that starts
@@ -88,6 +89,8 @@ def main():
         optimizer.load_state_dict(restored.state["optimizer"])
         start = restored.step
         print("RESTORED step=%d" % start, flush=True)
+        if restored.world_size != world:  # were the steps one epoch's batches of 16, where it goes on
+            print("RESCALED batch=%d" % restored.resume_batch(start, 16), flush=True)
     else:
         print("FRESH", flush=True)
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
