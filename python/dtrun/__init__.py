@@ -29,6 +29,10 @@ state of their last dtrun.snapshot() call on their way out, so no step is lost (
         train_step()
         dtrun.snapshot({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step + 1)
 
+An epoch resumed mid-way: dtrun.ResumableSampler(sampler).start_at(batch, batch_size) skips the
+batches it already trained without loading them (dtrun/_sampler.py); Restored.resume_batch says
+which batch that is after the world size changed.
+
 Stragglers: dtrun.watch_ddp(ddp_model) after wrapping the model (before the first backward) reports
 each rank's wait inside the gradient all-reduce; dtrun names the rank that keeps the others waiting
 (`dtrun status`, the event log, the metrics). It replaces DDP's default communication hook with one
@@ -56,7 +60,7 @@ import time
 
 __all__ = ["enabled", "heartbeat", "section", "begin", "end", "total_steps", "snapshot", "restore", "await_round",
            "watch_ddp", "check_replicas", "ReplicaMismatch", "LaunchConfig", "elastic_launch", "launch_agent",
-           "ChildFailedError", "patch_torchrun"]
+           "ChildFailedError", "patch_torchrun", "ResumableSampler"]
 
 _LAUNCH_API = ("LaunchConfig", "elastic_launch", "launch_agent", "ChildFailedError", "patch_torchrun")
 
@@ -67,6 +71,10 @@ def __getattr__(name):
         from dtrun import _launch
 
         return getattr(_launch, name)
+    if name == "ResumableSampler":
+        from dtrun import _sampler
+
+        return _sampler.ResumableSampler
     raise AttributeError("module 'dtrun' has no attribute %r" % name)
 
 _PATH = ""

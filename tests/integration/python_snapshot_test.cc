@@ -12,6 +12,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -323,6 +324,31 @@ TEST_F(PythonSnapshotTest, AJobEndedWithDtrunKillResumesInItsNextRunAtTheStepItW
 // --nproc-per-node did): each run resumes from the state the world before it kept, on every rank
 // (DDP ranks are replicas), and says which world took it; the files it supersedes go once it keeps
 // its own, and the last run's success leaves the directory empty.
+// A script that snapshots its epoch and batch and resumes with dtrun.ResumableSampler, as the
+// module's docs show, killed mid-epoch: across both attempts every sample of every epoch is
+// trained exactly once (DistributedSampler, shuffled), and the restart loads only what it trains.
+TEST_F(PythonSnapshotTest, AnEpochResumedMidWayWithResumableSamplerTrainsEverySampleExactlyOnce) {
+  constexpr int kEpochs = 2, kSamples = 96, kCrashStep = 17;  // 12 steps an epoch: epoch 1, batch 5
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                             "--snapshot-every", "5", Worker("sampler_resume.py"), std::to_string(kEpochs),
+                             "--crash-at", std::to_string(kCrashStep)},
+                            {{"PYTHON_EXEC", py_}});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("[default0]:RESTORED step=17 epoch=1 batch=5"), std::string::npos) << out;
+  std::map<std::pair<int, int>, int> times;  // (epoch, sample) -> times trained
+  const std::regex trained(R"(TRAINED epoch=(\d+) idx=([0-9,]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), trained), end; it != end; ++it) {
+    std::stringstream idx((*it)[2].str());
+    for (std::string i; std::getline(idx, i, ',');) ++times[{std::stoi((*it)[1]), std::stoi(i)}];
+  }
+  for (int epoch = 0; epoch < kEpochs; ++epoch) {
+    for (int i = 0; i < kSamples; ++i) EXPECT_EQ((times[{epoch, i}]), 1) << "epoch " << epoch << " sample " << i;
+  }
+  EXPECT_EQ(times.size(), static_cast<size_t>(kEpochs * kSamples));
+  // The restart: the 7 batches of epoch 1 and none of the 5 it skipped, 4 samples each.
+  EXPECT_NE(out.find("[default1]:LOADED 28 TRAINED 28"), std::string::npos) << out;
+}
+
 TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFromTheStateTheOtherWorldKept) {
   const std::string kept = MakeTempDir() + "/kept";
   const std::map<std::string, std::string> env = {{"DTRUN_RUNTIME_DIR", MakeTempDir()}, {"PYTHON_EXEC", py_}};
