@@ -16,20 +16,11 @@ Usage: bench/resume_mid_epoch.py BUILD_DIR [--images-per-class 200] [--batch 32]
 """
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def first_batch_seconds(dataset, mode, skip_batches, args):
@@ -77,7 +68,8 @@ def main():
             for mode in times:
                 times[mode].append(first_batch_seconds(dataset, mode, skip, args))
     it, sa = statistics.median(times["iterate"]), statistics.median(times["sampler"])
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {len(dataset)} JPEGs of 320x320, batch {args.batch}, "
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; {len(dataset)} JPEGs of 320x320, batch {args.batch}, "
           f"{args.workers} loader workers, resumed at batch {skip} of {batches}; medians of {args.trials}")
     print(f"| first trained batch after the restart | iterate and skip | {it:.2f} s |")
     print(f"| first trained batch after the restart | dtrun.ResumableSampler | {sa:.2f} s |")

@@ -777,10 +777,9 @@ int Training::Run() {
   }
   reports_.Hello("cpp", ParksBeforeRounds());
   if (train_loader_) reports_.TotalSteps(o_.epochs * static_cast<int64_t>(train_loader_->batches_per_epoch()));
+  // The resumed epoch's position on this run's global batch, once: later epochs start at batch 0.
+  ContinueAtGlobalBatch(progress_, int64_t{SizeAndBatchAt(progress_.epoch).second} * env_.world_size, env_.rank);
   for (int64_t epoch = progress_.epoch; epoch < o_.epochs && !stop_; ++epoch) {
-    if (epoch == progress_.epoch) {
-      ContinueAtGlobalBatch(progress_, int64_t{SizeAndBatchAt(epoch).second} * env_.world_size, env_.rank);
-    }
     ApplySizeSchedule(epoch);
     TrainEpoch(epoch, epoch == progress_.epoch ? progress_.next_batch : 0);
     if (stop_) return o_.timed_iters > 0 ? 0 : 128 + StopSignal();

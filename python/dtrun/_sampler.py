@@ -23,6 +23,21 @@ a DataLoader takes any iterable with a length as its sampler.
 import itertools
 
 
+def check_counts(where, *checks):
+    """Raises ValueError naming `where` and the argument for the first (name, value, least) whose
+    value is not an int (bools refused) of at least `least`."""
+    for name, value, least in checks:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{where}: {name} must be an int of at least {least}, not {value!r}")
+
+
+def batch_at(batch, saved_world, saved_batch_size, world_size, batch_size):
+    """Restored.resume_batch's rule: the first `batch` steps of `saved_world` ranks of
+    `saved_batch_size` cover the permutation's first batch * saved_world * saved_batch_size samples;
+    the last whole step of this world within them."""
+    return batch * saved_world * saved_batch_size // (world_size * batch_size)
+
+
 class ResumableSampler:
     """Wraps a sampler (a DistributedSampler, or any with a length) so that its next epoch can
     start past its first samples; every epoch after that one is whole."""
@@ -34,9 +49,7 @@ class ResumableSampler:
     def start_at(self, batch, batch_size):
         """The next epoch begins at batch `batch` of `batch_size` samples (this rank's), as
         Restored.resume_batch gives it; the batches before it are not loaded."""
-        for name, value, least in (("batch", batch, 0), ("batch_size", batch_size, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"ResumableSampler.start_at: {name} must be an int of at least {least}, not {value!r}")
+        check_counts("ResumableSampler.start_at", ("batch", batch, 0), ("batch_size", batch_size, 1))
         self._skip = batch * batch_size
 
     def set_epoch(self, epoch):

@@ -22,6 +22,8 @@ import stat
 import struct
 import time
 
+from dtrun import _sampler
+
 KIB4 = 4096
 SLOTS = 2
 _MAGIC = b"DTSNAP01"
@@ -60,11 +62,9 @@ class Restored(collections.namedtuple("Restored", "state step")):
             world_size = int(os.environ.get("WORLD_SIZE", "1"))
         saved_batch_size = batch_size if saved_batch_size is None else saved_batch_size
         old_world = world_size if self.world_size is None else self.world_size
-        for name, value, least in (("batch", batch, 0), ("batch_size", batch_size, 1),
-                                   ("saved_batch_size", saved_batch_size, 1), ("world_size", world_size, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"Restored.resume_batch: {name} must be an int of at least {least}, not {value!r}")
-        return batch * old_world * saved_batch_size // (world_size * batch_size)
+        _sampler.check_counts("Restored.resume_batch", ("batch", batch, 0), ("batch_size", batch_size, 1),
+                              ("saved_batch_size", saved_batch_size, 1), ("world_size", world_size, 1))
+        return _sampler.batch_at(batch, old_world, saved_batch_size, world_size, batch_size)
 
 
 class SnapshotError(Exception):
