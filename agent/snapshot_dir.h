@@ -54,17 +54,18 @@ class SnapshotDir {
   // it holds no snapshot of `job`, and its file stays). Aborted: its worker rewrote the slot while
   // it was copied (snapshot/snapshot_file.h); FailedPrecondition: the file is another run's
   // (AnotherRunsLine); the file stays then too. Once a file is written, the files of the other
-  // world sizes that Load found instead of this world's (none with DTRUN_SNAPSHOT_PEERS=off) hold
-  // an older state of the replicas: those the rank answers for (their rank mod its world size,
+  // world sizes that Load found (none with DTRUN_SNAPSHOT_PEERS=off) hold an older state of the
+  // replicas: those the rank answers for (their rank mod its world size,
   // Clear's rule) are removed, or a later run back in that world would go back to them.
   absl::StatusOr<std::vector<snapshot::SlotHeader>> KeepRank(const SnapshotStore& store, int local_rank, uint64_t job,
                                                              snapshot::Slots which) const;
   // Loads the files of global ranks `first_rank`.. (one per local rank) of a world of `world_size`
-  // into the store's empty regions, under `job`. When the directory holds none of this world's
-  // (the nodes or --nproc-per-node changed since), the newest other world's, as the ranks are
-  // replicas (snapshot/peer_restores.h): a rank takes its own rank's file of that world, else the
-  // first whose rank maps to it (rank mod world_size), so that each file is taken once job-wide;
-  // with DTRUN_SNAPSHOT_PEERS=off none, with a line.
+  // into the store's empty regions, under `job`. The ranks are replicas (snapshot/peer_restores.h),
+  // so of the world sizes whose files the directory holds (the nodes or --nproc-per-node changed
+  // between runs), the one whose files these ranks would take were written last, this world's own
+  // on a tie: a rank takes its own rank's file of that world, else the first whose rank maps to it
+  // (rank mod world_size), so that each file is taken once job-wide. With DTRUN_SNAPSHOT_PEERS=off
+  // only this world's, and a line when there are only others.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
   // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds a read lock
   // on DIR/.run-JOB.lock, so that another job's agent can tell that the files this run writes are
@@ -95,19 +96,25 @@ class SnapshotDir {
   // (Load); false when there is no such file.
   bool LoadRank(const SnapshotStore& store, int local_rank, uint64_t job, int64_t rank, int64_t world_size,
                 Outcome& done, std::vector<int64_t>& theirs) const;
-  // The ranks of the files of each world size other than `world_size`, ascending (one listing).
-  std::map<int64_t, std::vector<int64_t>> OtherWorlds(int64_t world_size) const;
+  // The ranks of the files of each world size, ascending (one listing).
+  std::map<int64_t, std::vector<int64_t>> Worlds() const;
+  // Of the files of one world (`ranks`), the rank of the file each local rank of global ranks
+  // `first_rank`.. of a world of `world_size` takes (Load's rule); -1: none.
+  static std::vector<int64_t> Picks(const std::vector<int64_t>& ranks, int64_t first_rank, int nproc,
+                                    int64_t world_size);
+  // When the file of `rank` of `world_size` was written (mtime); nullopt when it is missing, not a
+  // regular file, or another run's still running (IsAnotherRuns: `rank` is added to `theirs`).
+  std::optional<std::pair<time_t, long>> WrittenAt(int64_t rank, int64_t world_size, uint64_t job,
+                                                   std::vector<int64_t>& theirs) const;
   // Removes the other worlds' files that the file of `written` (rank, world size) supersedes.
   void RemoveSuperseded(uint64_t job, const snapshot::SlotHeader& written) const;
-  // Of those, the world whose first file was written last (-1: none can be read).
-  int64_t NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds) const;
   // Whether a file `writer` wrote (the job in its header; nullopt: no snapshot file) is another
   // run's, one still running (its agents hold its lock): not this run's to load, replace or
   // remove, since two jobs share the directory.
   bool IsAnotherRuns(std::optional<uint64_t> writer, uint64_t job) const;
   std::string path_;
-  // The other worlds' files Load found in place of this world's, until superseded; shared by the
-  // copies of this object (the persister's thread writes through one).
+  // The other worlds' files Load found, until superseded; shared by the copies of this object (the
+  // persister's thread writes through one).
   struct OlderWorlds {
     std::mutex mu;
     std::map<int64_t, std::vector<int64_t>> worlds;  // world size -> ranks

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <functional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/env_names.h"
 #include "gmock/gmock.h"
@@ -393,29 +395,115 @@ TEST(SnapshotDirTest, PlantedNamesWithHostileNumbersAreNeitherLoadedNorFatal) {
                                        "rank-99999999999999999999-of-2.dtsnap"));
 }
 
+// Sets when the files of `world` in `path` were written, as if at `seconds`.
+void WrittenAt(const std::string& path, int64_t world, time_t seconds) {
+  const struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
+  for (const std::string& name : Names(path)) {
+    if (absl::EndsWith(name, absl::StrCat("-of-", world, ".dtsnap"))) {
+      ASSERT_EQ(::utimensat(AT_FDCWD, (path + "/" + name).c_str(), times, 0), 0) << name;
+    }
+  }
+}
+
 // Of two other worlds' files (a removal that failed), the one written last is loaded.
 TEST(SnapshotDirTest, OfTwoOtherWorldsTheOneWrittenLastIsLoaded) {
   const std::string path = testing::MakeTempDir();
   absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
   ASSERT_TRUE(dir.ok()) << dir.status();
-  // Neither run loaded the other's (a run supersedes only what it loaded in place of its own).
+  // Neither run loaded the other's, so neither superseded the other's files.
   ASSERT_EQ(dir->Keep(StoreOfRanks0And1(3, 30), kBefore).ranks, 2);
-  ASSERT_EQ(dir->Keep(StoreOfRanks0And1(2, 20), kBefore).ranks, 2);
-  auto written_at = [&](const std::string& name, time_t seconds) {
-    const struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
-    ASSERT_EQ(::utimensat(AT_FDCWD, (path + "/" + name).c_str(), times, 0), 0);
-  };
-  written_at("rank-0-of-3.dtsnap", 2000);
-  written_at("rank-0-of-2.dtsnap", 1000);
+  ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks0And1(2, 20), kBefore).ranks, 2);
+  WrittenAt(path, 3, 2000);
+  WrittenAt(path, 2, 1000);
   SnapshotStore store = Store();
-  EXPECT_EQ(dir->Load(store, kAfter, 0, 4).taken_by_world, 3);
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(store, kAfter, 0, 4).taken_by_world, 3);
   ASSERT_TRUE(store.Newest(0).has_value());
   EXPECT_EQ(store.Newest(0)->step, 30);
-  written_at("rank-0-of-2.dtsnap", 3000);
+  WrittenAt(path, 2, 3000);
   SnapshotStore again = Store();
-  EXPECT_EQ(dir->Load(again, kAfter, 0, 4).taken_by_world, 2);
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(again, kAfter, 0, 4).taken_by_world, 2);
   ASSERT_TRUE(again.Newest(1).has_value());
   EXPECT_EQ(again.Newest(1)->step, 20);
+}
+
+// The persister copies rank after rank. A launcher SIGKILLed in the middle of the first pass of a
+// run in a new world leaves that world's file for some ranks beside the old world's files for the
+// rest. The next run goes on from the state written last, whichever world it has; before, a run
+// that found any file of its own world took only those, and went back to the older state.
+TEST(SnapshotDirTest, AWorldsFilesFromAPassCutShortWinOverTheOlderFilesOfTheRunsOwnWorld) {
+  const std::string path = testing::MakeTempDir();
+  ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks0And1(2, 60), kBefore).ranks, 2);
+  WrittenAt(path, 2, 1000);
+
+  // The next run has 4 ranks on this node; its ranks 0 and 1 load the world of 2's step 60.
+  const uint64_t kWider = snapshot::JobHash("wider");
+  absl::StatusOr<SnapshotDir> wider = SnapshotDir::Open(path);
+  ASSERT_TRUE(wider.ok()) << wider.status();
+  SnapshotStore wide = Store();
+  ASSERT_EQ(wider->Load(wide, kWider, 0, 4).taken_by_world, 2);
+  // It trains to step 70; the first pass of copies writes rank 0's file (which supersedes rank 0
+  // of 2's) and is cut short by the SIGKILL.
+  testing::WriteTestSnapshot(wide.fd(0), snapshot::SlotHeader{kWider, 0, 4, 70, 0, 0, 0, 0}, "state of step 70");
+  ASSERT_TRUE(wider->KeepRank(wide, 0, kWider, snapshot::Slots::kNewest).ok());
+  ASSERT_THAT(Names(path), ElementsAre("rank-0-of-4.dtsnap", "rank-1-of-2.dtsnap"));
+  WrittenAt(path, 4, 2000);
+
+  // Requeued with 2 ranks again: rank 0 takes rank 0 of 4's step 70 (rank 1 will receive its
+  // copy), not its own world's older file.
+  const uint64_t kNarrower = snapshot::JobHash("narrower");
+  absl::StatusOr<SnapshotDir> narrower = SnapshotDir::Open(path);
+  ASSERT_TRUE(narrower.ok()) << narrower.status();
+  SnapshotStore narrow = Store();
+  const SnapshotDir::Outcome loaded = narrower->Load(narrow, kNarrower, 0, 2);
+  EXPECT_EQ(loaded.taken_by_world, 4);
+  EXPECT_THAT(loaded.steps, ElementsAre(70));
+  ASSERT_TRUE(narrow.Newest(0).has_value());
+  EXPECT_EQ(narrow.Newest(0)->step, 70);
+  EXPECT_FALSE(narrow.Newest(1).has_value());
+
+  // That run trains to step 80, and is SIGKILLed after copying rank 0: its file supersedes rank 0
+  // of 4's. Back in a world of 4, ranks 0 and 1 take the world of 2's files, step 80 among them.
+  testing::WriteTestSnapshot(narrow.fd(0), snapshot::SlotHeader{kNarrower, 0, 2, 80, 0, 0, 0, 0}, "state of step 80");
+  ASSERT_TRUE(narrower->KeepRank(narrow, 0, kNarrower, snapshot::Slots::kNewest).ok());
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-2.dtsnap"));
+  SnapshotStore wide_again = Store();
+  const SnapshotDir::Outcome again = SnapshotDir::Open(path)->Load(wide_again, kAfter, 0, 4);
+  EXPECT_EQ(again.taken_by_world, 2);
+  EXPECT_THAT(again.steps, ElementsAre(60, 80));
+}
+
+// A node-local directory after the world shrank: rank 0 of the smaller world superseded only the
+// files that map to it, so the node's other file of the wider world stays, older. When the job is
+// back in the wider world, the node's ranks go on from the smaller world's newer file, not from
+// the leftover of their own world; before, the whole job went back to it.
+TEST(SnapshotDirTest, TheRunsOwnWorldsLeftoverFileLosesToAnotherWorldsNewerOne) {
+  const std::string path = testing::MakeTempDir();
+  ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks0And1(4, 50), kBefore).ranks, 2);  // ranks 0, 1 of 4
+  absl::StatusOr<SnapshotDir> smaller = SnapshotDir::Open(path);
+  ASSERT_TRUE(smaller.ok()) << smaller.status();
+  absl::StatusOr<SnapshotStore> one = SnapshotStore::Create(1, 1 << 20);  // rank 0 of 2, this node's only
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(smaller->Load(*one, kBefore, 0, 2).taken_by_world, 4);
+  testing::WriteTestSnapshot(one->fd(0), snapshot::SlotHeader{kBefore, 0, 2, 90, 0, 0, 0, 0}, "state of step 90");
+  EXPECT_EQ(smaller->Keep(*one, kBefore).superseded, 1);
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-4.dtsnap"));
+  WrittenAt(path, 4, 1000);
+  WrittenAt(path, 2, 2000);
+
+  SnapshotStore store = Store();  // ranks 0 and 1 of 4 again
+  const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(store, kAfter, 0, 4);
+  EXPECT_EQ(loaded.taken_by_world, 2);
+  EXPECT_THAT(loaded.steps, ElementsAre(90));
+  ASSERT_TRUE(store.Newest(0).has_value());
+  EXPECT_EQ(store.Newest(0)->step, 90);
+  EXPECT_FALSE(store.Newest(1).has_value());  // it receives rank 0's copy
+
+  // Files of the run's own world written as late as the other's are its own to go on from.
+  WrittenAt(path, 4, 2000);
+  SnapshotStore tie = Store();
+  EXPECT_EQ(SnapshotDir::Open(path)->Load(tie, kAfter, 0, 4).taken_by_world, 0);
+  ASSERT_TRUE(tie.Newest(1).has_value());
+  EXPECT_EQ(tie.Newest(1)->step, 50);
 }
 
 TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {

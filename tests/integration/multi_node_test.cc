@@ -837,5 +837,66 @@ TEST_F(MultiNodeTest, ANodeReplacedBetweenTwoRunsTakesItsRankFromThePeerThatKept
   EXPECT_EQ(digest_a[1], digest[1]);
 }
 
+// --snapshot-dir on each node's own disk while the job's shape changes between runs, as the nodes
+// Slurm gives a requeued job do: 2 ranks a node, then 1, then 2 again. The run of 1 a node
+// supersedes only the files of the old world that map to its rank, so each disk keeps one older
+// file of the world of 4. The third run goes on from the second's state, not from those leftovers
+// of its own world size: before, each node took its leftover, and the whole job went back to the
+// step the first run was stopped at.
+TEST_F(MultiNodeTest, NodeLocalDirectoriesGoOnFromTheNewestStateWhenTheWorldShrinksAndGrowsBack) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  const std::string dir = MakeTempDir();
+  auto run = [&](int per_node) {
+    std::vector<std::unique_ptr<Harness>> nodes;
+    for (int i = 0; i < 2; ++i) {
+      nodes.push_back(Node(i,
+                           {"--nproc-per-node", std::to_string(per_node), "--snapshot-every", "50", "--snapshot-dir",
+                            dir + "/host" + std::to_string(i)},
+                           {Worker("snapshot_resume.py"), "100000", "--fresh-runs-on", "--say-every", "20"}));
+    }
+    return nodes;
+  };
+  auto stop = [](std::vector<std::unique_ptr<Harness>>& nodes) {
+    for (auto& n : nodes) ::kill(n->pid(), SIGTERM);
+    for (auto& n : nodes) {
+      ASSERT_TRUE(n->Wait(seconds(60)).has_value()) << n->all();
+      EXPECT_NE(n->all().find("[dtrun] kept "), std::string::npos) << n->all();
+    }
+  };
+  auto restored = [](Harness& node) {
+    std::smatch m;
+    const std::string out = node.all();
+    return std::regex_search(out, m, std::regex(R"(RESTORED step=(\d+))")) ? std::stoi(m[1]) : -1;
+  };
+  auto first = run(2);
+  ASSERT_TRUE(first[0]->WaitForOutput("STEP 60", seconds(120))) << first[0]->all() << first[1]->all();
+  stop(first);
+
+  auto second = run(1);
+  ASSERT_TRUE(second[0]->WaitForOutput("RESTORED step=", seconds(120))) << second[0]->all() << second[1]->all();
+  const int from_first = restored(*second[0]);
+  ASSERT_GE(from_first, 60) << second[0]->all();
+  const int further = (from_first / 20 + 3) * 20;
+  ASSERT_TRUE(second[0]->WaitForOutput("STEP " + std::to_string(further), seconds(120))) << second[0]->all();
+  stop(second);
+  // Each disk holds its rank's file of the world of 2 and one leftover of the world of 4.
+  for (int i = 0; i < 2; ++i) {
+    size_t of_four = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/host" + std::to_string(i))) {
+      of_four += e.path().filename().string().find("-of-4.dtsnap") != std::string::npos;
+    }
+    EXPECT_EQ(of_four, 1u) << "host" << i;
+  }
+
+  auto third = run(2);
+  ASSERT_TRUE(third[0]->WaitForOutput("RESTORED step=", seconds(120))) << third[0]->all() << third[1]->all();
+  ASSERT_TRUE(third[1]->WaitForOutput("RESTORED step=", seconds(60))) << third[1]->all();
+  EXPECT_GE(restored(*third[0]), further) << third[0]->all();
+  EXPECT_EQ(restored(*third[1]), restored(*third[0])) << third[1]->all();
+  EXPECT_TRUE(third[0]->WaitForOutput("taken by a world of 2 ranks (now 4)", seconds(60))) << third[0]->all();
+  stop(third);
+}
+
 }  // namespace
 }  // namespace dtrun::testing
