@@ -416,7 +416,19 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   for (int lr = 0; lr < nproc; ++lr) {
     if (picks[lr] >= 0) LoadRank(store, lr, job, picks[lr], from, done, theirs);
   }
-  if (done.ranks > 0 && from != world_size) done.taken_by_world = from;
+  if (done.ranks == 0 || from == world_size) return done;
+  done.taken_by_world = from;
+  // These ranks' own files of this world are older than the state just loaded. Left in place, a
+  // run killed after copying some of its ranks would leave them beside its fresh files, in the
+  // same world, and at the next restore they would outvote them (the newest step that half the
+  // holders hold) and take the job back to the run before the one that loaded them.
+  if (auto own = worlds.find(world_size); own != worlds.end()) {
+    for (int64_t rank : own->second) {
+      if (rank < first_rank || rank >= first_rank + nproc) continue;
+      const std::string file = FileOf(rank, world_size);
+      if (!IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0) ++done.superseded;
+    }
+  }
   return done;
 }
 

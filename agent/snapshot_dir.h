@@ -35,7 +35,9 @@ class SnapshotDir {
     uint64_t bytes = 0;
     std::vector<std::string> problems;  // a line each: a rank not kept, a file not used
     int64_t taken_by_world = 0;         // loaded from another world size's files (0: this one's)
-    int superseded = 0;                 // Keep: files of another world size this run removed as older
+    // Keep: files of another world size this run removed as older. Load: this world's files
+    // removed as older than the other world's it loaded.
+    int superseded = 0;
     void Add(const std::vector<snapshot::SlotHeader>& headers);
     // "2 ranks' snapshots of steps 118, 120 (8.4 MB)"
     std::string Describe() const;
@@ -64,8 +66,10 @@ class SnapshotDir {
   // so of the world sizes whose files the directory holds (the nodes or --nproc-per-node changed
   // between runs), the one whose files these ranks would take were written last, this world's own
   // on a tie: a rank takes its own rank's file of that world, else the first whose rank maps to it
-  // (rank mod world_size), so that each file is taken once job-wide. With DTRUN_SNAPSHOT_PEERS=off
-  // only this world's, and a line when there are only others.
+  // (rank mod world_size), so that each file is taken once job-wide. When that is another world,
+  // once a file of it is loaded, these ranks' own files of this world are removed: they are older,
+  // and left beside this run's first copies they would outvote them at a later restore. With
+  // DTRUN_SNAPSHOT_PEERS=off only this world's, and a line when there are only others.
   Outcome Load(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size) const;
   // Marks this run (`job`) as running until ReleaseRun: every agent of the run holds a read lock
   // on DIR/.run-JOB.lock, so that another job's agent can tell that the files this run writes are

@@ -147,6 +147,11 @@ void SnapshotRecovery::OnLoaded() {
   nlohmann::json fields = {{"dir", dir_->path()}, {"ranks", loaded_.ranks}, {"steps", loaded_.steps}, {"bytes", loaded_.bytes}};
   if (loaded_.taken_by_world > 0) fields["taken_by_world_size"] = loaded_.taken_by_world;
   events_.Record("snapshots_loaded", round_, fields);
+  if (loaded_.superseded > 0) {
+    spdlog::info("removed {} older file(s) of this world size from {}: those of a world of {} ranks loaded instead were "
+                 "written after them",
+                 loaded_.superseded, dir_->path(), loaded_.taken_by_world);
+  }
 }
 
 std::vector<int64_t> SnapshotRecovery::KeptSteps() const {

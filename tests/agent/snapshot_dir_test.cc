@@ -460,22 +460,26 @@ TEST(SnapshotDirTest, AWorldsFilesFromAPassCutShortWinOverTheOlderFilesOfTheRuns
   ASSERT_TRUE(narrow.Newest(0).has_value());
   EXPECT_EQ(narrow.Newest(0)->step, 70);
   EXPECT_FALSE(narrow.Newest(1).has_value());
+  // Its own world's older file goes.
+  EXPECT_EQ(loaded.superseded, 1);
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-4.dtsnap"));
 
-  // That run trains to step 80, and is SIGKILLed after copying rank 0: its file supersedes rank 0
-  // of 4's. Back in a world of 4, ranks 0 and 1 take the world of 2's files, step 80 among them.
+  // That run trains to step 80, and is SIGKILLed after copying rank 0, whose file supersedes rank
+  // 0 of 4's. Back in a world of 4, the job goes on from step 80.
   testing::WriteTestSnapshot(narrow.fd(0), snapshot::SlotHeader{kNarrower, 0, 2, 80, 0, 0, 0, 0}, "state of step 80");
   ASSERT_TRUE(narrower->KeepRank(narrow, 0, kNarrower, snapshot::Slots::kNewest).ok());
-  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-2.dtsnap"));
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap"));
   SnapshotStore wide_again = Store();
   const SnapshotDir::Outcome again = SnapshotDir::Open(path)->Load(wide_again, kAfter, 0, 4);
   EXPECT_EQ(again.taken_by_world, 2);
-  EXPECT_THAT(again.steps, ElementsAre(60, 80));
+  EXPECT_THAT(again.steps, ElementsAre(80));
 }
 
 // A node-local directory after the world shrank: rank 0 of the smaller world superseded only the
 // files that map to it, so the node's other file of the wider world stays, older. When the job is
 // back in the wider world, the node's ranks go on from the smaller world's newer file, not from
-// the leftover of their own world; before, the whole job went back to it.
+// the leftover of their own world (before, the whole job went back to it), and the leftover is
+// removed.
 TEST(SnapshotDirTest, TheRunsOwnWorldsLeftoverFileLosesToAnotherWorldsNewerOne) {
   const std::string path = testing::MakeTempDir();
   ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks0And1(4, 50), kBefore).ranks, 2);  // ranks 0, 1 of 4
@@ -487,9 +491,17 @@ TEST(SnapshotDirTest, TheRunsOwnWorldsLeftoverFileLosesToAnotherWorldsNewerOne) 
   testing::WriteTestSnapshot(one->fd(0), snapshot::SlotHeader{kBefore, 0, 2, 90, 0, 0, 0, 0}, "state of step 90");
   EXPECT_EQ(smaller->Keep(*one, kBefore).superseded, 1);
   EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-4.dtsnap"));
-  WrittenAt(path, 4, 1000);
+  // Files of the run's own world written as late as the other's are its own to go on from.
+  WrittenAt(path, 4, 2000);
   WrittenAt(path, 2, 2000);
+  SnapshotStore tie = Store();
+  const SnapshotDir::Outcome own = SnapshotDir::Open(path)->Load(tie, kAfter, 0, 4);
+  EXPECT_EQ(own.taken_by_world, 0);
+  EXPECT_EQ(own.superseded, 0);
+  ASSERT_TRUE(tie.Newest(1).has_value());
+  EXPECT_EQ(tie.Newest(1)->step, 50);
 
+  WrittenAt(path, 4, 1000);
   SnapshotStore store = Store();  // ranks 0 and 1 of 4 again
   const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(store, kAfter, 0, 4);
   EXPECT_EQ(loaded.taken_by_world, 2);
@@ -497,13 +509,9 @@ TEST(SnapshotDirTest, TheRunsOwnWorldsLeftoverFileLosesToAnotherWorldsNewerOne) 
   ASSERT_TRUE(store.Newest(0).has_value());
   EXPECT_EQ(store.Newest(0)->step, 90);
   EXPECT_FALSE(store.Newest(1).has_value());  // it receives rank 0's copy
-
-  // Files of the run's own world written as late as the other's are its own to go on from.
-  WrittenAt(path, 4, 2000);
-  SnapshotStore tie = Store();
-  EXPECT_EQ(SnapshotDir::Open(path)->Load(tie, kAfter, 0, 4).taken_by_world, 0);
-  ASSERT_TRUE(tie.Newest(1).has_value());
-  EXPECT_EQ(tie.Newest(1)->step, 50);
+  // The leftover goes: beside this run's first copies of rank 0 it would have outvoted them.
+  EXPECT_EQ(loaded.superseded, 1);
+  EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap"));
 }
 
 TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {

@@ -895,6 +895,8 @@ TEST_F(MultiNodeTest, NodeLocalDirectoriesGoOnFromTheNewestStateWhenTheWorldShri
   EXPECT_GE(restored(*third[0]), further) << third[0]->all();
   EXPECT_EQ(restored(*third[1]), restored(*third[0])) << third[1]->all();
   EXPECT_TRUE(third[0]->WaitForOutput("taken by a world of 2 ranks (now 4)", seconds(60))) << third[0]->all();
+  // Host 0's leftover goes, or a later run killed after copying some ranks could go back to it.
+  EXPECT_NE(third[0]->all().find("removed 1 older file(s) of this world size"), std::string::npos) << third[0]->all();
   stop(third);
 }
 
