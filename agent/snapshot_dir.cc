@@ -239,7 +239,7 @@ std::vector<int64_t> SnapshotDir::Picks(const std::vector<int64_t>& ranks, int64
 }
 
 std::optional<std::pair<time_t, long>> SnapshotDir::WrittenAt(int64_t rank, int64_t world_size, uint64_t job,
-                                                               std::vector<int64_t>& theirs) const {
+                                                              std::vector<int64_t>& theirs) const {
   UniqueFd in(::open(FileOf(rank, world_size).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st;
   if (!in.valid() || ::fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
@@ -449,9 +449,8 @@ SnapshotDir::Cleared SnapshotDir::Clear(uint64_t job, int64_t first_rank, int ra
     if (!snapshot) return;
     // Each file is opened by one agent, not all: this world's other ranks are their own agents' to
     // remove, another world's go to the agent of the rank they map to.
-    const bool own = snapshot->world == world_size
-                         ? snapshot->rank >= first_rank && snapshot->rank < first_rank + ranks
-                         : AnswersFor(snapshot->rank, first_rank, ranks, world_size);
+    const bool own = snapshot->world == world_size ? snapshot->rank >= first_rank && snapshot->rank < first_rank + ranks
+                                                   : AnswersFor(snapshot->rank, first_rank, ranks, world_size);
     if (!own) return;
     if (IsAnotherRuns(JobOfFile(file), job)) {
       theirs.push_back(snapshot->rank);

@@ -148,9 +148,10 @@ void SnapshotRecovery::OnLoaded() {
   if (loaded_.taken_by_world > 0) fields["taken_by_world_size"] = loaded_.taken_by_world;
   events_.Record("snapshots_loaded", round_, fields);
   if (loaded_.superseded > 0) {
-    spdlog::info("removed {} older file(s) of this world size from {}: those of a world of {} ranks loaded instead were "
-                 "written after them",
-                 loaded_.superseded, dir_->path(), loaded_.taken_by_world);
+    spdlog::info(
+        "removed {} older file(s) of this world size from {}: those of a world of {} ranks loaded instead were "
+        "written after them",
+        loaded_.superseded, dir_->path(), loaded_.taken_by_world);
   }
 }
 
