@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/debugging/symbolize.h"
+#include "base/alt_signal_stack.h"
 
 namespace dtrun::worker {
 namespace {
@@ -29,7 +30,6 @@ constexpr bool kSanitized = false;
 
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kMaxFrames = 64;
-alignas(16) char alt_stack[64 << 10];
 std::atomic<bool> installed{false};
 std::atomic<bool> reporting{false};
 
@@ -167,10 +167,7 @@ void InstallCrashReport() {
   void* warm[1];
   ::backtrace(warm, 1);
   absl::InitializeSymbolizer("/proc/self/exe");
-  stack_t ss{};
-  ss.ss_sp = alt_stack;
-  ss.ss_size = sizeof(alt_stack);
-  ::sigaltstack(&ss, nullptr);
+  UseAlternateSignalStackOnThisThread();
   struct sigaction sa {};
   sa.sa_sigaction = OnFatalSignal;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;

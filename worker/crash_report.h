@@ -21,8 +21,10 @@
 namespace dtrun::worker {
 
 // For SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT. The calling thread gets an alternate stack, so
-// its stack overflowing is reported too (call it on the main thread). Idempotent. Does nothing in
-// sanitizer builds, whose own reports say more.
+// its stack overflowing is reported too (call it on the main thread); a thread the program starts
+// gets one with UseAlternateSignalStackOnThisThread (base/alt_signal_stack.h), as the loader's
+// and the snapshot copier's do. Idempotent. Does nothing in sanitizer builds, whose own reports
+// say more.
 void InstallCrashReport();
 
 }  // namespace dtrun::worker

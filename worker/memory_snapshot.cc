@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/alt_signal_stack.h"
 #include "base/env_names.h"
 #include "base/status_macros.h"
 #include "base/unix_time.h"
@@ -416,6 +417,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
 // Copies the remaining segments, hashes the payload in order and commits the slot. Touches only
 // `c` and its slot, which the training thread leaves alone until Finish.
 void MemorySnapshots::RunCopy(Copy* copy) {
+  UseAlternateSignalStackOnThisThread();  // on the copier thread: its crash is reported too
   Copy& c = *copy;
   c.device.Wait();  // the GPU's copies into the slot, if any
   c.device_s = c.device.DeviceSeconds();

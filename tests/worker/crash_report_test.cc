@@ -5,7 +5,9 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <thread>
 
+#include "base/alt_signal_stack.h"
 #include "gtest/gtest.h"
 
 namespace dtrun::worker {
@@ -83,6 +85,45 @@ TEST_F(CrashReportTest, AStackOverflowIsReportedFromTheAlternateStack) {
         Recurse(0);
       },
       ::testing::KilledBySignal(SIGSEGV), "Fatal signal: SIGSEGV at address 0x[0-9a-f]+ in .*Recurse");
+}
+
+// A thread the program starts has no alternate stack of its own until it asks for one; without it
+// the kernel killed the process at the overflow without a word.
+TEST_F(CrashReportTest, AStackOverflowOnAThreadTheProgramStartedIsReported) {
+  EXPECT_EXIT(
+      {
+        InstallCrashReport();
+        std::thread loader([] {
+          UseAlternateSignalStackOnThisThread();
+          Recurse(0);
+        });
+        loader.join();
+      },
+      ::testing::KilledBySignal(SIGSEGV), "Fatal signal: SIGSEGV at address 0x[0-9a-f]+ in .*Recurse");
+}
+
+// Many short-lived threads (the snapshot copier starts one a snapshot): each frees its stack as it
+// ends, switched off first, and a thread with one already keeps it.
+TEST(AlternateSignalStackTest, EachThreadGetsItsOwnAndGivesItBackAtItsEnd) {
+#ifdef DTRUN_SANITIZED_TEST
+  GTEST_SKIP() << "ASan gives each thread an alternate stack of its own";
+#endif
+  for (int i = 0; i < 200; ++i) {
+    std::thread([] {
+      stack_t before{};
+      ASSERT_EQ(::sigaltstack(nullptr, &before), 0);
+      EXPECT_TRUE(before.ss_flags & SS_DISABLE);  // a new thread starts without one
+      UseAlternateSignalStackOnThisThread();
+      stack_t first{};
+      ASSERT_EQ(::sigaltstack(nullptr, &first), 0);
+      EXPECT_FALSE(first.ss_flags & SS_DISABLE);
+      EXPECT_GE(first.ss_size, 64u << 10);
+      UseAlternateSignalStackOnThisThread();
+      stack_t second{};
+      ASSERT_EQ(::sigaltstack(nullptr, &second), 0);
+      EXPECT_EQ(second.ss_sp, first.ss_sp);
+    }).join();
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "base/alt_signal_stack.h"
 #include "base/mix64.h"
 #include "spdlog/spdlog.h"
 #include "worker/data/decode.h"
@@ -79,6 +80,7 @@ bool Loader::HandsOn(int64_t epoch, size_t index) const {
 bool Loader::HasNext() const { return next_to_deliver_ >= end_ || ready_.count(next_to_deliver_) > 0; }
 
 void Loader::Work() {
+  UseAlternateSignalStackOnThisThread();  // a decoder's crash on a hostile image is reported
   // Below the compute threads: an OpenMP region stalls until its slowest thread runs, so a loader
   // thread should yield the core to them rather than preempt one. (Best effort: may be refused.)
   ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
