@@ -353,6 +353,52 @@ bool SnapshotDir::LoadRank(const SnapshotStore& store, int local_rank, uint64_t 
   return true;
 }
 
+void SnapshotDir::LoadOwnWorldOnly(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size,
+                                   Outcome& done, std::vector<int64_t>& theirs) const {
+  bool found = false;
+  for (int lr = 0; lr < store.nproc(); ++lr) {
+    found |= LoadRank(store, lr, job, first_rank + lr, world_size, done, theirs);
+  }
+  if (found) return;
+  std::map<int64_t, std::vector<int64_t>> others = Worlds();
+  others.erase(world_size);
+  if (others.empty()) return;
+  done.problems.push_back(absl::StrCat(path_, " holds snapshots of a world of ", others.rbegin()->first, " ranks, not ",
+                                       world_size,
+                                       ": not used (DTRUN_SNAPSHOT_PEERS=off: each rank restores only its own)"));
+}
+
+int64_t SnapshotDir::NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds, uint64_t job,
+                                 int64_t first_rank, int nproc, int64_t world_size,
+                                 std::vector<int64_t>& theirs) const {
+  int64_t newest = -1;
+  std::pair<time_t, long> newest_at;
+  for (const auto& [world, ranks] : worlds) {
+    for (int64_t rank : Picks(ranks, first_rank, nproc, world_size)) {
+      if (rank < 0) continue;
+      std::optional<std::pair<time_t, long>> at = WrittenAt(rank, world, job, theirs);
+      if (!at) continue;
+      // Ties go to this world's own files.
+      if (newest < 0 || *at > newest_at || (*at == newest_at && world == world_size)) {
+        newest = world;
+        newest_at = *at;
+      }
+    }
+  }
+  return newest;
+}
+
+int SnapshotDir::RemoveOwnFiles(const std::vector<int64_t>& ranks, uint64_t job, int64_t first_rank, int nproc,
+                                int64_t world_size) const {
+  int removed = 0;
+  for (int64_t rank : ranks) {
+    if (rank < first_rank || rank >= first_rank + nproc) continue;
+    const std::string file = FileOf(rank, world_size);
+    if (!IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
 SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job, int64_t first_rank,
                                        int64_t world_size) const {
   Outcome done;
@@ -362,19 +408,8 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
     theirs.erase(std::unique(theirs.begin(), theirs.end()), theirs.end());
     if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "not loaded"));
   };
-  const int nproc = store.nproc();
   if (!snapshot::PeerRestoresAllowed()) {
-    // Each rank restores only its own, so only this world's files are of use.
-    bool found = false;
-    for (int lr = 0; lr < nproc; ++lr) found |= LoadRank(store, lr, job, first_rank + lr, world_size, done, theirs);
-    if (found) return done;
-    std::map<int64_t, std::vector<int64_t>> others = Worlds();
-    others.erase(world_size);
-    if (!others.empty()) {
-      done.problems.push_back(absl::StrCat(path_, " holds snapshots of a world of ", others.rbegin()->first,
-                                           " ranks, not ", world_size,
-                                           ": not used (DTRUN_SNAPSHOT_PEERS=off: each rank restores only its own)"));
-    }
+    LoadOwnWorldOnly(store, job, first_rank, world_size, done, theirs);
     return done;
   }
   // The ranks are replicas (snapshot/peer_restores.h), so the files of any world size will do, and
@@ -386,21 +421,9 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   // this world's size: a node-local directory holds its node's old ranks), so that each file is
   // taken by one rank at most, job-wide, and the job-wide choice weighs each old rank's state once,
   // as the old world would have. A rank left without one (the world grew) receives a holder's copy.
+  const int nproc = store.nproc();
   const std::map<int64_t, std::vector<int64_t>> worlds = Worlds();
-  int64_t from = -1;
-  std::pair<time_t, long> from_at;
-  for (const auto& [world, ranks] : worlds) {
-    for (int64_t rank : Picks(ranks, first_rank, nproc, world_size)) {
-      if (rank < 0) continue;
-      std::optional<std::pair<time_t, long>> at = WrittenAt(rank, world, job, theirs);
-      if (!at) continue;
-      // Ties go to this world's own files.
-      if (from < 0 || *at > from_at || (*at == from_at && world == world_size)) {
-        from = world;
-        from_at = *at;
-      }
-    }
-  }
+  const int64_t from = NewestWorld(worlds, job, first_rank, nproc, world_size, theirs);
   {
     // Whichever is loaded, the state this run keeps will be newer than the other worlds' files.
     std::lock_guard<std::mutex> lock(older_->mu);
@@ -423,11 +446,7 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   // same world, and at the next restore they would outvote them (the newest step that half the
   // holders hold) and take the job back to the run before the one that loaded them.
   if (auto own = worlds.find(world_size); own != worlds.end()) {
-    for (int64_t rank : own->second) {
-      if (rank < first_rank || rank >= first_rank + nproc) continue;
-      const std::string file = FileOf(rank, world_size);
-      if (!IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0) ++done.superseded;
-    }
+    done.superseded = RemoveOwnFiles(own->second, job, first_rank, nproc, world_size);
   }
   return done;
 }

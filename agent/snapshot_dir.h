@@ -110,6 +110,17 @@ class SnapshotDir {
   // regular file, or another run's still running (IsAnotherRuns: `rank` is added to `theirs`).
   std::optional<std::pair<time_t, long>> WrittenAt(int64_t rank, int64_t world_size, uint64_t job,
                                                    std::vector<int64_t>& theirs) const;
+  // Load with DTRUN_SNAPSHOT_PEERS=off: this world's files only, and a line when there are only others'.
+  void LoadOwnWorldOnly(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size, Outcome& done,
+                        std::vector<int64_t>& theirs) const;
+  // Of `worlds`, the one whose files local ranks of global ranks `first_rank`.. (Picks) would take
+  // were written last, this one's (`world_size`) on a tie; -1 when none can be read.
+  int64_t NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds, uint64_t job, int64_t first_rank,
+                      int nproc, int64_t world_size, std::vector<int64_t>& theirs) const;
+  // Removes the files of `ranks` of a world of `world_size` that are local ranks of global ranks
+  // `first_rank`.. (not another running run's); how many.
+  int RemoveOwnFiles(const std::vector<int64_t>& ranks, uint64_t job, int64_t first_rank, int nproc,
+                     int64_t world_size) const;
   // Removes the other worlds' files that the file of `written` (rank, world size) supersedes.
   void RemoveSuperseded(uint64_t job, const snapshot::SlotHeader& written) const;
   // Whether a file `writer` wrote (the job in its header; nullopt: no snapshot file) is another
