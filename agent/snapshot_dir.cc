@@ -185,6 +185,10 @@ bool SnapshotDir::IsAnotherRuns(std::optional<uint64_t> writer, uint64_t job) co
   return writer && *writer != job && RunIsLive(path_, *writer);
 }
 
+bool SnapshotDir::RemoveUnlessAnotherRuns(const std::string& file, uint64_t job) const {
+  return !IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0;
+}
+
 std::string SnapshotDir::AnotherRunsLine(std::vector<int64_t> ranks, const std::string& outcome) const {
   std::sort(ranks.begin(), ranks.end());
   return absl::StrCat("the snapshot", ranks.size() == 1 ? " of rank " : "s of ranks ", absl::StrJoin(ranks, ", "),
@@ -223,6 +227,10 @@ std::map<int64_t, std::vector<int64_t>> SnapshotDir::Worlds() const {
   return worlds;
 }
 
+// Each rank takes its own rank's file, else the first whose rank maps to it (rank mod this world's
+// size: a node-local directory holds its node's old ranks), so that each file is taken by one rank
+// at most, job-wide, and the job-wide choice weighs each old rank's state once, as the old world
+// would have. A rank left without one (the world grew) receives a holder's copy.
 std::vector<int64_t> SnapshotDir::Picks(const std::vector<int64_t>& ranks, int64_t first_rank, int nproc,
                                         int64_t world_size) {
   std::vector<int64_t> picks(nproc, -1);
@@ -316,7 +324,7 @@ void SnapshotDir::RemoveSuperseded(uint64_t job, const snapshot::SlotHeader& wri
         continue;
       }
       const std::string file = FileOf(*it, world);
-      if (!IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0) ++older_->removed;
+      if (RemoveUnlessAnotherRuns(file, job)) ++older_->removed;
       it = ranks.erase(it);
     }
   }
@@ -368,19 +376,20 @@ void SnapshotDir::LoadOwnWorldOnly(const SnapshotStore& store, uint64_t job, int
                                        ": not used (DTRUN_SNAPSHOT_PEERS=off: each rank restores only its own)"));
 }
 
-int64_t SnapshotDir::NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds, uint64_t job,
-                                 int64_t first_rank, int nproc, int64_t world_size,
-                                 std::vector<int64_t>& theirs) const {
-  int64_t newest = -1;
+SnapshotDir::Source SnapshotDir::NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds, uint64_t job,
+                                             int64_t first_rank, int nproc, int64_t world_size,
+                                             std::vector<int64_t>& theirs) const {
+  Source newest;
   std::pair<time_t, long> newest_at;
   for (const auto& [world, ranks] : worlds) {
-    for (int64_t rank : Picks(ranks, first_rank, nproc, world_size)) {
+    std::vector<int64_t> picks = Picks(ranks, first_rank, nproc, world_size);
+    for (int64_t rank : picks) {
       if (rank < 0) continue;
       std::optional<std::pair<time_t, long>> at = WrittenAt(rank, world, job, theirs);
       if (!at) continue;
       // Ties go to this world's own files.
-      if (newest < 0 || *at > newest_at || (*at == newest_at && world == world_size)) {
-        newest = world;
+      if (newest.world < 0 || *at > newest_at || (*at == newest_at && world == world_size)) {
+        newest = {world, picks};
         newest_at = *at;
       }
     }
@@ -393,8 +402,7 @@ int SnapshotDir::RemoveOwnFiles(const std::vector<int64_t>& ranks, uint64_t job,
   int removed = 0;
   for (int64_t rank : ranks) {
     if (rank < first_rank || rank >= first_rank + nproc) continue;
-    const std::string file = FileOf(rank, world_size);
-    if (!IsAnotherRuns(JobOfFile(file), job) && ::unlink(file.c_str()) == 0) ++removed;
+    if (RemoveUnlessAnotherRuns(FileOf(rank, world_size), job)) ++removed;
   }
   return removed;
 }
@@ -417,13 +425,10 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   // the persister copies rank after rank, and a launcher SIGKILLed in the middle of a pass of the
   // run after a world change leaves the new world's files for some ranks beside the older world's
   // for the rest; whichever world the next run has, the state written last is the one to go on from.
-  // Of a world, each rank takes its own rank's file, else the first whose rank maps to it (rank mod
-  // this world's size: a node-local directory holds its node's old ranks), so that each file is
-  // taken by one rank at most, job-wide, and the job-wide choice weighs each old rank's state once,
-  // as the old world would have. A rank left without one (the world grew) receives a holder's copy.
   const int nproc = store.nproc();
   const std::map<int64_t, std::vector<int64_t>> worlds = Worlds();
-  const int64_t from = NewestWorld(worlds, job, first_rank, nproc, world_size, theirs);
+  const Source source = NewestWorld(worlds, job, first_rank, nproc, world_size, theirs);
+  const int64_t from = source.world;
   {
     // Whichever is loaded, the state this run keeps will be newer than the other worlds' files.
     std::lock_guard<std::mutex> lock(older_->mu);
@@ -435,9 +440,8 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
     for (int lr = 0; lr < nproc; ++lr) LoadRank(store, lr, job, first_rank + lr, world_size, done, theirs);
     return done;
   }
-  const std::vector<int64_t> picks = Picks(worlds.at(from), first_rank, nproc, world_size);
   for (int lr = 0; lr < nproc; ++lr) {
-    if (picks[lr] >= 0) LoadRank(store, lr, job, picks[lr], from, done, theirs);
+    if (source.picks[lr] >= 0) LoadRank(store, lr, job, source.picks[lr], from, done, theirs);
   }
   if (done.ranks == 0 || from == world_size) return done;
   done.taken_by_world = from;

@@ -113,10 +113,15 @@ class SnapshotDir {
   // Load with DTRUN_SNAPSHOT_PEERS=off: this world's files only, and a line when there are only others'.
   void LoadOwnWorldOnly(const SnapshotStore& store, uint64_t job, int64_t first_rank, int64_t world_size, Outcome& done,
                         std::vector<int64_t>& theirs) const;
+  // The world Load takes its files from, and the rank of the file each local rank takes (Picks).
+  struct Source {
+    int64_t world = -1;  // -1: none can be read
+    std::vector<int64_t> picks;
+  };
   // Of `worlds`, the one whose files local ranks of global ranks `first_rank`.. (Picks) would take
-  // were written last, this one's (`world_size`) on a tie; -1 when none can be read.
-  int64_t NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds, uint64_t job, int64_t first_rank,
-                      int nproc, int64_t world_size, std::vector<int64_t>& theirs) const;
+  // were written last, this one's (`world_size`) on a tie.
+  Source NewestWorld(const std::map<int64_t, std::vector<int64_t>>& worlds, uint64_t job, int64_t first_rank, int nproc,
+                     int64_t world_size, std::vector<int64_t>& theirs) const;
   // Removes the files of `ranks` of a world of `world_size` that are local ranks of global ranks
   // `first_rank`.. (not another running run's); how many.
   int RemoveOwnFiles(const std::vector<int64_t>& ranks, uint64_t job, int64_t first_rank, int nproc,
@@ -127,6 +132,8 @@ class SnapshotDir {
   // run's, one still running (its agents hold its lock): not this run's to load, replace or
   // remove, since two jobs share the directory.
   bool IsAnotherRuns(std::optional<uint64_t> writer, uint64_t job) const;
+  // Removes `file` unless another running run wrote it (IsAnotherRuns); whether it was removed.
+  bool RemoveUnlessAnotherRuns(const std::string& file, uint64_t job) const;
   std::string path_;
   // The other worlds' files Load found, until superseded; shared by the copies of this object (the
   // persister's thread writes through one).

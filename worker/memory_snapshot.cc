@@ -400,7 +400,10 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   bool started = false;
   if (overlap) {
     try {
-      copier_ = std::thread(&MemorySnapshots::RunCopy, this, copy_.get());
+      copier_ = std::thread([this, copy = copy_.get()] {
+        UseAlternateSignalStackOnThisThread();  // its crash is reported too
+        RunCopy(copy);
+      });
       started = true;
     } catch (const std::system_error&) {
       // No thread to be had (a process limit): the copy is done here, between steps.
@@ -417,7 +420,6 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
 // Copies the remaining segments, hashes the payload in order and commits the slot. Touches only
 // `c` and its slot, which the training thread leaves alone until Finish.
 void MemorySnapshots::RunCopy(Copy* copy) {
-  UseAlternateSignalStackOnThisThread();  // on the copier thread: its crash is reported too
   Copy& c = *copy;
   c.device.Wait();  // the GPU's copies into the slot, if any
   c.device_s = c.device.DeviceSeconds();

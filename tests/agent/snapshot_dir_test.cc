@@ -376,14 +376,17 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
 }
 
 // Names another local user could plant: a rank past int64, a world of 0 ranks, a rank outside its
-// world. Nothing is loaded from them, nothing throws, and a finished job's agent removes only what
-// it answers for (rank mod its world size), leaving the unreadable name.
+// world, signs, spaces, hex, missing or extra parts. Nothing is loaded from them, nothing throws,
+// and a finished job's agent removes only what it answers for (rank mod its world size), leaving
+// the names it cannot read.
 TEST(SnapshotDirTest, PlantedNamesWithHostileNumbersAreNeitherLoadedNorFatal) {
   const std::string path = testing::MakeTempDir();
   absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(path);
   ASSERT_TRUE(dir.ok()) << dir.status();
-  for (const char* name : {"rank-99999999999999999999-of-2.dtsnap", "rank-0-of-0.dtsnap", "rank-5-of-2.dtsnap",
-                           "rank-1-of-99999999999999999999.dtsnap"}) {
+  for (const char* name :
+       {"rank-99999999999999999999-of-2.dtsnap", "rank-0-of-0.dtsnap", "rank-5-of-2.dtsnap",
+        "rank-1-of-99999999999999999999.dtsnap", "rank-+1-of-2.dtsnap", "rank- 1-of-2.dtsnap", "rank--of-2.dtsnap",
+        "rank-1-of-.dtsnap", "rank-1-of-2-of-3.dtsnap", "rank-1-of-2.dtsnap.old", "rank-0x1-of-2.dtsnap"}) {
     std::ofstream(path + "/" + name) << "planted";
   }
   SnapshotStore store = Store();
@@ -391,8 +394,11 @@ TEST(SnapshotDirTest, PlantedNamesWithHostileNumbersAreNeitherLoadedNorFatal) {
   EXPECT_EQ(loaded.ranks, 0);
   EXPECT_FALSE(store.Newest(0).has_value());
   EXPECT_EQ(dir->Clear(kAfter, 0, 2, 4).removed, 2);  // rank 0 of 0 and rank 5 of 2 map to ranks 0, 1
-  EXPECT_THAT(Names(path), ElementsAre("rank-1-of-99999999999999999999.dtsnap",
-                                       "rank-99999999999999999999-of-2.dtsnap"));
+  // Names that are not rank-DIGITS-of-DIGITS.dtsnap are not snapshot files: neither read nor removed.
+  EXPECT_THAT(Names(path),
+              ElementsAre("rank- 1-of-2.dtsnap", "rank-+1-of-2.dtsnap", "rank--of-2.dtsnap", "rank-0x1-of-2.dtsnap",
+                          "rank-1-of-.dtsnap", "rank-1-of-2-of-3.dtsnap", "rank-1-of-2.dtsnap.old",
+                          "rank-1-of-99999999999999999999.dtsnap", "rank-99999999999999999999-of-2.dtsnap"));
 }
 
 // Sets when the files of `world` in `path` were written, as if at `seconds`.
