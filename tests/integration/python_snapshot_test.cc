@@ -382,19 +382,20 @@ TEST_F(PythonSnapshotTest, AJobRunAgainWithMoreThenFewerWorkersResumesEachTimeFr
   const int from_two = restored_on_every_rank(three->all(), 3);
   EXPECT_GE(from_two, 60) << three->all();  // as the world of 2 would have chosen: a rank printed STEP 60
   // Rank 2 had no rank of its own in the world of 2: it takes a holder's copy, so each old rank's
-  // state is weighed once.
-  EXPECT_NE(three->all().find("rank 2 holds no in-memory snapshot of step " + std::to_string(from_two)),
-            std::string::npos)
+  // state is weighed once. Said on stderr, which may arrive after the RESTORED lines on stdout.
+  EXPECT_TRUE(three->WaitForOutput("rank 2 holds no in-memory snapshot of step " + std::to_string(from_two),
+                                   std::chrono::seconds(60)))
       << three->all();
-  EXPECT_NE(three->all().find(" by a world of 2 ranks ("), std::string::npos)
-      << three->all();
-  // Said on stderr, which may arrive after the RESTORED lines on stdout.
+  EXPECT_NE(three->all().find(" by a world of 2 ranks ("), std::string::npos) << three->all();
+  // Also on stderr.
   EXPECT_TRUE(three->WaitForOutput("[default0]:dtrun: resuming from the in-memory snapshot of step " +
                                        std::to_string(from_two) + ", taken by a world of 2 ranks (now 3)",
                                    std::chrono::seconds(60)))
       << three->all();
   // Restored.resume_batch in this world, as if the steps were one epoch's batches: no sample skipped.
-  EXPECT_NE(three->all().find("[default2]:RESCALED batch=" + std::to_string(from_two * 2 / 3)), std::string::npos)
+  // Rank 2 prints it after its RESTORED line, which may be after rank 0's line on stderr.
+  EXPECT_TRUE(three->WaitForOutput("[default2]:RESCALED batch=" + std::to_string(from_two * 2 / 3),
+                                   std::chrono::seconds(60)))
       << three->all();
   const std::string further = "STEP " + std::to_string((from_two / 20 + 2) * 20);
   ASSERT_TRUE(three->WaitForOutput(further, std::chrono::seconds(120))) << three->all();
@@ -539,8 +540,9 @@ TEST_F(PythonSnapshotTest, ARankThatReceivedItsPeersCopyHoldsItAsItsOwnUntilItsN
               env);
   ASSERT_TRUE(job.WaitForOutput("[default0]:HOLDING", std::chrono::seconds(120))) << job.all();
   ASSERT_TRUE(job.WaitForOutput("[default1]:HOLDING", std::chrono::seconds(60))) << job.all();
-  ASSERT_NE(job.all().find("rank 1 holds no in-memory snapshot of step 30; receiving rank 0's copy"),
-            std::string::npos)
+  // On stderr, which may arrive after HOLDING on stdout.
+  ASSERT_TRUE(job.WaitForOutput("rank 1 holds no in-memory snapshot of step 30; receiving rank 0's copy",
+                                std::chrono::seconds(60)))
       << job.all();
   auto ask = [&] { return ParseJsonLines(RunToEnd({DtrunBinary(), "status", "--json"}, env).second); };
   auto both_hold_30 = [](const nlohmann::json& job) {
