@@ -24,6 +24,7 @@ for kind in "${kinds[@]}"; do
     *) echo "unknown sanitizer build: $kind (asan or tsan)" >&2; exit 2 ;;
   esac
   dir=build-$kind
+  began=$SECONDS
   scripts/clang-configure.sh "$kind"
   # A compiler that dies without a diagnostic (a CI run once lost two at once) is retried once, one
   # job at a time, with the machine's memory printed: a real compile error fails again, visibly.
@@ -31,8 +32,10 @@ for kind in "${kinds[@]}"; do
     echo "== $kind: the build failed; memory and load now:"; free -m || true; uptime || true
     cmake --build "$dir" -j1
   }
-  echo "== $kind"
+  echo "== $kind: built in $((SECONDS - began)) s"
+  began=$SECONDS
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir "$dir" --output-on-failure -j2 --timeout 300 "${select[@]}"
+  echo "== $kind: tests took $((SECONDS - began)) s"
 done
