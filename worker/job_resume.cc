@@ -44,23 +44,39 @@ std::vector<double> Digest(const std::optional<Progress>& p, const std::string& 
           double(bytes.size()), double(h >> 32), double(h & 0xFFFFFFFFu)};
 }
 
-// Every rank's usable steps, by rank (a single process: its own).
-std::vector<std::vector<int64_t>> GatherHeldSteps(ProcessGroupHandle* pg, const torch::Device& device,
-                                                  const std::vector<int64_t>& steps) {
-  std::vector<int64_t> mine(steps.begin(), steps.begin() + std::min<size_t>(steps.size(), MemorySnapshots::kMaxSteps));
-  mine.resize(MemorySnapshots::kMaxSteps, -1);
-  if (pg == nullptr) return {mine};
-  const torch::Device on = pg->nccl ? device : torch::Device(torch::kCPU);
-  std::vector<torch::Tensor> in{torch::tensor(mine, torch::kInt64).to(on)};
-  std::vector<std::vector<torch::Tensor>> out(1);
-  for (int r = 0; r < pg->backend->getSize(); ++r) out[0].push_back(torch::empty_like(in[0]));
-  pg->backend->allgather(out, in)->wait();
-  std::vector<std::vector<int64_t>> all;
-  for (const torch::Tensor& t : out[0]) {
-    torch::Tensor c = t.cpu();
-    all.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+// Every rank's usable steps and when each was completed, by rank (a single process: its own).
+struct HeldByRank {
+  std::vector<std::vector<int64_t>> steps;
+  std::vector<std::vector<int64_t>> completed_ms;
+};
+HeldByRank GatherHeld(ProcessGroupHandle* pg, const torch::Device& device,
+                      const std::vector<MemorySnapshots::Usable>& usable) {
+  constexpr int kMax = MemorySnapshots::kMaxSteps;
+  std::vector<int64_t> mine(2 * kMax, -1);  // the steps, then their times
+  for (size_t i = 0; i < usable.size() && i < kMax; ++i) {
+    mine[i] = usable[i].step;
+    mine[kMax + i] = usable[i].completed_ms;
   }
-  return all;
+  std::vector<std::vector<int64_t>> all;
+  if (pg == nullptr) {
+    all.push_back(mine);
+  } else {
+    const torch::Device on = pg->nccl ? device : torch::Device(torch::kCPU);
+    std::vector<torch::Tensor> in{torch::tensor(mine, torch::kInt64).to(on)};
+    std::vector<std::vector<torch::Tensor>> out(1);
+    for (int r = 0; r < pg->backend->getSize(); ++r) out[0].push_back(torch::empty_like(in[0]));
+    pg->backend->allgather(out, in)->wait();
+    for (const torch::Tensor& t : out[0]) {
+      torch::Tensor c = t.cpu();
+      all.emplace_back(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+    }
+  }
+  HeldByRank held;
+  for (const std::vector<int64_t>& r : all) {
+    held.steps.emplace_back(r.begin(), r.begin() + kMax);
+    held.completed_ms.emplace_back(r.begin() + kMax, r.end());
+  }
+  return held;
 }
 
 constexpr int kPeerHeaderTag = 28001;
@@ -141,8 +157,12 @@ absl::Status RestoreChosen(MemorySnapshots& snapshots, ProcessGroupHandle* pg, i
 std::optional<Progress> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGroupHandle* pg, int rank,
                                          const torch::Device& device, const TrainState& state, bool* from_peer,
                                          bool* changed) {
-  const std::vector<int64_t> held = snapshots.UsableSteps();
-  const SnapshotChoice choice = ChooseSnapshot(GatherHeldSteps(pg, device, held), snapshot::PeerRestoresAllowed() && pg != nullptr);
+  const std::vector<MemorySnapshots::Usable> usable = snapshots.UsableSnapshots();
+  std::vector<int64_t> held;
+  for (const MemorySnapshots::Usable& u : usable) held.push_back(u.step);
+  const HeldByRank all = GatherHeld(pg, device, usable);
+  const SnapshotChoice choice =
+      ChooseSnapshot(all.steps, snapshot::PeerRestoresAllowed() && pg != nullptr, all.completed_ms);
   const int64_t step = choice.step;
   if (step < 0) {
     // Said by every rank that holds something: which rank lacks what is the diagnosis.
@@ -151,6 +171,11 @@ std::optional<Progress> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGrou
                    "resuming from disk\n", rank, absl::StrJoin(held, ", ").c_str());
     }
     return std::nullopt;
+  }
+  if (choice.completed_last && rank == 0) {
+    std::fprintf(stderr, "no in-memory snapshot step is held by half the ranks that hold one (as each node's "
+                 "--snapshot-dir copies of a job killed everywhere at once are); taking step %lld, the snapshot "
+                 "completed last\n", static_cast<long long>(step));
   }
   *from_peer = choice.receives(rank);
   if (*from_peer) {

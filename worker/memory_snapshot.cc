@@ -153,8 +153,14 @@ bool MemorySnapshots::Restorable(const snapshot::SlotHeader& h) const {
 }
 
 std::vector<int64_t> MemorySnapshots::UsableSteps() {
-  Finish();
   std::vector<int64_t> steps;
+  for (const Usable& u : UsableSnapshots()) steps.push_back(u.step);
+  return steps;
+}
+
+std::vector<MemorySnapshots::Usable> MemorySnapshots::UsableSnapshots() {
+  Finish();
+  std::vector<Usable> usable;
   for (snapshot::MappedRegion* region : Sources()) {
   for (int s = 0; s < snapshot::kSlots; ++s) {
     absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
@@ -171,11 +177,13 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
       region->Invalidate(s);
       continue;
     }
-    if (std::find(steps.begin(), steps.end(), h->step) == steps.end()) steps.push_back(h->step);
+    if (std::none_of(usable.begin(), usable.end(), [&](const Usable& u) { return u.step == h->step; })) {
+      usable.push_back({h->step, h->unix_ms});
+    }
   }
   }
-  std::sort(steps.rbegin(), steps.rend());
-  return steps;
+  std::sort(usable.begin(), usable.end(), [](const Usable& a, const Usable& b) { return a.step > b.step; });
+  return usable;
 }
 
 absl::StatusOr<MemorySnapshots::Found> MemorySnapshots::Find(int64_t step) {

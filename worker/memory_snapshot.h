@@ -70,6 +70,13 @@ class MemorySnapshots {
   // rank's in this world size), whose payload passes its checksum; newest first, each once.
   // Damaged ones are named on stderr.
   std::vector<int64_t> UsableSteps();
+  // The same, each with when its snapshot was completed (Unix ms; of two copies of a step, the
+  // first found): what the ranks weigh when no step is held by enough of them (restore_choice.h).
+  struct Usable {
+    int64_t step = -1;
+    int64_t completed_ms = 0;
+  };
+  std::vector<Usable> UsableSnapshots();
   // Restores the snapshot of `step` into `state`: all or nothing (the table is checked against
   // the state before any byte is copied). DataLoss/FailedPrecondition name what does not fit.
   absl::Status Restore(int64_t step, const TrainState& state);

@@ -23,6 +23,8 @@ struct SnapshotChoice {
   int source = -1;    // -1: every rank holds `step`; else the rank whose copy the others receive
   // The ranks that receive `source`'s copy (empty when source is -1).
   std::vector<int> receivers;
+  // No step was held by enough ranks: `step` is that of the snapshot completed last.
+  bool completed_last = false;
 
   bool receives(int rank) const { return std::find(receivers.begin(), receivers.end(), rank) != receivers.end(); }
 };
@@ -32,7 +34,16 @@ struct SnapshotChoice {
 // up) of the ranks that hold any step: a lone stale holder, such as a rank that kept a snapshot
 // from a line of steps the job has since gone back past, cannot decide for the rest, while ranks
 // that hold nothing (a world that grew: its new nodes' ranks) have no say.
-SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, bool peers);
+//
+// With peers on and no step held by that many, the step of the snapshot completed last
+// (`completed_ms[r][i]`: when rank r's snapshot of `held[r][i]` was completed, Unix ms; ties go
+// to the higher step). That is a job killed on every node at once with --snapshot-dir-every: each
+// node's agent copies on its own clock, so each node's file holds another step of the same line,
+// and three nodes or more agree on none. A stale line's snapshots were all completed before the
+// job went back past them, so they lose to the line it went on with. Without `completed_ms`
+// (empty), no step means disk.
+SnapshotChoice ChooseSnapshot(const std::vector<std::vector<int64_t>>& held, bool peers,
+                              const std::vector<std::vector<int64_t>>& completed_ms = {});
 
 // A receiver's check of the size `source` declared for its copy (-1: it could not read it),
 // before anything is allocated: at most `capacity`, this rank's own slot.

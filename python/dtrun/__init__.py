@@ -244,15 +244,23 @@ def _agreed_max(value):
     return int(t.item())
 
 
-def _choose_step(steps):
-    """(step, source, receivers) from every rank's steps (_snapshots.choose), the same on every rank."""
-    peers = _snap.peers_allowed()
+def _choose_step(held):
+    """(step, source, receivers) from every rank's held snapshots (_snapshots.choose), the same on every
+    rank. `held`: step -> (region, slot)."""
+    mine = sorted(((step, where.header(slot).unix_ms) for step, (where, slot) in held.items()), reverse=True)
+    steps, completed = [s for s, _ in mine], [ms for _, ms in mine]
     dist = _process_group()
     if dist is None:
-        return _snap.choose([sorted(steps)], False)
-    held = [None] * dist.get_world_size()
-    dist.all_gather_object(held, sorted(steps))
-    return _snap.choose(held, peers)
+        return _snap.choose([steps], False)[:3]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (steps, completed))
+    step, source, receivers, completed_last = _snap.choose([g[0] for g in gathered], _snap.peers_allowed(),
+                                                           [g[1] for g in gathered])
+    if completed_last and dist.get_rank() == 0:
+        print("no in-memory snapshot step is held by half the ranks that hold one (as each node's --snapshot-dir "
+              "copies of a job killed everywhere at once are); taking step %d, the snapshot completed last" % step,
+              file=sys.stderr, flush=True)
+    return step, source, receivers
 
 
 def _receive_peer_copy(step, source, receivers, held, region, map_location, load_kwargs):
@@ -407,7 +415,7 @@ def restore(map_location=None, **load_kwargs):
         usable = r.usable()
         own = own or (r is region and bool(usable))
         held.update({s: (r, slot) for s, slot in usable.items()})
-    step, source, receivers = _choose_step(list(held))  # the same on every rank
+    step, source, receivers = _choose_step(held)  # the same on every rank
     dist = _process_group()
     receiving = dist is not None and dist.get_rank() in receivers
     state, ok = None, step is not None

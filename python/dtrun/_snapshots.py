@@ -380,23 +380,35 @@ class Region:
         return torch.load(io.BufferedReader(_SlotReader(payload[8:])), map_location=map_location, **load_kwargs)
 
 
-def choose(held, peers):
+def choose(held, peers, completed=None):
     """Which step a job restores, and from where: the rule of worker/restore_choice.h. `held[r]`: the
-    steps rank r can restore. Returns (step, source, receivers): step None for none; source None
-    when every rank holds it, else the lowest rank that does, whose copy the ranks without it
+    steps rank r can restore; `completed[r][i]`: when its snapshot of held[r][i] was completed (Unix
+    ms). Returns (step, source, receivers, completed_last): step None for none; source None when
+    every rank holds it, else the lowest rank that does, whose copy the ranks without it
     (`receivers`) take. With `peers`, the newest step held by at least half the ranks that hold any
-    (the ranks of a DDP job are replicas); without, the newest that every rank holds."""
+    (the ranks of a DDP job are replicas), or else, given `completed`, the step of the snapshot
+    completed last (`completed_last` True: each node's --snapshot-dir copy of a job killed
+    everywhere at once holds another step); without, the newest that every rank holds."""
     ranks = len(held)
     holding = sum(1 for steps in held if any(s >= 0 for s in steps))  # ranks with nothing have no say
     quorum = (holding + 1) // 2 if peers else ranks
     for step in sorted({s for steps in held for s in steps if s >= 0}, reverse=True):
         holders = [r for r in range(ranks) if step in held[r]]
-        if not holders or len(holders) < quorum:
-            continue
-        if len(holders) == ranks:
-            return step, None, []
-        return step, holders[0], [r for r in range(ranks) if step not in held[r]]
-    return None, None, []
+        if holders and len(holders) >= quorum:
+            return _choice_of(held, step) + (False,)
+    last = max(((ms, step) for steps, times in zip(held, completed or []) for step, ms in zip(steps, times)
+                if step >= 0), default=None)
+    if not peers or last is None:
+        return None, None, [], False
+    return _choice_of(held, last[1]) + (True,)
+
+
+def _choice_of(held, step):
+    """(step, source, receivers) for a step every rank restores: its own copy, or the lowest holder's."""
+    holders = [r for r in range(len(held)) if step in held[r]]
+    if len(holders) == len(held):
+        return step, None, []
+    return step, holders[0], [r for r in range(len(held)) if step not in held[r]]
 
 
 def peer_size_problem(size, capacity, source):

@@ -26,23 +26,34 @@ class ChooseTest(unittest.TestCase):
     """The same rule as worker/restore_choice.h (tests/worker/restore_choice_test.cc)."""
 
     def test_a_step_every_rank_holds_is_each_ranks_own(self):
-        self.assertEqual(s.choose([[12, 10], [10, 12]], True), (12, None, []))
+        self.assertEqual(s.choose([[12, 10], [10, 12]], True), (12, None, [], False))
 
     def test_ranks_without_the_newest_step_receive_the_lowest_holders_copy(self):
-        self.assertEqual(s.choose([[19, 18, 10], [19, 18, 10], [10], [10]], True), (19, 0, [2, 3]))
-        self.assertEqual(s.choose([[], [21, 18]], True), (21, 1, [0]))
+        self.assertEqual(s.choose([[19, 18, 10], [19, 18, 10], [10], [10]], True), (19, 0, [2, 3], False))
+        self.assertEqual(s.choose([[], [21, 18]], True), (21, 1, [0], False))
 
     def test_without_peers_only_a_step_every_rank_holds(self):
-        self.assertEqual(s.choose([[19, 18, 10], [19, 18, 10], [10], [10]], False), (10, None, []))
-        self.assertEqual(s.choose([[5], []], False), (None, None, []))
+        self.assertEqual(s.choose([[19, 18, 10], [19, 18, 10], [10], [10]], False), (10, None, [], False))
+        self.assertEqual(s.choose([[5], []], False), (None, None, [], False))
 
     def test_a_lone_holder_of_a_newer_step_does_not_decide(self):
-        self.assertEqual(s.choose([[36, 32], [36, 32], [36, 32], [40, 36]], True), (36, None, []))
+        self.assertEqual(s.choose([[36, 32], [36, 32], [36, 32], [40, 36]], True), (36, None, [], False))
 
     def test_ranks_that_hold_nothing_have_no_say(self):
         # A world that grew from 1 rank to 4: the new ranks receive the old world's state.
-        self.assertEqual(s.choose([[30, 27], [], [], []], True), (30, 0, [1, 2, 3]))
-        self.assertEqual(s.choose([[40, 36], [36], [36], []], True), (36, 0, [3]))
+        self.assertEqual(s.choose([[30, 27], [], [], []], True), (30, 0, [1, 2, 3], False))
+        self.assertEqual(s.choose([[40, 36], [36], [36], []], True), (36, 0, [3], False))
+
+    def test_with_no_step_held_by_half_the_snapshot_completed_last_is_taken(self):
+        # Each node's --snapshot-dir copy of a job killed everywhere at once: another step on each.
+        held, completed = [[290], [280], [270]], [[9000], [8700], [8400]]
+        self.assertEqual(s.choose(held, True, completed), (290, 0, [1, 2], True))
+        # A stale line's newer step lost to the line the job went on with, whatever its number.
+        self.assertEqual(s.choose([[500], [300], [290]], True, [[1000], [9000], [8700]]), (300, 1, [0, 2], True))
+        self.assertEqual(s.choose([[7], [7]], True, [[5], [5]]), (7, None, [], False))
+        # Without times, or without peers: disk.
+        self.assertEqual(s.choose(held, True), (None, None, [], False))
+        self.assertEqual(s.choose(held, False, completed), (None, None, [], False))
 
     def test_a_declared_size_is_checked_against_this_ranks_slot_before_allocating(self):
         self.assertIsNone(s.peer_size_problem(4096, 4096, 0))

@@ -57,6 +57,26 @@ TEST(RestoreChoiceTest, AWorldThatGrewPastTwiceItsSizeTakesTheOldWorldsState) {
   EXPECT_EQ(ChooseSnapshot({{40, 36}, {36}, {36}, {}}, true).step, 36);
 }
 
+// Each node's --snapshot-dir copy of a job killed on every node at once: the agents copy on their
+// own clocks, so each holds another step of the same line, and no step is held by half of them.
+TEST(RestoreChoiceTest, WithNoStepHeldByHalfTheSnapshotCompletedLastIsTaken) {
+  const SnapshotChoice c = ChooseSnapshot({{290, -1}, {280, -1}, {270, -1}}, true, {{9000, -1}, {8700, -1}, {8400, -1}});
+  EXPECT_EQ(c.step, 290);
+  EXPECT_EQ(c.source, 0);
+  EXPECT_THAT(c.receivers, ElementsAre(1, 2));
+  EXPECT_TRUE(c.completed_last);
+  // A stale line's higher step, completed before the job went back past it, loses to the line the
+  // job went on with.
+  EXPECT_EQ(ChooseSnapshot({{500}, {300}, {290}}, true, {{1000}, {9000}, {8700}}).step, 300);
+  // A tie in time goes to the higher step.
+  EXPECT_EQ(ChooseSnapshot({{5}, {6}, {4}}, true, {{70}, {70}, {60}}).step, 6);
+  // A step held by enough ranks still decides, and says so.
+  EXPECT_FALSE(ChooseSnapshot({{7}, {7}}, true, {{5}, {5}}).completed_last);
+  // Without times, or without peers: disk.
+  EXPECT_EQ(ChooseSnapshot({{290}, {280}, {270}}, true).step, -1);
+  EXPECT_EQ(ChooseSnapshot({{290}, {280}, {270}}, false, {{3}, {2}, {1}}).step, -1);
+}
+
 TEST(RestoreChoiceTest, NothingHeldAnywhereMeansDisk) {
   EXPECT_EQ(ChooseSnapshot({{-1}, {-1}}, true).step, -1);
   EXPECT_EQ(ChooseSnapshot({}, true).step, -1);
