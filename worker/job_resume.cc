@@ -173,9 +173,11 @@ std::optional<Progress> ResumeFromMemory(MemorySnapshots& snapshots, ProcessGrou
     return std::nullopt;
   }
   if (choice.completed_last && rank == 0) {
-    std::fprintf(stderr, "no in-memory snapshot step is held by half the ranks that hold one (as each node's "
+    std::fprintf(stderr,
+                 "no in-memory snapshot step is held by half the ranks that hold one (as each node's "
                  "--snapshot-dir copies of a job killed everywhere at once are); taking step %lld, the snapshot "
-                 "completed last\n", static_cast<long long>(step));
+                 "completed last\n",
+                 static_cast<long long>(step));
   }
   *from_peer = choice.receives(rank);
   if (*from_peer) {

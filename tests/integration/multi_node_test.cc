@@ -903,7 +903,6 @@ TEST_F(MultiNodeTest, NodeLocalDirectoriesGoOnFromTheNewestStateWhenTheWorldShri
   stop(third);
 }
 
-
 // The step of the one snapshot in a --snapshot-dir-every copy (-1: no such file, or not whole).
 int64_t CopiedStep(const std::string& file) {
   const std::string bytes = ReadText(file);
@@ -950,14 +949,15 @@ TEST_F(MultiNodeTest, AJobKilledOnEveryNodeAtOnceGoesOnFromTheNewestOfTheNodesCo
   ASSERT_NE(copied[1], copied[2]);
   ASSERT_NE(copied[0], copied[2]);
   const int64_t newest = *std::max_element(copied.begin(), copied.end());
-  RecordProperty("copied_steps", std::to_string(copied[0]) + "," + std::to_string(copied[1]) + "," +
-                                     std::to_string(copied[2]));
+  RecordProperty("copied_steps",
+                 std::to_string(copied[0]) + "," + std::to_string(copied[1]) + "," + std::to_string(copied[2]));
 
   auto second = run("10");  // ends 10 steps after the step it resumes at
   for (auto& n : second) EXPECT_EQ(n->Wait(seconds(120)), 0) << n->all();
   for (int i = 0; i < 3; ++i) {
     EXPECT_NE(second[i]->all().find("[default0]:RESTORED step=" + std::to_string(newest)), std::string::npos)
-        << "files at " << copied[0] << ", " << copied[1] << ", " << copied[2] << "\n" << second[i]->all();
+        << "files at " << copied[0] << ", " << copied[1] << ", " << copied[2] << "\n"
+        << second[i]->all();
   }
   EXPECT_NE(second[0]->all().find("taking step " + std::to_string(newest) + ", the snapshot completed last"),
             std::string::npos)

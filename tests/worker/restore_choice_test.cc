@@ -60,7 +60,8 @@ TEST(RestoreChoiceTest, AWorldThatGrewPastTwiceItsSizeTakesTheOldWorldsState) {
 // Each node's --snapshot-dir copy of a job killed on every node at once: the agents copy on their
 // own clocks, so each holds another step of the same line, and no step is held by half of them.
 TEST(RestoreChoiceTest, WithNoStepHeldByHalfTheSnapshotCompletedLastIsTaken) {
-  const SnapshotChoice c = ChooseSnapshot({{290, -1}, {280, -1}, {270, -1}}, true, {{9000, -1}, {8700, -1}, {8400, -1}});
+  const SnapshotChoice c =
+      ChooseSnapshot({{290, -1}, {280, -1}, {270, -1}}, true, {{9000, -1}, {8700, -1}, {8400, -1}});
   EXPECT_EQ(c.step, 290);
   EXPECT_EQ(c.source, 0);
   EXPECT_THAT(c.receivers, ElementsAre(1, 2));
