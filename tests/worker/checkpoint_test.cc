@@ -4,7 +4,9 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -166,7 +168,10 @@ TEST(CheckpointTest, PreparingTheDirRemovesStaleTempsAndRefusesAnUnusablePath) {
 // start and at a save, one line with the reason.
 TEST(CheckpointTest, AReadOnlyDiskIsNamedAtStartAndAtASave) {
   if (::geteuid() != 0 || ::unshare(CLONE_NEWNS) != 0) GTEST_SKIP() << "needs root (a private mount namespace)";
-  ASSERT_EQ(::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);  // nothing leaks out
+  // Nothing leaks out. In a chroot (trixie-chroot's LibTorch 2.6 build) "/" is no mount point.
+  if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    GTEST_SKIP() << "cannot make / private in this mount namespace (" << std::strerror(errno) << "): a chroot?";
+  }
   const std::string disk = dtrun::testing::MakeTempDir();
   ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=4m"), 0);
   std::filesystem::create_directories(disk + "/ckpt");
