@@ -244,10 +244,19 @@ def _agreed_max(value):
     return int(t.item())
 
 
+def _completed_ms(where, slot):
+    """When the snapshot in `slot` was completed (Unix ms); 0 if its header cannot be read now (an
+    agent's buddy copy arriving in the replica region): every rank must reach the gather below."""
+    try:
+        return int(where.header(slot).unix_ms)
+    except Exception:
+        return 0
+
+
 def _choose_step(held):
     """(step, source, receivers) from every rank's held snapshots (_snapshots.choose), the same on every
     rank. `held`: step -> (region, slot)."""
-    mine = sorted(((step, where.header(slot).unix_ms) for step, (where, slot) in held.items()), reverse=True)
+    mine = sorted(((step, _completed_ms(where, slot)) for step, (where, slot) in held.items()), reverse=True)
     steps, completed = [s for s, _ in mine], [ms for _, ms in mine]
     dist = _process_group()
     if dist is None:
