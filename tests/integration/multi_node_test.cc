@@ -6,22 +6,21 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
-#include <thread>
 
 #include "base/host_name.h"
 #include "base/process_table.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "snapshot/snapshot_region.h"
+#include "tests/support/file_events.h"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_probe.h"
+#include "tests/support/test_snapshots.h"
 #include "tests/support/tls_files.h"
 
 namespace dtrun::testing {
 namespace {
 
-using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 
@@ -903,14 +902,6 @@ TEST_F(MultiNodeTest, NodeLocalDirectoriesGoOnFromTheNewestStateWhenTheWorldShri
   stop(third);
 }
 
-// The step of the one snapshot in a --snapshot-dir-every copy (-1: no such file, or not whole).
-int64_t CopiedStep(const std::string& file) {
-  const std::string bytes = ReadText(file);
-  if (bytes.size() < 8 + snapshot::kHeaderBytes) return -1;
-  absl::StatusOr<snapshot::SlotHeader> h = snapshot::DecodeHeader(bytes.substr(8, snapshot::kHeaderBytes), 1 << 30);
-  return h.ok() ? h->step : -1;
-}
-
 // A job killed on every node at once (no grace: the OOM killer, a scheduler's SIGKILL) with
 // --snapshot-dir on each node's own disk. Each node's agent copies on its own clock, so each
 // node's file holds another step of the same line, and no step is held by half of the three.
@@ -920,27 +911,29 @@ TEST_F(MultiNodeTest, AJobKilledOnEveryNodeAtOnceGoesOnFromTheNewestOfTheNodesCo
   Cluster(3);
   if (!TorchPython()) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
   const std::string dir = MakeTempDir();
-  auto file = [&](int i) { return dir + "/host" + std::to_string(i) + "/rank-" + std::to_string(i) + "-of-3.dtsnap"; };
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 3; ++i) dirs.push_back(dir + "/host" + std::to_string(i));
+  for (const std::string& d : dirs) std::filesystem::create_directories(d);
+  auto file = [&](int i) { return dirs[i] + "/rank-" + std::to_string(i) + "-of-3.dtsnap"; };
   // Copies every 0.2, 1 and 3 s: the three files are far apart in steps most of the time.
   const std::vector<std::string> every = {"0.2", "1", "3"};
   auto run = [&](const std::string& steps) {
     std::vector<std::unique_ptr<Harness>> nodes;
     for (int i = 0; i < 3; ++i) {
       nodes.push_back(Node(i,
-                           {"--nproc-per-node", "1", "--snapshot-every", "1", "--snapshot-dir",
-                            dir + "/host" + std::to_string(i), "--snapshot-dir-every", every[i]},
+                           {"--nproc-per-node", "1", "--snapshot-every", "1", "--snapshot-dir", dirs[i],
+                            "--snapshot-dir-every", every[i]},
                            {Worker("snapshot_resume.py"), steps, "--fresh-runs-on", "--say-every", "20"}, {}, 3));
     }
     return nodes;
   };
   auto first = run("100000");
-  // Bounded polling of the files (what `dtrun status` shows as KEPT): all three, at three steps.
+  // Each copy the agents rename into place is looked at: all three files, at three steps.
   auto apart = [&] {
     const int64_t a = CopiedStep(file(0)), b = CopiedStep(file(1)), c = CopiedStep(file(2));
     return c >= 0 && a > b + 5 && b > c + 5;
   };
-  const auto deadline = std::chrono::steady_clock::now() + seconds(120);
-  while (!apart() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(milliseconds(50));
+  AwaitFiles(dirs, apart, seconds(120));
   for (auto& n : first) ::kill(n->pid(), SIGKILL);
   for (auto& n : first) ASSERT_TRUE(n->Wait(seconds(60)).has_value()) << n->all();
   const std::vector<int64_t> copied = {CopiedStep(file(0)), CopiedStep(file(1)), CopiedStep(file(2))};

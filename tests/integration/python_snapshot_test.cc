@@ -19,6 +19,7 @@
 #include "snapshot/snapshot_region.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_probe.h"
+#include "tests/support/test_snapshots.h"
 
 namespace dtrun::testing {
 namespace {
@@ -236,14 +237,6 @@ TEST_F(PythonSnapshotTest, APreemptedScriptsNextRunResumesAtTheStepItWasStoppedA
   ASSERT_EQ(clean_rc, 0) << clean;
   EXPECT_FALSE(Digest(out).empty()) << out;
   EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
-}
-
-// The step of the one snapshot a --snapshot-dir-every copy holds (-1: no such file).
-int64_t CopiedStep(const std::string& file) {
-  const std::string bytes = ReadText(file);
-  if (bytes.size() < 8 + snapshot::kHeaderBytes) return -1;
-  absl::StatusOr<snapshot::SlotHeader> h = snapshot::DecodeHeader(bytes.substr(8, snapshot::kHeaderBytes), 1 << 30);
-  return h.ok() ? h->step : -1;
 }
 
 // Each rank's step in --snapshot-dir as `dtrun status --json` shows it (`kept_step`; -1: none).

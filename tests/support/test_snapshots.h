@@ -2,7 +2,10 @@
 // then the header with its checksum), for tests of what reads, copies or keeps them.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -25,6 +28,16 @@ inline void WriteTestSnapshot(int region_fd, const snapshot::SlotHeader& header,
   absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(region_fd);
   ASSERT_TRUE(region.ok()) << region.status();
   WriteTestSnapshot(*region, header, payload);
+}
+
+// The step of the one snapshot in a --snapshot-dir-every copy (its first record, after the file's
+// 8 bytes of magic; -1: no such file, or not whole).
+inline int64_t CopiedStep(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 8 + snapshot::kHeaderBytes) return -1;
+  absl::StatusOr<snapshot::SlotHeader> h = snapshot::DecodeHeader(bytes.substr(8, snapshot::kHeaderBytes), 1 << 30);
+  return h.ok() ? h->step : -1;
 }
 
 }  // namespace dtrun::testing
