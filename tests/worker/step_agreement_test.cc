@@ -54,7 +54,8 @@ std::vector<std::string> OnEveryRank(const std::function<void(Rank&)>& body) {
 
 TEST(StepAgreementTest, ALaggedVerdictReachesEveryRankAtTheSameStepOneLater) {
   std::vector<std::vector<bool>> stops(kWorld), snapshots(kWorld);
-  std::vector<bool> first_was_empty(kWorld);
+  // Not std::vector<bool>: its bits share words, and the ranks' threads write them at once.
+  std::vector<char> first_was_empty(kWorld);
   const std::vector<std::string> errors = OnEveryRank([&](Rank& r) {
     first_was_empty[r.rank] = !r.agreement->TakeVerdict().has_value();
     for (int64_t step = 1; step <= 5; ++step) {
