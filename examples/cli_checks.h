@@ -1,14 +1,18 @@
 // Flag checks shared by the example trainers: whole numbers and finite reals in a range, and words
-// that name an enum's values, with a message that names what is allowed (CLI11 prefixes the flag).
+// that name an enum's values, with a message that names what is allowed (CLI11 prefixes the flag);
+// the benchmark flags both take, and the parse with its exit codes.
 #pragma once
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "worker/error_record.h"
 
 namespace dtrun::examples {
 
@@ -70,6 +74,37 @@ CLI::Option* OneOf(CLI::Option* opt, std::vector<std::pair<std::string, Enum>> w
       },
       ""));
   return opt->type_name(names);
+}
+
+// --warmup-iters (at least `min_warmup`), --timed-iters and --bench-json; `counted` names what the
+// timed steps' rate counts ("images").
+struct BenchmarkFlags {
+  int* warmup_iters;
+  int* timed_iters;
+  std::string* bench_json;
+};
+inline void AddBenchmarkFlags(CLI::App& app, const BenchmarkFlags& f, const std::string& counted, int min_warmup) {
+  app.add_option("--warmup-iters", *f.warmup_iters, "Benchmark: untimed steps first")
+      ->capture_default_str()
+      ->check(Ints(min_warmup));
+  app.add_option("--timed-iters", *f.timed_iters, "Benchmark: time this many steps, print " + counted + "/s, stop")
+      ->check(Ints(0));
+  app.add_option("--bench-json", *f.bench_json, "Benchmark: write the result here (rank 0)");
+}
+
+// Parses the command line into `app`. nullopt: go on; else the exit code: 0 after --help or
+// --version (printed), 2 for a flag refused (said on stderr and in the error file, with the way
+// to --help).
+inline std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv, const char* program) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    worker::ReportFatalError(program, absl::StrCat("error: ", e.what(), "; run ", program, " --help"));
+    return 2;
+  }
+  return std::nullopt;
 }
 
 }  // namespace dtrun::examples

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -104,17 +105,8 @@ int main(int argc, char** argv) {
   app.add_option("--dist-backend", dist_backend, "gloo (CPU tensors); NCCL is chosen for CUDA builds")
       ->check(CLI::IsMember({"gloo", "nccl"}))
       ->capture_default_str();
-  app.add_option("--warmup-iters", o.warmup_iters, "Benchmark: untimed steps first")->capture_default_str()->check(Ints(0));
-  app.add_option("--timed-iters", o.timed_iters, "Benchmark: time this many steps, print images/s, stop")->check(Ints(0));
-  app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    dtrun::worker::ReportFatalError(kProgram, absl::StrCat("error: ", e.what(), "; run train_imagenet --help"));
-    return 2;
-  }
+  dtrun::examples::AddBenchmarkFlags(app, {&o.warmup_iters, &o.timed_iters, &o.bench_json}, "images", 0);
+  if (std::optional<int> exit_code = dtrun::examples::ParseCommandLine(app, argc, argv, kProgram)) return *exit_code;
   if (!dtrun::worker::IsKnownArch(o.arch)) {
     dtrun::worker::ReportFatalError(
         kProgram,

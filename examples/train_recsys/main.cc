@@ -4,6 +4,7 @@
 //   dtrun --standalone --nproc-per-node 2 train_recsys ratings.csv --epochs 10
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -53,17 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--collective-timeout", o.collective_timeout_s, "Seconds before a hung collective ends the worker (exit 75)")
       ->capture_default_str()->check(Reals(0, 1e7, true));
   app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
-  app.add_option("--warmup-iters", o.warmup_iters, "Benchmark: untimed steps first")->capture_default_str()->check(Ints(1));
-  app.add_option("--timed-iters", o.timed_iters, "Benchmark: time this many steps, print ratings/s, stop")->check(Ints(0));
-  app.add_option("--bench-json", o.bench_json, "Benchmark: write the result here (rank 0)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help, --version
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    dtrun::worker::ReportFatalError(kProgram, absl::StrCat("error: ", e.what(), "; run train_recsys --help"));
-    return 2;
-  }
+  dtrun::examples::AddBenchmarkFlags(app, {&o.warmup_iters, &o.timed_iters, &o.bench_json}, "ratings", 1);
+  if (std::optional<int> exit_code = dtrun::examples::ParseCommandLine(app, argc, argv, kProgram)) return *exit_code;
   if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
     dtrun::worker::ReportFatalError(kProgram,
                                     absl::StrCat("--resume ", o.resume,
