@@ -4,16 +4,15 @@
 // without it, and comparing what they restored.
 #include "worker/job_resume.h"
 
-#include <stdlib.h>
-
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/unix_time.h"
 #include "gtest/gtest.h"
+#include "tests/support/process_harness.h"
 #include "tests/worker/gloo_ranks.h"
 #include "tests/worker/snapshot_jobs.h"
 
@@ -29,16 +28,11 @@ using testing::Snapshots;
 
 constexpr int kWorld = 3;
 
-int64_t UnixMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// A snapshot header holds its completion time in ms: two snapshots written a tick apart are
-// ordered by it.
+// A snapshot header holds its completion time in ms (UnixMillisNow): two snapshots written a tick
+// apart are ordered by it.
 void AwaitTheNextMillisecond() {
-  const int64_t now = UnixMillis();
-  while (UnixMillis() == now) std::this_thread::yield();
+  const int64_t now = UnixMillisNow();
+  while (UnixMillisNow() == now) std::this_thread::yield();
 }
 
 // One rank's side of the job before the crash: the snapshots its region holds, written in the
@@ -78,8 +72,7 @@ Outcome ResumeAfter(const std::vector<Held>& held) {
   // Made here: a job draws from the global generator, which the ranks' threads would share.
   std::vector<std::unique_ptr<Job>> fresh;
   for (int r = 0; r < kWorld; ++r) fresh.push_back(std::make_unique<Job>());
-  char dir[] = "/tmp/job-resume-test-XXXXXX";  // an empty checkpoint directory: no disk fallback
-  EXPECT_NE(mkdtemp(dir), nullptr);
+  const std::string dir = dtrun::testing::MakeTempDir();  // no checkpoint in it: no disk fallback
   out.errors = testing::OnEveryRank(kWorld, [&](int r, ProcessGroupHandle& pg) {
     ResumeRequest request;
     request.dir = dir;
@@ -91,7 +84,6 @@ Outcome ResumeAfter(const std::vector<Held>& held) {
     if (resumed->progress) fresh[r]->progress = *resumed->progress;
   });
   for (int r = 0; r < kWorld; ++r) out.values[r] = fresh[r]->Values();
-  rmdir(dir);
   return out;
 }
 
