@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +36,7 @@
 #include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
 #include "worker/parameter_faults.h"
+#include "worker/rank_zero_log.h"
 #include "worker/replica_check.h"
 #include "worker/resnet.h"
 #include "worker/step_agreement.h"
@@ -143,7 +143,6 @@ class Training {
   int loader_batch_ = 0;
   double Validate(int64_t epoch);  // returns top-1 %
   std::vector<double> AllReduceSum(std::vector<double> v);
-  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   void Metrics(const nlohmann::json& j);
   void Save(int64_t epoch, int64_t next_batch);
   // Global rank 0, and with --checkpoint-every-node each node's local rank 0 (its own disk).
@@ -151,6 +150,7 @@ class Training {
 
   TrainOptions o_;
   DistEnv env_;
+  RankZeroLog log_{env_.rank};
   std::optional<ProcessGroupHandle> pg_;
   std::unique_ptr<data::Dataset> train_set_, val_set_;
   std::unique_ptr<data::Loader> train_loader_, val_loader_;
@@ -262,7 +262,7 @@ void Training::SetUpDeviceStep() {
   lagged_votes_ = StepVotesLagged(cuda_ && StepGraph::Supported() && env_.distributed());
   if (!cuda_) return;
   if (!StepGraph::Supported()) {
-    Log("=> the step reads the GPU's loss and overflow flag every step (this LibTorch is older than 2.4)");
+    log_.Print("=> the step reads the GPU's loss and overflow flag every step (this LibTorch is older than 2.4)");
     return;
   }
   device_step_ = true;
@@ -275,8 +275,8 @@ void Training::SetUpDeviceStep() {
   graphed_step_.emplace(
       *model_, device_, graphs,
       [this](const torch::Tensor& pixels, const torch::Tensor& labels) { return QueueStepBody(pixels, labels); },
-      [this](const std::string& line) { Log("%s", line.c_str()); });
-  Log("=> the step runs on the GPU without host syncs; CUDA graphs %s%s",
+      [this](const std::string& line) { log_.Print("%s", line.c_str()); });
+  log_.Print("=> the step runs on the GPU without host syncs; CUDA graphs %s%s",
       graphs ? "on" : !o_.cuda_graphs ? "off (--no-cuda-graphs)" : "off (several processes)",
       lagged_votes_ ? "; the ranks' vote after each step is read a step later" : "");
 }
@@ -338,7 +338,7 @@ bool Training::BenchStep(int batch_images) {
   // The cores this process kept busy (training loop, loader threads, LibTorch's): what feeding
   // the GPU costs.
   const double cpu_cores = (ProcessCpuSeconds() - bench_cpu_start_s_) / secs;
-  Log("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step, %.1f CPU cores busy", o_.timed_iters, ips,
+  log_.Print("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step, %.1f CPU cores busy", o_.timed_iters, ips,
       secs / o_.timed_iters, cpu_cores);
   if (env_.rank == 0 && !o_.bench_json.empty()) {
     std::optional<double> gpu_s, loader_s;  // each decoder's measured seconds per image
@@ -365,16 +365,6 @@ bool Training::BenchStep(int batch_images) {
   return true;
 }
 
-void Training::Log(const char* fmt, ...) {
-  if (env_.rank != 0) return;
-  va_list args;
-  va_start(args, fmt);
-  std::vprintf(fmt, args);
-  va_end(args);
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
 void Training::Metrics(const nlohmann::json& j) {
   if (env_.rank == 0) metrics_.Write(j);
 }
@@ -394,16 +384,16 @@ void Training::SetUpGpuDecode() {
   if (o_.synthetic) return;  // nothing to decode
   absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> decoder = MakeNvJpegDecoder(device_);
   if (!decoder.ok()) {
-    Log("warning: --gpu-decode: %s; JPEGs are decoded by the %d loader threads", std::string(decoder.status().message()).c_str(),
+    log_.Print("warning: --gpu-decode: %s; JPEGs are decoded by the %d loader threads", std::string(decoder.status().message()).c_str(),
         o_.workers);
     return;
   }
   decode_share_.emplace(o_.workers, o_.gpu_decode_share);
   if (decode_share_->fixed()) {
-    Log("=> JPEGs decoded on the GPU by %s: %.0f%% of them (--gpu-decode-share), the rest by %d loader threads",
+    log_.Print("=> JPEGs decoded on the GPU by %s: %.0f%% of them (--gpu-decode-share), the rest by %d loader threads",
         (*decoder)->Describe().c_str(), 100 * decode_share_->share(), o_.workers);
   } else {
-    Log("=> JPEGs decoded on the GPU by %s and by %d loader threads, shared by their measured speeds",
+    log_.Print("=> JPEGs decoded on the GPU by %s and by %d loader threads, shared by their measured speeds",
         (*decoder)->Describe().c_str(), o_.workers);
   }
   assembler_ = std::make_unique<DeviceBatchAssembler>(std::move(*decoder), device_, o_.max_image_pixels);
@@ -462,7 +452,7 @@ void Training::ApplySizeSchedule(int64_t epoch) {
   const auto [size, batch] = SizeAndBatchAt(epoch);
   progress_.global_batch = int64_t{batch} * env_.world_size;
   if (size != loader_size_ || batch != loader_batch_) {
-    Log("=> epoch %lld: image size %d, batch %d per process", static_cast<long long>(epoch), size, batch);
+    log_.Print("=> epoch %lld: image size %d, batch %d per process", static_cast<long long>(epoch), size, batch);
   }
   MakeLoaders(size, batch);
 }
@@ -519,7 +509,7 @@ bool Training::Setup() {
   model_ = ResNet(mo);
   model_->SetFusedBatchNorm(o_.fused_bn);
   if (o_.cudnn_bn_relu && cuda_ && !CudnnBatchNormReluBuilt()) {
-    Log("warning: --cudnn-bn-relu: this build has no cuDNN header or library; batch norm, add and ReLU stay apart");
+    log_.Print("warning: --cudnn-bn-relu: this build has no cuDNN header or library; batch norm, add and ReLU stay apart");
   }
   model_->SetCudnnBatchNormRelu(o_.cudnn_bn_relu);
   model_->to(device_);
@@ -586,7 +576,7 @@ bool Training::Setup() {
     // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
     metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
   }
-  Log("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
+  log_.Print("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
       o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
       o_.batch_size, o_.workers, o_.sync_bn && pg_ ? ", SyncBatchNorm" : "");
   return true;
@@ -610,7 +600,7 @@ void Training::Save(int64_t epoch, int64_t next_batch) {
   absl::Status st = SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, State());
   if (!st.ok()) {
     // Training goes on: the newest good checkpoint is still there, and the next save may succeed.
-    Log("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
+    log_.Print("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
   }
 }
 
@@ -680,7 +670,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     if (step % o_.print_freq == 0 || step == steps) {
       for (const LaggedReadback::Values& v : readback_.Take(/*all=*/true)) account(v);
       double secs = Seconds(window, Clock::now());
-      Log("Epoch: [%lld][%lld/%lld] loss %.4f top1 %.2f lr %.5f img/s %.1f data %.3fs compute %.3fs",
+      log_.Print("Epoch: [%lld][%lld/%lld] loss %.4f top1 %.2f lr %.5f img/s %.1f data %.3fs compute %.3fs",
           static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps),
           loss_sum / std::max<int64_t>(seen, 1), 100.0 * correct1 / std::max<int64_t>(seen, 1), lr,
           seen * env_.world_size / std::max(secs, 1e-9), data_s, compute_s);
@@ -725,7 +715,7 @@ bool Training::ActOn(const StepVerdict& verdict, int64_t epoch, int64_t step) {
     agreement_->Snapshot(State(), epoch, step);  // compared in the next step's all-reduce
   }
   if (!verdict.stop) return false;
-  Log("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
+  log_.Print("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
       static_cast<long long>(epoch), static_cast<long long>(step));
   stop_ = true;
   return true;
@@ -755,7 +745,7 @@ double Training::Validate(int64_t epoch) {
   }
   std::vector<double> sums = AllReduceSum({loss, c1, c5, n});
   const double top1 = 100 * sums[1] / std::max(1.0, sums[3]), top5 = 100 * sums[2] / std::max(1.0, sums[3]);
-  Log(" * Epoch %lld val: top1 %.2f top5 %.2f loss %.4f (%d images)", static_cast<long long>(epoch), top1, top5,
+  log_.Print(" * Epoch %lld val: top1 %.2f top5 %.2f loss %.4f (%d images)", static_cast<long long>(epoch), top1, top5,
       sums[0] / std::max(1.0, sums[3]), static_cast<int>(sums[3]));
   Metrics({{"kind", "val"}, {"epoch", epoch}, {"global_step", progress_.global_step}, {"top1", top1}, {"top5", top5}, {"loss", sums[0] / std::max(1.0, sums[3])}});
   if (tb_) {
@@ -787,20 +777,20 @@ int Training::Run() {
     progress_.best_acc1 = std::max(progress_.best_acc1, top1);
     Save(epoch + 1, 0);
     if (o_.desired_acc > 0 && top1 >= o_.desired_acc) {
-      Log("=> reached the desired accuracy %.2f%% (val top1 %.2f%%) after epoch %lld", o_.desired_acc, top1,
+      log_.Print("=> reached the desired accuracy %.2f%% (val top1 %.2f%%) after epoch %lld", o_.desired_acc, top1,
           static_cast<long long>(epoch));
       break;
     }
   }
-  if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
-  if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());
+  if (snapshots_) log_.Print("=> %s", snapshots_->Summary().c_str());
+  if (std::string checks = agreement_->Summary(); !checks.empty()) log_.Print("=> %s", checks.c_str());
   if (assembler_) {
-    Log("=> JPEGs: %lld decoded on the GPU, %lld left to the host; the GPU's share at the end %.0f%%",
+    log_.Print("=> JPEGs: %lld decoded on the GPU, %lld left to the host; the GPU's share at the end %.0f%%",
         static_cast<long long>(assembler_->device_decoded()), static_cast<long long>(assembler_->host_decoded()),
         100 * decode_share_->share());
   }
   // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
-  Log("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
+  log_.Print("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));
   return 0;
 }

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -31,6 +30,7 @@
 #include "worker/metrics_log.h"
 #include "worker/parameter_faults.h"
 #include "worker/process_group.h"
+#include "worker/rank_zero_log.h"
 #include "worker/replica_check.h"
 #include "worker/step_agreement.h"
 #include "worker/stop_signal.h"
@@ -85,10 +85,10 @@ class RecsysTraining {
   void Save(int64_t epoch, int64_t next_step);
   bool BenchStep();
   std::vector<double> AllReduceSum(std::vector<double> v);
-  void Log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
   RecsysOptions o_;
   worker::DistEnv env_;
+  worker::RankZeroLog log_{env_.rank};
   std::optional<worker::ProcessGroupHandle> pg_;
   std::unique_ptr<CollectiveWatchdog> watchdog_;
   std::vector<data::Rating> train_;
@@ -115,16 +115,6 @@ class RecsysTraining {
   int64_t bench_steps_ = 0;
   Clock::time_point bench_start_;
 };
-
-void RecsysTraining::Log(const char* fmt, ...) {
-  if (env_.rank != 0) return;
-  va_list args;
-  va_start(args, fmt);
-  std::vprintf(fmt, args);
-  va_end(args);
-  std::printf("\n");
-  std::fflush(stdout);
-}
 
 std::vector<double> RecsysTraining::AllReduceSum(std::vector<double> v) {
   if (!pg_) return v;
@@ -169,7 +159,7 @@ bool RecsysTraining::Setup() {
   torch::manual_seed(o_.seed);
   // Every rank reads the file: the same bytes give the same ids, split and order everywhere.
   std::optional<data::RatingsTable> table = std::exchange(table_, std::nullopt);
-  Log("=> %s", table->Summary(o_.ratings).c_str());
+  log_.Print("=> %s", table->Summary(o_.ratings).c_str());
   data::RatingsSplit split = data::SplitByTime(*table, o_.test_fraction);
   train_ = std::move(split.train);
   num_items_ = table->num_items();
@@ -241,7 +231,7 @@ bool RecsysTraining::Setup() {
     // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
     metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
   }
-  Log("=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
+  log_.Print("=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
       "%s embedding gradients",
       static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
       static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync));
@@ -302,7 +292,7 @@ bool RecsysTraining::BenchStep() {
   AllReduceSum({0});
   const double secs = Seconds(bench_start_, Clock::now());
   const double per_s = static_cast<double>(o_.timed_iters) * o_.batch_size * env_.world_size / secs;
-  Log("=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
+  log_.Print("=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
       "sent per step",
       o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, EmbeddingSyncName(o_.embedding_sync),
       static_cast<long long>(table_sync_ ? table_sync_->last_floats_sent() : 0));
@@ -376,7 +366,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
       agreement_->Snapshot(State(), epoch, step);  // compared in the next step's all-reduce
     }
     if (next.stop) {
-      Log("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
+      log_.Print("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
           static_cast<long long>(epoch), static_cast<long long>(step));
       stop_ = true;
       return;
@@ -385,7 +375,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
       const double secs = Seconds(window, Clock::now());
       const double per_s = static_cast<double>(seen) * env_.world_size / std::max(secs, 1e-9);
       const double train_rmse = std::sqrt(sq_err / static_cast<double>(std::max<int64_t>(seen, 1)));
-      Log("Epoch: [%lld][%lld/%lld] loss %.4f rmse %.4f ratings/s %.0f data %.3fs compute %.3fs",
+      log_.Print("Epoch: [%lld][%lld/%lld] loss %.4f rmse %.4f ratings/s %.0f data %.3fs compute %.3fs",
           static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps_per_epoch_),
           loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)), train_rmse, per_s, data_s, compute_s);
       metrics_.Write({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"steps_per_epoch", steps_per_epoch_},
@@ -446,7 +436,7 @@ double RecsysTraining::Evaluate(int64_t epoch) {
   const double constant_rmse = std::sqrt(sums[1] / std::max(1.0, sums[2]));
   const double hr = 100 * sums[3] / std::max(1.0, sums[5]), nd = 100 * sums[4] / std::max(1.0, sums[5]);
   const double random_hr = 100.0 * std::min(10, o_.eval_negatives + 1) / (o_.eval_negatives + 1);
-  Log(" * Epoch %lld test: rmse %.4f (constant predictor %.4f) HR@10 %.2f%% (random %.1f%%) NDCG@10 %.2f%% "
+  log_.Print(" * Epoch %lld test: rmse %.4f (constant predictor %.4f) HR@10 %.2f%% (random %.1f%%) NDCG@10 %.2f%% "
       "(%d ratings, %d users)",
       static_cast<long long>(epoch), rmse, constant_rmse, hr, random_hr, nd, static_cast<int>(sums[2]),
       static_cast<int>(sums[5]));
@@ -471,7 +461,7 @@ void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
   progress_.next_batch = next_step;
   progress::ScopedSection checkpoint_section(reports_, "checkpoint");
   absl::Status st = worker::SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, State());
-  if (!st.ok()) Log("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
+  if (!st.ok()) log_.Print("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
 }
 
 int RecsysTraining::Run() {
@@ -485,10 +475,10 @@ int RecsysTraining::Run() {
     progress_.best_acc1 = std::max(progress_.best_acc1, Evaluate(epoch));
     Save(epoch + 1, 0);
   }
-  if (snapshots_) Log("=> %s", snapshots_->Summary().c_str());
-  if (std::string checks = agreement_->Summary(); !checks.empty()) Log("=> %s", checks.c_str());
+  if (snapshots_) log_.Print("=> %s", snapshots_->Summary().c_str());
+  if (std::string checks = agreement_->Summary(); !checks.empty()) log_.Print("=> %s", checks.c_str());
   // The digest lets two runs be compared bit for bit (one that went back against one that did not).
-  Log("=> done: best HR@10 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
+  log_.Print("=> done: best HR@10 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
       static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(worker::ParameterDigest(*model_)));
   return 0;
 }

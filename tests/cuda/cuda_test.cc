@@ -244,9 +244,6 @@ TEST(CudaTest, CudnnFusedBatchNormAddReluMatchesTheSeparateOperations) {
   }
 }
 
-// A snapshot of a state on the GPU is copied into its slot on a side stream while the next step
-// runs (worker/snapshot_device_copy.h): the next forward moves batch norm's statistics during the
-// copy, and the restore still gives the state at Begin, bit for bit.
 // In-memory snapshots into a region of their own, as under dtrun, in the default copy mode.
 struct TestSnapshots {
   absl::StatusOr<UniqueFd> fd;
@@ -262,6 +259,44 @@ struct TestSnapshots {
   }
 };
 
+// A state on the GPU for the snapshot tests: linear, batch norm (running statistics that forward
+// moves), linear, and SGD with momentum.
+struct GpuStateJob {
+  static torch::nn::Sequential OnGpu(torch::nn::Sequential m) {
+    m->to(torch::kCUDA);
+    return m;
+  }
+  GpuStateJob(int64_t width, int64_t hidden)
+      : width(width),
+        model(OnGpu(torch::nn::Sequential{torch::nn::Linear(width, hidden), torch::nn::BatchNorm1d(hidden),
+                                          torch::nn::Linear(hidden, width)})),
+        optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)) {}
+
+  void Backward(int64_t batch) {
+    optimizer.zero_grad();
+    model->forward(torch::randn({batch, width}, torch::kCUDA)).square().mean().backward();
+  }
+  std::vector<torch::Tensor> Values() {
+    std::vector<torch::Tensor> out;
+    for (const StateTensor& t : StateTensors(state)) out.push_back(t.tensor.detach().cpu().clone());
+    return out;
+  }
+  void ExpectValues(const std::vector<torch::Tensor>& expected) {
+    const std::vector<torch::Tensor> now = Values();
+    ASSERT_EQ(now.size(), expected.size());
+    for (size_t i = 0; i < now.size(); ++i) EXPECT_TRUE(torch::equal(now[i], expected[i])) << "tensor " << i;
+  }
+
+  const int64_t width;
+  torch::nn::Sequential model;
+  torch::optim::SGD optimizer;
+  Progress progress;
+  TrainState state{model.ptr().get(), &optimizer, nullptr, &progress};
+};
+
+// A snapshot of a state on the GPU is copied into its slot on a side stream while the next step
+// runs (worker/snapshot_device_copy.h): the next forward moves batch norm's statistics during the
+// copy, and the restore still gives the state at Begin, bit for bit.
 TEST(CudaTest, ASnapshotOfAStateOnTheGpuIsCopiedAlongsideTheNextStepAndRestoresExactly) {
   SKIP_WITHOUT_CUDA();
   TestSnapshots region("cuda-snapshot-test");
@@ -270,44 +305,27 @@ TEST(CudaTest, ASnapshotOfAStateOnTheGpuIsCopiedAlongsideTheNextStepAndRestoresE
   MemorySnapshots* snapshots = region.snapshots.get();
 
   torch::manual_seed(3);
-  torch::nn::Sequential model{torch::nn::Linear(1024, 4096), torch::nn::BatchNorm1d(4096), torch::nn::Linear(4096, 1024)};
-  model->to(torch::kCUDA);
-  torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
-  Progress progress;
-  TrainState state{model.ptr().get(), &optimizer, nullptr, &progress};
-  auto step = [&] {
-    optimizer.zero_grad();
-    model->forward(torch::randn({256, 1024}, torch::kCUDA)).square().mean().backward();
-  };
-  auto values = [&] {
-    std::vector<torch::Tensor> out;
-    for (const StateTensor& t : StateTensors(state)) out.push_back(t.tensor.detach().cpu().clone());
-    return out;
-  };
-  step();
-  optimizer.step();
-  progress.global_step = 1;
-  const std::vector<torch::Tensor> at_begin = values();
+  GpuStateJob job(1024, 4096);
+  job.Backward(256);
+  job.optimizer.step();
+  job.progress.global_step = 1;
+  const std::vector<torch::Tensor> at_begin = job.Values();
 
-  ASSERT_TRUE(snapshots->Begin(state).ok());
+  ASSERT_TRUE(snapshots->Begin(job.state).ok());
   EXPECT_TRUE(snapshots->copying()) << "a state on the GPU is copied alongside the next step by default";
-  step();  // moves the running statistics while the parameters are being copied
+  job.Backward(256);  // moves the running statistics while the parameters are being copied
   ASSERT_TRUE(snapshots->Finish());
-  optimizer.step();
+  job.optimizer.step();
   torch::cuda::synchronize();
   std::printf("snapshot of %.1f MB from the GPU: %.2f ms in the step, %.2f ms of CPU alongside\n",
               snapshots->last_bytes() / 1e6, 1e3 * snapshots->last_write_seconds(),
               1e3 * snapshots->last_background_seconds());
 
   ASSERT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1});
-  ASSERT_TRUE(snapshots->Restore(1, state).ok());
-  const std::vector<torch::Tensor> restored = values();
-  ASSERT_EQ(restored.size(), at_begin.size());
-  for (size_t i = 0; i < restored.size(); ++i) EXPECT_TRUE(torch::equal(restored[i], at_begin[i])) << "tensor " << i;
+  ASSERT_TRUE(snapshots->Restore(1, job.state).ok());
+  job.ExpectValues(at_begin);
 }
 
-// Same weights, same input: the channels-last CUDA forward and backward agree with the CPU's
-// (TF32 and cuDNN's algorithms allow small differences).
 // The captured step's way: the next optimizer step is queued at once, the GPU waiting for the
 // snapshot's copies (MemorySnapshots::OrderAfterCopies), and the host finishes the snapshot later.
 // Updates queued right after must not reach the copy.
@@ -319,42 +337,32 @@ TEST(CudaTest, ASnapshotOrderedBeforeTheNextStepOnTheGpuKeepsTheStateItBeganWith
   MemorySnapshots* snapshots = region.snapshots.get();
 
   torch::manual_seed(4);
-  torch::nn::Sequential model{torch::nn::Linear(2048, 4096), torch::nn::BatchNorm1d(4096), torch::nn::Linear(4096, 2048)};
-  model->to(torch::kCUDA);
-  torch::optim::SGD optimizer{model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
-  Progress progress;
-  TrainState state{model.ptr().get(), &optimizer, nullptr, &progress};
+  GpuStateJob job(2048, 4096);
   auto step = [&] {
-    optimizer.zero_grad();
-    model->forward(torch::randn({512, 2048}, torch::kCUDA)).square().mean().backward();
-    optimizer.step();
-  };
-  auto values = [&] {
-    std::vector<torch::Tensor> out;
-    for (const StateTensor& t : StateTensors(state)) out.push_back(t.tensor.detach().cpu().clone());
-    return out;
+    job.Backward(512);
+    job.optimizer.step();
   };
   step();
-  progress.global_step = 1;
-  const std::vector<torch::Tensor> at_begin = values();
+  job.progress.global_step = 1;
+  const std::vector<torch::Tensor> at_begin = job.Values();
 
-  ASSERT_TRUE(snapshots->Begin(state).ok());
+  ASSERT_TRUE(snapshots->Begin(job.state).ok());
   ASSERT_TRUE(snapshots->OrderAfterCopies()) << "a state on the GPU, copied by the GPU";
   for (int i = 0; i < 3; ++i) step();  // queued at once: the GPU holds them until the copies are done
   torch::NoGradGuard no_grad;
-  for (torch::Tensor& p : model->parameters()) p.add_(1.0);
+  for (torch::Tensor& p : job.model->parameters()) p.add_(1.0);
   ASSERT_TRUE(snapshots->Finish());
   torch::cuda::synchronize();
   EXPECT_FALSE(snapshots->copy_done());  // nothing pending after Finish
   std::printf("snapshot of %.1f MB from the GPU, ordered on the GPU: %.2f ms counted against the step\n",
               snapshots->last_bytes() / 1e6, 1e3 * snapshots->last_write_seconds());
 
-  ASSERT_TRUE(snapshots->Restore(1, state).ok());
-  const std::vector<torch::Tensor> restored = values();
-  ASSERT_EQ(restored.size(), at_begin.size());
-  for (size_t i = 0; i < restored.size(); ++i) EXPECT_TRUE(torch::equal(restored[i], at_begin[i])) << "tensor " << i;
+  ASSERT_TRUE(snapshots->Restore(1, job.state).ok());
+  job.ExpectValues(at_begin);
 }
 
+// Same weights, same input: the channels-last CUDA forward and backward agree with the CPU's
+// (TF32 and cuDNN's algorithms allow small differences).
 TEST(CudaTest, ChannelsLastResNetOnCudaMatchesTheCpu) {
   SKIP_WITHOUT_CUDA();
   torch::manual_seed(0);
