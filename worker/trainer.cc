@@ -20,12 +20,12 @@
 #include "worker/checkpoint.h"
 #include "worker/collective_watchdog.h"
 #include "worker/crash_report.h"
+#include "worker/cudnn_batch_norm_relu.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
-#include "worker/cudnn_batch_norm_relu.h"
+#include "worker/ddp.h"
 #include "worker/decode_share.h"
 #include "worker/device_batch.h"
-#include "worker/ddp.h"
 #include "worker/device_step.h"
 #include "worker/error_record.h"
 #include "worker/exception_text.h"
@@ -35,6 +35,7 @@
 #include "worker/job_resume.h"
 #include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
+#include "worker/nvjpeg_decoder.h"
 #include "worker/parameter_faults.h"
 #include "worker/rank_zero_log.h"
 #include "worker/replica_check.h"
@@ -44,7 +45,6 @@
 #include "worker/stop_signal.h"
 #include "worker/sync_batch_norm.h"
 #include "worker/tensorboard.h"
-#include "worker/nvjpeg_decoder.h"
 #include "worker/torch_compat.h"
 #include "worker/train_state.h"
 #include "worker/warm_start.h"
@@ -277,8 +277,10 @@ void Training::SetUpDeviceStep() {
       [this](const torch::Tensor& pixels, const torch::Tensor& labels) { return QueueStepBody(pixels, labels); },
       [this](const std::string& line) { log_.Print("%s", line.c_str()); });
   log_.Print("=> the step runs on the GPU without host syncs; CUDA graphs %s%s",
-      graphs ? "on" : !o_.cuda_graphs ? "off (--no-cuda-graphs)" : "off (several processes)",
-      lagged_votes_ ? "; the ranks' vote after each step is read a step later" : "");
+             graphs            ? "on"
+             : !o_.cuda_graphs ? "off (--no-cuda-graphs)"
+                               : "off (several processes)",
+             lagged_votes_ ? "; the ranks' vote after each step is read a step later" : "");
 }
 
 // Forward, backward, loss scaling and the optimizer update, queued without reading anything back.
@@ -338,8 +340,8 @@ bool Training::BenchStep(int batch_images) {
   // The cores this process kept busy (training loop, loader threads, LibTorch's): what feeding
   // the GPU costs.
   const double cpu_cores = (ProcessCpuSeconds() - bench_cpu_start_s_) / secs;
-  log_.Print("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step, %.1f CPU cores busy", o_.timed_iters, ips,
-      secs / o_.timed_iters, cpu_cores);
+  log_.Print("=> benchmark: %d timed steps, %.1f images/s (global), %.3f s/step, %.1f CPU cores busy", o_.timed_iters,
+             ips, secs / o_.timed_iters, cpu_cores);
   if (env_.rank == 0 && !o_.bench_json.empty()) {
     std::optional<double> gpu_s, loader_s;  // each decoder's measured seconds per image
     if (decode_share_) {
@@ -384,17 +386,17 @@ void Training::SetUpGpuDecode() {
   if (o_.synthetic) return;  // nothing to decode
   absl::StatusOr<std::unique_ptr<JpegBatchDecoder>> decoder = MakeNvJpegDecoder(device_);
   if (!decoder.ok()) {
-    log_.Print("warning: --gpu-decode: %s; JPEGs are decoded by the %d loader threads", std::string(decoder.status().message()).c_str(),
-        o_.workers);
+    log_.Print("warning: --gpu-decode: %s; JPEGs are decoded by the %d loader threads",
+               std::string(decoder.status().message()).c_str(), o_.workers);
     return;
   }
   decode_share_.emplace(o_.workers, o_.gpu_decode_share);
   if (decode_share_->fixed()) {
     log_.Print("=> JPEGs decoded on the GPU by %s: %.0f%% of them (--gpu-decode-share), the rest by %d loader threads",
-        (*decoder)->Describe().c_str(), 100 * decode_share_->share(), o_.workers);
+               (*decoder)->Describe().c_str(), 100 * decode_share_->share(), o_.workers);
   } else {
     log_.Print("=> JPEGs decoded on the GPU by %s and by %d loader threads, shared by their measured speeds",
-        (*decoder)->Describe().c_str(), o_.workers);
+               (*decoder)->Describe().c_str(), o_.workers);
   }
   assembler_ = std::make_unique<DeviceBatchAssembler>(std::move(*decoder), device_, o_.max_image_pixels);
 }
@@ -509,7 +511,8 @@ bool Training::Setup() {
   model_ = ResNet(mo);
   model_->SetFusedBatchNorm(o_.fused_bn);
   if (o_.cudnn_bn_relu && cuda_ && !CudnnBatchNormReluBuilt()) {
-    log_.Print("warning: --cudnn-bn-relu: this build has no cuDNN header or library; batch norm, add and ReLU stay apart");
+    log_.Print(
+        "warning: --cudnn-bn-relu: this build has no cuDNN header or library; batch norm, add and ReLU stay apart");
   }
   model_->SetCudnnBatchNormRelu(o_.cudnn_bn_relu);
   model_->to(device_);
@@ -577,8 +580,8 @@ bool Training::Setup() {
     metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
   }
   log_.Print("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
-      o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
-      o_.batch_size, o_.workers, o_.sync_bn && pg_ ? ", SyncBatchNorm" : "");
+             o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
+             o_.batch_size, o_.workers, o_.sync_bn && pg_ ? ", SyncBatchNorm" : "");
   return true;
 }
 
@@ -671,9 +674,9 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
       for (const LaggedReadback::Values& v : readback_.Take(/*all=*/true)) account(v);
       double secs = Seconds(window, Clock::now());
       log_.Print("Epoch: [%lld][%lld/%lld] loss %.4f top1 %.2f lr %.5f img/s %.1f data %.3fs compute %.3fs",
-          static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps),
-          loss_sum / std::max<int64_t>(seen, 1), 100.0 * correct1 / std::max<int64_t>(seen, 1), lr,
-          seen * env_.world_size / std::max(secs, 1e-9), data_s, compute_s);
+                 static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps),
+                 loss_sum / std::max<int64_t>(seen, 1), 100.0 * correct1 / std::max<int64_t>(seen, 1), lr,
+                 seen * env_.world_size / std::max(secs, 1e-9), data_s, compute_s);
       if (tb_) {
         tb_->AddScalar("train/loss", static_cast<float>(loss_sum / std::max<int64_t>(seen, 1)), progress_.global_step);
         tb_->AddScalar("train/top1", static_cast<float>(100.0 * correct1 / std::max<int64_t>(seen, 1)), progress_.global_step);
@@ -716,7 +719,7 @@ bool Training::ActOn(const StepVerdict& verdict, int64_t epoch, int64_t step) {
   }
   if (!verdict.stop) return false;
   log_.Print("stop requested (%s): checkpoint written at epoch %lld batch %lld", strsignal(StopSignal()),
-      static_cast<long long>(epoch), static_cast<long long>(step));
+             static_cast<long long>(epoch), static_cast<long long>(step));
   stop_ = true;
   return true;
 }
@@ -746,7 +749,7 @@ double Training::Validate(int64_t epoch) {
   std::vector<double> sums = AllReduceSum({loss, c1, c5, n});
   const double top1 = 100 * sums[1] / std::max(1.0, sums[3]), top5 = 100 * sums[2] / std::max(1.0, sums[3]);
   log_.Print(" * Epoch %lld val: top1 %.2f top5 %.2f loss %.4f (%d images)", static_cast<long long>(epoch), top1, top5,
-      sums[0] / std::max(1.0, sums[3]), static_cast<int>(sums[3]));
+             sums[0] / std::max(1.0, sums[3]), static_cast<int>(sums[3]));
   Metrics({{"kind", "val"}, {"epoch", epoch}, {"global_step", progress_.global_step}, {"top1", top1}, {"top5", top5}, {"loss", sums[0] / std::max(1.0, sums[3])}});
   if (tb_) {
     tb_->AddScalar("val/top1", static_cast<float>(top1), progress_.global_step);
@@ -778,7 +781,7 @@ int Training::Run() {
     Save(epoch + 1, 0);
     if (o_.desired_acc > 0 && top1 >= o_.desired_acc) {
       log_.Print("=> reached the desired accuracy %.2f%% (val top1 %.2f%%) after epoch %lld", o_.desired_acc, top1,
-          static_cast<long long>(epoch));
+                 static_cast<long long>(epoch));
       break;
     }
   }
@@ -786,12 +789,12 @@ int Training::Run() {
   if (std::string checks = agreement_->Summary(); !checks.empty()) log_.Print("=> %s", checks.c_str());
   if (assembler_) {
     log_.Print("=> JPEGs: %lld decoded on the GPU, %lld left to the host; the GPU's share at the end %.0f%%",
-        static_cast<long long>(assembler_->device_decoded()), static_cast<long long>(assembler_->host_decoded()),
-        100 * decode_share_->share());
+               static_cast<long long>(assembler_->device_decoded()), static_cast<long long>(assembler_->host_decoded()),
+               100 * decode_share_->share());
   }
   // The digest lets two runs be compared bit for bit (a resumed run against an uninterrupted one).
   log_.Print("=> done: best val top1 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
-      static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));
+             static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(ParameterDigest(*model_)));
   return 0;
 }
 

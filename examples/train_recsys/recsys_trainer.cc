@@ -231,7 +231,8 @@ bool RecsysTraining::Setup() {
     // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
     metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
   }
-  log_.Print("=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
+  log_.Print(
+      "=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
       "%s embedding gradients",
       static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
       static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync));
@@ -292,7 +293,8 @@ bool RecsysTraining::BenchStep() {
   AllReduceSum({0});
   const double secs = Seconds(bench_start_, Clock::now());
   const double per_s = static_cast<double>(o_.timed_iters) * o_.batch_size * env_.world_size / secs;
-  log_.Print("=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
+  log_.Print(
+      "=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
       "sent per step",
       o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, EmbeddingSyncName(o_.embedding_sync),
       static_cast<long long>(table_sync_ ? table_sync_->last_floats_sent() : 0));
@@ -367,7 +369,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     }
     if (next.stop) {
       log_.Print("stop requested (%s): checkpoint written at epoch %lld step %lld", strsignal(worker::StopSignal()),
-          static_cast<long long>(epoch), static_cast<long long>(step));
+                 static_cast<long long>(epoch), static_cast<long long>(step));
       stop_ = true;
       return;
     }
@@ -376,8 +378,8 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
       const double per_s = static_cast<double>(seen) * env_.world_size / std::max(secs, 1e-9);
       const double train_rmse = std::sqrt(sq_err / static_cast<double>(std::max<int64_t>(seen, 1)));
       log_.Print("Epoch: [%lld][%lld/%lld] loss %.4f rmse %.4f ratings/s %.0f data %.3fs compute %.3fs",
-          static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps_per_epoch_),
-          loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)), train_rmse, per_s, data_s, compute_s);
+                 static_cast<long long>(epoch), static_cast<long long>(step), static_cast<long long>(steps_per_epoch_),
+                 loss_sum / static_cast<double>(std::max<int64_t>(seen, 1)), train_rmse, per_s, data_s, compute_s);
       metrics_.Write({{"kind", "train"}, {"epoch", epoch}, {"step", step}, {"steps_per_epoch", steps_per_epoch_},
                       {"global_step", progress_.global_step}, {"loss", loss_sum / static_cast<double>(std::max<int64_t>(seen, 1))},
                       {"rmse", train_rmse}, {"lr", o_.lr}, {"samples_per_s", per_s}, {"data_s", data_s},
@@ -436,7 +438,8 @@ double RecsysTraining::Evaluate(int64_t epoch) {
   const double constant_rmse = std::sqrt(sums[1] / std::max(1.0, sums[2]));
   const double hr = 100 * sums[3] / std::max(1.0, sums[5]), nd = 100 * sums[4] / std::max(1.0, sums[5]);
   const double random_hr = 100.0 * std::min(10, o_.eval_negatives + 1) / (o_.eval_negatives + 1);
-  log_.Print(" * Epoch %lld test: rmse %.4f (constant predictor %.4f) HR@10 %.2f%% (random %.1f%%) NDCG@10 %.2f%% "
+  log_.Print(
+      " * Epoch %lld test: rmse %.4f (constant predictor %.4f) HR@10 %.2f%% (random %.1f%%) NDCG@10 %.2f%% "
       "(%d ratings, %d users)",
       static_cast<long long>(epoch), rmse, constant_rmse, hr, random_hr, nd, static_cast<int>(sums[2]),
       static_cast<int>(sums[5]));
@@ -461,7 +464,8 @@ void RecsysTraining::Save(int64_t epoch, int64_t next_step) {
   progress_.next_batch = next_step;
   progress::ScopedSection checkpoint_section(reports_, "checkpoint");
   absl::Status st = worker::SaveCheckpoint(o_.output_dir + "/checkpoints", o_.keep_checkpoints, State());
-  if (!st.ok()) log_.Print("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
+  if (!st.ok())
+    log_.Print("warning: %s; training goes on, the last good checkpoint is kept", std::string(st.message()).c_str());
 }
 
 int RecsysTraining::Run() {
@@ -479,7 +483,8 @@ int RecsysTraining::Run() {
   if (std::string checks = agreement_->Summary(); !checks.empty()) log_.Print("=> %s", checks.c_str());
   // The digest lets two runs be compared bit for bit (one that went back against one that did not).
   log_.Print("=> done: best HR@10 %.2f%%, %lld optimizer steps, parameter digest %016llx", progress_.best_acc1,
-      static_cast<long long>(progress_.global_step), static_cast<unsigned long long>(worker::ParameterDigest(*model_)));
+             static_cast<long long>(progress_.global_step),
+             static_cast<unsigned long long>(worker::ParameterDigest(*model_)));
   return 0;
 }
 
