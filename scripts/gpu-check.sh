@@ -105,8 +105,7 @@ fi
 echo "nvJPEG: ${nvjpeg_args[*]:-none found}" | tee -a "$log" "$work/env.txt"
 printf -v configure '%q ' cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 -DDTRUN_UNITY_BUILD=OFF "${KIT_CMAKE_ARGS[@]}" "${cudnn_args[@]}" "${nvjpeg_args[@]}"
-printf -v compile '%q ' cmake --build "$build" -j"$(nproc)" --target dtrun dtdata allreduce_check train_imagenet \
-  restart_probe dtrun_cuda_tests
+printf -v compile '%q ' cmake --build "$build" -j"$(nproc)" --target "${GPU_BUILD_TARGETS[@]}"
 step build 420 bash -c "$configure && $compile" || cp "$log" "$out/build.log"
 bin=$build/bin
 export PYTHON_EXEC=$py

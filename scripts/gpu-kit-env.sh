@@ -1,7 +1,10 @@
-# Sourced by scripts/gpu-check.sh and scripts/gpu-kit-selftest.sh: unpacks the .debs that
-# scripts/gpu-kit-fetch.sh downloaded into a local prefix (once) and points the build at it.
+# Sourced by scripts/gpu-check.sh, gpu-kit-selftest.sh and cuda-compile-check.sh: unpacks the .debs
+# that scripts/gpu-kit-fetch.sh downloaded into a local prefix (once) and points the build at it.
 # Sets KIT_PREFIX and KIT_CMAKE_ARGS; exports PATH, LD_LIBRARY_PATH and PKG_CONFIG_LIBDIR.
 # Needs: KIT_DEBS (default .gpu-kit/debs) and KIT_PREFIX (default .gpu-kit/prefix), repo-relative.
+# What a GPU machine builds (scripts/gpu-check.sh) and what scripts/cuda-compile-check.sh compiles
+# here against a CUDA LibTorch beforehand.
+GPU_BUILD_TARGETS=(dtrun dtdata allreduce_check train_imagenet restart_probe dtrun_cuda_tests)
 kit_setup() {
   local debs=${KIT_DEBS:-.gpu-kit/debs}
   KIT_PREFIX=$(realpath -m "${KIT_PREFIX:-.gpu-kit/prefix}")
