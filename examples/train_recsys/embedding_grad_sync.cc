@@ -5,8 +5,13 @@
 namespace dtrun::recsys {
 
 EmbeddingGradSync::EmbeddingGradSync(std::vector<torch::Tensor> tables, worker::ProcessGroupHandle pg, int world_size,
-                                     EmbeddingSync mode, worker::CollectiveWatchdog* watchdog)
-    : tables_(std::move(tables)), pg_(std::move(pg)), world_size_(world_size), mode_(mode), watchdog_(watchdog) {
+                                     EmbeddingSync mode, worker::CollectiveWatchdog* watchdog, bool sparse_result)
+    : tables_(std::move(tables)),
+      pg_(std::move(pg)),
+      world_size_(world_size),
+      mode_(mode),
+      watchdog_(watchdog),
+      sparse_result_(sparse_result && mode == EmbeddingSync::kSparse) {
   worker::CollectiveWatchdog::Scope guard(watchdog_, "the embedding tables' broadcast");
   worker::BroadcastFromRankZero(pg_, tables_);
 }
@@ -42,8 +47,8 @@ void EmbeddingGradSync::SynchronizeDense() {
 
 // Two collectives for all tables together: the touched-row counts, then the rows. Each table's
 // rows travel as a block [index, values...] padded to the largest count any rank has for that
-// table (Gloo's all-gather takes equal sizes); padding rows are index 0 with zero values, which
-// add nothing.
+// table (Gloo's all-gather takes equal sizes); the receiving ranks read each rank's own count of
+// rows and skip its padding.
 void EmbeddingGradSync::SynchronizeSparse() {
   const size_t n = tables_.size();
   std::vector<torch::Tensor> indices(n), values(n);
@@ -90,20 +95,32 @@ void EmbeddingGradSync::SynchronizeSparse() {
   for (int r = 0; r < world_size_; ++r) all[0].push_back(torch::empty_like(packed));
   if (total > 0) pg_.backend->allgather(all, mine)->wait();
   last_floats_sent_ = total;
-  for (size_t t = 0; t < n; ++t) tables_[t].mutable_grad() = torch::zeros_like(tables_[t]);
-  for (const torch::Tensor& theirs : all[0]) {
-    offset = 0;
-    for (size_t t = 0; t < n; ++t) {
-      const int64_t width = tables_[t].size(1) + 1;
-      if (total > 0 && most[t] > 0) {
-        torch::Tensor block = theirs.narrow(0, offset, most[t] * width).view({most[t], width});
-        tables_[t].mutable_grad().index_add_(0, block.select(1, 0).to(torch::kInt64),
-                                             block.narrow(1, 1, width - 1).to(tables_[t].dtype()));
-      }
-      offset += most[t] * width;
-    }
+  for (size_t t = 0; t < n; ++t) tables_[t].mutable_grad() = GatheredGradient(t, all[0], counts_out[0], most);
+}
+
+torch::Tensor EmbeddingGradSync::GatheredGradient(size_t t, const std::vector<torch::Tensor>& all,
+                                                  const std::vector<torch::Tensor>& counts,
+                                                  const std::vector<int64_t>& most) const {
+  const torch::Tensor& table = tables_[t];
+  const int64_t width = table.size(1) + 1;
+  int64_t offset = 0;  // of table t's block in every rank's packed tensor
+  for (size_t u = 0; u < t; ++u) offset += most[u] * (tables_[u].size(1) + 1);
+  std::vector<torch::Tensor> rows, values;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const int64_t count = counts[r][static_cast<int64_t>(t)].item<int64_t>();  // <= most[t]: the block holds it
+    if (count == 0) continue;
+    const torch::Tensor block = all[r].narrow(0, offset, count * width).view({count, width});
+    rows.push_back(block.select(1, 0).to(torch::kInt64));
+    values.push_back(block.narrow(1, 1, width - 1).to(table.dtype()));
   }
-  for (size_t t = 0; t < n; ++t) tables_[t].mutable_grad().div_(world_size_);
+  if (sparse_result_) {
+    const torch::Tensor index = rows.empty() ? torch::empty({0}, torch::kInt64) : torch::cat(rows);
+    const torch::Tensor value = values.empty() ? torch::empty({0, width - 1}, table.dtype()) : torch::cat(values);
+    return torch::sparse_coo_tensor(index.unsqueeze(0), value.div_(world_size_), table.sizes()).coalesce();
+  }
+  torch::Tensor grad = torch::zeros_like(table);
+  for (size_t i = 0; i < rows.size(); ++i) grad.index_add_(0, rows[i], values[i]);
+  return grad.div_(world_size_);
 }
 
 }  // namespace dtrun::recsys

@@ -22,10 +22,13 @@ namespace dtrun::recsys {
 
 class EmbeddingGradSync {
  public:
-  // Broadcasts the tables from rank 0, so every rank starts from the same rows.
-  EmbeddingGradSync(std::vector<torch::Tensor> tables, worker::ProcessGroupHandle pg, int world_size, EmbeddingSync mode,
-                    worker::CollectiveWatchdog* watchdog);
-  // After backward: leaves each table's averaged gradient, dense, in its grad().
+  // Broadcasts the tables from rank 0, so every rank starts from the same rows. `sparse_result`
+  // (sparse mode only): the averaged gradients stay sparse, the rows any rank touched, for an
+  // optimizer that updates those rows only (worker/lazy_adam.h).
+  EmbeddingGradSync(std::vector<torch::Tensor> tables, worker::ProcessGroupHandle pg, int world_size,
+                    EmbeddingSync mode, worker::CollectiveWatchdog* watchdog, bool sparse_result = false);
+  // After backward: leaves each table's averaged gradient in its grad(), dense unless
+  // `sparse_result`.
   void Synchronize();
   // Floats sent by this rank in the last Synchronize (for the benchmark).
   int64_t last_floats_sent() const { return last_floats_sent_; }
@@ -33,12 +36,17 @@ class EmbeddingGradSync {
  private:
   void SynchronizeDense();
   void SynchronizeSparse();
+  // The gathered blocks of every rank (`all`, each rank's rows first, then padding; `counts`:
+  // rows per rank and table) as table `t`'s averaged gradient: sparse or dense.
+  torch::Tensor GatheredGradient(size_t t, const std::vector<torch::Tensor>& all,
+                                 const std::vector<torch::Tensor>& counts, const std::vector<int64_t>& most) const;
 
   std::vector<torch::Tensor> tables_;
   worker::ProcessGroupHandle pg_;
   int world_size_;
   EmbeddingSync mode_;
   worker::CollectiveWatchdog* watchdog_;
+  bool sparse_result_;
   int64_t last_floats_sent_ = 0;
 };
 

@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
       app.add_option("--embedding-sync", o.embedding_sync, "Embedding gradients across ranks: sparse (touched rows) or dense"),
       {{"sparse", dtrun::recsys::EmbeddingSync::kSparse}, {"dense", dtrun::recsys::EmbeddingSync::kDense}})
       ->default_str("sparse");
+  app.add_flag("--lazy-adam", o.lazy_adam,
+               "Adam updates only the embedding rows a step used, as PyTorch's SparseAdam (a step's cost follows "
+               "the batch, not the tables)");
   app.add_option("--seed", o.seed)->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads (default: OMP_NUM_THREADS)")->check(Ints(1, 4096));
   app.add_option("-p,--print-freq", o.print_freq)->capture_default_str()->check(Ints(1));
@@ -56,6 +59,12 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-tensorboard", o.tensorboard, "Do not write TensorBoard event files");
   dtrun::examples::AddBenchmarkFlags(app, {&o.warmup_iters, &o.timed_iters, &o.bench_json}, "ratings", 1);
   if (std::optional<int> exit_code = dtrun::examples::ParseCommandLine(app, argc, argv, kProgram)) return *exit_code;
+  if (o.lazy_adam && o.embedding_sync == dtrun::recsys::EmbeddingSync::kDense) {
+    dtrun::worker::ReportFatalError(kProgram,
+                                    "--lazy-adam needs the sparse embedding sync (the dense all-reduce hands "
+                                    "Adam whole tables): leave --embedding-sync dense out");
+    return 2;
+  }
   if (!o.resume.empty() && !std::filesystem::is_regular_file(o.resume)) {
     dtrun::worker::ReportFatalError(kProgram,
                                     absl::StrCat("--resume ", o.resume,

@@ -26,6 +26,7 @@
 #include "worker/error_record.h"
 #include "worker/exception_text.h"
 #include "worker/job_resume.h"
+#include "worker/lazy_adam.h"
 #include "worker/memory_snapshot.h"
 #include "worker/metrics_log.h"
 #include "worker/parameter_faults.h"
@@ -80,6 +81,7 @@ class RecsysTraining {
   void BuildEvalShard(const data::RatingsTable& table, const data::RatingsSplit& split);
   StepBatch MakeBatch(const std::vector<int64_t>& order, int64_t epoch, int64_t step) const;
   std::vector<int64_t> EpochOrder(int64_t epoch) const;
+  const char* OptimizerName() const { return o_.lazy_adam ? "lazy Adam" : "Adam"; }
   void TrainEpoch(int64_t epoch, int64_t first_step);
   double Evaluate(int64_t epoch);  // returns HR@10 in percent
   void Save(int64_t epoch, int64_t next_step);
@@ -187,11 +189,15 @@ bool RecsysTraining::Setup() {
   mo.items = table->num_items();
   mo.dim = o_.dim;
   mo.hidden = o_.hidden;
-  mo.sparse_gradients = o_.embedding_sync == EmbeddingSync::kSparse && pg_.has_value();
+  mo.sparse_gradients = (o_.embedding_sync == EmbeddingSync::kSparse && pg_.has_value()) || o_.lazy_adam;
   mo.global_mean = static_cast<float>(train_mean_);
   model_ = Ncf(mo);
-  optimizer_ = std::make_unique<torch::optim::Adam>(
-      model_->parameters(), torch::optim::AdamOptions(o_.lr).weight_decay(o_.weight_decay));
+  const auto adam = torch::optim::AdamOptions(o_.lr).weight_decay(o_.weight_decay);
+  if (o_.lazy_adam) {
+    optimizer_ = std::make_unique<worker::LazyAdam>(model_->parameters(), adam);
+  } else {
+    optimizer_ = std::make_unique<torch::optim::Adam>(model_->parameters(), adam);
+  }
   if (env_.rank == 0 && o_.timed_iters <= 0) {
     if (absl::Status st = worker::PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
       worker::ReportFatalError(kProgram, st.message());
@@ -220,9 +226,9 @@ bool RecsysTraining::Setup() {
     d.overlap = false;  // CPU: the all-reduce would compete with the compute threads
     d.watchdog = watchdog_.get();
     ddp_ = std::make_unique<worker::DistributedDataParallel>(model_->towers().ptr(), *pg_, env_.world_size, d);
-    table_sync_ = std::make_unique<EmbeddingGradSync>(
-        model_->tables()->parameters(), *pg_, env_.world_size,
-        o_.embedding_sync, watchdog_.get());
+    table_sync_ = std::make_unique<EmbeddingGradSync>(model_->tables()->parameters(), *pg_, env_.world_size,
+                                                      o_.embedding_sync, watchdog_.get(),
+                                                      /*sparse_result=*/o_.lazy_adam);
   }
   if (env_.rank == 0) {
     std::filesystem::create_directories(o_.output_dir);
@@ -233,9 +239,9 @@ bool RecsysTraining::Setup() {
   }
   log_.Print(
       "=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
-      "%s embedding gradients",
+      "%s embedding gradients, %s",
       static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
-      static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync));
+      static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync), OptimizerName());
   return true;
 }
 
@@ -294,15 +300,16 @@ bool RecsysTraining::BenchStep() {
   const double secs = Seconds(bench_start_, Clock::now());
   const double per_s = static_cast<double>(o_.timed_iters) * o_.batch_size * env_.world_size / secs;
   log_.Print(
-      "=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %lld floats "
-      "sent per step",
-      o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, EmbeddingSyncName(o_.embedding_sync),
+      "=> benchmark: %d timed steps, %.0f ratings/s (global), %.2f ms/step, embedding gradients %s, %s, %lld "
+      "floats sent per step",
+      o_.timed_iters, per_s, 1000 * secs / o_.timed_iters, EmbeddingSyncName(o_.embedding_sync), OptimizerName(),
       static_cast<long long>(table_sync_ ? table_sync_->last_floats_sent() : 0));
   if (env_.rank == 0 && !o_.bench_json.empty()) {
     std::ofstream(o_.bench_json) << nlohmann::json{{"ratings_per_s", per_s},
                                                    {"world_size", env_.world_size},
                                                    {"ms_per_step", 1000 * secs / o_.timed_iters},
                                                    {"embedding_sync", EmbeddingSyncName(o_.embedding_sync)},
+                                                   {"optimizer", OptimizerName()},
                                                    {"floats_sent_per_step",
                                                     table_sync_ ? table_sync_->last_floats_sent() : 0}}
                                         .dump()

@@ -27,6 +27,9 @@ struct RecsysOptions {
   double test_fraction = 0.1;     // each user's latest ratings held out
   int eval_negatives = 99;        // HR@10/NDCG@10: the held-out item among this many unrated ones
   EmbeddingSync embedding_sync = EmbeddingSync::kSparse;  // embedding_grad_sync.h
+  // Adam updates only the table rows a step used (worker/lazy_adam.h): a step's cost follows the
+  // batch instead of the tables' size. Needs the sparse embedding sync.
+  bool lazy_adam = false;
   uint64_t seed = 0;
   int threads = 0;                // intra-op threads (0: torch default / OMP_NUM_THREADS)
   int print_freq = 50;

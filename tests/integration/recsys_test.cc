@@ -115,6 +115,32 @@ TEST(RecsysTest, KilledWorkerResumesFromTheCheckpointWithExactlyThePlannedSteps)
   EXPECT_NE(job.all().find(std::to_string(2 * per_epoch) + " optimizer steps"), std::string::npos) << job.all();
 }
 
+// --lazy-adam (worker/lazy_adam.h, the averaged gradients left sparse by the all-gather): the
+// model learns to the same bars as with Adam, and a worker killed mid-run resumes with its moments
+// and exactly the planned steps.
+TEST(RecsysTest, WithLazyAdamTwoProcessesLearnAndAKilledWorkerResumes) {
+  if (!Built()) GTEST_SKIP() << "built without LibTorch";
+  const std::string out = MakeTempDir() + "/run";
+  Harness job(RecsysUnderDtrun(Ratings(), out, {"--lazy-adam", "--epochs", "3", "-b", "128", "-p", "1"},
+                               {"--max-restarts", "1"}));
+  ASSERT_TRUE(job.WaitForOutput("Epoch: [1][3/", std::chrono::seconds(120))) << job.all();
+  const pid_t victim = WorkerOf(job.pid(), 1);
+  ASSERT_GT(victim, 0);
+  ::kill(victim, SIGKILL);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(180)), 0) << job.all();
+  const std::string log = job.all();
+  EXPECT_NE(log.find("sparse embedding gradients, lazy Adam"), std::string::npos) << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"((\d+) steps per epoch)"))) << log;
+  EXPECT_NE(log.find(std::to_string(3 * std::stoi(m[1])) + " optimizer steps"), std::string::npos) << log;
+  std::vector<nlohmann::json> val = ValRecords(out + "/metrics.jsonl");
+  ASSERT_FALSE(val.empty()) << log;
+  const nlohmann::json& last = val.back();
+  EXPECT_EQ(last["epoch"].get<int64_t>(), 2) << log;
+  EXPECT_LT(last["rmse"].get<double>(), 0.9 * last["constant_rmse"].get<double>()) << log;
+  EXPECT_GT(last["hr10"].get<double>(), 2.5 * last["random_hr10"].get<double>()) << log;
+}
+
 // A run stopped mid-epoch by 2 workers and resumed by 1: the single worker's epoch is twice as
 // long, and it goes on at twice the batch, so the job trains every rating of the epoch once.
 TEST(RecsysTest, ARunResumedWithFewerWorkersGoesOnAtTheSameSamplesOfItsEpoch) {
