@@ -4,6 +4,7 @@
 // numbers behind its pictures are the run's metrics.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -139,6 +140,20 @@ TEST(RecsysTest, WithLazyAdamTwoProcessesLearnAndAKilledWorkerResumes) {
   EXPECT_EQ(last["epoch"].get<int64_t>(), 2) << log;
   EXPECT_LT(last["rmse"].get<double>(), 0.9 * last["constant_rmse"].get<double>()) << log;
   EXPECT_GT(last["hr10"].get<double>(), 2.5 * last["random_hr10"].get<double>()) << log;
+}
+
+// Lazy Adam needs row-sparse gradients, which the dense all-reduce does not give: refused before
+// anything is written, in one line that says what to change.
+TEST(RecsysTest, LazyAdamWithTheDenseSyncIsRefusedWithTheFix) {
+  if (!Built()) GTEST_SKIP() << "built without LibTorch";
+  const std::string out = MakeTempDir() + "/run";
+  auto [rc, text] = RunToEnd(
+      {BinDir() + "/train_recsys", Ratings(), "--output-dir", out, "--lazy-adam", "--embedding-sync", "dense"});
+  EXPECT_EQ(rc, 2) << text;
+  EXPECT_NE(text.find("--lazy-adam needs the sparse embedding sync"), std::string::npos) << text;
+  EXPECT_NE(text.find("leave --embedding-sync dense out"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // A run stopped mid-epoch by 2 workers and resumed by 1: the single worker's epoch is twice as
