@@ -1,10 +1,12 @@
 #include "worker/lazy_adam.h"
 
 #include <cmath>
+#include <string>
 #include <tuple>
 #include <utility>
 
 #include "worker/torch_compat.h"
+#include "worker/train_state.h"
 
 namespace dtrun::worker {
 namespace {
@@ -12,15 +14,17 @@ namespace {
 using torch::optim::AdamOptions;
 using torch::optim::AdamParamState;
 
-AdamParamState& StateFor(torch::optim::Optimizer& opt, const torch::Tensor& p) {
-  auto& slot = opt.state()[OptimizerStateKey(opt.state(), p)];
-  if (!slot) {
-    auto s = std::make_unique<AdamParamState>();
-    s->exp_avg(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    s->exp_avg_sq(torch::zeros_like(p, torch::MemoryFormat::Preserve));
-    slot = std::move(s);
+// The parameter's state, made (zeros, as Adam's first step would) by the snapshots' own
+// MaterializeOptimizerState the first time a parameter has none.
+AdamParamState& StateFor(torch::optim::Adam& opt, const torch::Tensor& p) {
+  const auto key = OptimizerStateKey(opt.state(), p);
+  auto it = opt.state().find(key);
+  if (it == opt.state().end()) {
+    const absl::Status made = MaterializeOptimizerState(opt);
+    TORCH_CHECK(made.ok(), "LazyAdam: ", std::string(made.message()));
+    it = opt.state().find(key);
   }
-  return static_cast<AdamParamState&>(*slot);
+  return static_cast<AdamParamState&>(*it->second);
 }
 
 // Adam's update on the rows `grad` holds, in Adam's own operations on those rows.
