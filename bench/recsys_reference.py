@@ -9,6 +9,9 @@ side-by-side comparison of ratings/s and quality. Run it as torchrun would:
 Model: user/item embeddings (32) + per-user/item biases, an MLP (96 -> 64 -> 32) over
 [u, i, u*i] with a rating head (global mean + biases + MLP) and an interaction head; loss = MSE on
 ratings + BCE against 4 uniformly sampled items per rating; Adam (lr 2e-3, weight decay 1e-4).
+With --sparse, the way PyTorch users train large tables: the embeddings give sparse gradients
+(nn.Embedding(sparse=True)), which DDP all-reduces as sparse tensors, and torch.optim.SparseAdam
+updates only the rows a step used (no weight decay: SparseAdam has none); Adam keeps the MLP.
 Split: per user by (timestamp, movieId), the latest 10% (at least one) is test. Metrics: test RMSE,
 and HR@10 / NDCG@10 of each user's latest rating among 99 sampled unrated items.
 
@@ -66,10 +69,10 @@ def split_by_time(rows, num_users, test_fraction=0.1):
 
 
 class Ncf(nn.Module):
-    def __init__(self, users, items, dim, mean):
+    def __init__(self, users, items, dim, mean, sparse=False):
         super().__init__()
-        self.user, self.item = nn.Embedding(users, dim), nn.Embedding(items, dim)
-        self.user_bias, self.item_bias = nn.Embedding(users, 1), nn.Embedding(items, 1)
+        self.user, self.item = nn.Embedding(users, dim, sparse=sparse), nn.Embedding(items, dim, sparse=sparse)
+        self.user_bias, self.item_bias = nn.Embedding(users, 1, sparse=sparse), nn.Embedding(items, 1, sparse=sparse)
         for e in (self.user, self.item):
             nn.init.normal_(e.weight, 0, 0.05)
         for e in (self.user_bias, self.item_bias):
@@ -85,6 +88,34 @@ class Ncf(nn.Module):
         return self.global_mean + bias + self.rating_head(h).squeeze(1), self.interaction_head(h).squeeze(1)
 
 
+class MultiOptimizer:
+    """Adam over every parameter, or with sparse=True SparseAdam over the embeddings and Adam over the rest."""
+
+    def __init__(self, model, sparse):
+        tables = [e.weight for e in (model.user, model.item, model.user_bias, model.item_bias)] if sparse else []
+        rest = [p for p in model.parameters() if all(p is not t for t in tables)]
+        self.optimizers = [torch.optim.Adam(rest, lr=2e-3, weight_decay=1e-4)]
+        if tables:
+            self.optimizers.append(torch.optim.SparseAdam(tables, lr=2e-3))
+
+    def zero_grad(self, set_to_none=True):
+        for o in self.optimizers:
+            o.zero_grad(set_to_none=set_to_none)
+
+    def step(self):
+        for o in self.optimizers:
+            o.step()
+
+    def state_dict(self):
+        return [o.state_dict() for o in self.optimizers]
+
+    def load_state_dict(self, saved):
+        if isinstance(saved, dict):  # a checkpoint from before --sparse: Adam alone
+            saved = [saved]
+        for o, s in zip(self.optimizers, saved):
+            o.load_state_dict(s)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("ratings")
@@ -94,6 +125,7 @@ def main():
     p.add_argument("--checkpoint-dir", default="", help="save and resume here (a directory every host reads)")
     p.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints")
     p.add_argument("--print-steps", action="store_true", help="rank 0 prints every step")
+    p.add_argument("--sparse", action="store_true", help="sparse embedding gradients and SparseAdam for them")
     args = p.parse_args()
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -103,9 +135,9 @@ def main():
     rows, num_users, num_items = read_ratings(args.ratings)
     train, test, targets = split_by_time(rows, num_users)
     mean = sum(r[2] for r in train) / len(train)
-    model = Ncf(num_users, num_items, 32, mean)
+    model = Ncf(num_users, num_items, 32, mean, args.sparse)
     ddp = nn.parallel.DistributedDataParallel(model) if world > 1 else model
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3, weight_decay=1e-4)
+    opt = MultiOptimizer(model, args.sparse)
     b, k = args.batch_size, 4
     steps = len(train) // world // b
     rated = [set() for _ in range(num_users)]

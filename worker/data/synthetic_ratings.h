@@ -3,6 +3,8 @@
 // noise), so which items a user rates is predictable (ranking metrics), and the rating follows the
 // same affinity plus user and item biases (RMSE). Ids are sparse like MovieLens's; timestamps grow
 // per user, so the split by time holds out each user's latest ratings. Deterministic per seed.
+// Catalogs above `exact_items_limit` items (millions, for large embedding tables) have genres,
+// which make them as fast to write as small ones.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,9 @@ struct SyntheticRatingsOptions {
   int taste_dims = 8;
   double noise = 0.35;     // of the rating, in stars
   uint64_t seed = 0;
+  // Up to this many items every user scores every item (exact, O(users × items)); above it items
+  // come in genres and a user's choice costs O(genres + ratings) (worker/data/genre_sampler.h).
+  int exact_items_limit = 100'000;
 };
 
 // Writes userId,movieId,rating,timestamp lines with a header to `path` (atomically: temp + rename).

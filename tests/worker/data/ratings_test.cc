@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "gtest/gtest.h"
@@ -130,6 +131,55 @@ TEST(RatingsTest, SyntheticRatingsHaveTheMovieLensLayoutAndReadBackWhole) {
     EXPECT_GE(r.rating, 0.5f);
     EXPECT_LE(r.rating, 5.0f);
   }
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Tests and benchmarks name their data by its options and seed: a change to the generator that
+// moved these would silently change every recorded number.
+TEST(RatingsTest, SyntheticRatingsOfASeedNeverChange) {
+  const std::string path = dtrun::testing::MakeTempDir() + "/ratings.csv";
+  SyntheticRatingsOptions o;
+  o.users = 2;
+  o.items = 40;
+  o.min_per_user = o.max_per_user = 3;
+  ASSERT_TRUE(WriteSyntheticRatings(path, o).ok());
+  EXPECT_EQ(ReadAll(path),
+            "userId,movieId,rating,timestamp\n"
+            "1,95,3.5,1000019316\n1,115,4.5,1000102246\n1,7,3.0,1000163744\n"
+            "2,59,3.5,1000009931\n2,101,5.0,1000068350\n2,1,5.0,1000119162\n");
+}
+
+TEST(RatingsTest, LargeCatalogsComeInGenresWithEveryUsersCountAndNoPairTwice) {
+  const std::string dir = dtrun::testing::MakeTempDir();
+  SyntheticRatingsOptions o;
+  o.users = 300;
+  o.items = 5000;
+  o.min_per_user = 5;
+  o.max_per_user = 40;
+  o.exact_items_limit = 1000;  // the genre path, at a size a test can afford
+  ASSERT_TRUE(WriteSyntheticRatings(dir + "/a.csv", o).ok());
+  ASSERT_TRUE(WriteSyntheticRatings(dir + "/b.csv", o).ok());
+  EXPECT_EQ(ReadAll(dir + "/a.csv"), ReadAll(dir + "/b.csv"));
+  absl::StatusOr<RatingsTable> t = ReadRatingsCsv(dir + "/a.csv");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->malformed, 0);
+  EXPECT_EQ(t->duplicates, 0);
+  EXPECT_EQ(t->num_users(), 300);
+  std::vector<int> per_user(300, 0);
+  for (const Rating& r : t->ratings) ++per_user[r.user];
+  EXPECT_GE(*std::min_element(per_user.begin(), per_user.end()), 5);
+  EXPECT_LE(*std::max_element(per_user.begin(), per_user.end()), 40);
+  // Popular and niche items, as in MovieLens: far from every item rated equally often.
+  EXPECT_GT(t->num_items(), 2000);
+  std::vector<int> per_item(t->num_items(), 0);
+  for (const Rating& r : t->ratings) ++per_item[r.item];
+  std::sort(per_item.rbegin(), per_item.rend());
+  const double mean = static_cast<double>(t->ratings.size()) / t->num_items();
+  EXPECT_GT(per_item[per_item.size() / 100], 3 * mean);
 }
 
 }  // namespace
