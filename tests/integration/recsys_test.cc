@@ -156,6 +156,36 @@ TEST(RecsysTest, LazyAdamWithTheDenseSyncIsRefusedWithTheFix) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// Tables of 100,000 rows and more, where Adam's dense update starts to dominate the step: the log
+// says once what --lazy-adam would change; with --lazy-adam, or on small tables, it says nothing.
+TEST(RecsysTest, AdamOnLargeTablesSuggestsLazyAdamInOneLine) {
+  if (!Built()) GTEST_SKIP() << "built without LibTorch";
+  const std::string dir = MakeTempDir();
+  // 60,000 users rating 2 of a million items each (by genre, in about a second): > 100,000 rows.
+  auto [made, made_text] = RunToEnd({BinDir() + "/dtdata", "make-ratings", dir + "/large.csv", "--users", "60000",
+                                     "--items", "1000000", "--min-per-user", "2", "--max-per-user", "2"});
+  ASSERT_EQ(made, 0) << made_text;
+  const auto run = [&](const std::string& ratings, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/run",
+                                     "--warmup-iters", "1", "--timed-iters", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunToEnd(argv);
+  };
+  auto [rc, text] = run(dir + "/large.csv", {});
+  ASSERT_EQ(rc, 0) << text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(hint: Adam updates all (\d+) table rows every step; --lazy-adam)")))
+      << text;
+  EXPECT_GE(std::stoll(m[1]), 100'000) << text;
+  EXPECT_EQ(text.find("hint:", text.find("hint:") + 1), std::string::npos) << text;
+  auto [lazy_rc, lazy_text] = run(dir + "/large.csv", {"--lazy-adam"});
+  ASSERT_EQ(lazy_rc, 0) << lazy_text;
+  EXPECT_EQ(lazy_text.find("hint:"), std::string::npos) << lazy_text;
+  auto [small_rc, small_text] = run(Ratings(), {});
+  ASSERT_EQ(small_rc, 0) << small_text;
+  EXPECT_EQ(small_text.find("hint:"), std::string::npos) << small_text;
+}
+
 // A run stopped mid-epoch by 2 workers and resumed by 1: the single worker's epoch is twice as
 // long, and it goes on at twice the batch, so the job trains every rating of the epoch once.
 TEST(RecsysTest, ARunResumedWithFewerWorkersGoesOnAtTheSameSamplesOfItsEpoch) {
