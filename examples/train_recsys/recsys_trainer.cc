@@ -245,9 +245,10 @@ bool RecsysTraining::Setup() {
       static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
       static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync), OptimizerName());
   if (const int64_t rows = int64_t{mo.users} + mo.items; !o_.lazy_adam && rows >= kLazyAdamHintRows) {
-    log_.Print("=> hint: Adam updates all %lld table rows every step; --lazy-adam updates only the rows a step used "
-               "(15x faster at 850,000 rows, docs/BENCHMARKS.md)",
-               static_cast<long long>(rows));
+    log_.Print(
+        "=> hint: Adam updates all %lld table rows every step; --lazy-adam updates only the rows a step used "
+        "(15x faster at 850,000 rows, docs/BENCHMARKS.md)",
+        static_cast<long long>(rows));
   }
   return true;
 }

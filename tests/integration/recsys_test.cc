@@ -166,15 +166,16 @@ TEST(RecsysTest, AdamOnLargeTablesSuggestsLazyAdamInOneLine) {
                                      "--items", "1000000", "--min-per-user", "2", "--max-per-user", "2"});
   ASSERT_EQ(made, 0) << made_text;
   const auto run = [&](const std::string& ratings, std::vector<std::string> extra) {
-    std::vector<std::string> argv = {BinDir() + "/train_recsys", ratings, "--output-dir", dir + "/run",
-                                     "--warmup-iters", "1", "--timed-iters", "1"};
+    std::vector<std::string> argv = {BinDir() + "/train_recsys", ratings, "--output-dir",  dir + "/run",
+                                     "--warmup-iters",           "1",     "--timed-iters", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunToEnd(argv);
   };
   auto [rc, text] = run(dir + "/large.csv", {});
   ASSERT_EQ(rc, 0) << text;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex(R"(hint: Adam updates all (\d+) table rows every step; --lazy-adam)")))
+  ASSERT_TRUE(
+      std::regex_search(text, m, std::regex(R"(hint: Adam updates all (\d+) table rows every step; --lazy-adam)")))
       << text;
   EXPECT_GE(std::stoll(m[1]), 100'000) << text;
   EXPECT_EQ(text.find("hint:", text.find("hint:") + 1), std::string::npos) << text;
