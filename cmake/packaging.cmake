@@ -119,5 +119,6 @@ over a TurboJPEG input pipeline) and train_recsys (neural collaborative
 filtering), built on Debian's LibTorch; dtdata makes and packs their datasets
 and dtplot draws charts from their metrics.")
 set(CPACK_DEBIAN_TRAINERS_PACKAGE_DEPENDS "dtrun (= ${PROJECT_VERSION}-1), python3")
-set(CPACK_DEBIAN_TRAINERS_PACKAGE_RECOMMENDS "python3-matplotlib")
+# An optimised BLAS for LibTorch's matrix products (libtorch only recommends one: see worker/blas_check.h).
+set(CPACK_DEBIAN_TRAINERS_PACKAGE_RECOMMENDS "python3-matplotlib, libopenblas0 | libblis4 | libmkl-rt")
 include(CPack)

@@ -6,14 +6,17 @@
 set -euo pipefail
 # What building dtrun, dtdata, train_imagenet and dtplot needs (GoogleTest too: configuring the
 # tree looks for it), and matplotlib for dtplot's pictures.
+# OpenBLAS: libtorch only recommends an optimised BLAS, which --no-install-recommends leaves out;
+# netlib's reference BLAS makes train_recsys's MLP ~3x slower (OpenMP build, as LibTorch's threads).
 MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-matplotlib openssl libssl-dev
-  libmicrohttpd-dev"
-# The rest of the suite: Python workers, namespaces, sanitizers and fuzzers, stacks, Slurm.
+  libmicrohttpd-dev libopenblas0-openmp"
+# The rest of the suite: Python workers, namespaces, sanitizers and fuzzers, stacks, Slurm; netlib's
+# BLAS for the test that train_recsys names it.
 TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm python3-rich
-  clang libclang-rt-dev
+  clang libclang-rt-dev libblas3
   nftables elfutils gdb strace slurm-wlm munge"
 # Making the Debian package and testing it in a clean root and a container image (scripts/build-deb.sh,
 # test-deb.sh, test-container.sh).

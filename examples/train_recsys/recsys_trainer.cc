@@ -1,6 +1,7 @@
 #include "examples/train_recsys/recsys_trainer.h"
 
 #include <string.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
@@ -11,12 +12,11 @@
 #include <optional>
 #include <random>
 
-#include <torch/torch.h>
-
 #include "absl/strings/str_cat.h"
 #include "examples/train_recsys/embedding_grad_sync.h"
 #include "examples/train_recsys/ncf_model.h"
 #include "progress/progress_client.h"
+#include "worker/blas_check.h"
 #include "worker/checkpoint.h"
 #include "worker/collective_watchdog.h"
 #include "worker/crash_report.h"
@@ -244,6 +244,9 @@ bool RecsysTraining::Setup() {
       "%s embedding gradients, %s",
       static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
       static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync), OptimizerName());
+  if (const std::string slow_blas = worker::SlowBlasWarning(); !slow_blas.empty()) {
+    log_.Print("%s", slow_blas.c_str());
+  }
   if (const int64_t rows = int64_t{mo.users} + mo.items; !o_.lazy_adam && rows >= kLazyAdamHintRows) {
     log_.Print(
         "=> hint: Adam updates all %lld table rows every step; --lazy-adam updates only the rows a step used "

@@ -187,6 +187,31 @@ TEST(RecsysTest, AdamOnLargeTablesSuggestsLazyAdamInOneLine) {
   EXPECT_EQ(small_text.find("hint:"), std::string::npos) << small_text;
 }
 
+// Debian's libtorch installed without its recommends runs on netlib's reference BLAS, ~3x slower
+// for this model: the run names the library and the fix in one line. With an optimised BLAS (the
+// one scripts/install-deps.sh installs) it says nothing.
+TEST(RecsysTest, TheReferenceBlasIsNamedWithTheFixAndAnOptimisedOneIsNot) {
+  if (!Built()) GTEST_SKIP() << "built without LibTorch";
+  const std::string reference = "/usr/lib/x86_64-linux-gnu/blas";
+  if (!std::filesystem::exists(reference + "/libblas.so.3")) {
+    GTEST_SKIP() << "netlib's libblas3 is not installed (scripts/install-deps.sh installs it)";
+  }
+  const std::string out = MakeTempDir() + "/run";
+  const std::vector<std::string> argv = {BinDir() + "/train_recsys", Ratings(), "--output-dir",  out,
+                                         "--warmup-iters",           "1",       "--timed-iters", "1"};
+  auto [rc, text] = RunToEnd(argv, {{"LD_LIBRARY_PATH", reference}});
+  ASSERT_EQ(rc, 0) << text;
+  const size_t at = text.find("warning: matrix products run on the reference BLAS (" + reference);
+  EXPECT_NE(at, std::string::npos) << text;
+  EXPECT_NE(text.find("apt install libopenblas0-openmp", at), std::string::npos) << text;
+  EXPECT_EQ(text.find("reference BLAS", text.find('\n', at)), std::string::npos) << text;  // once
+  auto [default_rc, default_text] = RunToEnd(argv);
+  ASSERT_EQ(default_rc, 0) << default_text;
+  EXPECT_EQ(default_text.find("reference BLAS"), std::string::npos)
+      << "scripts/install-deps.sh installs OpenBLAS, which this run should have used:\n"
+      << default_text;
+}
+
 // A run stopped mid-epoch by 2 workers and resumed by 1: the single worker's epoch is twice as
 // long, and it goes on at twice the batch, so the job trains every rating of the epoch once.
 TEST(RecsysTest, ARunResumedWithFewerWorkersGoesOnAtTheSameSamplesOfItsEpoch) {
