@@ -250,7 +250,7 @@ bool RecsysTraining::Setup() {
   if (const int64_t rows = int64_t{mo.users} + mo.items; !o_.lazy_adam && rows >= kLazyAdamHintRows) {
     log_.Print(
         "=> hint: Adam updates all %lld table rows every step; --lazy-adam updates only the rows a step used "
-        "(15x faster at 850,000 rows, docs/BENCHMARKS.md)",
+        "(33x faster at 850,000 rows, docs/BENCHMARKS.md)",
         static_cast<long long>(rows));
   }
   return true;
