@@ -76,7 +76,8 @@ class GenreChooser {
       : own_(items.vectors),
         dims_(dims),
         genres_(RandomTaste(GenreCount(items.bias.size()), dims, 0.0, rng)),
-        sampler_(MakeSampler(items, rng)) {
+        item_genre_(RandomGenres(items.bias.size(), static_cast<int>(genres_.bias.size()), rng)),
+        sampler_(static_cast<int>(genres_.bias.size()), item_genre_, Popularity(items)) {
     for (size_t i = 0; i < item_genre_.size(); ++i) {
       const float* g = &genres_.vectors[static_cast<size_t>(item_genre_[i]) * dims];
       float* v = &items.vectors[i * dims];
@@ -100,21 +101,24 @@ class GenreChooser {
   // About as many genres as items per genre.
   static int GenreCount(size_t items) { return std::max(2, static_cast<int>(std::lround(std::sqrt(items)))); }
 
-  GenreSampler MakeSampler(const Taste& items, std::mt19937_64& rng) {
-    std::uniform_int_distribution<int> genre(0, static_cast<int>(genres_.bias.size()) - 1);
-    item_genre_.resize(items.bias.size());
-    std::vector<double> weight(items.bias.size());
-    for (size_t i = 0; i < item_genre_.size(); ++i) {
-      item_genre_[i] = genre(rng);
-      weight[i] = std::exp(3.0 * items.bias[i]);
-    }
-    return GenreSampler(static_cast<int>(genres_.bias.size()), item_genre_, weight);
+  static std::vector<int> RandomGenres(size_t items, int genres, std::mt19937_64& rng) {
+    std::uniform_int_distribution<int> genre(0, genres - 1);
+    std::vector<int> of_item(items);
+    for (int& g : of_item) g = genre(rng);
+    return of_item;
   }
 
+  static std::vector<double> Popularity(const Taste& items) {
+    std::vector<double> weight(items.bias.size());
+    for (size_t i = 0; i < weight.size(); ++i) weight[i] = std::exp(3.0 * items.bias[i]);
+    return weight;
+  }
+
+  // In this order: each is made from the ones before it.
   const std::vector<float> own_;
   const int dims_;
   const Taste genres_;
-  std::vector<int> item_genre_;
+  const std::vector<int> item_genre_;
   const GenreSampler sampler_;
 };
 
