@@ -1,7 +1,6 @@
 #include "examples/train_recsys/recsys_trainer.h"
 
 #include <string.h>
-#include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
@@ -11,6 +10,8 @@
 #include <numeric>
 #include <optional>
 #include <random>
+
+#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "examples/train_recsys/embedding_grad_sync.h"

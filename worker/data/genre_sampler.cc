@@ -38,15 +38,14 @@ int GenreSampler::DrawItemOfGenre(int genre, std::mt19937_64& rng) const {
 
 std::vector<int> GenreSampler::Sample(const std::vector<double>& genre_logits,
                                       const std::function<double(int)>& item_logit, int n, std::mt19937_64& rng) const {
-  // The genres' share of the candidates: exp(logit) · mass, as a running sum (max-shifted).
+  // The genres' share of the candidates: exp(logit) · mass, as a running sum (max-shifted). An
+  // empty genre's log mass is -inf: it adds nothing.
   std::vector<double> running(genre_mass_.size());
   double top = -std::numeric_limits<double>::infinity();
-  for (size_t g = 0; g < running.size(); ++g) {
-    if (genre_mass_[g] > 0) top = std::max(top, genre_logits[g] + log_genre_mass_[g]);
-  }
+  for (size_t g = 0; g < running.size(); ++g) top = std::max(top, genre_logits[g] + log_genre_mass_[g]);
   double sum = 0;
   for (size_t g = 0; g < running.size(); ++g) {
-    if (genre_mass_[g] > 0) sum += std::exp(genre_logits[g] + log_genre_mass_[g] - top);
+    sum += std::exp(genre_logits[g] + log_genre_mass_[g] - top);
     running[g] = sum;
   }
   // Distinct candidates in the order drawn (deterministic), until there are enough or the draws
