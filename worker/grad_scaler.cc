@@ -74,6 +74,17 @@ double GradScaler::scale() const { return scale_t_.defined() ? scale_t_.item<dou
 
 int GradScaler::growth_tracker() const { return growth_t_.defined() ? growth_t_.item<int>() : growth_tracker_; }
 
+torch::Tensor GradScaler::StateTensor() const {
+  if (!scale_t_.defined()) return torch::tensor({scale_, static_cast<double>(growth_tracker_)}, torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  return torch::cat({scale_t_.reshape(1).to(torch::kFloat64), growth_t_.reshape(1).to(torch::kFloat64)});
+}
+
+void GradScaler::SetState(const torch::Tensor& state) {
+  const torch::Tensor s = state.to(torch::kCPU);
+  SetState(s[0].item<double>(), static_cast<int>(s[1].item<double>()));
+}
+
 void GradScaler::SetState(double scale, int growth_tracker) {
   scale_ = scale;
   growth_tracker_ = growth_tracker;

@@ -48,6 +48,11 @@ class GradScaler {
   int growth_tracker() const;
   // Sets both (a restored snapshot).
   void SetState(double scale, int growth_tracker);
+  // Both as a float64 [2] {scale, growth tracker}, for snapshots: on the device while the state
+  // is there (queued, no sync: the step stays free of host waits), else on the host.
+  torch::Tensor StateTensor() const;
+  // Sets both from a StateTensor() (a sync when it is on the device).
+  void SetState(const torch::Tensor& state);
   void Save(torch::serialize::OutputArchive& archive) const;
   void Load(torch::serialize::InputArchive& archive);
 

@@ -29,7 +29,8 @@
 // that is gone throws, or dtrun stops it with SIGTERM after another rank failed), Rescue writes
 // that state as a snapshot. A crash of another rank then costs no step, whatever the cadence, so
 // the periodic snapshots, still there for what Rescue cannot cover (this process's own crash,
-// a device state, a failure inside the optimizer step), keep a smaller budget.
+// a failure inside the optimizer step), keep a smaller budget. A state on the GPU is armed in
+// place too, and copied out at Rescue on a side stream (DeviceMark).
 #pragma once
 
 #include <cstdint>
@@ -131,16 +132,23 @@ class MemorySnapshots {
   absl::Status Write(const TrainState& state);
 
   // After an optimizer step: `state` (its progress naming the step and the position) is what
-  // Rescue writes until Disarm. Not armed where a tensor is not plain host memory (a device copy
-  // of the parameters is not built for this yet), or with DTRUN_SNAPSHOT_ON_FAILURE=off.
+  // Rescue writes until Disarm. A state on the GPU is armed where the GPU will have it: the
+  // parameters and the optimizer state as they are, a copy of the rest queued on the current
+  // stream, and a mark after them (DeviceMark); nothing waits for the GPU. Not armed with
+  // DTRUN_SNAPSHOT_ON_FAILURE=off, or for a state on more than one device.
   void Arm(const TrainState& state);
   // Before the parameters or the optimizer state change again; waits for a Rescue under way.
   void Disarm();
   // From any thread: writes the armed state as a snapshot unless one of its step is held already
   // (or a background copy is under way, or a value is not finite). Says what it did on stderr;
   // returns the step written, or -1. Never throws. Called while nothing is armed (an optimizer
-  // step under way), the next Arm writes its state at once.
+  // step under way), the next Arm writes its state at once. A state on the GPU is copied out on a
+  // side stream once the GPU has passed the armed step's mark, not after what the current stream
+  // holds (often a collective with the rank that is gone, which never ends); each wait for the
+  // GPU is bounded by kRescueWaitSeconds (set_rescue_wait_seconds, for tests).
   int64_t Rescue() noexcept;
+  static constexpr double kRescueWaitSeconds = 10;
+  void set_rescue_wait_seconds(double s) { rescue_wait_s_ = s; }
   bool armed() const;
   // Called (under the writer's lock: keep it short) when Rescue has kept the armed state, written
   // now or held already.
@@ -194,6 +202,7 @@ class MemorySnapshots {
   std::unique_ptr<Armed> armed_;
   bool rescue_off_ = false;     // DTRUN_SNAPSHOT_ON_FAILURE=off
   bool rescue_wanted_ = false;  // Rescue came while nothing was armed
+  double rescue_wait_s_ = kRescueWaitSeconds;
   int64_t agreed_step_ = -1;    // the newest snapshot step the replicas agreed on
   std::function<void(int64_t)> on_kept_;
   int64_t arms_ = 0, rescued_ = 0;

@@ -1,8 +1,15 @@
 #include "worker/snapshot_device_copy.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <memory>
+#include <mutex>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "worker/torch_compat.h"  // DTRUN_WITH_NCCL: a CUDA LibTorch
 
 #if DTRUN_WITH_NCCL
@@ -84,6 +91,80 @@ double DeviceSnapshotCopy::DeviceSeconds() {
   return impl_->any ? impl_->started.elapsed_time(impl_->done) / 1e3 : 0;
 }
 
+namespace {
+
+// Set by a host function that the stream runs once the work queued before it is done.
+struct Reached {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+};
+
+void OnReached(void* arg) {
+  auto* reached = static_cast<std::shared_ptr<Reached>*>(arg);
+  {
+    std::lock_guard<std::mutex> lock((*reached)->mu);
+    (*reached)->done = true;
+  }
+  (*reached)->cv.notify_all();
+  delete reached;
+}
+
+// Waits at most `timeout_s` for `stream` to run what is queued on it now. A host function, not
+// cudaStreamSynchronize: that has no bound, and a spinning wait would take a core.
+absl::Status WaitBounded(cudaStream_t stream, double timeout_s, const char* what) {
+  auto reached = std::make_shared<Reached>();
+  // The host function's own reference: it may run after this wait has given up.
+  auto* for_host_function = new std::shared_ptr<Reached>(reached);
+  if (cudaError_t e = cudaLaunchHostFunc(stream, OnReached, for_host_function); e != cudaSuccess) {
+    delete for_host_function;
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("CUDA failed waiting for ", what, ": ", cudaGetErrorString(e)));
+  }
+  std::unique_lock<std::mutex> lock(reached->mu);
+  if (reached->cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return reached->done; })) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(absl::StrFormat("%s not done within %.1f s", what, timeout_s));
+}
+
+}  // namespace
+
+struct DeviceMark::Impl {
+  c10::DeviceIndex device = -1;  // none: the state is in host memory
+  at::cuda::CUDAEvent event{cudaEventDisableTiming};
+};
+
+DeviceMark::DeviceMark(const torch::Device& device) : impl_(std::make_unique<Impl>()) {
+  if (!device.is_cuda()) return;
+  impl_->device = device.has_index() ? device.index() : c10::cuda::current_device();
+  impl_->event.record(c10::cuda::getCurrentCUDAStream(impl_->device));
+}
+
+DeviceMark::~DeviceMark() = default;
+
+absl::Status DeviceMark::CopyAfter(const std::vector<torch::Tensor>& dsts, const std::vector<torch::Tensor>& srcs,
+                                   double timeout_s) {
+  if (impl_->device < 0) {
+    for (size_t i = 0; i < dsts.size(); ++i) dsts[i].copy_(srcs[i]);
+    return absl::OkStatus();
+  }
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, impl_->device);
+  impl_->event.block(side);
+  // First the mark alone: a copy into pageable memory would block this thread without a bound.
+  DT_RETURN_IF_ERROR(WaitBounded(side.stream(), timeout_s, "the GPU's work up to the armed step"));
+  {
+    c10::cuda::CUDAStreamGuard stream_guard(side);
+    for (size_t i = 0; i < dsts.size(); ++i) {
+      dsts[i].copy_(srcs[i], /*non_blocking=*/true);
+      // Not reused by the caching allocator before the copy, should this thread give up on it.
+      if (srcs[i].is_cuda()) srcs[i].record_stream(side);
+    }
+  }
+  return WaitBounded(side.stream(), timeout_s, "the copies from the GPU");
+}
+
 void HostPins::Pin(char* base, size_t bytes) {
   if (failed_ || bytes == 0) return;
   for (auto it = pinned_.begin(); it != pinned_.end(); ++it) {
@@ -116,6 +197,14 @@ void DeviceSnapshotCopy::Close() {}
 void DeviceSnapshotCopy::Wait() {}
 bool DeviceSnapshotCopy::OrderCurrentStreamAfter() { return false; }
 double DeviceSnapshotCopy::DeviceSeconds() { return 0; }
+struct DeviceMark::Impl {};
+DeviceMark::DeviceMark(const torch::Device&) : impl_(std::make_unique<Impl>()) {}
+DeviceMark::~DeviceMark() = default;
+absl::Status DeviceMark::CopyAfter(const std::vector<torch::Tensor>& dsts, const std::vector<torch::Tensor>& srcs,
+                                   double) {
+  for (size_t i = 0; i < dsts.size(); ++i) dsts[i].copy_(srcs[i]);
+  return absl::OkStatus();
+}
 void HostPins::Pin(char*, size_t) {}
 HostPins::~HostPins() = default;
 #endif

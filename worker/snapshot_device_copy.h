@@ -9,7 +9,8 @@
 //   - then the parameters and the optimizer state, which only the next optimizer step changes:
 //     the snapshot's copier thread waits for them (Wait) before it hashes, and the trainer joins
 //     that thread before its next optimizer step.
-// The only CUDA code of snapshots. Without a CUDA build every call copies at once.
+// The only CUDA code of snapshots, with DeviceMark below (snapshots on failure). Without a CUDA
+// build every call copies at once.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,8 @@
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "absl/status/status.h"
 
 namespace dtrun::worker {
 
@@ -41,6 +44,32 @@ class DeviceSnapshotCopy {
   bool OrderCurrentStreamAfter();
   // After Wait: the GPU's time from the first copy to the last (0 if there were none).
   double DeviceSeconds();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A point in the work queued on the current stream (an event): where the state armed for a
+// failure is whole on the GPU (MemorySnapshots::Arm). The rescue copies that state out from any
+// thread, ordered after this point alone: the current stream may be stuck behind a collective
+// with a rank that is gone, and a copy queued there would wait for ever. Every wait is bounded.
+// Without a CUDA build, or for a tensor not on a GPU, there is no point to wait for: the copies
+// are done at once.
+class DeviceMark {
+ public:
+  // On the current stream of `device`.
+  explicit DeviceMark(const torch::Device& device);
+  ~DeviceMark();
+  DeviceMark(const DeviceMark&) = delete;
+  DeviceMark& operator=(const DeviceMark&) = delete;
+
+  // From any thread: dsts[i].copy_(srcs[i]) on a side stream once the GPU has passed the mark.
+  // Waits at most `timeout_s` for the GPU to reach the mark and as long again for the copies:
+  // DeadlineExceeded when it did not (the GPU stuck before the mark: the armed state never
+  // existed whole), Internal when CUDA fails (a sticky error of the context).
+  absl::Status CopyAfter(const std::vector<torch::Tensor>& dsts, const std::vector<torch::Tensor>& srcs,
+                         double timeout_s);
 
  private:
   struct Impl;

@@ -88,10 +88,9 @@ absl::Status MaterializeOptimizerState(torch::optim::Optimizer& opt) {
 std::vector<StateTensor> StateTensors(const TrainState& state) {
   std::vector<StateTensor> out = ProgressTensors(state.progress);
   if (GradScaler* scaler = state.scaler) {
-    auto t = torch::tensor({scaler->scale(), static_cast<double>(scaler->growth_tracker())}, torch::kFloat64);
-    out.push_back({"scaler", t, [scaler, t] {
-                     scaler->SetState(t[0].item<double>(), static_cast<int>(t[1].item<double>()));
-                   }});
+    // On the GPU with the captured step: read back only when restored.
+    torch::Tensor t = scaler->StateTensor();
+    out.push_back({"scaler", t, [scaler, t] { scaler->SetState(t); }});
   }
   {
     // The default CPU generator: anything drawn from it after the restore is drawn as it would

@@ -337,7 +337,7 @@ def snapshot(state, step):
     it did. Until the script calls dtrun.heartbeat() itself, `step` is also reported as its
     progress. Every rank must call it with the same steps. Outside dtrun it does nothing.
 
-    In between, a state in host memory is kept on the way out: when another rank fails, this
+    In between, the state (in host memory or on a GPU) is kept on the way out: when another rank fails, this
     rank writes the `state` of its last call as it leaves (an exception, or dtrun's SIGTERM while
     blocked in a collective), so the restart loses no step; the periodic snapshots then take at
     most 0.25% of the step time. It needs the state's parameters to change only in a torch.optim

@@ -18,9 +18,15 @@ Two ways out write the armed state once, as a snapshot of its step:
 A stop that comes while the state is in motion (an optimizer step, or dtrun.snapshot() itself) is
 served by the arming that follows, which writes at once.
 
-Only a state in host memory is armed: on a GPU the copy would have to run on a side stream while
-NCCL spins, which is not built. A script with a SIGTERM handler of its own keeps it (then only the
-exception path is taken). DTRUN_SNAPSHOT_ON_FAILURE=off turns it all off.
+A state on a GPU is armed the same way: what is held by reference stays on the GPU, the copies
+are queued there (one kernel per dtype, not one per buffer), and an event marks the point where
+the armed state is whole. The rescue copies it to the host on a side stream ordered after that
+mark alone: the current stream may be stuck behind a collective with the rank that is gone, and
+anything queued there (torch.save's own copy included) would wait for ever. The wait is bounded
+(RESCUE_WAIT_S); the copies are saved with their GPU's location, as a periodic snapshot is.
+
+A script with a SIGTERM handler of its own keeps it (then only the exception path is taken).
+DTRUN_SNAPSHOT_ON_FAILURE=off turns it all off.
 """
 
 import collections
@@ -38,6 +44,7 @@ from dtrun import _snapshots
 
 _MAX_DEPTH = 32  # containers nested deeper are not armed (as _snapshots._tensor_bytes)
 ARM_COPY_BUDGET = 0.01  # of the step time, for the copies arming makes
+RESCUE_WAIT_S = 10.0  # at most, for the GPU to pass the armed step and copy the state out
 
 
 class _NotArmable(Exception):
@@ -47,12 +54,13 @@ class _NotArmable(Exception):
 class _Armed:
     """What a rescue writes: `state` as of `step` (None: the region holds that step already)."""
 
-    __slots__ = ("step", "state", "by_reference", "tensors")
+    __slots__ = ("step", "state", "by_reference", "tensors", "marks")
 
-    def __init__(self, step, state, by_reference, tensors):
+    def __init__(self, step, state, by_reference, tensors, marks=None):
         self.step, self.state = step, state
         self.by_reference = by_reference  # [(tensor, its version when armed)]
         self.tensors = tensors  # every tensor of `state`, for the check that its values are finite
+        self.marks = marks or {}  # GPU -> an event where the state armed is whole on it
 
 
 class OnFailure:
@@ -70,7 +78,7 @@ class OnFailure:
         self._copy_seconds = 0.0  # the copies' share of arming, measured against the step time
         self._copied_bytes = 0  # at the last arming
         self._first_arm_at = None  # (monotonic time, step)
-        self.off = False  # the state cannot be armed (it is not in host memory)
+        self.off = False  # the state cannot be armed (on a device that is neither the host nor a GPU)
         self._installed = False  # the excepthook, and the signal path where it can be had
         self._wakeup = None  # (read fd, write fd) of the pipe signal.set_wakeup_fd writes to
         self.arms, self.arm_seconds = 0, 0.0
@@ -96,7 +104,7 @@ class OnFailure:
         try:
             armed = self._armed_state(state, step, held)
         except _NotArmable:
-            self.off = True  # a state on a GPU stays there: not looked at again every step
+            self.off = True  # such a state stays so: not looked at again every step
         except Exception as e:  # arming must never cost the training step
             _snapshots._warn("rank %s: cannot arm the state of step %d for a failure: %s" %
                              (self._region.rank, step, e))
@@ -144,55 +152,36 @@ class OnFailure:
         if not owned:
             return None  # no optimizer has stepped: nothing tells the parameters from the rest
         import torch
-        tensor_type = torch.Tensor
         by_reference, tensors, copied = [], [], [0, 0.0]  # bytes, seconds
+        start = time.monotonic()
+        # What no optimizer owns on a GPU is copied in a few kernels, in the walk's order.
+        on_gpu = [t for t in _tensors_of(state) if t.is_cuda and _copied_at_arm(t, owned)]
+        with torch.no_grad():
+            gpu_copies = iter(_copies_in_few_kernels(on_gpu))
+        copied[1] += time.monotonic() - start
 
         def arm_tensor(t):
-            if not t.is_cpu:
-                raise _NotArmable()
-            try:
-                version, key = t._version, t.data_ptr()
-            except RuntimeError:  # an inference or sparse tensor: no version counter or no data pointer
-                raise _NotArmable()
-            if key and key not in owned:
+            if _copied_at_arm(t, owned):
                 start = time.monotonic()
-                t = t.clone()
+                t = next(gpu_copies) if t.is_cuda else t.clone()
                 copied[1] += time.monotonic() - start
                 copied[0] += t.numel() * t.element_size()
                 tensors.append(t)
                 return t
-            by_reference.append((t, version))
+            by_reference.append((t, t._version))
             tensors.append(t)
             return t
 
-        def walk(obj, depth):
-            if isinstance(obj, tensor_type):
-                return arm_tensor(obj)
-            if depth > _MAX_DEPTH:
-                raise _NotArmable()
-            if isinstance(obj, dict):  # copied: an optimizer's per-parameter dicts are its live ones
-                items = [(k, walk(v, depth + 1)) for k, v in obj.items()]
-                if type(obj) is dict:
-                    return dict(items)
-                if type(obj) is collections.OrderedDict:  # a state_dict(), with its _metadata
-                    out = collections.OrderedDict(items)
-                    out.__dict__.update(obj.__dict__)
-                    return out
-                out = copy.copy(obj)
-                out.update(items)
-                return out
-            if isinstance(obj, list):
-                return [walk(v, depth + 1) for v in obj]
-            if isinstance(obj, tuple):
-                items = [walk(v, depth + 1) for v in obj]
-                return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
-            return obj  # numbers, strings: as they are now
-
         with torch.no_grad():
-            armed = walk(state, 0)
+            armed = _map_tensors(state, arm_tensor)
+        marks = {}
+        for t in tensors:
+            if t.is_cuda and t.device not in marks:  # after the copies above, on the same stream
+                marks[t.device] = torch.cuda.Event()
+                marks[t.device].record(torch.cuda.current_stream(t.device))
         self._copied_bytes = copied[0]
         self._copy_seconds += copied[1]
-        return _Armed(step, armed, by_reference, tensors)
+        return _Armed(step, armed, by_reference, tensors, marks)
 
     def _owned(self):
         """The data pointers of what the optimizers seen stepping update in place."""
@@ -236,11 +225,19 @@ class OnFailure:
         if a.state is None:
             return None  # the snapshot of that step was written over since
         start = time.monotonic()
-        problem = _moved(a) or _not_finite(a)
+        problem = _moved(a)
+        state, tensors, locations = a.state, a.tensors, {}
+        if problem is None and a.marks:
+            try:
+                state, tensors, locations = _on_the_host(a)
+            except Exception as e:  # the GPU did not get there in time, or CUDA failed
+                problem = str(e)
+        problem = problem or _not_finite(tensors)
         nbytes = 0
         if problem is None:
             try:
-                nbytes = region.write(a.state, a.step, before_commit=lambda: _moved(a))
+                with _saved_at(locations):
+                    nbytes = region.write(state, a.step, before_commit=lambda: _moved(a))
             except Exception as e:  # SnapshotError, or torch.save refusing an object
                 problem = str(e)
         if problem is not None:
@@ -395,8 +392,147 @@ def _moved(a):
     return None
 
 
-def _not_finite(a):
-    for t in a.tensors:
+def _copied_at_arm(t, owned):
+    """Whether arming copies `t` (no optimizer updates it) rather than holding it by reference."""
+    if not (t.is_cpu or t.is_cuda):
+        raise _NotArmable()
+    try:
+        t._version
+        key = t.data_ptr()
+    except RuntimeError:  # an inference or sparse tensor: no version counter or no data pointer
+        raise _NotArmable()
+    return bool(key) and key not in owned
+
+
+def _tensors_of(obj, depth=0):
+    """The tensors in `obj` (nested dicts, lists and tuples), in _map_tensors's order."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if depth > _MAX_DEPTH:
+        return []  # _map_tensors refuses it
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple)):
+        return []
+    return [t for v in obj for t in _tensors_of(v, depth + 1)]
+
+
+def _map_tensors(obj, fn, depth=0):
+    """`obj` with fn(t) for every tensor t; containers copied shallowly (an optimizer's per-parameter
+    dicts in a state_dict() are its live ones), numbers and strings as they are now."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if depth > _MAX_DEPTH:
+        raise _NotArmable()
+    if isinstance(obj, dict):
+        items = [(k, _map_tensors(v, fn, depth + 1)) for k, v in obj.items()]
+        if type(obj) is dict:
+            return dict(items)
+        if type(obj) is collections.OrderedDict:  # a state_dict(), with its _metadata
+            out = collections.OrderedDict(items)
+            out.__dict__.update(obj.__dict__)
+            return out
+        out = copy.copy(obj)
+        out.update(items)
+        return out
+    if isinstance(obj, list):
+        return [_map_tensors(v, fn, depth + 1) for v in obj]
+    if isinstance(obj, tuple):
+        items = [_map_tensors(v, fn, depth + 1) for v in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else tuple(items)
+    return obj
+
+
+def _copies_in_few_kernels(tensors):
+    """Copies of `tensors`, one kernel per device and dtype: a ResNet-50's 160 batch-norm buffers,
+    cloned one by one, would cost its step about a millisecond of launches more."""
+    import torch
+    groups = collections.defaultdict(list)
+    for i, t in enumerate(tensors):
+        groups[(t.device, t.dtype)].append(i)
+    out = [None] * len(tensors)
+    for members in groups.values():
+        flat = torch.cat([tensors[i].reshape(-1) for i in members])
+        at = 0
+        for i in members:
+            n = tensors[i].numel()
+            out[i] = flat[at:at + n].view(tensors[i].shape)
+            at += n
+    return out
+
+
+def _on_the_host(a):
+    """The armed state with host copies of its tensors on a GPU, their GPU by the copy's address,
+    and every tensor of it, for the finiteness check. The copies run on a side stream once the GPU
+    has passed the armed step's mark, on a thread of their own: RESCUE_WAIT_S bounds the wait."""
+    import torch
+    done, result = threading.Event(), {}
+
+    def copy_out():
+        try:
+            host, locations = {}, {}
+            for device, mark in a.marks.items():
+                side = torch.cuda.Stream(device=device)
+                side.wait_event(mark)
+                with torch.cuda.stream(side):
+                    for t in a.tensors:
+                        if t.device == device:
+                            h = host[id(t)] = t.to("cpu", non_blocking=True)
+                            locations[_storage_address(h)] = str(device)
+                side.synchronize()
+            result["host"], result["locations"] = host, locations
+        except BaseException as e:
+            result["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=copy_out, name="dtrun-rescue-copy", daemon=True).start()
+    if not done.wait(RESCUE_WAIT_S):
+        raise RuntimeError("the GPU did not reach the end of step %d within %.0f s (stuck in a collective?)"
+                           % (a.step, RESCUE_WAIT_S))
+    if "error" in result:
+        raise result["error"]
+    host = result["host"]
+    state = _map_tensors(a.state, lambda t: host.get(id(t), t))
+    return state, [host.get(id(t), t) for t in a.tensors], result["locations"]
+
+
+def _storage_address(t):
+    return (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).data_ptr()
+
+
+_saved_locations = {}  # storage address -> the location torch.save writes for it (_saved_at)
+_tagger_registered = False
+
+
+def _location_of_host_copy(storage):
+    return _saved_locations.get(storage.data_ptr()) if _saved_locations else None
+
+
+@contextlib.contextmanager
+def _saved_at(locations):
+    """torch.save writes the host copies in `locations` as on their GPU: the state a rescue kept
+    loads where a periodic snapshot's would (dtrun.restore's map_location decides either way)."""
+    global _tagger_registered
+    if not locations:
+        yield
+        return
+    import torch.serialization
+    if not _tagger_registered:
+        # Ahead of torch's own taggers (10 and up); a deserializer that never takes a storage.
+        torch.serialization.register_package(5, _location_of_host_copy, lambda storage, location: None)
+        _tagger_registered = True
+    _saved_locations.update(locations)
+    try:
+        yield
+    finally:
+        _saved_locations.clear()
+
+
+def _not_finite(tensors):
+    for t in tensors:
         if t.is_floating_point() and not _all_finite(t):
             return "a value is not finite"
     return None

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -28,6 +29,12 @@
 #include "worker/resnet.h"
 #include "worker/sync_stopwatch.h"
 #include "worker/torch_compat.h"
+
+#if DTRUN_WITH_NCCL
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 namespace dtrun::worker {
 namespace {
@@ -359,6 +366,104 @@ TEST(CudaTest, ASnapshotOrderedBeforeTheNextStepOnTheGpuKeepsTheStateItBeganWith
 
   ASSERT_TRUE(snapshots->Restore(1, job.state).ok());
   job.ExpectValues(at_begin);
+}
+
+// Keeps the current stream busy for about `seconds` (a spinning kernel, calibrated with events):
+// what a stream stuck behind a collective with a rank that is gone looks like, but it ends.
+void StallCurrentStream(double seconds) {
+#if DTRUN_WITH_NCCL
+  at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  constexpr int64_t kProbe = 100'000'000;
+  start.record(stream);
+  at::cuda::sleep(kProbe);
+  stop.record(stream);
+  stop.synchronize();
+  const double cycles_per_s = kProbe / (start.elapsed_time(stop) / 1e3);
+  at::cuda::sleep(static_cast<int64_t>(seconds * cycles_per_s));
+#else
+  (void)seconds;
+#endif
+}
+
+// Snapshots on failure with the state on the GPU (MemorySnapshots::Arm, DeviceMark): the state
+// armed after a step is kept on the way out though the current stream is stuck (as behind a
+// collective with a rank that is gone) and the next forward, queued behind it, moves the batch
+// norm statistics. A rescue queued after the current stream's work would wait out the whole stall
+// and miss its bound; the rescue copies after the armed step's mark alone.
+TEST(CudaTest, AStateOnTheGpuIsKeptOnTheWayOutThoughTheCurrentStreamIsStuck) {
+  SKIP_WITHOUT_CUDA();
+  TestSnapshots region("cuda-rescue-test");
+  ASSERT_TRUE(region.fd.ok()) << region.fd.status();
+  ASSERT_NE(region.snapshots, nullptr);
+  MemorySnapshots* snapshots = region.snapshots.get();
+  snapshots->set_rescue_wait_seconds(1);
+
+  torch::manual_seed(5);
+  GpuStateJob job(1024, 4096);
+  GradScaler scaler;
+  scaler.KeepStateOn(torch::kCUDA);  // the captured step's loss scale, on the GPU
+  job.state.scaler = &scaler;
+  job.Backward(256);
+  job.optimizer.step();
+  job.progress.global_step = 1;
+  const std::vector<torch::Tensor> at_arm = job.Values();
+
+  snapshots->Arm(job.state);
+  ASSERT_TRUE(snapshots->armed()) << "a state on the GPU is armed";
+  StallCurrentStream(3);
+  job.Backward(256);  // queued behind the stall: moves the running statistics after the mark
+  int64_t written = -2;
+  std::thread([&] { written = snapshots->Rescue(); }).join();
+  EXPECT_EQ(written, 1) << "the rescue waited for the stuck stream, not for the armed step's mark";
+
+  torch::cuda::synchronize();
+  ASSERT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1});
+  scaler.SetState(1.0, 0);
+  ASSERT_TRUE(snapshots->Restore(1, job.state).ok());
+  job.ExpectValues(at_arm);
+  EXPECT_EQ(scaler.scale(), GradScalerOptions{}.init_scale);
+}
+
+// The GPU never reaches the armed step (stuck before its end, as in a step's own all-reduce with a
+// rank that died in it): the state armed never existed whole on the GPU, and the rescue gives up
+// within its bound, keeping nothing.
+TEST(CudaTest, ARescueGivesUpWhenTheGpuDoesNotReachTheArmedStepInTime) {
+  SKIP_WITHOUT_CUDA();
+  TestSnapshots region("cuda-rescue-timeout-test");
+  ASSERT_TRUE(region.fd.ok()) << region.fd.status();
+  ASSERT_NE(region.snapshots, nullptr);
+  MemorySnapshots* snapshots = region.snapshots.get();
+  snapshots->set_rescue_wait_seconds(0.3);
+
+  torch::manual_seed(6);
+  GpuStateJob job(1024, 4096);
+  StallCurrentStream(2);
+  job.Backward(256);
+  job.optimizer.step();  // queued behind the stall
+  job.progress.global_step = 1;
+  snapshots->Arm(job.state);
+  EXPECT_EQ(snapshots->Rescue(), -1);
+  torch::cuda::synchronize();
+  EXPECT_TRUE(snapshots->UsableSteps().empty());
+}
+
+// The same for a Python script (dtrun.snapshot, python/dtrun/_on_failure.py): SIGTERM while its
+// GPU is stuck keeps the state of its last snapshot() call, copied after that step's mark within a
+// 1 s bound, and the restart resumes from it, on the GPU, with the same values.
+TEST(CudaTest, APythonScriptsStateOnTheGpuIsKeptOnTheWayOutAndResumed) {
+  SKIP_WITHOUT_CUDA();
+  std::optional<std::string> py = dtrun::testing::TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (set PYTHON_EXEC)";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "1", "--max-restarts", "1",
+                             "--snapshot-every", "1000", dtrun::testing::Worker("gpu_rescue.py")},
+                            {{"PYTHON_EXEC", *py}});
+  ASSERT_EQ(rc, 0) << out;
+  std::smatch armed;
+  ASSERT_TRUE(std::regex_search(out, armed, std::regex(R"(ARMED step=5 digest=([0-9a-f]{16}))"))) << out;
+  EXPECT_NE(out.find("rank 0: kept the state of step 5 in memory on the way out"), std::string::npos) << out;
+  EXPECT_NE(out.find("RESTORED step=5 digest=" + armed[1].str() + " device=cuda:0"), std::string::npos) << out;
+  EXPECT_EQ(out.find("NOT STOPPED"), std::string::npos) << out;
 }
 
 // Same weights, same input: the channels-last CUDA forward and backward agree with the CPU's

@@ -5,6 +5,8 @@ here.
 
     PYTHONPATH=build/lib/dtrun/python python3 tests/python/on_failure_test.py
 """
+import collections
+import io
 import os
 import select
 import signal
@@ -148,12 +150,56 @@ class RescueTest(unittest.TestCase):
         self.rescue()
         self.assertEqual(sorted(self.region.usable()), [10, 13])
 
-    def test_a_state_off_the_host_is_not_armed_again(self):
+    def test_a_state_on_neither_the_host_nor_a_gpu_is_not_armed_again(self):
         train(1, self.keeper, self.model, self.opt)
         self.keeper.moving()
         self.keeper.arm({"on_device": torch.empty(2, device="meta")}, 2, held=False)
         self.assertTrue(self.keeper.off)
         self.assertEqual(self.rescue(), (None, ""))
+
+    def test_the_arming_walk_and_its_first_pass_see_the_tensors_in_the_same_order(self):
+        # The GPU's copies are made in a first pass (_tensors_of) and handed out in the walk's order.
+        Pair = collections.namedtuple("Pair", "a b")
+        ordered = collections.OrderedDict([("z", torch.zeros(1)), ("a", torch.ones(1))])
+        ordered._metadata = {"": {"version": 1}}
+        state = {"x": [torch.tensor(1.0), (torch.tensor(2.0), Pair(torch.tensor(3.0), "s"))], "o": ordered, "n": 4}
+        seen = []
+        mapped = _on_failure._map_tensors(state, lambda t: seen.append(t) or t * 10)
+        self.assertEqual([id(t) for t in _on_failure._tensors_of(state)], [id(t) for t in seen])
+        self.assertEqual(mapped["x"][1][1].a.item(), 30.0)
+        self.assertIsInstance(mapped["x"][1][1], Pair)
+        self.assertEqual(list(mapped["o"]), ["z", "a"])
+        self.assertEqual(mapped["o"]._metadata, ordered._metadata)
+        self.assertEqual(mapped["n"], 4)
+
+    def test_copies_in_few_kernels_hold_each_tensors_values_apart_from_it(self):
+        tensors = [torch.randn(3, 4), torch.tensor(7), torch.arange(5), torch.randn(2).double(), torch.randn(6)[::2]]
+        copies = _on_failure._copies_in_few_kernels(tensors)
+        for t, c in zip(tensors, copies):
+            self.assertEqual((c.shape, c.dtype), (t.shape, t.dtype))
+            self.assertTrue(torch.equal(c, t))
+        for t in tensors:
+            t.add_(1)
+        self.assertFalse(any(torch.equal(c, t) for t, c in zip(tensors, copies)))
+
+    def test_host_copies_of_a_gpus_tensors_are_saved_as_on_that_gpu(self):
+        copy_of_gpu, on_host = torch.randn(3), torch.randn(2)
+        saved = io.BytesIO()
+        with _on_failure._saved_at({_on_failure._storage_address(copy_of_gpu): "cuda:0"}):
+            torch.save({"g": copy_of_gpu, "h": on_host}, saved)
+        saved.seek(0)
+        loaded = torch.load(saved, map_location="cpu")
+        self.assertTrue(torch.equal(loaded["g"], copy_of_gpu))
+        tags = []
+        saved.seek(0)
+        torch.load(saved, map_location=lambda storage, location: tags.append(location) or storage)
+        self.assertEqual(sorted(tags), ["cpu", "cuda:0"])
+        later = io.BytesIO()  # the tag holds only inside the block
+        torch.save(copy_of_gpu, later)
+        later.seek(0)
+        tags.clear()
+        torch.load(later, map_location=lambda storage, location: tags.append(location) or storage)
+        self.assertEqual(tags, ["cpu"])
 
     def test_no_optimizer_seen_stepping_arms_nothing(self):
         keeper = _on_failure.OnFailure(self.region, self.kept.append, lambda e: False)

@@ -139,6 +139,58 @@ TEST(MemorySnapshotsTest, RescueWritesTheStateAtArmThoughTheNextForwardRanSince)
   ExpectEqualValues(job.Values(), at_arm);
 }
 
+// Parameters and a buffer that are strided views (every other column of a larger tensor): not
+// plain host memory. They take the way a state on the GPU takes (MemorySnapshots::Arm): held, or
+// copied at Arm, as tensors, and copied out by torch at Rescue after the armed step's mark.
+struct StridedModule : torch::nn::Module {
+  StridedModule() {
+    torch::NoGradGuard no_grad;
+    w = register_parameter("w", torch::randn({4, 16}).slice(1, 0, 16, 2));
+    b = register_parameter("b", torch::randn({3, 8}).select(1, 5));
+    seen = register_buffer("seen", torch::zeros({3, 6}).slice(1, 0, 6, 2));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::NoGradGuard no_grad;
+    seen.add_(1);  // as batch norm's statistics: changed by every forward, not by the optimizer
+    return x;
+  }
+  torch::Tensor w, b, seen;
+};
+
+TEST(MemorySnapshotsTest, AStateOutsidePlainHostMemoryIsArmedAndRescuedAsItWasAtArm) {
+  Snapshots snapshots(nullptr);
+  torch::manual_seed(11);
+  auto model = std::make_shared<StridedModule>();
+  ASSERT_FALSE(model->w.is_non_overlapping_and_dense());
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  Progress progress;
+  const TrainState state{model.get(), &optimizer, nullptr, &progress};
+  auto step = [&] {
+    optimizer.zero_grad();
+    model->forward(torch::ones({1}));
+    (model->w.sum() + model->b.square().sum()).backward();
+    optimizer.step();
+    ++progress.global_step;
+  };
+  auto values = [&] {
+    std::vector<torch::Tensor> out;
+    for (const StateTensor& t : StateTensors(state)) out.push_back(t.tensor.detach().clone());
+    return out;
+  };
+  step();
+  const std::vector<torch::Tensor> at_arm = values();
+  snapshots->Arm(state);
+  ASSERT_TRUE(snapshots->armed()) << "a state outside plain host memory is armed too";
+  model->forward(torch::ones({1}));  // the next step's forward moves the buffer
+  int64_t written = -2;
+  std::thread([&] { written = snapshots->Rescue(); }).join();
+  EXPECT_EQ(written, 1);
+
+  step();  // the job goes on past the rescued step; the restore takes it back
+  ASSERT_TRUE(snapshots->Restore(1, state).ok());
+  ExpectEqualValues(values(), at_arm);
+}
+
 // A rescued state was never compared across the replicas: it may take the slot of a snapshot the
 // replicas have not agreed on either, or the older agreed one, never the newest agreed one.
 TEST(MemorySnapshotsTest, RescueNeverWritesOverTheNewestAgreedSnapshot) {
