@@ -71,6 +71,7 @@ struct AgentOptions {
   // that one flooding worker cannot crowd out the others' reports (empty: no reports).
   std::string progress_dir;
   std::string python_dir;        // holds the `dtrun` Python module: appended to workers' PYTHONPATH
+  std::string xxhash_library;    // the file of dtrun's libxxhash, for that module's snapshots
   std::string timer_file;        // torchelastic's FileTimer pipe (empty: not enabled)
   progress::HangPolicy hang;
   // A worker's process in uninterruptible sleep (D state) this long is a hang (0: not checked).

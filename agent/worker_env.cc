@@ -66,6 +66,7 @@ std::vector<std::string> BuildWorkerEnv(const std::map<std::string, std::string>
     // Appended: the user's own modules keep precedence over dtrun's.
     auto path = env.find(env::kPythonPath);
     env[env::kPythonPath] = path == env.end() || path->second.empty() ? o.python_dir : path->second + ":" + o.python_dir;
+    if (!o.xxhash_library.empty()) env[env::kXxhashLibrary] = o.xxhash_library;
   }
   env[env::kLaunchId] = o.launch_id;
 

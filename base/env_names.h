@@ -68,6 +68,9 @@ inline constexpr char kSnapshotPeers[] = "DTRUN_SNAPSHOT_PEERS";
 // The second region of a multi-node job: this rank's snapshots that also live on the buddy node,
 // or were fetched from it (agent/replicator.h).
 inline constexpr char kSnapshotReplicaFd[] = "DTRUN_SNAPSHOT_REPLICA_FD";
+// The libxxhash dtrun itself loaded: the Python module's snapshots (python/dtrun/_snapshots.py)
+// hash as the C++ side does, and find it there on a machine with no libxxhash of its own.
+inline constexpr char kXxhashLibrary[] = "DTRUN_XXHASH_LIBRARY";
 
 // Warm workers (docs/DESIGN.md, "Warm workers"): set only in a worker started ahead of its round;
 // the read end of the pipe on which the agent releases it (base/park_message.h).

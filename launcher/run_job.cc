@@ -66,6 +66,7 @@ void SetUpProgressChannels(const std::map<std::string, std::string>& env, const 
                            AgentOptions& a) {
   a.progress_dir = private_dir;
   a.python_dir = PythonModuleDir();
+  a.xxhash_library = snapshot::XxhashLibraryFile();
   // torchrun's switch: the agent serves a FileTimer pipe and tells workers where it is.
   auto enabled = env.find(env::kEnableFileTimer);
   if (enabled != env.end() && enabled->second == "1") {

@@ -1,5 +1,6 @@
 #include "snapshot/snapshot_region.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -71,6 +72,13 @@ std::string EncodeHeader(const SlotHeader& h) {
   std::string out(kHeaderBytes, '\0');
   std::memcpy(out.data(), &w, sizeof(w));
   return out;
+}
+
+std::string XxhashLibraryFile() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&XXH3_64bits), &info) == 0 || info.dli_fname == nullptr) return "";
+  const std::string file = info.dli_fname;
+  return file.find("libxxhash") != std::string::npos ? file : "";
 }
 
 absl::StatusOr<SlotHeader> DecodeHeader(absl::string_view bytes, uint64_t payload_capacity) {

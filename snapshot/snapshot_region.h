@@ -51,6 +51,9 @@ Layout LayoutOf(uint64_t region_bytes);
 
 uint64_t JobHash(absl::string_view run_id);
 uint64_t PayloadHash(const void* data, size_t n);
+// The file of the libxxhash this process hashes with, for the workers' Python module
+// (python/dtrun/_snapshots.py), which loads it by name; "" when linked statically.
+std::string XxhashLibraryFile();
 
 // The kHeaderBytes of a complete slot header.
 std::string EncodeHeader(const SlotHeader& header);

@@ -72,7 +72,10 @@ class SnapshotError(Exception):
 
 
 def _load_xxhash():
-    for name in ("libxxhash.so.0", "libxxhash.so"):
+    # dtrun's own first (DTRUN_XXHASH_LIBRARY): a machine with PyTorch from pip may have none.
+    for name in (os.environ.get("DTRUN_XXHASH_LIBRARY", ""), "libxxhash.so.0", "libxxhash.so"):
+        if not name:
+            continue
         try:
             lib = ctypes.CDLL(name)
             lib.XXH3_64bits.restype = ctypes.c_uint64

@@ -43,6 +43,21 @@ TEST(WorkerEnvTest, SetsTorchrunVariables) {
   EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);
 }
 
+// The Python module comes with the libxxhash dtrun loaded, which its snapshots hash with.
+TEST(WorkerEnvTest, ThePythonModuleIsAppendedWithDtrunsLibxxhash) {
+  AgentOptions o;
+  o.python_dir = "/opt/dtrun/lib/dtrun/python";
+  o.xxhash_library = "/opt/dtrun/lib/libxxhash.so.0";
+  WorkerIdentity id{0, 0, 1, 0, 0, 1, "localhost", 12345, "/tmp/e.json", "", ""};
+  auto env = AsMap(BuildWorkerEnv({{"PYTHONPATH", "/mine"}}, o, id));
+  EXPECT_EQ(env["PYTHONPATH"], "/mine:/opt/dtrun/lib/dtrun/python");
+  EXPECT_EQ(env["DTRUN_XXHASH_LIBRARY"], "/opt/dtrun/lib/libxxhash.so.0");
+  o.python_dir.clear();  // no module installed: nothing for it
+  env = AsMap(BuildWorkerEnv({}, o, id));
+  EXPECT_EQ(env.count("PYTHONPATH"), 0u);
+  EXPECT_EQ(env.count("DTRUN_XXHASH_LIBRARY"), 0u);
+}
+
 TEST(WorkerEnvTest, HangEvidenceIsOnUnlessTheUserChoseOtherwise) {
   AgentOptions o;
   WorkerIdentity id{0, 0, 1, 0, 0, 1, "localhost", 1, "/tmp/e.json", "", ""};

@@ -78,6 +78,7 @@ TEST(TorchCompatTest, WorkerEnvironmentMatchesTorchrun) {
                                   "PYTHONFAULTHANDLER",
                                   // progress reports: the worker's socket, its stacks file, the dtrun module
                                   "DTRUN_PROGRESS_SOCKET", "DTRUN_STACKS_FILE", "PYTHONPATH",
+                                  "DTRUN_XXHASH_LIBRARY",
                                   // the agent's in-memory snapshot region for this local rank
                                   "DTRUN_SNAPSHOT_FD", "DTRUN_SNAPSHOT_EVERY", "DTRUN_SNAPSHOT_REPLICA_FD"};
   for (int r = 0; r < 2; ++r) {

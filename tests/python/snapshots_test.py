@@ -87,6 +87,25 @@ class ChooseTest(unittest.TestCase):
             self.assertEqual(s.peer_payload(view, s._hash_bytes(data), 3, 0).read(8), bytes(range(8)))
 
 
+class XxhashTest(unittest.TestCase):
+    def test_the_library_dtrun_names_comes_first_and_a_wrong_name_falls_back(self):
+        from unittest import mock
+        if s._xxh is None:
+            self.skipTest("no libxxhash")
+        tried = []
+        real_cdll = s.ctypes.CDLL
+
+        def cdll(name):
+            tried.append(name)
+            return real_cdll(name)
+
+        with mock.patch.dict(os.environ, {"DTRUN_XXHASH_LIBRARY": "/nonexistent/libxxhash.so.0"}), \
+                mock.patch.object(s.ctypes, "CDLL", cdll):
+            lib = s._load_xxhash()
+        self.assertIsNotNone(lib)
+        self.assertEqual(tried[:2], ["/nonexistent/libxxhash.so.0", "libxxhash.so.0"])
+
+
 class CadenceTest(unittest.TestCase):
     def test_the_first_two_steps_then_the_agreed_interval(self):
         c = s.Cadence(0)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -140,6 +141,13 @@ TEST(PayloadTocTest, RoundTripsAndRefusesRecordsOutsideThePayload) {
   bad.replace(0, bad_toc.size(), bad_toc);
   EXPECT_TRUE(absl::IsDataLoss(DecodeToc(bad).status()));
   EXPECT_FALSE(SpanBytes({int64_t{1} << 40, int64_t{1} << 40}, {int64_t{1} << 40, 1}, 4).has_value());
+}
+
+// What dtrun hands its workers' Python module (DTRUN_XXHASH_LIBRARY): the library it hashes with.
+TEST(SnapshotRegionTest, TheLibxxhashFileIsTheOneThisProcessLoaded) {
+  const std::string file = XxhashLibraryFile();
+  ASSERT_NE(file.find("libxxhash"), std::string::npos) << file;
+  EXPECT_TRUE(std::filesystem::exists(file)) << file;
 }
 
 TEST(PayloadTocTest, HashingInPiecesEqualsHashingTheWhole) {
