@@ -479,7 +479,9 @@ def _on_the_host(a):
                 with torch.cuda.stream(side):
                     for t in a.tensors:
                         if t.device == device:
-                            h = host[id(t)] = t.to("cpu", non_blocking=True)
+                            # Into pageable memory, each copy waited for on the side stream: no
+                            # pinned allocation, whose CUDA call could wait on the stuck GPU.
+                            h = host[id(t)] = t.to("cpu")
                             locations[_storage_address(h)] = str(device)
                 side.synchronize()
             result["host"], result["locations"] = host, locations
