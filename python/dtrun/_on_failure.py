@@ -153,12 +153,14 @@ class OnFailure:
             return None  # no optimizer has stepped: nothing tells the parameters from the rest
         import torch
         by_reference, tensors, copied = [], [], [0, 0.0]  # bytes, seconds
-        start = time.monotonic()
-        # What no optimizer owns on a GPU is copied in a few kernels, in the walk's order.
+        # What no optimizer owns on a GPU is copied in a few kernels, in the walk's order. Only the
+        # copies count against ARM_COPY_BUDGET: the walks are what arming a host state costs too.
         on_gpu = [t for t in _tensors_of(state) if t.is_cuda and _copied_at_arm(t, owned)]
+        start = time.monotonic()
         with torch.no_grad():
             gpu_copies = iter(_copies_in_few_kernels(on_gpu))
-        copied[1] += time.monotonic() - start
+        if on_gpu:
+            copied[1] += time.monotonic() - start
 
         def arm_tensor(t):
             if _copied_at_arm(t, owned):

@@ -157,6 +157,15 @@ class RescueTest(unittest.TestCase):
         self.assertTrue(self.keeper.off)
         self.assertEqual(self.rescue(), (None, ""))
 
+    def test_arming_a_state_with_nothing_to_copy_costs_no_copy_time(self):
+        # Only copies count against ARM_COPY_BUDGET: a tiny model's millisecond steps would otherwise
+        # turn arming off for the walk alone.
+        model = torch.nn.Linear(4, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        train(3, self.keeper, model, opt)
+        self.assertIsNotNone(self.keeper._armed)
+        self.assertEqual(self.keeper._copy_seconds, 0.0)
+
     def test_the_arming_walk_and_its_first_pass_see_the_tensors_in_the_same_order(self):
         # The GPU's copies are made in a first pass (_tensors_of) and handed out in the walk's order.
         Pair = collections.namedtuple("Pair", "a b")
