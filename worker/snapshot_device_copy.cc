@@ -150,7 +150,15 @@ absl::Status DeviceMark::CopyAfter(const std::vector<torch::Tensor>& dsts, const
     return absl::OkStatus();
   }
   c10::cuda::CUDAGuard device_guard(impl_->device);
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, impl_->device);
+  // A stream of its own, not one of LibTorch's pool: ProcessGroupNCCL takes its streams from that
+  // pool too, and the one stuck in the collective with the rank that is gone may come round.
+  // Never destroyed: the caching allocator records events on it when the sources are freed.
+  cudaStream_t raw = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&raw, cudaStreamNonBlocking); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("no CUDA stream for the copy from the GPU: ", cudaGetErrorString(e)));
+  }
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromExternal(raw, impl_->device);
   impl_->event.block(side);
   // First the mark alone: a copy into pageable memory would block this thread without a bound.
   DT_RETURN_IF_ERROR(WaitBounded(side.stream(), timeout_s, "the GPU's work up to the armed step"));

@@ -476,7 +476,9 @@ def _on_the_host(a):
         try:
             host, locations = {}, {}
             for device, mark in a.marks.items():
-                side = torch.cuda.Stream(device=device)
+                # High priority: ProcessGroupNCCL takes its streams from the low-priority pool,
+                # and the one stuck in the collective with the rank that is gone may come round.
+                side = torch.cuda.Stream(device=device, priority=-1)
                 side.wait_event(mark)
                 with torch.cuda.stream(side):
                     for t in a.tensors:
