@@ -153,19 +153,16 @@ class OnFailure:
             return None  # no optimizer has stepped: nothing tells the parameters from the rest
         import torch
         by_reference, tensors, copied = [], [], [0, 0.0]  # bytes, seconds
-        # What no optimizer owns on a GPU is copied in a few kernels, in the walk's order. Only the
-        # copies count against ARM_COPY_BUDGET: the walks are what arming a host state costs too.
-        on_gpu = [t for t in _tensors_of(state) if t.is_cuda and _copied_at_arm(t, owned)]
-        start = time.monotonic()
-        with torch.no_grad():
-            gpu_copies = iter(_copies_in_few_kernels(on_gpu))
-        if on_gpu:
-            copied[1] += time.monotonic() - start
+        on_gpu = []  # what no optimizer owns on a GPU: copied after the walk, in a few kernels
 
         def arm_tensor(t):
             if _copied_at_arm(t, owned):
+                if t.is_cuda:
+                    on_gpu.append(t)
+                    tensors.append(t)
+                    return t  # replaced by its copy below
                 start = time.monotonic()
-                t = next(gpu_copies) if t.is_cuda else t.clone()
+                t = t.clone()
                 copied[1] += time.monotonic() - start
                 copied[0] += t.numel() * t.element_size()
                 tensors.append(t)
@@ -176,6 +173,13 @@ class OnFailure:
 
         with torch.no_grad():
             armed = _map_tensors(state, arm_tensor)
+            if on_gpu:
+                start = time.monotonic()
+                copies = {id(t): c for t, c in zip(on_gpu, _copies_in_few_kernels(on_gpu))}
+                copied[1] += time.monotonic() - start
+                copied[0] += sum(t.numel() * t.element_size() for t in on_gpu)
+                armed = _map_tensors(armed, lambda t: copies.get(id(t), t))
+                tensors = [copies.get(id(t), t) for t in tensors]
         marks = {}
         for t in tensors:
             if t.is_cuda and t.device not in marks:  # after the copies above, on the same stream
@@ -404,20 +408,6 @@ def _copied_at_arm(t, owned):
     except RuntimeError:  # an inference or sparse tensor: no version counter or no data pointer
         raise _NotArmable()
     return bool(key) and key not in owned
-
-
-def _tensors_of(obj, depth=0):
-    """The tensors in `obj` (nested dicts, lists and tuples), in _map_tensors's order."""
-    import torch
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if depth > _MAX_DEPTH:
-        return []  # _map_tensors refuses it
-    if isinstance(obj, dict):
-        obj = obj.values()
-    elif not isinstance(obj, (list, tuple)):
-        return []
-    return [t for v in obj for t in _tensors_of(v, depth + 1)]
 
 
 def _map_tensors(obj, fn, depth=0):
