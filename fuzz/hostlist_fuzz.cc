@@ -1,17 +1,45 @@
-// libFuzzer: Slurm's hostlist grammar (SLURM_JOB_NODELIST comes from the environment). Any bytes:
-// nothing crashes or throws, the host count stays within its bound, no host is empty.
+// libFuzzer: the host lists dtrun reads from outside. Slurm's hostlist grammar (SLURM_JOB_NODELIST
+// comes from the environment), and the hosts of `dtrun -H` / `--hostfile` (a file another tool
+// wrote) with the control lines of a dtrun started by it. Any bytes: nothing crashes or throws,
+// counts stay within their bounds, and no host that is accepted could reach ssh as an option or a
+// shell as anything but a name.
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/strings/ascii.h"
+#include "launcher/control_stdin.h"
+#include "launcher/host_list.h"
 #include "launcher/slurm_hostlist.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  absl::string_view list(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<std::vector<std::string>> hosts = dtrun::ExpandHostlist(list, 4096);
-  if (!hosts.ok()) return 0;
-  if (hosts->size() > 4096) __builtin_trap();
-  for (const std::string& h : *hosts) {
-    if (h.empty()) __builtin_trap();
+namespace {
+
+void CheckHosts(const absl::StatusOr<std::vector<dtrun::HostSlots>>& hosts) {
+  if (!hosts.ok()) return;
+  if (hosts->empty() || hosts->size() > static_cast<size_t>(dtrun::kMaxHosts)) __builtin_trap();
+  for (const dtrun::HostSlots& h : *hosts) {
+    if (h.name.empty() || h.name[0] == '-' || h.address().empty() || h.slots < 0 || h.slots > 64) __builtin_trap();
+    for (char c : h.name) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != '@') {
+        __builtin_trap();
+      }
+    }
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  absl::string_view text(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<std::vector<std::string>> hosts = dtrun::ExpandHostlist(text, 4096);
+  if (hosts.ok()) {
+    if (hosts->size() > 4096) __builtin_trap();
+    for (const std::string& h : *hosts) {
+      if (h.empty()) __builtin_trap();
+    }
+  }
+  CheckHosts(dtrun::ParseHostList(text, 64));
+  CheckHosts(dtrun::ParseHostfile(text, "fuzz", 64));
+  dtrun::ControlLine c = dtrun::ParseControlLine(text.substr(0, dtrun::kMaxControlLine));
+  if (c.kind == dtrun::ControlLine::Kind::kSignal && c.signal <= 0) __builtin_trap();
   return 0;
 }

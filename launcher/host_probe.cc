@@ -90,6 +90,16 @@ class RealHost final : public HostProbe {
     return name == self || (!name.empty() && first_label(name) == first_label(self)) ||
            dtrun::InterfaceWithAddress(name).has_value();
   }
+  std::string ThisExecutable() const override {
+    std::error_code ec;
+    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? "dtrun" : exe.string();
+  }
+  std::string WorkingDirectory() const override {
+    std::error_code ec;
+    std::filesystem::path cwd = std::filesystem::current_path(ec);
+    return ec ? "." : cwd.string();
+  }
 };
 
 }  // namespace

@@ -27,6 +27,9 @@ class HostProbe {
   // Whether `name` is this machine: its host name (or that name's first label, as a Kubernetes pod
   // is named before its service resolves), or a name or address of one of its interfaces.
   virtual bool IsThisHost(const std::string& name) const = 0;
+  // This dtrun's path and the working directory: what `dtrun -H` runs on the other hosts.
+  virtual std::string ThisExecutable() const = 0;
+  virtual std::string WorkingDirectory() const = 0;
 };
 
 // The machine dtrun runs on.

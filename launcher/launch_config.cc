@@ -346,6 +346,13 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     parsed.exit_text = VersionText("dtrun") + "\n";
     return parsed;
   }
+  if (!f.hosts.empty() || !f.hostfile.empty()) {
+    const size_t program_at = args.size() - app.remaining().size();
+    if (app.remaining().empty()) return BadFlag(absl::StrCat("no PROGRAM given; usage: ", kLaunchUsage));
+    DT_ASSIGN_OR_RETURN(parsed.ssh_launch,
+                        PlanSshLaunch(f, app, {args, program_at, env, host.ThisExecutable(), host.WorkingDirectory()}));
+    return parsed;
+  }
   LaunchConfig c;
   DT_ASSIGN_OR_RETURN(c.scheduler_note, ApplySlurmLaunch(app, env, f));
   DT_RETURN_IF_ERROR(FillAgentOptions(f, env, host, c));

@@ -13,6 +13,7 @@
 #include "launcher/credentials.h"
 #include "launcher/host_probe.h"
 #include "launcher/launch_values.h"
+#include "launcher/ssh_launch_plan.h"
 #include "rendezvous/rendezvous_options.h"
 #include "rendezvous/rendezvous_server.h"
 
@@ -61,9 +62,11 @@ struct LaunchConfig {
 // Call before parsing (the flags read PET_ variables from the process environment).
 void AcceptOperatorSpellings();
 
-// What parsing produced: a config to run, or text to print and exit 0 (--help, --version).
+// What parsing produced: a config to run, a launch over ssh on several hosts (-H, --hostfile),
+// or text to print and exit 0 (--help, --version).
 struct ParsedCommandLine {
   std::optional<LaunchConfig> config;
+  std::optional<SshLaunch> ssh_launch;
   std::string exit_text;
 };
 

@@ -115,6 +115,17 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
                                                               "(--tee and --log-dir keep every line)");
   opt("duplicate-stderr-filters", f.duplicate_stderr_filters, "Accepted for torchrun compatibility; not applied "
                                                               "(--tee and --log-dir keep every line)");
+  app.add_option("-H,--hosts", f.hosts,
+                 "Start the job on these hosts over ssh from here, e.g. a:4,b:4 (HOST:WORKERS; without :N, "
+                 "--nproc-per-node); the first host serves the rendezvous");
+  app.add_option("--hostfile", f.hostfile, "As -H, from a file: a line per host, HOST slots=N (or HOST:N)");
+  app.add_option("--ssh-command", f.ssh_command, "With -H: the remote shell and its options, e.g. \"ssh -p 2222\"")
+      ->capture_default_str();
+  app.add_option("--remote-dtrun", f.remote_dtrun, "With -H: dtrun's path on the hosts (default: this dtrun's)");
+  app.add_option("-x,--env", f.forward_env,
+                 "With -H: also give the hosts this variable (NAME: its value here; NAME=VALUE); PATH, the Python "
+                 "and library paths, NCCL_*, CUDA_*, TORCH_* and a few more go by default")
+      ->allow_extra_args(false);
   AddCredentialFlags(app, f.credentials);
   app.add_flag("--version", f.version, "Print the version and exit");
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "launcher/credentials.h"
@@ -46,6 +47,9 @@ struct RawFlags {
   // PET_ variable, or Slurm's port): else a single-node job gets a free port, as newest torchrun.
   bool meeting_point_given = false;
   CredentialFlags credentials;
+  // Starting the job on several hosts over ssh (launcher/ssh_launch_plan.h).
+  std::string hosts, hostfile, ssh_command = "ssh", remote_dtrun;
+  std::vector<std::string> forward_env;  // -x NAME[=VALUE]
 };
 
 // Defines every launch flag on `app`, in both spellings, with torchrun's PET_ environment form.

@@ -16,11 +16,13 @@
 #include "launcher/command_line_token.h"
 #include "launcher/completion.h"
 #include "launcher/console_log.h"
+#include "launcher/control_stdin.h"
 #include "launcher/kill_command.h"
-#include "launcher/status_command.h"
 #include "launcher/launch_config.h"
 #include "launcher/rdzv_server_command.h"
 #include "launcher/run_job.h"
+#include "launcher/ssh_launcher.h"
+#include "launcher/status_command.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -61,6 +63,15 @@ int main(int argc, char** argv) {
     return rc;
   }
 
+  if (!args.empty() && args[0] == dtrun::kControlStdinFlag) {  // started by `dtrun -H` on another host
+    args.erase(args.begin());
+    absl::StatusOr<std::string> token = dtrun::TakeControlStdin(std::chrono::seconds(60));
+    if (!token.ok()) {
+      std::fprintf(stderr, "dtrun: error: %s\n", std::string(token.status().message()).c_str());
+      return 2;
+    }
+    ::setenv(dtrun::env::kRdzvToken, token->c_str(), 1);
+  }
   // The token was copied into `args`; ps and /proc/PID/cmdline must not show it.
   const bool token_on_command_line = dtrun::HideTokenInArgv(argc, argv);
   dtrun::AcceptOperatorSpellings();
@@ -74,6 +85,16 @@ int main(int argc, char** argv) {
   if (!loaded.ok()) {
     std::fprintf(stderr, "dtrun: error: %s\n", std::string(loaded.message()).c_str());
     return 2;
+  }
+  if (parsed->ssh_launch) {
+    absl::Status files = dtrun::LoadSshLaunchFiles(*parsed->ssh_launch);
+    if (!files.ok()) {
+      std::fprintf(stderr, "dtrun: error: %s\n", std::string(files.message()).c_str());
+      return 2;
+    }
+    const int rc = dtrun::RunSshLaunch(*parsed->ssh_launch, stdio);
+    dtrun::FinishConsoleOutput(stdio, {SIGINT, SIGTERM, SIGHUP, SIGQUIT}, rc);
+    return rc;
   }
   if (!parsed->config) {
     std::fputs(parsed->exit_text.c_str(), stdout);

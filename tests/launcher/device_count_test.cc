@@ -65,6 +65,8 @@ class Host final : public HostProbe {
   std::optional<std::string> InterfaceWithAddress(const std::string&) const override { return std::nullopt; }
   std::optional<std::string> LocalAddressFacing(const std::string&, int) const override { return std::nullopt; }
   bool IsThisHost(const std::string&) const override { return true; }
+  std::string ThisExecutable() const override { return "/opt/dtrun/bin/dtrun"; }
+  std::string WorkingDirectory() const override { return "/home/me/job"; }
 };
 
 TEST(NprocPerNodeTest, GpuCudaXpuAndAutoCountWhatTheWorkersWillSee) {

@@ -324,6 +324,8 @@ class FakeHost : public HostProbe {
     return "10.1.2.3";
   }
   bool IsThisHost(const std::string& name) const override { return name == "job-worker-0" || name == "10.1.2.3"; }
+  std::string ThisExecutable() const override { return "/opt/dtrun/bin/dtrun"; }
+  std::string WorkingDirectory() const override { return "/home/me/job"; }
 };
 
 absl::StatusOr<LaunchConfig> ParseOn(const FakeHost& host, std::vector<std::string> args) {

@@ -1,0 +1,120 @@
+#include "launcher/host_list.h"
+
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace dtrun {
+namespace {
+
+// A name ssh cannot read as an option or a second argument, and a shell cannot expand: letters,
+// digits, '.', '-', '_' (USER@ before it), not starting with '-'.
+bool IsHostName(absl::string_view name) {
+  if (name.empty() || name.size() > 255 || name.front() == '-' || name.front() == '@') return false;
+  int ats = 0;
+  for (char c : name) {
+    if (c == '@') {
+      ++ats;
+      continue;
+    }
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') return false;
+  }
+  return ats <= 1 && name.back() != '@';
+}
+
+absl::StatusOr<int> ParseSlots(absl::string_view text, int max_slots) {
+  int slots = 0;
+  if (!absl::SimpleAtoi(text, &slots) || slots < 1 || slots > max_slots) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a worker count 1..", max_slots));
+  }
+  return slots;
+}
+
+// "HOST" or "HOST:N".
+absl::StatusOr<HostSlots> ParseEntry(absl::string_view entry, int max_slots) {
+  HostSlots h;
+  absl::string_view name = entry;
+  if (size_t colon = entry.rfind(':'); colon != absl::string_view::npos) {
+    name = entry.substr(0, colon);
+    absl::StatusOr<int> slots = ParseSlots(entry.substr(colon + 1), max_slots);
+    if (!slots.ok()) return slots.status();
+    h.slots = *slots;
+  }
+  if (!IsHostName(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' is not a host name (letters, digits, '.', '-', '_', an optional USER@)"));
+  }
+  h.name = std::string(name);
+  return h;
+}
+
+absl::Status CheckList(const std::vector<HostSlots>& hosts, const std::string& what) {
+  if (hosts.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " names no host; list at least one"));
+  if (hosts.size() > static_cast<size_t>(kMaxHosts)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " names ", hosts.size(), " hosts; at most ", kMaxHosts));
+  }
+  std::set<std::string> seen;
+  for (const HostSlots& h : hosts) {
+    if (!seen.insert(h.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " names ", h.name, " twice; give each host once, with its worker count (HOST:N)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string HostSlots::address() const {
+  size_t at = name.find('@');
+  return at == std::string::npos ? name : name.substr(at + 1);
+}
+
+absl::StatusOr<std::vector<HostSlots>> ParseHostList(absl::string_view value, int max_slots) {
+  std::vector<HostSlots> hosts;
+  for (absl::string_view entry : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    if (hosts.size() > static_cast<size_t>(kMaxHosts)) break;  // CheckList says so
+    absl::StatusOr<HostSlots> h = ParseEntry(absl::StripAsciiWhitespace(entry), max_slots);
+    if (!h.ok()) return absl::InvalidArgumentError(absl::StrCat("-H: ", h.status().message(), "; write HOST:N,HOST:N"));
+    hosts.push_back(*std::move(h));
+  }
+  if (absl::Status s = CheckList(hosts, "-H"); !s.ok()) return s;
+  return hosts;
+}
+
+absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view text, const std::string& path, int max_slots) {
+  std::vector<HostSlots> hosts;
+  int number = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++number;
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    if (hosts.size() > static_cast<size_t>(kMaxHosts)) break;
+    auto bad = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("--hostfile ", path, " line ", number, ": ", why,
+                                                     "; write HOST slots=N (or HOST:N) on each line"));
+    };
+    std::vector<absl::string_view> words = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    absl::StatusOr<HostSlots> h = ParseEntry(words[0], max_slots);
+    if (!h.ok()) return bad(h.status().message());
+    for (size_t i = 1; i < words.size(); ++i) {
+      absl::string_view v = words[i];
+      if (absl::ConsumePrefix(&v, "slots=")) {
+        absl::StatusOr<int> slots = ParseSlots(v, max_slots);
+        if (!slots.ok()) return bad(slots.status().message());
+        h->slots = *slots;
+      } else if (!absl::StartsWith(v, "max_slots=")) {  // mpirun's cap: the slots are what is used
+        return bad(absl::StrCat("'", v, "' is not slots=N"));
+      }
+    }
+    hosts.push_back(*std::move(h));
+  }
+  if (absl::Status s = CheckList(hosts, "--hostfile " + path); !s.ok()) return s;
+  return hosts;
+}
+
+}  // namespace dtrun

@@ -1,0 +1,166 @@
+// `dtrun -H`: one command on one machine starts the job on network-namespace hosts. The remote
+// shell is a stand-in for ssh (the same argv, `ssh HOST COMMAND`; the command runs under sh in
+// the host's namespace with ssh's stdin), so no SSH server or keys are needed: what is tested is
+// dtrun's side — the command line each host runs, the token on stdin, the relayed output, and
+// that a stop, a killed launcher or an unreachable host leaves no process anywhere.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/process_table.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/launch_config.h"
+#include "launcher/ssh_launch_plan.h"
+#include "tests/support/netns_cluster.h"
+#include "tests/support/process_harness.h"
+
+namespace dtrun::testing {
+namespace {
+
+using std::chrono::seconds;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string WriteExecutable(const std::string& path, const std::string& text) {
+  {
+    std::ofstream f(path);
+    f << text;
+  }
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+class SshLaunchTest : public ::testing::Test {
+ protected:
+  void Cluster(int hosts) {
+    std::string why = NetnsCluster::Unavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+    cluster_ = std::make_unique<NetnsCluster>(hosts);
+    ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
+    // ssh's contract: `ssh HOST COMMAND` runs COMMAND with the remote shell, its stdin fed from
+    // ssh's; a killed ssh leaves the command running with its stdin ended. An unknown host is
+    // ssh's exit code 255. (A background command's stdin is /dev/null before its redirections:
+    // hence fd 3.)
+    std::string cases;
+    for (int i = 0; i < hosts; ++i) {
+      absl::StrAppend(&cases, "  ", cluster_->address(i), ") ns=", cluster_->Exec(i).back(), " ;;\n");
+    }
+    ssh_ = WriteExecutable(MakeTempDir() + "/ssh",
+                           absl::StrCat("#!/bin/sh\nhost=$1; shift\ncase \"$host\" in\n", cases,
+                                        "  *) echo \"ssh: Could not resolve hostname $host\" >&2; "
+                                        "exit 255 ;;\nesac\n"
+                                        "exec 3<&0\nip netns exec \"$ns\" sh -c \"$*\" <&3 3<&- &\nwait $!\n"));
+    mark_ = absl::StrCat("ssh-launch-", ::getpid(), "-", ++launches_);
+  }
+  // dtrun -H on the test machine itself, the hosts' addresses as their names.
+  std::unique_ptr<Harness> Launch(const std::string& hosts, std::vector<std::string> rest) {
+    std::vector<std::string> argv = {
+        DtrunBinary(),     "-H",          hosts,
+        "--ssh-command",   ssh_,          "-x",
+        "SSH_LAUNCH_MARK", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(
+        argv, std::map<std::string, std::string>{{"SSH_LAUNCH_MARK", mark_},
+                                                 {"PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3")}});
+  }
+  // The processes this launch started on any host (dtrun, workers; not the launcher's own).
+  std::vector<ProcessEntry> Started(pid_t launcher) const {
+    std::vector<ProcessEntry> found;
+    for (ProcessEntry& p : FindProcessesWithEnv("SSH_LAUNCH_MARK", mark_)) {
+      if (p.pid != launcher) found.push_back(std::move(p));
+    }
+    return found;
+  }
+  // Every one of `procs` ends within the bound.
+  static void ExpectAllGone(const std::vector<ProcessEntry>& procs) {
+    for (const ProcessEntry& p : procs)
+      EXPECT_TRUE(WaitForPidExit(p.pid, seconds(60))) << "left running: " << p.cmdline;
+  }
+  std::string Host(int i) const { return cluster_->address(i); }
+
+  std::unique_ptr<NetnsCluster> cluster_;
+  std::string ssh_, mark_;
+  static inline int launches_ = 0;
+};
+
+TEST_F(SshLaunchTest, OneCommandStartsAPythonJobOnTwoHostsWithTheirOwnWorkerCounts) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  auto job = Launch(absl::StrCat(Host(0), ":2,", Host(1), ":1"), {Worker("gloo_allreduce.py")});
+  EXPECT_EQ(job->Wait(seconds(180)), 0) << job->all();
+  for (int rank = 0; rank < 3; ++rank) {
+    // The global rank tells the hosts' lines apart on the one console.
+    EXPECT_THAT(job->out(), HasSubstr(absl::StrCat("[default", rank, "]:ALLREDUCE_OK rank=", rank, " world=3 sum=6")));
+  }
+  EXPECT_THAT(job->err(), HasSubstr("starting the job on 2 hosts over ssh"));
+  // Each host's dtrun lines say which host they come from.
+  EXPECT_THAT(job->err(), HasSubstr(absl::StrCat("[dtrun ", Host(0), "] hosting the rendezvous")));
+  ExpectAllGone(Started(job->pid()));
+}
+
+TEST_F(SshLaunchTest, CtrlCOnTheLaunchingHostStopsEveryHostsWorkers) {
+  Cluster(2);
+  auto job = Launch(absl::StrCat(Host(0), ",", Host(1)), {"--no-python", Worker("idle_until_stopped.sh")});
+  ASSERT_TRUE(job->WaitForOutput("READY 0")) << job->all();
+  ASSERT_TRUE(job->WaitForOutput("READY 1")) << job->all();
+  const std::vector<ProcessEntry> started = Started(job->pid());
+  ::kill(job->pid(), SIGINT);
+  EXPECT_EQ(job->Wait(seconds(90)), 128 + SIGINT) << job->all();
+  EXPECT_THAT(job->err(), HasSubstr("got SIGINT; passing it to every host"));
+  EXPECT_THAT(job->err(), HasSubstr(absl::StrCat("[dtrun ", Host(1), "] ")));
+  EXPECT_GE(started.size(), 4u);  // on each host: its dtrun and its worker at least
+  ExpectAllGone(started);
+}
+
+// The launcher killed outright (an OOM kill, a lost login session): its ssh processes die with it,
+// every host's dtrun sees its stdin end and stops its workers.
+TEST_F(SshLaunchTest, AKilledLauncherLeavesNoProcessOnAnyHost) {
+  Cluster(2);
+  auto job = Launch(absl::StrCat(Host(0), ",", Host(1)), {"--no-python", Worker("idle_until_stopped.sh")});
+  ASSERT_TRUE(job->WaitForOutput("READY 0")) << job->all();
+  ASSERT_TRUE(job->WaitForOutput("READY 1")) << job->all();
+  const std::vector<ProcessEntry> started = Started(job->pid());
+  EXPECT_GE(started.size(), 4u);
+  ::kill(job->pid(), SIGKILL);
+  EXPECT_EQ(job->Wait(seconds(30)), 128 + SIGKILL);
+  ExpectAllGone(started);
+}
+
+TEST_F(SshLaunchTest, AnUnreachableHostIsNamedAndTheOthersAreStopped) {
+  Cluster(1);
+  auto job = Launch(absl::StrCat(Host(0), ",no-such-host"), {"--no-python", Worker("idle_until_stopped.sh")});
+  EXPECT_EQ(job->Wait(seconds(120)), 255) << job->all();
+  EXPECT_THAT(job->err(), HasSubstr("host no-such-host: dtrun exited with 255 (ssh could not reach the host"));
+  EXPECT_THAT(job->err(), HasSubstr("too few hosts are left for --nnodes 2:2; stopping the others"));
+  ExpectAllGone(Started(job->pid()));
+}
+
+// What a remote shell runs: every word arrives as it was, quotes, spaces and $ included.
+TEST(SshLaunchCommandTest, TheRemoteCommandReachesDtrunWordForWordThroughAShell) {
+  const std::string dir = MakeTempDir();
+  const std::string fake = WriteExecutable(
+      dir + "/it's dtrun",
+      "#!/bin/sh\nprintf 'cwd=%s\\n' \"$(pwd)\"\nprintf 'env=%s\\n' \"$ODD\"\nfor a; do printf '%s\\n' \"$a\"; done\n");
+  absl::StatusOr<ParsedCommandLine> p =
+      ParseCommandLine({"-H", "a", "-x", "ODD=a'b $HOME `x`", "train.py", "it's", "$HOME", "a b"}, {});
+  ASSERT_TRUE(p.ok() && p->ssh_launch) << p.status();
+  SshLaunch l = *p->ssh_launch;
+  l.remote_dtrun = fake;
+  l.cwd = dir;
+  auto [code, out] = RunToEnd({"/bin/sh", "-c", RemoteCommand(l, 0)});
+  EXPECT_EQ(code, 0) << out;
+  std::vector<std::string> lines = absl::StrSplit(out, '\n');
+  ASSERT_GE(lines.size(), 7u) << out;
+  EXPECT_EQ(lines[0], "cwd=" + dir);
+  EXPECT_EQ(lines[1], "env=a'b $HOME `x`");
+  EXPECT_EQ(lines[2], kControlStdinFlag);
+  EXPECT_THAT(std::vector<std::string>(lines.end() - 4, lines.end() - 1), ElementsAre("it's", "$HOME", "a b"));
+}
+
+}  // namespace
+}  // namespace dtrun::testing
