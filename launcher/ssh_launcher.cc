@@ -188,12 +188,15 @@ class SshLauncher {
       all_exited_at_ = Clock::now();
     }
     if (h.code == 0 || interrupt_ != 0 || kill_at_) return;  // after a stop, ending is what was asked
+    const auto running = std::count_if(hosts_.begin(), hosts_.end(), [](const Host& x) { return !x.exited; });
+    if (running > 0 && running >= launch_.min_nodes) {  // an elastic job goes on without it
+      spdlog::warn("host {}: dtrun exited with {} ({}); the job goes on with {} host{} (--nnodes {})", h.name, h.code,
+                   ExitMeaning(h.code), running, running == 1 ? "" : "s", launch_.nnodes);
+      return;
+    }
     spdlog::error("host {}: dtrun exited with {} ({})", h.name, h.code, ExitMeaning(h.code));
     if (failure_code_ == 0) failure_code_ = h.code;
-    const auto running = std::count_if(hosts_.begin(), hosts_.end(), [](const Host& x) { return !x.exited; });
-    if (running > 0 && running < launch_.min_nodes && !stop_others_at_ && !kill_at_) {
-      stop_others_at_ = Clock::now() + kGraceAfterHostLoss;
-    }
+    if (running > 0 && !stop_others_at_) stop_others_at_ = Clock::now() + kGraceAfterHostLoss;
   }
 
   void OnOutput(Host& h, Stream& s) {

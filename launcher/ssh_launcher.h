@@ -9,7 +9,8 @@
 //     otherwise wait for it until the rendezvous gives up.
 //   - Every wait is bounded: ssh processes still there --shutdown-timeout + 15 s after the stop
 //     are killed.
-// Returns the exit code: 128 + the signal if stopped by one, else the first host's failure, else 0.
+// Returns the exit code: 128 + the signal if stopped by one, else the first failure of a host the
+// job could not do without, else 0 (an elastic job that lost a host and finished succeeded).
 #pragma once
 
 #include "base/console_writer.h"

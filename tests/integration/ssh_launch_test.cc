@@ -57,12 +57,12 @@ class SshLaunchTest : public ::testing::Test {
                                         "exec 3<&0\nip netns exec \"$ns\" sh -c \"$*\" <&3 3<&- &\nwait $!\n"));
     mark_ = absl::StrCat("ssh-launch-", ::getpid(), "-", ++launches_);
   }
-  // dtrun -H on the test machine itself, the hosts' addresses as their names.
-  std::unique_ptr<Harness> Launch(const std::string& hosts, std::vector<std::string> rest) {
-    std::vector<std::string> argv = {
-        DtrunBinary(),     "-H",          hosts,
-        "--ssh-command",   ssh_,          "-x",
-        "SSH_LAUNCH_MARK", "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4"};
+  // dtrun -H on the test machine itself, the hosts' addresses as their names; `conf` is added to
+  // --rdzv-conf.
+  std::unique_ptr<Harness> Launch(const std::string& hosts, std::vector<std::string> rest,
+                                  const std::string& conf = "") {
+    std::vector<std::string> argv = {DtrunBinary(), "-H", hosts, "--ssh-command", ssh_, "-x", "SSH_LAUNCH_MARK",
+                                     "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4" + conf};
     argv.insert(argv.end(), rest.begin(), rest.end());
     return std::make_unique<Harness>(
         argv, std::map<std::string, std::string>{{"SSH_LAUNCH_MARK", mark_},
@@ -137,6 +137,19 @@ TEST_F(SshLaunchTest, AnUnreachableHostIsNamedAndTheOthersAreStopped) {
   EXPECT_EQ(job->Wait(seconds(120)), 255) << job->all();
   EXPECT_THAT(job->err(), HasSubstr("host no-such-host: dtrun exited with 255 (ssh could not reach the host"));
   EXPECT_THAT(job->err(), HasSubstr("too few hosts are left for --nnodes 2:2; stopping the others"));
+  ExpectAllGone(Started(job->pid()));
+}
+
+// An elastic job (--nnodes 2:3) does without the host ssh cannot reach, and succeeds.
+TEST_F(SshLaunchTest, AnElasticJobGoesOnWithoutAnUnreachableHost) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  auto job = Launch(absl::StrCat(Host(0), ",no-such-host,", Host(1)), {"--nnodes", "2:3", Worker("gloo_allreduce.py")},
+                    ",last_call_timeout=1");
+  EXPECT_EQ(job->Wait(seconds(180)), 0) << job->all();
+  EXPECT_THAT(job->err(), HasSubstr("host no-such-host: dtrun exited with 255 (ssh could not reach the host"));
+  EXPECT_THAT(job->err(), HasSubstr("the job goes on with 2 hosts (--nnodes 2:3)"));
+  EXPECT_THAT(job->out(), HasSubstr("ALLREDUCE_OK rank=1 world=2 sum=3"));
   ExpectAllGone(Started(job->pid()));
 }
 
