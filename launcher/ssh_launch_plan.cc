@@ -165,7 +165,13 @@ absl::StatusOr<SshLaunch> PlanSshLaunch(const RawFlags& f, const CLI::App& app, 
   SshLaunch l;
   l.ssh = absl::StrSplit(f.ssh_command, absl::ByAnyChar(" \t"), absl::SkipEmpty());
   if (l.ssh.empty()) return BadFlag("--ssh-command is empty; give the remote shell, e.g. \"ssh -p 2222\"");
-  if (f.ssh_command == "ssh") l.ssh = {"ssh", "-o", "BatchMode=yes"};  // never wait at a password prompt
+  const std::string& program = l.ssh[0];
+  if (program == "ssh" || absl::EndsWith(program, "/ssh")) {
+    // After the user's options, which win (ssh keeps an option's first value). No password
+    // prompt: ssh runs in the background and would stop at the terminal forever. And a host that
+    // stops answering (a cut link) ends its ssh within a minute instead of the kernel's TCP timeout.
+    l.ssh.insert(l.ssh.end(), {"-o", "BatchMode=yes", "-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=6"});
+  }
   l.remote_dtrun = f.remote_dtrun.empty() ? in.this_dtrun : f.remote_dtrun;
   l.cwd = in.cwd;
   DT_ASSIGN_OR_RETURN(l.env, ForwardedEnvironment(in.env, f.forward_env));

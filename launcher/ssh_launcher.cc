@@ -35,6 +35,9 @@ constexpr seconds kKillAfterShutdown{15};
 // job ends every node) before they are stopped.
 constexpr seconds kGraceAfterHostLoss{10};
 constexpr seconds kOutputAfterExit{2};  // output still arriving once every ssh has ended
+// Once a host finished the job, the others end within the rendezvous' exit barrier (5 min by
+// default); a host still there a minute after that (its ssh stuck on a dead link) is stopped.
+constexpr seconds kOthersAfterSuccess{360};
 
 struct Stream {
   UniqueFd fd;
@@ -187,6 +190,7 @@ class SshLauncher {
     if (!all_exited_at_ && std::all_of(hosts_.begin(), hosts_.end(), [](const Host& x) { return x.exited; })) {
       all_exited_at_ = Clock::now();
     }
+    if (h.code == 0 && !interrupt_ && !kill_at_ && !success_at_) success_at_ = Clock::now();
     if (h.code == 0 || interrupt_ != 0 || kill_at_) return;  // after a stop, ending is what was asked
     const auto running = std::count_if(hosts_.begin(), hosts_.end(), [](const Host& x) { return !x.exited; });
     if (running > 0 && running >= launch_.min_nodes) {  // an elastic job goes on without it
@@ -242,8 +246,12 @@ class SshLauncher {
 
   std::optional<Clock::time_point> NextDeadline() const {
     std::optional<Clock::time_point> d;
-    for (const auto& t : {kill_at_, stop_others_at_,
-                          all_exited_at_ ? std::optional(*all_exited_at_ + kOutputAfterExit) : std::nullopt}) {
+    auto after = [](std::optional<Clock::time_point> t, Clock::duration d) -> std::optional<Clock::time_point> {
+      if (!t) return std::nullopt;
+      return *t + d;
+    };
+    for (const auto& t : {kill_at_, stop_others_at_, after(all_exited_at_, kOutputAfterExit),
+                          kill_at_ ? std::nullopt : after(success_at_, kOthersAfterSuccess)}) {
       if (t && (!d || *t < *d)) d = t;
     }
     return d;
@@ -254,6 +262,11 @@ class SshLauncher {
     if (stop_others_at_ && now >= *stop_others_at_) {
       stop_others_at_.reset();
       spdlog::warn("too few hosts are left for --nnodes {}; stopping the others", launch_.nnodes);
+      StopAll(SIGTERM);
+    }
+    if (success_at_ && !kill_at_ && now >= *success_at_ + kOthersAfterSuccess) {
+      spdlog::warn("a host finished the job {} s ago and others have not ended; stopping them",
+                   std::chrono::duration_cast<seconds>(kOthersAfterSuccess).count());
       StopAll(SIGTERM);
     }
     if (kill_at_ && now >= *kill_at_) {
@@ -283,7 +296,7 @@ class SshLauncher {
   int interrupt_ = 0;
   int failure_code_ = 0;
   bool paused_ = false;
-  std::optional<Clock::time_point> kill_at_, stop_others_at_, all_exited_at_;
+  std::optional<Clock::time_point> kill_at_, stop_others_at_, all_exited_at_, success_at_;
 };
 
 }  // namespace

@@ -84,7 +84,8 @@ TEST(SshLaunchPlanTest, EveryHostIsANodeOfOneJobWhoseRendezvousTheFirstHostServe
   // The flags the plan owns are not repeated; the program's own arguments are untouched.
   EXPECT_THAT(l->node_args, ElementsAre("--log-line-prefix-template", "[${role_name}${rank}]:", "--max-restarts", "3",
                                         "train.py", "-H", "x"));
-  EXPECT_THAT(SshArgv(*l, 1), ElementsAre("ssh", "-o", "BatchMode=yes", "me@gpu2", RemoteCommand(*l, 1)));
+  EXPECT_THAT(SshArgv(*l, 1), ElementsAre("ssh", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=10", "-o",
+                                          "ServerAliveCountMax=6", "me@gpu2", RemoteCommand(*l, 1)));
 }
 
 TEST(SshLaunchPlanTest, TheUsersRendezvousSettingsAndElasticRangeAreKept) {
@@ -97,7 +98,9 @@ TEST(SshLaunchPlanTest, TheUsersRendezvousSettingsAndElasticRangeAreKept) {
   EXPECT_EQ(l->run_id, "job7");
   EXPECT_EQ(l->endpoint, "a:29999");
   EXPECT_EQ(RemoteDtrunArgv(*l, 2).back(), "join_timeout=60,is_host=0");
-  EXPECT_THAT(l->ssh, ElementsAre("ssh", "-p", "2222"));
+  // The user's options first: ssh keeps an option's first value.
+  EXPECT_THAT(l->ssh, ElementsAre("ssh", "-p", "2222", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=10", "-o",
+                                  "ServerAliveCountMax=6"));
   EXPECT_THAT(l->node_args, ElementsAre("--log-line-prefix-template", "", "train.py"));  // the token is not here
   ASSERT_TRUE(LoadSshLaunchFiles(*l).ok());
   EXPECT_EQ(l->token, "secret");
