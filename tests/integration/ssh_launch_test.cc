@@ -42,7 +42,7 @@ class SshLaunchTest : public ::testing::Test {
     if (!why.empty()) GTEST_SKIP() << why;
     cluster_ = std::make_unique<NetnsCluster>(hosts);
     ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
-    // ssh's contract: `ssh HOST COMMAND` runs COMMAND with the remote shell, its stdin fed from
+    // ssh's contract: `ssh [-o OPTION]... HOST COMMAND` runs COMMAND with the remote shell, its stdin fed from
     // ssh's; a killed ssh leaves the command running with its stdin ended. An unknown host is
     // ssh's exit code 255. (A background command's stdin is /dev/null before its redirections:
     // hence fd 3.)
@@ -51,10 +51,16 @@ class SshLaunchTest : public ::testing::Test {
       absl::StrAppend(&cases, "  ", cluster_->address(i), ") ns=", cluster_->Exec(i).back(), " ;;\n");
     }
     ssh_ = WriteExecutable(MakeTempDir() + "/ssh",
-                           absl::StrCat("#!/bin/sh\nhost=$1; shift\ncase \"$host\" in\n", cases,
-                                        "  *) echo \"ssh: Could not resolve hostname $host\" >&2; "
-                                        "exit 255 ;;\nesac\n"
-                                        "exec 3<&0\nip netns exec \"$ns\" sh -c \"$*\" <&3 3<&- &\nwait $!\n"));
+                           absl::StrCat("#!/bin/sh\n"
+                                        "while [ \"$1\" = -o ]; do shift 2; done  # the options dtrun adds\n"
+                                        "host=$1; shift\n"
+                                        "case \"$host\" in\n",
+                                        cases,
+                                        "  *) echo \"ssh: Could not resolve hostname $host\" >&2; exit 255 ;;\n"
+                                        "esac\n"
+                                        "exec 3<&0\n"
+                                        "ip netns exec \"$ns\" sh -c \"$*\" <&3 3<&- &\n"
+                                        "wait $!\n"));
     mark_ = absl::StrCat("ssh-launch-", ::getpid(), "-", ++launches_);
   }
   // dtrun -H on the test machine itself, the hosts' addresses as their names; `conf` is added to
