@@ -1,7 +1,6 @@
 #include "tests/support/process_harness.h"
 
-#include "base/process_table.h"
-
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "agent/worker_env.h"
 #include "base/executable.h"
+#include "base/process_table.h"
 #include "base/remove_tree.h"
 #include "gtest/gtest.h"
 
@@ -35,7 +35,7 @@ const std::string& ChildTmpDir() {
 
 }  // namespace
 
-Harness::Harness(std::vector<std::string> argv, std::map<std::string, std::string> env) {
+Harness::Harness(std::vector<std::string> argv, std::map<std::string, std::string> env, bool pipe_stdin) {
   std::map<std::string, std::string> merged = EnvironToMap(environ);
   merged["TMPDIR"] = ChildTmpDir();
   for (auto& [k, v] : env) merged[k] = v;
@@ -44,12 +44,31 @@ Harness::Harness(std::vector<std::string> argv, std::map<std::string, std::strin
   req.executable = exe.ok() ? *exe : argv[0];
   req.argv = std::move(argv);
   for (auto& [k, v] : merged) req.env.push_back(k + "=" + v);
+  req.pipe_stdin = pipe_stdin;
   absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
   if (!p.ok()) {
     err_ = std::string(p.status().message()) + "\n";  // e.g. the program is not installed
     return;
   }
   proc_.emplace(std::move(*p));
+}
+
+bool Harness::WriteStdin(const std::string& bytes) {
+  if (!proc_ || !proc_->stdin_fd().valid()) return false;
+  const int fd = proc_->stdin_fd().get();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // a test's few lines: wait for room
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void Harness::CloseStdin() {
+  if (proc_) proc_->stdin_fd().Reset();
 }
 
 bool Harness::Pump(std::chrono::steady_clock::time_point deadline) {

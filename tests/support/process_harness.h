@@ -20,7 +20,11 @@ class Harness {
  public:
   // Starts `argv` with the test's environment plus `env` overrides. If it cannot be started, the
   // reason is in err() and Wait() returns 127.
-  explicit Harness(std::vector<std::string> argv, std::map<std::string, std::string> env = {});
+  // With `pipe_stdin`, the command reads a pipe that WriteStdin feeds (else the test's stdin).
+  explicit Harness(std::vector<std::string> argv, std::map<std::string, std::string> env = {}, bool pipe_stdin = false);
+  // Writes all of `bytes` to the command's stdin pipe (false if it is closed or gone).
+  bool WriteStdin(const std::string& bytes);
+  void CloseStdin();
 
   pid_t pid() const { return proc_ ? proc_->pid() : -1; }
   // Reads output until `needle` appears in stdout+stderr; false on timeout or EOF.
