@@ -353,6 +353,11 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
                         PlanSshLaunch(f, app, {args, program_at, env, host.ThisExecutable(), host.WorkingDirectory()}));
     return parsed;
   }
+  for (const char* flag : {"--ssh-command", "--remote-dtrun", "--env"}) {
+    if (app.get_option(flag)->count() > 0) {
+      return BadFlag(absl::StrCat(flag, " is for starting a job on several hosts; give the hosts with -H or --hostfile"));
+    }
+  }
   LaunchConfig c;
   DT_ASSIGN_OR_RETURN(c.scheduler_note, ApplySlurmLaunch(app, env, f));
   DT_RETURN_IF_ERROR(FillAgentOptions(f, env, host, c));

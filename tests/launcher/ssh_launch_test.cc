@@ -117,6 +117,8 @@ TEST(SshLaunchPlanTest, WhereTheNodesMeetCannotBeGivenAndTooFewHostsAreNamed) {
   EXPECT_THAT(Plan({"-H", "a", "--hostfile", "f", "train.py"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not both")));
   EXPECT_THAT(Plan({"-H", "a"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no PROGRAM")));
+  EXPECT_THAT(Plan({"-x", "A=1", "train.py"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--env is for starting a job on several hosts")));
 }
 
 TEST(SshLaunchPlanTest, TheHostsGetTheJobsEnvironmentButNeverTheToken) {
