@@ -17,6 +17,7 @@
 #include "base/executable.h"
 #include "base/signal_names.h"
 #include "base/unique_fd.h"
+#include "launcher/summary_dedup.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -46,6 +47,7 @@ struct Stream {
 };
 
 struct Host {
+  int index = 0;
   std::string name;
   std::optional<ChildProcess> ssh;
   UniqueFd control;  // the ssh's stdin
@@ -73,6 +75,10 @@ class SshLauncher {
     while (!Finished()) {
       loop_->RunOnce(NextDeadline());
       OnTimers();
+    }
+    if (summaries_.dropped() > 0) {
+      spdlog::info("({} other host{} printed the same failure summary)", summaries_.dropped(),
+                   summaries_.dropped() == 1 ? "" : "s");
     }
     if (interrupt_ != 0) return 128 + interrupt_;
     if (!ready.ok()) return 1;
@@ -107,6 +113,7 @@ class SshLauncher {
     hosts_.resize(launch_.hosts.size());
     for (size_t i = 0; i < hosts_.size(); ++i) {
       Host& h = hosts_[i];
+      h.index = static_cast<int>(i);
       h.name = launch_.hosts[i].name;
       absl::StatusOr<ChildProcess> child =
           ChildProcess::Spawn({*ssh, SshArgv(launch_, i), env, /*capture_output=*/true, /*pipe_stdin=*/true, {}});
@@ -212,6 +219,7 @@ class SshLauncher {
     if (n < 0 && errno == EAGAIN) return;
     if (n <= 0) {  // the end: a last line without its newline is still a line
       if (!s.partial.empty()) Emit(h, s, std::exchange(s.partial, "") + "\n");
+      if (s.to_stderr) Write(s, summaries_.Flush(h.index));
       loop_->Unwatch(s.fd.get());
       s.fd.Reset();
       return;
@@ -226,10 +234,18 @@ class SshLauncher {
     UpdateReading();
   }
 
-  // Lines from many hosts share this console: dtrun's own say which host they come from.
+  // Lines from many hosts share this console: dtrun's own say which host they come from, and the
+  // job's failure summary, which every host prints, is shown once.
   void Emit(const Host& h, const Stream& s, std::string line) {
     if (absl::StartsWith(line, "[dtrun] ")) line = absl::StrCat("[dtrun ", h.name, "] ", line.substr(8));
-    (s.to_stderr ? stdio_.err : stdio_.out)->Write(line);
+    if (s.to_stderr) {
+      Write(s, summaries_.Feed(h.index, std::move(line)));
+    } else {
+      stdio_.out->Write(line);
+    }
+  }
+  void Write(const Stream& s, std::vector<std::string> lines) {
+    for (std::string& line : lines) (s.to_stderr ? stdio_.err : stdio_.out)->Write(line);
   }
 
   // A console that takes nothing stops the reading here, as it stops the workers' on each host.
@@ -293,6 +309,7 @@ class SshLauncher {
   std::unique_ptr<EventLoop> loop_;
   UniqueFd signals_;
   std::vector<Host> hosts_;
+  SummaryDedup summaries_;
   int interrupt_ = 0;
   int failure_code_ = 0;
   bool paused_ = false;

@@ -146,6 +146,21 @@ TEST_F(SshLaunchTest, AnUnreachableHostIsNamedAndTheOthersAreStopped) {
   ExpectAllGone(Started(job->pid()));
 }
 
+// Every host learns the job's failure and prints its summary; the one console shows it once.
+TEST_F(SshLaunchTest, AFailedJobsSummaryIsShownOnceAndItsExitCodeIsTheRootCauses) {
+  Cluster(2);
+  const std::string worker =
+      WriteExecutable(MakeTempDir() + "/rank1_fails.sh", "#!/bin/sh\n[ \"$RANK\" = 1 ] && exit 3\nexec sleep 300\n");
+  auto job = Launch(absl::StrCat(Host(0), ",", Host(1)), {"--no-python", worker});
+  EXPECT_EQ(job->Wait(seconds(90)), 3) << job->all();
+  const std::string& err = job->err();
+  size_t summaries = 0;
+  for (size_t at = 0; (at = err.find("rank1_fails.sh FAILED", at)) != std::string::npos; ++at) ++summaries;
+  EXPECT_EQ(summaries, 1u) << err;
+  EXPECT_THAT(err, HasSubstr("(1 other host printed the same failure summary)"));
+  ExpectAllGone(Started(job->pid()));
+}
+
 // An elastic job (--nnodes 2:3) does without the host ssh cannot reach, and succeeds.
 TEST_F(SshLaunchTest, AnElasticJobGoesOnWithoutAnUnreachableHost) {
   Cluster(2);

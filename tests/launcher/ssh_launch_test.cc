@@ -10,6 +10,7 @@
 #include "launcher/host_list.h"
 #include "launcher/launch_config.h"
 #include "launcher/ssh_launch_plan.h"
+#include "launcher/summary_dedup.h"
 #include "tests/support/status_matchers.h"
 
 namespace dtrun {
@@ -141,6 +142,32 @@ TEST(SshLaunchPlanTest, TheHostsGetTheJobsEnvironmentButNeverTheToken) {
   auto fresh = Plan({"-H", "a", "train.py"});
   ASSERT_TRUE(LoadSshLaunchFiles(*fresh).ok());
   EXPECT_EQ(fresh->token.size(), 32u);  // none given: only the hosts started here can join
+}
+
+std::string Joined(SummaryDedup& d, int stream, std::vector<std::string> lines) {
+  std::string out;
+  for (std::string& line : lines) {
+    for (const std::string& o : d.Feed(stream, line + "\n")) out += o;
+  }
+  for (const std::string& o : d.Flush(stream)) out += o;
+  return out;
+}
+
+TEST(SummaryDedupTest, EveryHostsCopyOfTheJobsFailureSummaryIsShownOnce) {
+  const std::string rule(60, '=');
+  const std::vector<std::string> summary = {rule, "train.py FAILED", "Root Cause:", "  rank : 1", rule};
+  std::vector<std::string> host0 = {"[dtrun h0] round 0 ended"};
+  host0.insert(host0.end(), summary.begin(), summary.end());
+  host0.push_back("hint after it");
+  SummaryDedup d;
+  EXPECT_EQ(Joined(d, 0, host0), absl::StrJoin(host0, "\n") + "\n");
+  EXPECT_EQ(Joined(d, 1, summary), "");  // the same text from another host
+  EXPECT_EQ(d.dropped(), 1);
+  // A different summary, a rule that begins no summary, and one cut off by the stream's end pass.
+  EXPECT_EQ(Joined(d, 2, {rule, "other.py FAILED", rule}), absl::StrCat(rule, "\nother.py FAILED\n", rule, "\n"));
+  EXPECT_EQ(Joined(d, 3, {rule, "a table", rule}), absl::StrCat(rule, "\na table\n", rule, "\n"));
+  EXPECT_EQ(Joined(d, 4, {rule, "x.py FAILED", "cut"}), absl::StrCat(rule, "\nx.py FAILED\ncut\n"));
+  EXPECT_EQ(d.dropped(), 1);
 }
 
 TEST(ControlStdinTest, TheTokenAndTheSignalsAreTheOnlyLines) {
