@@ -71,12 +71,16 @@ absl::string_view OutputRelay::tail() const {
 }
 
 std::optional<OutputRelay::Clock::time_point> OutputRelay::quiet_deadline() const {
-  if (partial_.empty()) return std::nullopt;
+  if (partial_.empty() || congested()) return std::nullopt;
   return last_data_ + kQuietTime;
 }
 
+void OutputRelay::ReadingResumed(Clock::time_point now) {
+  if (!partial_.empty()) last_data_ = now;
+}
+
 void OutputRelay::ShowIfQuiet(Clock::time_point now) {
-  if (partial_.empty() || now < last_data_ + kQuietTime) return;
+  if (!quiet_deadline() || now < *quiet_deadline()) return;
   if (partial_starts_line_ && !line_shown_) prompted_ = true;
   Emit(partial_, Console::End::kOpen);
   partial_.clear();

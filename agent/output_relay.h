@@ -33,8 +33,12 @@ class OutputRelay {
   bool DrainFrom(int fd, Clock::time_point now = Clock::now());
   // The console this stream goes to has too much waiting: do not read more now.
   bool congested() const { return console_ && console_->congested(); }
-  // When a held partial line is due to be shown (nullopt: nothing held).
+  // When a held partial line is due to be shown (nullopt: nothing held, or the console is
+  // congested: then the worker is not quiet, dtrun is not reading it, and the rest of its line may
+  // be waiting in the pipe).
   std::optional<Clock::time_point> quiet_deadline() const;
+  // dtrun reads the worker again after a congestion: a held partial line's quiet time starts now.
+  void ReadingResumed(Clock::time_point now);
   // Shows a held partial line whose quiet time has passed.
   void ShowIfQuiet(Clock::time_point now);
   // The stream ended: shows the held partial line and ends the console line.

@@ -87,6 +87,12 @@ void WorkerConsole::ResumeOutputs() {
   for (int fd : std::exchange(paused_, {})) {
     if (!loop_.SetInterest(fd, EPOLLIN)) spdlog::warn("cannot watch a worker's output again: {}", strerror(errno));
   }
+  // A line held when reading stopped is not a prompt: its rest may be in the pipe, read next.
+  if (group_) {
+    for (WorkerGroup::Worker& w : group_->workers()) {
+      for (OutputRelay* relay : {w.out.get(), w.err.get()}) relay->ReadingResumed(loop_.now());
+    }
+  }
 }
 
 void WorkerConsole::OnGroupExited(WorkerGroup& group) {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <thread>
+
 #include "gtest/gtest.h"
 
 namespace dtrun {
@@ -62,6 +64,37 @@ TEST(OutputRelayTest, PartialLineIsShownOnlyAfterTheQuietTime) {
   relay.Write("p x\n42\n", t0 + OutputRelay::kQuietTime);  // continues the shown line, no 2nd prefix
   relay.Flush();
   EXPECT_EQ(c.Take(), "[0]:(Pdb) p x\n[0]:42\n");
+}
+
+// While the console is congested dtrun does not read the worker, so a line it holds the start of is
+// not quiet: shown then, its rest would come on a line of its own once another rank's line came
+// between (seen as a broken line under TSan's slowness in UnreadConsoleTest).
+TEST(OutputRelayTest, ALineHeldWhileTheConsoleIsCongestedIsNotShownAsQuiet) {
+  Pipe pipe = *MakePipe(false);  // nobody reads it yet: 64 KiB fit, then the writer queues
+  auto writer = std::make_shared<ConsoleWriter>(pipe.write.get(), /*high_water=*/1024);
+  auto console = std::make_shared<Console>(writer);
+  Clock::time_point t0 = Clock::now();
+  OutputRelay relay("[0]:", console, UniqueFd());
+  relay.Write(std::string(256 << 10, 'x') + "\n12", t0);
+  ASSERT_TRUE(relay.congested());
+  EXPECT_FALSE(relay.quiet_deadline().has_value());
+  relay.ShowIfQuiet(t0 + 10 * OutputRelay::kQuietTime);
+  EXPECT_FALSE(relay.TakePrompted());
+  std::string drained;  // the reader comes back
+  std::thread reader([&] { drained = ReadAll(pipe.read.get()); });
+  ASSERT_TRUE(writer->WaitWritten(-1, std::chrono::seconds(10)));
+  ASSERT_FALSE(relay.congested());
+  const Clock::time_point t1 = t0 + 20 * OutputRelay::kQuietTime;
+  relay.ReadingResumed(t1);
+  EXPECT_EQ(relay.quiet_deadline(), t1 + OutputRelay::kQuietTime);
+  relay.Write("34\n", t1);  // the rest of the line, read from the pipe: one line
+  relay.Flush();
+  EXPECT_TRUE(writer->WaitWritten(-1, std::chrono::seconds(10)));
+  writer.reset();
+  console.reset();
+  pipe.write.Reset();
+  reader.join();
+  EXPECT_NE(drained.find("\n[0]:1234\n"), std::string::npos) << drained.substr(drained.size() - 64);
 }
 
 TEST(OutputRelayTest, CarriageReturnRedrawsAreRelayedAsTheyComeAndAreNotPrompts) {
