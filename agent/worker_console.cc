@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "spdlog/spdlog.h"
@@ -84,14 +85,19 @@ void WorkerConsole::OnOutput(int local_rank, bool is_stderr) {
 }
 
 void WorkerConsole::ResumeOutputs() {
-  for (int fd : std::exchange(paused_, {})) {
+  if (paused_.empty()) return;  // most wakes: the console's queue emptied, nothing was held back
+  const std::vector<int> resumed = std::exchange(paused_, {});
+  for (int fd : resumed) {
     if (!loop_.SetInterest(fd, EPOLLIN)) spdlog::warn("cannot watch a worker's output again: {}", strerror(errno));
   }
   // A line held when reading stopped is not a prompt: its rest may be in the pipe, read next.
-  if (group_) {
-    for (WorkerGroup::Worker& w : group_->workers()) {
-      for (OutputRelay* relay : {w.out.get(), w.err.get()}) relay->ReadingResumed(loop_.now());
-    }
+  if (!group_) return;
+  auto was_paused = [&](const UniqueFd& fd) {
+    return fd.valid() && std::find(resumed.begin(), resumed.end(), fd.get()) != resumed.end();
+  };
+  for (WorkerGroup::Worker& w : group_->workers()) {
+    if (was_paused(w.process.stdout_fd())) w.out->ReadingResumed(loop_.now());
+    if (was_paused(w.process.stderr_fd())) w.err->ReadingResumed(loop_.now());
   }
 }
 

@@ -20,7 +20,6 @@ namespace {
 
 constexpr int kMaxSlots = 1024;  // as --nproc-per-node
 constexpr size_t kMaxHostfile = 4 << 20;
-constexpr int kDefaultPort = 29400;  // torchrun's c10d port
 
 // What a training job reads from its environment, as a login shell on another host would not set
 // it: the interpreter and library paths, and the libraries' own settings.
@@ -71,7 +70,6 @@ std::vector<std::string> WithoutOwnedFlags(const std::vector<std::string>& args,
 }
 
 bool Forwarded(const std::string& name) {
-  if (name == env::kRdzvToken) return false;  // sent on stdin
   for (const char* n : kForwardedNames) {
     if (name == n) return true;
   }
@@ -120,7 +118,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ForwardedEnviro
       out[name] = it->second;
     }  // unset here: not set there either
   }
-  out.erase(env::kRdzvToken);
+  out.erase(env::kRdzvToken);  // sent on stdin, never on a command line (DTRUN_* and -x would take it)
   return std::vector<std::pair<std::string, std::string>>(out.begin(), out.end());
 }
 
@@ -185,9 +183,10 @@ absl::StatusOr<SshLaunch> PlanSshLaunch(const RawFlags& f, const CLI::App& app, 
   l.nnodes_given = nnodes_given ? f.nnodes : "";
   l.run_id = app.get_option("--rdzv-id")->count() > 0 ? f.rdzv_id : RandomHex(12);
   l.rdzv_conf = f.rdzv_conf;
-  const int port = app.get_option("--master-port")->count() > 0 ? f.master_port : kDefaultPort;
-  if (port <= 0 || port > 65535) return BadFlag(absl::StrCat("--master-port ", port, " is not a port; use 1..65535"));
-  l.endpoint = absl::StrCat(":", port);  // the first host's address goes before it (SetHosts)
+  if (app.get_option("--master-port")->count() > 0) l.port = f.master_port;
+  if (l.port <= 0 || l.port > 65535) {
+    return BadFlag(absl::StrCat("--master-port ", l.port, " is not a port; use 1..65535"));
+  }
   l.shutdown_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.shutdown_timeout * 1000));
   l.hostfile = f.hostfile;
   l.credentials = f.credentials;
@@ -208,7 +207,7 @@ absl::Status SetHosts(SshLaunch& l, std::vector<HostSlots> hosts) {
                                 " are listed; list more hosts or lower --nnodes"));
   }
   l.min_nodes = nodes.first;
-  l.endpoint = absl::StrCat(l.hosts[0].address(), l.endpoint.substr(l.endpoint.rfind(':')));
+  l.endpoint = absl::StrCat(l.hosts[0].address(), ":", l.port);
   return absl::OkStatus();
 }
 

@@ -39,7 +39,8 @@ struct SshLaunch {
   std::string nproc;                                     // --nproc-per-node of a host listed without :N
   std::string nnodes;                                    // --nnodes (default: every host)
   int min_nodes = 1;                                     // fewer hosts still running cannot carry the job on
-  std::string endpoint;                                  // the rendezvous, HOST:PORT of the first host
+  int port = 29400;                                      // the rendezvous' port on the first host
+  std::string endpoint;                                  // HOST:PORT of the rendezvous (SetHosts)
   std::string run_id;
   std::string rdzv_conf;  // the user's --rdzv-conf, without is_host
   std::string token;      // sent on stdin
