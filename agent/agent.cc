@@ -79,7 +79,7 @@ bool Agent::StartLoop() {
   if (loop_) console_ = std::make_unique<WorkerConsole>(*loop_, stdio_, consoles_);
   if (!signal_fd_.valid() || !loop_ || !loop_->Watch(signal_fd_.get(), EPOLLIN, [this](uint32_t) { OnSignals(); }) ||
       !loop_->Watch(rounds_->event_fd(), EPOLLIN, [this](uint32_t) { OnRoundEvent(); }) ||
-      !console_->Start(STDIN_FILENO)) {
+      !console_->Start(STDIN_FILENO, options_.input_echoed_elsewhere)) {
     spdlog::error("cannot set up the event loop (signalfd/epoll): {}; raise the open-files limit (ulimit -n)",
                   strerror(errno));
     return false;

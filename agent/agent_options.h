@@ -31,6 +31,8 @@ struct AgentOptions {
   // (a worker that cannot import torch most often ran another Python than the user meant).
   std::string interpreter_note;
   bool virtual_local_rank = false;  // --virtual-local-rank
+  // Started by `dtrun -H` whose terminal echoes the input it passes on (launcher/control_stdin.h).
+  bool input_echoed_elsewhere = false;
   // dtrun's own TORCHELASTIC_ERROR_FILE (set by TorchX and other callers): a failed job's root
   // cause is written there in torchelastic's format, as torchrun's @record does ("": none).
   std::string launcher_error_file;

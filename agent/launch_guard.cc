@@ -1,11 +1,16 @@
 #include "agent/launch_guard.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <vector>
 
 #include "base/env_names.h"
 #include "base/process_table.h"
@@ -13,8 +18,29 @@
 namespace dtrun {
 namespace {
 
+// The guard is forked, not exec'd: without this it would hold every descriptor dtrun had, and a
+// pipe end it holds keeps the other end from seeing its end (the stdin pipe of a dtrun that dtrun
+// -H started: its workers would never see the end of their input).
+void CloseInheritedFds(int keep) {
+  const unsigned k = static_cast<unsigned>(keep);
+  bool closed = (k <= 3 || ::syscall(SYS_close_range, 3u, k - 1, 0u) == 0) &&
+                ::syscall(SYS_close_range, std::max(k + 1, 3u), ~0u, 0u) == 0;
+  if (closed) return;
+  // Kernels before 5.9 have no close_range: the open ones are listed in /proc.
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  std::vector<int> open_fds;
+  while (const dirent* e = ::readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd >= 3 && fd != keep && fd != ::dirfd(dir)) open_fds.push_back(fd);
+  }
+  ::closedir(dir);
+  for (int fd : open_fds) ::close(fd);
+}
+
 [[noreturn]] void GuardMain(int from_agent, const std::string& launch_id,
                             const std::string& registry_file) {
+  CloseInheritedFds(from_agent);
   ::setpgid(0, 0);
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGHUP, SIG_IGN);

@@ -45,13 +45,14 @@ void StdinRouter::SetInterest(int fd, uint32_t events, bool& registered) {
   }
 }
 
-StdinRouter::StdinRouter(int input_fd, EventLoop& loop)
+StdinRouter::StdinRouter(int input_fd, EventLoop& loop, bool input_echoed_elsewhere)
     : mode_(ModeFor(input_fd)), input_fd_(input_fd), loop_(loop) {
   if (mode_ != Mode::kRouted) {
     input_over_ = true;
     return;
   }
   is_terminal_ = ::isatty(input_fd) == 1;
+  echoed_ = is_terminal_ || input_echoed_elsewhere;
   // A terminal that another job holds in the foreground is not ours to read (`dtrun ... &`):
   // the workers' stdin stays open and silent, as a background job's would.
   if (is_terminal_ && ::tcgetpgrp(input_fd) != ::getpgrp()) readable_ = false;
@@ -133,7 +134,7 @@ void StdinRouter::Deliver() {
     last_prompter_ = target;
     sink.pending = input_.substr(0, len);
     input_.erase(0, len);
-    if (is_terminal_) echoed_line_ = true;
+    if (echoed_) echoed_line_ = true;
     WriteTo(sink);
   }
   CloseSinksIfDone();

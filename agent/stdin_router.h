@@ -37,7 +37,9 @@ class StdinRouter {
 
   // Watches `input_fd` (dtrun's stdin) on `loop` when it is to be read, and the workers' pipes
   // while they have input waiting.
-  StdinRouter(int input_fd, EventLoop& loop);
+  // `input_echoed_elsewhere`: the input is a pipe from a dtrun -H launcher whose terminal echoes
+  // it, so each line delivered ends the console line as a terminal's echo would.
+  StdinRouter(int input_fd, EventLoop& loop, bool input_echoed_elsewhere = false);
   ~StdinRouter();
   StdinRouter(const StdinRouter&) = delete;
   StdinRouter& operator=(const StdinRouter&) = delete;
@@ -75,6 +77,7 @@ class StdinRouter {
   int input_fd_;
   EventLoop& loop_;
   bool is_terminal_ = false;
+  bool echoed_ = false;            // lines sent on were echoed (a terminal here or at the launching dtrun)
   bool readable_ = true;           // false: a terminal of which dtrun is not in the foreground
   bool input_registered_ = false;  // input_fd_ is watched on the loop
   bool input_over_ = false;        // EOF or a read error (or not routed)

@@ -12,7 +12,7 @@ namespace dtrun {
 WorkerConsole::WorkerConsole(EventLoop& loop, const StdioWriters& stdio, const Consoles& consoles)
     : loop_(loop), stdio_(stdio), consoles_(consoles) {}
 
-bool WorkerConsole::Start(int stdin_fd) {
+bool WorkerConsole::Start(int stdin_fd, bool input_echoed_elsewhere) {
   auto wake = [this](uint32_t) {
     stdio_.out->ClearWake();
     stdio_.err->ClearWake();
@@ -20,7 +20,7 @@ bool WorkerConsole::Start(int stdin_fd) {
   };
   if (!loop_.Watch(stdio_.out->wake_fd(), EPOLLIN, wake)) return false;
   if (stdio_.err != stdio_.out && !loop_.Watch(stdio_.err->wake_fd(), EPOLLIN, wake)) return false;
-  stdin_ = std::make_unique<StdinRouter>(stdin_fd, loop_);
+  stdin_ = std::make_unique<StdinRouter>(stdin_fd, loop_, input_echoed_elsewhere);
   return true;
 }
 

@@ -20,7 +20,7 @@ class WorkerConsole : public AgentComponent {
  public:
   WorkerConsole(EventLoop& loop, const StdioWriters& stdio, const Consoles& consoles);
   // Watches the console writers' wake fds and dtrun's stdin. False (errno set) if epoll refuses.
-  bool Start(int stdin_fd);
+  bool Start(int stdin_fd, bool input_echoed_elsewhere = false);
 
   // Whether the workers read a pipe the router feeds (otherwise they inherit dtrun's stdin).
   bool routes_stdin() const { return stdin_ && stdin_->mode() == StdinRouter::Mode::kRouted; }

@@ -1,5 +1,6 @@
 #include "base/executable.h"
 
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +32,12 @@ absl::StatusOr<std::string> FindExecutable(const std::string& program) {
     if (check(candidate).ok()) return candidate;
   }
   return absl::NotFoundError(absl::StrCat("program '", program, "' not found on PATH"));
+}
+
+std::string RunningExecutable() {
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe));
+  return n > 0 && static_cast<size_t>(n) < sizeof(exe) ? std::string(exe, static_cast<size_t>(n)) : "";
 }
 
 }  // namespace dtrun

@@ -11,4 +11,7 @@ namespace dtrun {
 // Errors: NotFound (no such file), PermissionDenied (exists but not executable).
 absl::StatusOr<std::string> FindExecutable(const std::string& program);
 
+// The path of the running program (/proc/self/exe), or "" if the kernel does not tell it.
+std::string RunningExecutable();
+
 }  // namespace dtrun

@@ -41,5 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckHosts(dtrun::ParseHostfile(text, "fuzz", 64));
   dtrun::ControlLine c = dtrun::ParseControlLine(text.substr(0, dtrun::kMaxControlLine));
   if (c.kind == dtrun::ControlLine::Kind::kSignal && c.signal <= 0) __builtin_trap();
+  if (c.kind == dtrun::ControlLine::Kind::kInput && (c.input.empty() || c.input.size() > dtrun::kMaxInputChunk)) {
+    __builtin_trap();
+  }
+  // Any chunk of bytes travels as one line and comes back whole.
+  const std::string chunk = text.substr(0, dtrun::kMaxInputChunk);
+  if (!chunk.empty()) {
+    const std::string line = dtrun::InputLine(chunk);
+    if (line.size() > dtrun::kMaxControlLine || line.find('\n') != line.size() - 1) __builtin_trap();
+    dtrun::ControlLine back = dtrun::ParseControlLine(absl::string_view(line).substr(0, line.size() - 1));
+    if (back.kind != dtrun::ControlLine::Kind::kInput || back.input != chunk) __builtin_trap();
+  }
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -11,7 +12,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-
 #include "base/executable.h"
 #include "base/host_name.h"
 #include "launcher/network_interface.h"
@@ -91,9 +91,8 @@ class RealHost final : public HostProbe {
            dtrun::InterfaceWithAddress(name).has_value();
   }
   std::string ThisExecutable() const override {
-    std::error_code ec;
-    std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    return ec ? "dtrun" : exe.string();
+    const std::string exe = RunningExecutable();
+    return exe.empty() ? "dtrun" : exe;
   }
   std::string WorkingDirectory() const override {
     std::error_code ec;

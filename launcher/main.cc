@@ -63,14 +63,16 @@ int main(int argc, char** argv) {
     return rc;
   }
 
+  bool input_echoed_elsewhere = false;
   if (!args.empty() && args[0] == dtrun::kControlStdinFlag) {  // started by `dtrun -H` on another host
     args.erase(args.begin());
-    absl::StatusOr<std::string> token = dtrun::TakeControlStdin(std::chrono::seconds(60));
-    if (!token.ok()) {
-      std::fprintf(stderr, "dtrun: error: %s\n", std::string(token.status().message()).c_str());
+    absl::StatusOr<dtrun::ControlStart> start = dtrun::TakeControlStdin(std::chrono::seconds(60));
+    if (!start.ok()) {
+      std::fprintf(stderr, "dtrun: error: %s\n", std::string(start.status().message()).c_str());
       return 2;
     }
-    ::setenv(dtrun::env::kRdzvToken, token->c_str(), 1);
+    ::setenv(dtrun::env::kRdzvToken, start->token.c_str(), 1);
+    input_echoed_elsewhere = start->input_echoed;
   }
   // The token was copied into `args`; ps and /proc/PID/cmdline must not show it.
   const bool token_on_command_line = dtrun::HideTokenInArgv(argc, argv);
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
     spdlog::warn("--rdzv-token on the command line is visible to other users until dtrun hides it; prefer "
                  "--rdzv-token-file or the DTRUN_RDZV_TOKEN environment variable");
   }
+  parsed->config->agent.input_echoed_elsewhere = input_echoed_elsewhere;
   if (!parsed->config->scheduler_note.empty()) spdlog::info("{}", parsed->config->scheduler_note);
   for (const std::string& note : parsed->config->notes) spdlog::info("{}", note);
   env.erase(dtrun::env::kRdzvToken);  // the workers never see the token

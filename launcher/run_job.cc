@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -20,6 +20,7 @@
 #include "agent/snapshot_dir.h"
 #include "agent/tcp_store_server.h"
 #include "base/env_names.h"
+#include "base/executable.h"
 #include "base/host_name.h"
 #include "base/launch_layout.h"
 #include "base/process_table.h"
@@ -54,10 +55,10 @@ absl::StatusOr<std::string> FreshLogRoot(const std::string& dir, const std::stri
 
 // The `dtrun` Python module next to this binary (<prefix>/lib/dtrun/python), or "".
 std::string PythonModuleDir() {
+  const std::string exe = RunningExecutable();
+  if (exe.empty()) return "";
   std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  std::filesystem::path dir = exe.parent_path().parent_path() / "lib" / "dtrun" / "python";
+  std::filesystem::path dir = std::filesystem::path(exe).parent_path().parent_path() / "lib" / "dtrun" / "python";
   return std::filesystem::exists(dir / "dtrun" / "__init__.py", ec) ? dir.string() : "";
 }
 

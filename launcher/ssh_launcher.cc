@@ -1,5 +1,6 @@
 #include "launcher/ssh_launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -7,17 +8,21 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/child_process.h"
+#include "agent/console.h"
+#include "agent/stdin_router.h"
 #include "base/event_loop.h"
 #include "base/executable.h"
 #include "base/signal_names.h"
 #include "base/unique_fd.h"
-#include "launcher/summary_dedup.h"
+#include "launcher/control_stdin.h"
+#include "launcher/host_output.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -28,7 +33,10 @@ namespace {
 using Clock = EventLoop::Clock;
 using std::chrono::seconds;
 
-constexpr size_t kMaxLine = 64 * 1024;  // a longer line is passed on in pieces of this size
+constexpr size_t kMaxRead = 64 * 1024;
+// Control lines a host's ssh has not taken yet, beyond which no more input is read for it: the
+// input waits in its pipe from the StdinRouter, and the router stops reading dtrun's stdin.
+constexpr size_t kMaxUnsentControl = 64 * 1024;
 // After a stop is asked for: the hosts' own shutdown timeout, then this long, before their ssh
 // processes are killed (which ends their stdin, the same stop again on their side).
 constexpr seconds kKillAfterShutdown{15};
@@ -42,7 +50,6 @@ constexpr seconds kOthersAfterSuccess{360};
 
 struct Stream {
   UniqueFd fd;
-  std::string partial;
   bool to_stderr = false;
 };
 
@@ -50,7 +57,9 @@ struct Host {
   int index = 0;
   std::string name;
   std::optional<ChildProcess> ssh;
-  UniqueFd control;  // the ssh's stdin
+  UniqueFd control;    // the ssh's stdin (non-blocking)
+  std::string unsent;  // control lines the ssh has not taken yet
+  UniqueFd input;      // what the StdinRouter sends this host (read end of its pipe)
   Stream out, err;
   bool exited = false;
   int code = 0;
@@ -76,9 +85,8 @@ class SshLauncher {
       loop_->RunOnce(NextDeadline());
       OnTimers();
     }
-    if (summaries_.dropped() > 0) {
-      spdlog::info("({} other host{} printed the same failure summary)", summaries_.dropped(),
-                   summaries_.dropped() == 1 ? "" : "s");
+    if (const int dropped = output_ ? output_->dropped_summaries() : 0; dropped > 0) {
+      spdlog::info("({} other host{} printed the same failure summary)", dropped, dropped == 1 ? "" : "s");
     }
     if (interrupt_ != 0) return 128 + interrupt_;
     if (!ready.ok()) return 1;
@@ -110,6 +118,15 @@ class SshLauncher {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     SayStart();
+    std::vector<std::string> names;
+    for (const HostSlots& host : launch_.hosts) names.push_back(host.name);
+    output_ = std::make_unique<HostOutput>(std::move(names), Consoles::ForStdio(stdio_));
+    // dtrun's stdin goes to the hosts' workers as a terminal's goes to local ones (a prompting rank
+    // gets the next line, else the last one that did, at first the first host's).
+    input_ = std::make_unique<StdinRouter>(STDIN_FILENO, *loop_);
+    const bool routed = input_->mode() == StdinRouter::Mode::kRouted;
+    const bool terminal = routed && ::isatty(STDIN_FILENO) == 1;
+    std::map<int, UniqueFd> inputs;
     hosts_.resize(launch_.hosts.size());
     for (size_t i = 0; i < hosts_.size(); ++i) {
       Host& h = hosts_[i];
@@ -126,11 +143,23 @@ class SshLauncher {
       h.out.fd = std::move(h.ssh->stdout_fd());
       h.err.fd = std::move(h.ssh->stderr_fd());
       h.err.to_stderr = true;
+      ::fcntl(h.control.get(), F_SETFL, ::fcntl(h.control.get(), F_GETFL) | O_NONBLOCK);  // the loop never blocks
+      loop_->Watch(h.control.get(), 0, [this, &h](uint32_t events) { OnControlWritable(h, events); });
+      if (terminal) Send(h, "stdin terminal\n");
       Send(h, absl::StrCat("token ", launch_.token, "\n"));
+      if (absl::StatusOr<Pipe> pipe = routed ? MakePipe(/*nonblocking_read=*/true) : absl::StatusOr<Pipe>();
+          pipe.ok()) {
+        h.input = std::move(pipe->read);
+        inputs[h.index] = std::move(pipe->write);
+        loop_->Watch(h.input.get(), EPOLLIN, [this, &h](uint32_t) { OnInput(h); });
+      } else {
+        Send(h, "input-end\n");  // a file or /dev/null: the workers' stdin ends, as their own would
+      }
       for (Stream* s : {&h.out, &h.err}) {
         loop_->Watch(s->fd.get(), EPOLLIN, [this, &h, s](uint32_t) { OnOutput(h, *s); });
       }
     }
+    input_->SetWorkers(std::move(inputs));
     return absl::OkStatus();
   }
 
@@ -145,15 +174,54 @@ class SshLauncher {
                  launch_.hosts.size() == 1 ? "" : "s", absl::StrJoin(names, ", "), launch_.endpoint, launch_.run_id);
   }
 
-  // A line on a host's stdin. The pipe holds 64 KiB and the lines are few and short: one that
-  // does not fit means that dtrun stopped reading, and is dropped.
-  void Send(Host& h, const std::string& line) {
+  // A line on a host's stdin, written as its ssh takes it.
+  void Send(Host& h, absl::string_view line) {
     if (!h.control.valid()) return;
+    h.unsent.append(line.data(), line.size());
+    FlushControl(h);
+  }
+  void FlushControl(Host& h) {
+    if (!h.control.valid()) return;
+    if (!WritePending(h.control.get(), h.unsent)) {  // its ssh is gone
+      CloseControl(h);
+      return;
+    }
+    loop_->SetInterest(h.control.get(), h.unsent.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+    if (h.input.valid()) {
+      loop_->SetInterest(h.input.get(), h.unsent.size() < kMaxUnsentControl ? static_cast<uint32_t>(EPOLLIN) : 0u);
+    }
+  }
+  void OnControlWritable(Host& h, uint32_t events) {
+    if (!h.unsent.empty()) {
+      FlushControl(h);
+    } else if (events & (EPOLLERR | EPOLLHUP)) {
+      CloseControl(h);
+    }
+  }
+  void CloseControl(Host& h) {
+    for (UniqueFd* fd : {&h.control, &h.input}) {
+      if (!fd->valid()) continue;
+      loop_->Unwatch(fd->get());
+      fd->Reset();  // the router's writes to this host then fail, and it drops them
+    }
+    h.unsent.clear();
+  }
+
+  // Input the router sends this host, passed on in "input" lines.
+  void OnInput(Host& h) {
+    char chunk[kMaxInputChunk];
     ssize_t n;
     do {
-      n = ::write(h.control.get(), line.data(), line.size());
+      n = ::read(h.input.get(), chunk, sizeof(chunk));
     } while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(line.size())) h.control.Reset();  // its end is gone, or it reads nothing
+    if (n < 0 && errno == EAGAIN) return;
+    if (n > 0) {
+      Send(h, InputLine(absl::string_view(chunk, static_cast<size_t>(n))));
+      return;
+    }
+    loop_->Unwatch(h.input.get());  // the router ended this host's input (dtrun's stdin ended)
+    h.input.Reset();
+    Send(h, "input-end\n");
   }
 
   void OnSignals() {
@@ -192,7 +260,7 @@ class SshLauncher {
   void OnHostExit(Host& h, int status) {
     h.ssh->MarkExited(status);
     h.exited = true;
-    h.control.Reset();
+    CloseControl(h);
     h.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (!all_exited_at_ && std::all_of(hosts_.begin(), hosts_.end(), [](const Host& x) { return x.exited; })) {
       all_exited_at_ = Clock::now();
@@ -211,41 +279,20 @@ class SshLauncher {
   }
 
   void OnOutput(Host& h, Stream& s) {
-    char chunk[kMaxLine];
+    char chunk[kMaxRead];
     ssize_t n;
     do {
       n = ::read(s.fd.get(), chunk, sizeof(chunk));
     } while (n < 0 && errno == EINTR);
     if (n < 0 && errno == EAGAIN) return;
-    if (n <= 0) {  // the end: a last line without its newline is still a line
-      if (!s.partial.empty()) Emit(h, s, std::exchange(s.partial, "") + "\n");
-      if (s.to_stderr) Write(s, summaries_.Flush(h.index));
+    if (n <= 0) {
+      output_->End(h.index, s.to_stderr);
       loop_->Unwatch(s.fd.get());
       s.fd.Reset();
       return;
     }
-    s.partial.append(chunk, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-      Emit(h, s, s.partial.substr(start, nl + 1 - start));
-    }
-    s.partial.erase(0, start);
-    if (s.partial.size() >= kMaxLine) Emit(h, s, std::exchange(s.partial, ""));
+    output_->Write(h.index, s.to_stderr, absl::string_view(chunk, static_cast<size_t>(n)), Clock::now());
     UpdateReading();
-  }
-
-  // Lines from many hosts share this console: dtrun's own say which host they come from, and the
-  // job's failure summary, which every host prints, is shown once.
-  void Emit(const Host& h, const Stream& s, std::string line) {
-    if (absl::StartsWith(line, "[dtrun] ")) line = absl::StrCat("[dtrun ", h.name, "] ", line.substr(8));
-    if (s.to_stderr) {
-      Write(s, summaries_.Feed(h.index, std::move(line)));
-    } else {
-      stdio_.out->Write(line);
-    }
-  }
-  void Write(const Stream& s, std::vector<std::string> lines) {
-    for (std::string& line : lines) (s.to_stderr ? stdio_.err : stdio_.out)->Write(line);
   }
 
   // A console that takes nothing stops the reading here, as it stops the workers' on each host.
@@ -253,6 +300,7 @@ class SshLauncher {
     const bool paused = stdio_.out->congested() || stdio_.err->congested();
     if (paused == paused_) return;
     paused_ = paused;
+    if (!paused) output_->ReadingResumed(Clock::now());
     for (Host& h : hosts_) {
       for (Stream* s : {&h.out, &h.err}) {
         if (s->fd.valid()) loop_->SetInterest(s->fd.get(), paused ? 0u : static_cast<uint32_t>(EPOLLIN));
@@ -266,8 +314,10 @@ class SshLauncher {
       if (!t) return std::nullopt;
       return *t + d;
     };
+    // A partial line is due once its host went quiet; not while dtrun is not reading the hosts.
+    const std::optional<Clock::time_point> quiet = paused_ || !output_ ? std::nullopt : output_->quiet_deadline();
     for (const auto& t : {kill_at_, stop_others_at_, after(all_exited_at_, kOutputAfterExit),
-                          kill_at_ ? std::nullopt : after(success_at_, kOthersAfterSuccess)}) {
+                          kill_at_ ? std::nullopt : after(success_at_, kOthersAfterSuccess), quiet}) {
       if (t && (!d || *t < *d)) d = t;
     }
     return d;
@@ -275,6 +325,10 @@ class SshLauncher {
 
   void OnTimers() {
     const Clock::time_point now = Clock::now();
+    if (output_ && !paused_) {
+      for (int host : output_->ShowQuiet(now)) input_->OnPrompt(host);
+    }
+    if (input_ && input_->TakeEchoedLine()) output_->ForgetOpenLines();
     if (stop_others_at_ && now >= *stop_others_at_) {
       stop_others_at_.reset();
       spdlog::warn("too few hosts are left for --nnodes {}; stopping the others", launch_.nnodes);
@@ -307,9 +361,10 @@ class SshLauncher {
   const SshLaunch& launch_;
   const StdioWriters& stdio_;
   std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<HostOutput> output_;
+  std::unique_ptr<StdinRouter> input_;  // on loop_, so destroyed first
   UniqueFd signals_;
   std::vector<Host> hosts_;
-  SummaryDedup summaries_;
   int interrupt_ = 0;
   int failure_code_ = 0;
   bool paused_ = false;

@@ -26,6 +26,10 @@ class SummaryDedup {
   std::vector<std::string> Feed(int stream, std::string line);
   // At the stream's end: what it still holds.
   std::vector<std::string> Flush(int stream);
+  // True while `stream` holds lines back (a rule line, or a summary being collected).
+  bool holding(int stream) const {
+    return held_.count(stream) > 0 && (held_.at(stream).rule || !held_.at(stream).block.empty());
+  }
   // Summaries left out because a host had already shown them.
   int dropped() const { return dropped_; }
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/executable.h"
 #include "rendezvous/grpc_module.h"
 
 namespace dtrun::rdzv {
@@ -18,10 +19,7 @@ absl::StatusOr<const GrpcModuleApi*> LoadGrpcModule() {
   constexpr char kName[] = "libdtrun_rdzv_grpc.so";
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("DTRUN_RDZV_MODULE"); env && *env) candidates.push_back(env);
-  char exe[PATH_MAX] = {};
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    std::string dir(exe, static_cast<size_t>(n));
+  if (std::string dir = RunningExecutable(); !dir.empty()) {
     dir = dir.substr(0, dir.rfind('/'));
     candidates.push_back(absl::StrCat(dir, "/../lib/", kName));        // the build tree
     candidates.push_back(absl::StrCat(dir, "/../lib/dtrun/", kName));  // installed (/usr/lib/dtrun)

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/support/pipe_console.h"
 
 namespace dtrun {
 namespace {
@@ -19,22 +20,7 @@ std::string ReadAll(int fd) {
   return out;
 }
 
-// A console writing into a pipe, read back after the relays are done.
-struct PipeConsole {
-  PipeConsole()
-      : pipe(*MakePipe(false)), writer(std::make_shared<ConsoleWriter>(pipe.write.get())),
-        console(std::make_shared<Console>(writer)) {}
-  std::string Take() {
-    EXPECT_TRUE(writer->WaitWritten(-1, std::chrono::seconds(10)));
-    writer.reset();
-    console.reset();
-    pipe.write.Reset();
-    return ReadAll(pipe.read.get());
-  }
-  Pipe pipe;
-  std::shared_ptr<ConsoleWriter> writer;
-  std::shared_ptr<Console> console;
-};
+using ::dtrun::testing::PipeConsole;
 
 TEST(OutputRelayTest, PrefixesWholeLines) {
   PipeConsole c;

@@ -41,6 +41,19 @@ TEST(ControlStdinTest, TheEndOfTheChannelStopsTheJobAsSigterm) {
   EXPECT_THAT(dtrun->err(), HasSubstr("the connection to the launching dtrun (its ssh) closed"));
 }
 
+// "input" lines are the workers' stdin (routed as a terminal's would be); "input-end" ends it.
+TEST(ControlStdinTest, InputLinesAreTheWorkersStdinAndInputEndEndsIt) {
+  Harness dtrun({DtrunBinary(), "--control-stdin", "--standalone", "--nproc-per-node", "2", "/bin/sh", "-c",
+                 "if [ $LOCAL_RANK = 0 ]; then read line; echo \"got $line\"; fi; read more || echo EOF"},
+                {}, /*pipe_stdin=*/true);
+  ASSERT_TRUE(dtrun.WriteStdin("stdin terminal\ntoken t0k3n\ninput tab\\there\\n\n"));
+  ASSERT_TRUE(dtrun.WaitForOutput("[default0]:got tab\there")) << dtrun.all();
+  ASSERT_TRUE(dtrun.WriteStdin("input-end\n"));
+  EXPECT_EQ(dtrun.Wait(seconds(60)), 0) << dtrun.all();
+  EXPECT_THAT(dtrun.out(), HasSubstr("[default0]:EOF"));
+  EXPECT_THAT(dtrun.out(), HasSubstr("[default1]:EOF"));
+}
+
 TEST(ControlStdinTest, WithoutTheTokenLineNothingStarts) {
   auto dtrun = RemoteDtrun();
   ASSERT_TRUE(dtrun->WriteStdin("hello\n"));

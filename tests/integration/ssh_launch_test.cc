@@ -18,6 +18,7 @@
 #include "launcher/ssh_launch_plan.h"
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/pty_session.h"
 
 namespace dtrun::testing {
 namespace {
@@ -65,14 +66,19 @@ class SshLaunchTest : public ::testing::Test {
   }
   // dtrun -H on the test machine itself, the hosts' addresses as their names; `conf` is added to
   // --rdzv-conf.
-  std::unique_ptr<Harness> Launch(const std::string& hosts, std::vector<std::string> rest,
-                                  const std::string& conf = "") {
+  std::vector<std::string> LaunchArgv(const std::string& hosts, std::vector<std::string> rest,
+                                      const std::string& conf = "") const {
     std::vector<std::string> argv = {DtrunBinary(), "-H", hosts, "--ssh-command", ssh_, "-x", "SSH_LAUNCH_MARK",
                                      "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4" + conf};
     argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(
-        argv, std::map<std::string, std::string>{{"SSH_LAUNCH_MARK", mark_},
-                                                 {"PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3")}});
+    return argv;
+  }
+  std::map<std::string, std::string> LaunchEnv() const {
+    return {{"SSH_LAUNCH_MARK", mark_}, {"PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3")}};
+  }
+  std::unique_ptr<Harness> Launch(const std::string& hosts, std::vector<std::string> rest, const std::string& conf = "",
+                                  bool pipe_stdin = false) {
+    return std::make_unique<Harness>(LaunchArgv(hosts, std::move(rest), conf), LaunchEnv(), pipe_stdin);
   }
   // The processes this launch started on any host (dtrun, workers; not the launcher's own).
   std::vector<ProcessEntry> Started(pid_t launcher) const {
@@ -175,6 +181,44 @@ TEST_F(SshLaunchTest, AnElasticJobGoesOnWithoutAnUnreachableHost) {
 }
 
 // What a remote shell runs: every word arrives as it was, quotes, spaces and $ included.
+// breakpoint() on another host, answered from the launching dtrun's terminal: the prompt shows with
+// its rank although it has no newline, and what is typed goes to the host that prompted.
+TEST_F(SshLaunchTest, ABreakpointOnAnotherHostIsAnsweredFromTheLaunchingTerminal) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  std::map<std::string, std::string> env = LaunchEnv();
+  env["PYTHONBREAKPOINT"] = "";
+  PtySession term(LaunchArgv(absl::StrCat(Host(0), ":1,", Host(1), ":1"),
+                             {"-x", "PYTHONBREAKPOINT", Worker("breakpoint_one_rank.py")}),
+                  env);
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.WaitFor("[default1]:(Pdb) ", seconds(120))) << term.output();
+  size_t mark = term.output().size();
+  term.Type("p secret * 10\n");
+  ASSERT_TRUE(term.WaitFor("[default1]:430", seconds(60), mark)) << term.output();
+  term.Type("c\n");
+  EXPECT_EQ(term.Wait(seconds(120)), 0) << term.output();
+  EXPECT_NE(term.output().find("DONE rank=1 secret=1043"), std::string::npos) << term.output();
+  EXPECT_NE(term.output().find("DONE rank=0 secret=42"), std::string::npos) << term.output();
+}
+
+// Input piped to the launching dtrun reaches rank 0 on the first host when no rank prompts, and
+// its end reaches every host's workers.
+TEST_F(SshLaunchTest, PipedInputReachesTheFirstHostAndItsEndReachesEveryHost) {
+  Cluster(2);
+  auto job = Launch(absl::StrCat(Host(0), ",", Host(1)),
+                    {"--no-python", "/bin/sh", "-c",
+                     "if [ $RANK = 0 ]; then read line; echo \"got $line\"; fi; read more || echo \"EOF rank=$RANK\""},
+                    "", /*pipe_stdin=*/true);
+  ASSERT_TRUE(job->WriteStdin("hello there\n"));
+  ASSERT_TRUE(job->WaitForOutput("[default0]:got hello there")) << job->all();
+  job->CloseStdin();
+  EXPECT_EQ(job->Wait(seconds(120)), 0) << job->all();
+  EXPECT_THAT(job->out(), HasSubstr("[default0]:EOF rank=0"));
+  EXPECT_THAT(job->out(), HasSubstr("[default1]:EOF rank=1"));
+  ExpectAllGone(Started(job->pid()));
+}
+
 TEST(SshLaunchCommandTest, TheRemoteCommandReachesDtrunWordForWordThroughAShell) {
   const std::string dir = MakeTempDir();
   const std::string fake = WriteExecutable(

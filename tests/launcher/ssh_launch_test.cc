@@ -181,5 +181,25 @@ TEST(ControlStdinTest, TheTokenAndTheSignalsAreTheOnlyLines) {
   EXPECT_EQ(ParseControlLine("exec rm -rf /").kind, ControlLine::Kind::kUnknown);
 }
 
+TEST(ControlStdinTest, InputLinesCarryAnyBytesWithinTheLineLimit) {
+  std::string bytes;
+  for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);
+  while (bytes.size() < kMaxInputChunk) bytes += "\n\r\\\x80";
+  bytes.resize(kMaxInputChunk);
+  const std::string line = InputLine(bytes);
+  EXPECT_LE(line.size(), kMaxControlLine);
+  ASSERT_EQ(line.back(), '\n');
+  EXPECT_EQ(line.find('\n'), line.size() - 1);  // one line, whatever the bytes
+  ControlLine c = ParseControlLine(line.substr(0, line.size() - 1));
+  EXPECT_EQ(c.kind, ControlLine::Kind::kInput);
+  EXPECT_EQ(c.input, bytes);
+  EXPECT_EQ(ParseControlLine("input-end").kind, ControlLine::Kind::kInputEnd);
+  EXPECT_EQ(ParseControlLine("stdin terminal").kind, ControlLine::Kind::kStdinTerminal);
+  // Not what dtrun sends: a bad escape, nothing, more than a chunk.
+  EXPECT_EQ(ParseControlLine("input \\q").kind, ControlLine::Kind::kUnknown);
+  EXPECT_EQ(ParseControlLine("input ").kind, ControlLine::Kind::kUnknown);
+  EXPECT_EQ(ParseControlLine("input " + std::string(kMaxInputChunk + 1, 'x')).kind, ControlLine::Kind::kUnknown);
+}
+
 }  // namespace
 }  // namespace dtrun
