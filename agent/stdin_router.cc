@@ -111,12 +111,20 @@ void StdinRouter::ReadInput() {
   }
 }
 
+bool StdinRouter::Takes(int rank) const {
+  auto it = sinks_.find(rank);
+  return it != sinks_.end() && it->second.fd.valid();
+}
+
 int StdinRouter::Target() {
-  while (!prompts_.empty() && !sinks_.count(prompts_.front())) prompts_.pop_front();
+  while (!prompts_.empty() && !Takes(prompts_.front())) prompts_.pop_front();
   if (!prompts_.empty()) return prompts_.front();
-  if (sinks_.count(last_prompter_)) return last_prompter_;
-  if (sinks_.count(kDefaultRank)) return kDefaultRank;
-  return sinks_.empty() ? -1 : sinks_.begin()->first;
+  if (Takes(last_prompter_)) return last_prompter_;
+  if (Takes(kDefaultRank)) return kDefaultRank;
+  for (const auto& [rank, sink] : sinks_) {
+    if (sink.fd.valid()) return rank;  // the rank that had the input closed its stdin, or exited
+  }
+  return -1;
 }
 
 void StdinRouter::Deliver() {

@@ -66,6 +66,7 @@ class StdinRouter {
   };
   static constexpr int kDefaultRank = 0;
   void ReadInput();
+  bool Takes(int rank) const;  // `rank`'s stdin is open
   int Target();  // the local rank that gets the next line; -1 if no worker takes input
   void Deliver();
   void WriteTo(Sink& sink);

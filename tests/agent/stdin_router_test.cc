@@ -1,6 +1,7 @@
 #include "agent/stdin_router.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -73,6 +74,18 @@ TEST_F(StdinRouterTest, EndOfInputClosesEveryWorkersStdin) {
   EXPECT_EQ(Received(0), "last without newline");
   EXPECT_TRUE(AtEof(0));
   EXPECT_TRUE(AtEof(1));
+}
+
+// A rank that exits (or closes its stdin) loses the line sent to it then; the next ones go on to a
+// rank that reads, instead of waiting for the gone one for the rest of the round.
+TEST_F(StdinRouterTest, ARankWhoseStdinClosedNoLongerHoldsTheInput) {
+  ::signal(SIGPIPE, SIG_IGN);  // as in dtrun: a write to a closed pipe fails with EPIPE
+  Type("a\n");
+  EXPECT_EQ(Received(0), "a\n");
+  workers_[0].read.Reset();
+  Type("b\n");
+  Type("c\n");
+  EXPECT_EQ(Received(1), "c\n");
 }
 
 TEST_F(StdinRouterTest, AWorkerThatDoesNotReadHoldsItsLineAndTheRestWaits) {
