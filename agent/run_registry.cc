@@ -28,6 +28,7 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
                       {"pid", r.pid},             {"start_ticks", r.start_ticks},
                       {"nproc_per_node", r.nproc_per_node}, {"command", r.command},
                       {"started_unix", r.started_unix}};
+  if (!r.endpoint.empty()) j["endpoint"] = r.endpoint;
   DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
   std::string path = launch_layout::RegistryEntry(dir, r.launch_id);
   DT_RETURN_IF_ERROR(WriteFileAtomically(path, j.dump() + "\n", 0600));
@@ -54,6 +55,7 @@ std::optional<LaunchRecord> ReadRecord(const std::string& path) {
   r.nproc_per_node = static_cast<int>(num("nproc_per_node"));
   r.command = str("command");
   r.started_unix = num("started_unix");
+  r.endpoint = str("endpoint");
   if (r.pid <= 0) return std::nullopt;
   return r;
 }

@@ -20,6 +20,9 @@ struct LaunchRecord {
   int nproc_per_node = 0;
   std::string command;
   long long started_unix = 0;
+  // A `dtrun -H` launcher: the job's rendezvous HOST:PORT. No agent runs in that process; the
+  // job's token, if dtrun made it, is in its private directory (launch_layout::TokenFile).
+  std::string endpoint;
 };
 
 

@@ -36,6 +36,8 @@ std::string StatusSnapshot(const std::string& launch_dir) { return launch_dir + 
 
 std::string TimerFile(const std::string& launch_dir) { return launch_dir + "/watchdog_timer"; }
 
+std::string TokenFile(const std::string& launch_dir) { return launch_dir + "/rdzv_token"; }
+
 std::string AttemptDir(const std::string& root, int64_t round) { return absl::StrCat(root, "/attempt_", round); }
 
 std::string RankDir(const std::string& root, int64_t round, int local_rank) {

@@ -24,6 +24,7 @@ std::string LaunchDir(const std::string& runtime_dir, const std::string& launch_
 std::string ProgressSocket(const std::string& launch_dir, int local_rank);
 std::string StatusSnapshot(const std::string& launch_dir);
 std::string TimerFile(const std::string& launch_dir);
+std::string TokenFile(const std::string& launch_dir);  // a -H launcher's job token (0600)
 
 // Under an error or log root.
 std::string AttemptDir(const std::string& root, int64_t round);

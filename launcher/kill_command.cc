@@ -26,7 +26,7 @@ namespace {
 
 struct Target {
   ProcessEntry proc;
-  std::string kind;  // "agent" or "worker"
+  std::string kind;  // "agent", "ssh -H" (a dtrun -H launcher) or "worker"
   std::string run_id;
 };
 
@@ -39,7 +39,7 @@ std::vector<Target> FindTargets(const std::string& run_id, bool all) {
     absl::StatusOr<ProcessEntry> p = ReadProcess(r.pid, {});
     if (!p.ok() || p->start_ticks != r.start_ticks) continue;
     seen.insert(r.pid);
-    out.push_back({std::move(*p), "agent", r.run_id});
+    out.push_back({std::move(*p), r.endpoint.empty() ? "agent" : "ssh -H", r.run_id});
   }
   for (ProcessEntry& p : FindProcessesWithEnv(env::kLaunchId, std::nullopt,
                                               {env::kRunId, env::kRank, env::kLocalRank})) {

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "dtrun: error: %s\n", std::string(files.message()).c_str());
       return 2;
     }
-    const int rc = dtrun::RunSshLaunch(*parsed->ssh_launch, stdio);
+    const int rc = dtrun::RunSshLaunch(*parsed->ssh_launch, dtrun::RedactedCommandLine(args), stdio);
     dtrun::FinishConsoleOutput(stdio, {SIGINT, SIGTERM, SIGHUP, SIGQUIT}, rc);
     return rc;
   }

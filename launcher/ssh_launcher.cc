@@ -23,6 +23,7 @@
 #include "base/unique_fd.h"
 #include "launcher/control_stdin.h"
 #include "launcher/host_output.h"
+#include "launcher/ssh_launch_registry.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -373,6 +374,9 @@ class SshLauncher {
 
 }  // namespace
 
-int RunSshLaunch(const SshLaunch& launch, const StdioWriters& stdio) { return SshLauncher(launch, stdio).Run(); }
+int RunSshLaunch(const SshLaunch& launch, const std::string& command_line, const StdioWriters& stdio) {
+  SshLaunchRegistration registration(launch, command_line);
+  return SshLauncher(launch, stdio).Run();
+}
 
 }  // namespace dtrun

@@ -18,6 +18,7 @@
 
 namespace dtrun {
 
-int RunSshLaunch(const SshLaunch& launch, const StdioWriters& stdio);
+// `command_line` (the token redacted) is what `dtrun status` and `dtrun kill` show for the launch.
+int RunSshLaunch(const SshLaunch& launch, const std::string& command_line, const StdioWriters& stdio);
 
 }  // namespace dtrun

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -57,6 +58,23 @@ absl::StatusOr<status::JobStatus> AskService(const RemoteJob& remote) {
   return job;
 }
 
+// A `dtrun -H` launcher on this machine: every host's rows, from the job's rendezvous, asked with
+// the token the launcher kept unless the user gave credentials.
+Shown ShowSshLaunch(const LaunchRecord& r, const std::string& launch_dir, const Flags& flags, Shown shown) {
+  CredentialFlags credentials = flags.credentials;
+  if (credentials.token.empty() && credentials.token_file.empty()) {
+    credentials.token_file = launch_layout::TokenFile(launch_dir);
+  }
+  absl::StatusOr<RemoteJob> remote = ConnectRemote(r.endpoint, r.run_id, credentials);
+  absl::StatusOr<status::JobStatus> whole = remote.ok() ? AskService(*remote) : remote.status();
+  if (whole.ok()) {
+    shown.job = std::move(*whole);
+  } else {
+    shown.note += absl::StrCat("\n(the rendezvous at ", r.endpoint, " did not answer: ", whole.status().message(), ")");
+  }
+  return shown;
+}
+
 // The agent's snapshot of a launch on this machine, and for a multi-node job every node's rows
 // from its rendezvous (the local rows if the service cannot be asked).
 Shown ShowLaunch(const LaunchRecord& r, const std::string& runtime_dir, const Flags& flags) {
@@ -64,9 +82,11 @@ Shown ShowLaunch(const LaunchRecord& r, const std::string& runtime_dir, const Fl
   shown.job.run_id = r.run_id;
   shown.job.phase = "starting";
   const long long age = UnixMillisNow() / 1000 - r.started_unix;
-  shown.note = absl::StrCat("dtrun pid ", r.pid, ", up ", status::HumanSeconds(static_cast<double>(age)), ": ",
-                            r.command.substr(0, 100));
-  const std::string path = launch_layout::StatusSnapshot(launch_layout::LaunchDir(runtime_dir, r.launch_id));
+  shown.note = absl::StrCat(r.endpoint.empty() ? "dtrun" : "dtrun -H launcher", " pid ", r.pid, ", up ",
+                            status::HumanSeconds(static_cast<double>(age)), ": ", r.command.substr(0, 100));
+  const std::string launch_dir = launch_layout::LaunchDir(runtime_dir, r.launch_id);
+  if (!r.endpoint.empty()) return ShowSshLaunch(r, launch_dir, flags, std::move(shown));
+  const std::string path = launch_layout::StatusSnapshot(launch_dir);
   absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxSnapshotBytes);
   if (!text.ok()) return shown;  // not written yet
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -100,7 +120,14 @@ absl::StatusOr<std::vector<Shown>> Collect(const Flags& flags) {
     return out;
   }
   DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
-  for (const LaunchRecord& r : ListLaunches()) {
+  const std::vector<LaunchRecord> launches = ListLaunches();
+  // A -H launcher shows its whole job: a host of it on this machine too would show it twice.
+  std::set<std::string> launched_here;
+  for (const LaunchRecord& r : launches) {
+    if (!r.endpoint.empty()) launched_here.insert(r.run_id);
+  }
+  for (const LaunchRecord& r : launches) {
+    if (r.endpoint.empty() && launched_here.count(r.run_id) > 0) continue;
     if (flags.run_id.empty() || r.run_id == flags.run_id) out.push_back(ShowLaunch(r, dir, flags));
   }
   return out;

@@ -56,6 +56,7 @@ TEST(RunRegistryTest, RecordsArePrivateAndHostileEntriesAreSkippedWithoutBlockin
   r.launch_id = "me";
   r.pid = ::getpid();
   r.start_ticks = ProcessStartTicks(r.pid).value_or(0);
+  r.endpoint = "gpu1:29400";
   absl::StatusOr<std::string> path = RegisterLaunch(r);
   ASSERT_TRUE(path.ok()) << path.status();
   struct stat st;
@@ -69,6 +70,7 @@ TEST(RunRegistryTest, RecordsArePrivateAndHostileEntriesAreSkippedWithoutBlockin
   std::vector<LaunchRecord> all = ListLaunches();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].launch_id, "me");
+  EXPECT_EQ(all[0].endpoint, "gpu1:29400");
 }
 
 TEST(RunRegistryTest, LeftoversOfGoneLaunchesAreRemovedOthersKept) {

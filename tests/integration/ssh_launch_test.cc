@@ -19,6 +19,7 @@
 #include "tests/support/netns_cluster.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/pty_session.h"
+#include "tests/support/status_probe.h"
 
 namespace dtrun::testing {
 namespace {
@@ -47,9 +48,13 @@ class SshLaunchTest : public ::testing::Test {
     // ssh's; a killed ssh leaves the command running with its stdin ended. An unknown host is
     // ssh's exit code 255. (A background command's stdin is /dev/null before its redirections:
     // hence fd 3.)
+    // Each host has its own runtime directory, as another machine would: the registry here holds
+    // the launcher's entry alone.
+    const std::string runtime = MakeTempDir();
     std::string cases;
     for (int i = 0; i < hosts; ++i) {
-      absl::StrAppend(&cases, "  ", cluster_->address(i), ") ns=", cluster_->Exec(i).back(), " ;;\n");
+      absl::StrAppend(&cases, "  ", cluster_->address(i), ") ns=", cluster_->Exec(i).back(),
+                      "; export DTRUN_RUNTIME_DIR=", runtime, "/host", i, " ;;\n");
     }
     ssh_ = WriteExecutable(MakeTempDir() + "/ssh",
                            absl::StrCat("#!/bin/sh\n"
@@ -217,6 +222,36 @@ TEST_F(SshLaunchTest, PipedInputReachesTheFirstHostAndItsEndReachesEveryHost) {
   EXPECT_THAT(job->out(), HasSubstr("[default0]:EOF rank=0"));
   EXPECT_THAT(job->out(), HasSubstr("[default1]:EOF rank=1"));
   ExpectAllGone(Started(job->pid()));
+}
+
+// On the launching machine, `dtrun status` shows the hosts' workers (the launcher kept the job's
+// fresh token for it) and `dtrun kill` stops every host through the launcher.
+TEST_F(SshLaunchTest, OnTheLaunchingMachineStatusShowsEveryHostAndKillStopsThemAll) {
+  Cluster(2);
+  const std::string run_id = absl::StrCat("ssh-status-", ::getpid());
+  auto job = Launch(absl::StrCat(Host(0), ",", Host(1)),
+                    {"--rdzv-id", run_id, "--no-python", Worker("idle_until_stopped.sh")});
+  ASSERT_TRUE(job->WaitForOutput("READY 0")) << job->all();
+  ASSERT_TRUE(job->WaitForOutput("READY 1")) << job->all();
+  const std::vector<ProcessEntry> started = Started(job->pid());
+  // Asked from where the rendezvous can be reached (the test machine itself has no route to the
+  // hosts' network); the registry is this machine's all the same.
+  auto ask = [&] {
+    std::vector<std::string> argv = cluster_->Exec(1);
+    argv.insert(argv.end(), {DtrunBinary(), "status", "--json", "--run-id", run_id});
+    return ParseJsonLines(RunToEnd(argv).second);
+  };
+  const nlohmann::json status = AwaitStatus(ask, [](const nlohmann::json& j) { return j["nodes"].size() == 2; });
+  EXPECT_EQ(status.value("run_id", ""), run_id) << status.dump();
+  ASSERT_EQ(status["nodes"].size(), 2u) << status.dump();
+  const auto [rc, listed] = RunToEnd({DtrunBinary(), "kill", "--run-id", run_id, "--dry-run"});
+  EXPECT_THAT(listed, HasSubstr(absl::StrCat(job->pid(), " ")));
+  EXPECT_THAT(listed, HasSubstr("ssh -H"));
+  EXPECT_EQ(RunToEnd({DtrunBinary(), "kill", "--run-id", run_id}).first, 0);
+  EXPECT_EQ(job->Wait(seconds(90)), 128 + SIGTERM) << job->all();
+  EXPECT_THAT(job->err(), HasSubstr("got SIGTERM; passing it to every host"));
+  ExpectAllGone(started);
+  EXPECT_THAT(RunToEnd({DtrunBinary(), "status", "--run-id", run_id}).second, HasSubstr("no dtrun job with run id"));
 }
 
 TEST(SshLaunchCommandTest, TheRemoteCommandReachesDtrunWordForWordThroughAShell) {
