@@ -19,6 +19,7 @@ std::vector<std::string> SummaryDedup::Feed(int stream, std::string line) {
     h.block += line;
     if (IsRule(line)) {
       std::string block = std::exchange(h.block, "");
+      after_summary_.insert(stream);
       if (shown_.count(block) > 0) {
         ++dropped_;
         return out;
@@ -40,7 +41,8 @@ std::vector<std::string> SummaryDedup::Feed(int stream, std::string line) {
   }
   if (IsRule(line)) {
     h.rule = std::move(line);
-  } else {
+  } else if (after_summary_.count(stream) == 0 || trailer_shown_.count(line) == 0) {
+    if (after_summary_.count(stream) > 0 && trailer_shown_.size() < kMaxTrailer) trailer_shown_.insert(line);
     out.push_back(std::move(line));
   }
   return out;

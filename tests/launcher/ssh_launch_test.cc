@@ -170,6 +170,28 @@ TEST(SummaryDedupTest, EveryHostsCopyOfTheJobsFailureSummaryIsShownOnce) {
   EXPECT_EQ(d.dropped(), 1);
 }
 
+// What each host prints after the summary is shown once too where it is the same, not where it
+// differs (another Python on that host), and never a line of its own before the summary.
+TEST(SummaryDedupTest, LinesAfterTheSummaryThatAnotherHostPrintedAreShownOnce) {
+  const std::string rule(60, '=');
+  const std::vector<std::string> summary = {rule, "train.py FAILED", "Root Cause:", "  rank : 1", rule};
+  auto host = [&](const std::string& python, const std::string& name) {
+    std::vector<std::string> lines = {"the workers' Python was " + python};  // before: always shown
+    lines.insert(lines.end(), summary.begin(), summary.end());
+    lines.push_back("the workers' Python was " + python);
+    lines.push_back("[dtrun " + name + "] stopped");
+    return lines;
+  };
+  SummaryDedup d;
+  EXPECT_EQ(Joined(d, 0, host("/usr/bin/python3", "h0")), absl::StrJoin(host("/usr/bin/python3", "h0"), "\n") + "\n");
+  EXPECT_EQ(Joined(d, 1, host("/usr/bin/python3", "h1")),
+            "the workers' Python was /usr/bin/python3\n[dtrun h1] stopped\n");
+  EXPECT_EQ(Joined(d, 2, host("/opt/venv/bin/python", "h2")),
+            "the workers' Python was /opt/venv/bin/python\nthe workers' Python was /opt/venv/bin/python\n[dtrun h2] "
+            "stopped\n");
+  EXPECT_EQ(d.dropped(), 2);
+}
+
 TEST(ControlStdinTest, TheTokenAndTheSignalsAreTheOnlyLines) {
   ControlLine t = ParseControlLine("token abc def\r");
   EXPECT_EQ(t.kind, ControlLine::Kind::kToken);
