@@ -14,14 +14,13 @@ namespace {
 using std::chrono::seconds;
 using Env = std::map<std::string, std::string>;
 
-class KubernetesEnvTest : public ::testing::Test {
+class KubernetesEnvTest : public NetnsTest {
  protected:
   void SetUp() override {
-    std::string why = NetnsCluster::Unavailable();
-    if (!why.empty()) GTEST_SKIP() << why;
+    NetnsTest::SetUp();
+    if (IsSkipped()) return;
     if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
-    cluster_ = std::make_unique<NetnsCluster>(2);
-    ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
+    ASSERT_NO_FATAL_FAILURE(Cluster(2));
   }
   // `dtrun gloo_allreduce.py` in host `i`'s "pod", with the operator's variables only.
   std::unique_ptr<Harness> Pod(int i, Env env) {
@@ -39,7 +38,6 @@ class KubernetesEnvTest : public ::testing::Test {
     ASSERT_TRUE(cluster_->AppendHosts(1, cluster_->address(0) + " " + name + "\n"));
     pods_[0] = Pod(0, env0);
   }
-  std::unique_ptr<NetnsCluster> cluster_;
   std::unique_ptr<Harness> pods_[2];
 };
 

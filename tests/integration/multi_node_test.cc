@@ -28,14 +28,8 @@ std::string TrainingData() {
   return MakeDemoDataset({"--train-per-class", "24", "--val-per-class", "8", "--size", "64"});
 }
 
-class MultiNodeTest : public ::testing::Test {
+class MultiNodeTest : public NetnsTest {
  protected:
-  void Cluster(int hosts) {
-    std::string why = NetnsCluster::Unavailable();
-    if (!why.empty()) GTEST_SKIP() << why;
-    cluster_ = std::make_unique<NetnsCluster>(hosts);
-    ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
-  }
   // dtrun on host `i` with static membership (node rank = i unless `rank` says otherwise). A
   // node's lease is 2 s (0.5 s keep-alives, 4 missed): 0.6 s declared live nodes lost when the
   // machine was loaded (an ASan build beside the plain suite).
@@ -153,7 +147,6 @@ class MultiNodeTest : public ::testing::Test {
     EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
     return {a->all(), spare->all()};
   }
-  std::unique_ptr<NetnsCluster> cluster_;
 };
 
 TEST_F(MultiNodeTest, PythonGlooJobAcrossTwoHostsWithUnevenWorkerCounts) {

@@ -37,13 +37,10 @@ std::string WriteExecutable(const std::string& path, const std::string& text) {
   return path;
 }
 
-class SshLaunchTest : public ::testing::Test {
+class SshLaunchTest : public NetnsTest {
  protected:
   void Cluster(int hosts) {
-    std::string why = NetnsCluster::Unavailable();
-    if (!why.empty()) GTEST_SKIP() << why;
-    cluster_ = std::make_unique<NetnsCluster>(hosts);
-    ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
+    NetnsTest::Cluster(hosts);
     // ssh's contract: `ssh [-o OPTION]... HOST COMMAND` runs COMMAND with the remote shell, its stdin fed from
     // ssh's; a killed ssh leaves the command running with its stdin ended. An unknown host is
     // ssh's exit code 255. (A background command's stdin is /dev/null before its redirections:
@@ -100,7 +97,6 @@ class SshLaunchTest : public ::testing::Test {
   }
   std::string Host(int i) const { return cluster_->address(i); }
 
-  std::unique_ptr<NetnsCluster> cluster_;
   std::string ssh_, mark_;
   static inline int launches_ = 0;
 };

@@ -112,4 +112,14 @@ bool NetnsCluster::AllowOnlyTcpPort(int host, int port) {
          run("add rule inet dtrun_test input tcp dport " + std::to_string(port) + " accept");
 }
 
+void NetnsTest::SetUp() {
+  std::string why = NetnsCluster::Unavailable();
+  if (!why.empty()) GTEST_SKIP() << why;
+}
+
+void NetnsTest::Cluster(int hosts) {
+  cluster_ = std::make_unique<NetnsCluster>(hosts);
+  ASSERT_TRUE(cluster_->ok()) << "could not create the test hosts";
+}
+
 }  // namespace dtrun::testing

@@ -4,8 +4,11 @@
 // these namespaces. Needs root and iproute2; Available() says why not.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "gtest/gtest.h"
 
 namespace dtrun::testing {
 
@@ -39,6 +42,18 @@ class NetnsCluster {
   std::vector<std::string> addrs_;
   std::vector<std::string> namespaces_;
   bool ok_ = false;
+};
+
+// A fixture whose tests run on such hosts. Where namespaces cannot be made the tests are skipped
+// in SetUp, so no test body runs (a skip inside a helper would return from the helper alone, and
+// the body would go on without hosts).
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  // `hosts` test hosts in cluster_.
+  void Cluster(int hosts);
+
+  std::unique_ptr<NetnsCluster> cluster_;
 };
 
 }  // namespace dtrun::testing
