@@ -51,3 +51,44 @@ stop_with() {
 echo "## stopping (OpenSSH $(ssh -V 2>&1 | cut -d, -f1), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
 for i in 1 2 3; do stop_with INT; done
 for i in 1 2 3; do stop_with KILL; done
+
+# Input through ssh to the rank that prompts: rank 1 (the second host) prints a prompt stamped with
+# the time it printed it and reads a line. Timed: the prompt's time to the launcher's console (the
+# hosts' quiet time, twice 100 ms, is most of it), and a line written to the launcher's stdin to
+# the worker's answer.
+cat > "$dir/ask.sh" <<'ASK'
+#!/bin/sh
+[ "$RANK" = 1 ] || exit 0
+printf "name@%s? " "$(date +%s.%N)"
+read name
+echo "hello $name"
+ASK
+chmod +x "$dir/ask.sh"
+echo "## input through ssh (a prompt on the second host, answered from the launcher's stdin)"
+for i in 1 2 3; do
+  /usr/bin/python3 - "$dtrun" "$ssh_cmd" "$dir/ask.sh" <<'PY'
+import os, subprocess, sys, time
+dtrun, ssh_cmd, ask = sys.argv[1:]
+p = subprocess.Popen([dtrun, "-H", "127.0.0.1:1,localhost:1", "--ssh-command", ssh_cmd, "--no-python", ask],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+out = b""
+def until(needle):
+    global out
+    while needle not in out:
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            sys.exit(f"dtrun ended before {needle!r}: {out!r}")
+        out += chunk
+    return time.time()
+shown = until(b"? ")
+printed = float(out.split(b"name@")[1].split(b"?")[0])
+sent = time.time()
+p.stdin.write(b"bench\n")
+p.stdin.flush()
+answered = until(b"hello bench")
+p.stdin.close()
+p.wait(timeout=60)
+print(f"prompt printed -> on the launcher's console: {(shown - printed) * 1000:.0f} ms; "
+      f"line written -> the worker's answer back: {(answered - sent) * 1000:.0f} ms")
+PY
+done
