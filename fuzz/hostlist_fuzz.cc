@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
   // Any chunk of bytes travels as one line and comes back whole.
-  const std::string chunk = text.substr(0, dtrun::kMaxInputChunk);
+  const std::string chunk(text.substr(0, dtrun::kMaxInputChunk));
   if (!chunk.empty()) {
     const std::string line = dtrun::InputLine(chunk);
     if (line.size() > dtrun::kMaxControlLine || line.find('\n') != line.size() - 1) __builtin_trap();
