@@ -51,7 +51,7 @@ class SshLaunchTest : public NetnsTest {
     std::string cases;
     for (int i = 0; i < hosts; ++i) {
       absl::StrAppend(&cases, "  ", cluster_->address(i), ") ns=", cluster_->Exec(i).back(),
-                      "; export DTRUN_RUNTIME_DIR=", runtime, "/host", i, " ;;\n");
+                      "; export DTRUN_RUNTIME_DIR=", runtime, "/host", i, " SSH_TEST_HOST=", i, " ;;\n");
     }
     ssh_ = WriteExecutable(MakeTempDir() + "/ssh",
                            absl::StrCat("#!/bin/sh\n"
@@ -181,7 +181,6 @@ TEST_F(SshLaunchTest, AnElasticJobGoesOnWithoutAnUnreachableHost) {
   ExpectAllGone(Started(job->pid()));
 }
 
-// What a remote shell runs: every word arrives as it was, quotes, spaces and $ included.
 // breakpoint() on another host, answered from the launching dtrun's terminal: the prompt shows with
 // its rank although it has no newline, and what is typed goes to the host that prompted.
 TEST_F(SshLaunchTest, ABreakpointOnAnotherHostIsAnsweredFromTheLaunchingTerminal) {
@@ -203,20 +202,22 @@ TEST_F(SshLaunchTest, ABreakpointOnAnotherHostIsAnsweredFromTheLaunchingTerminal
   EXPECT_NE(term.output().find("DONE rank=0 secret=42"), std::string::npos) << term.output();
 }
 
-// Input piped to the launching dtrun reaches rank 0 on the first host when no rank prompts, and
-// its end reaches every host's workers.
+// Input piped to the launching dtrun reaches the first host's worker when no rank prompts, and its
+// end reaches every host's workers. (Which global rank that worker has depends on the order the
+// hosts joined the rendezvous: the stand-in for ssh tells each host its place in the list.)
 TEST_F(SshLaunchTest, PipedInputReachesTheFirstHostAndItsEndReachesEveryHost) {
   Cluster(2);
   auto job = Launch(absl::StrCat(Host(0), ",", Host(1)),
                     {"--no-python", "/bin/sh", "-c",
-                     "if [ $RANK = 0 ]; then read line; echo \"got $line\"; fi; read more || echo \"EOF rank=$RANK\""},
+                     "if [ $SSH_TEST_HOST = 0 ]; then read line; echo \"got $line on host 0\"; fi; "
+                     "read more || echo \"EOF host=$SSH_TEST_HOST\""},
                     "", /*pipe_stdin=*/true);
   ASSERT_TRUE(job->WriteStdin("hello there\n"));
-  ASSERT_TRUE(job->WaitForOutput("[default0]:got hello there")) << job->all();
+  ASSERT_TRUE(job->WaitForOutput("]:got hello there on host 0")) << job->all();
   job->CloseStdin();
   EXPECT_EQ(job->Wait(seconds(120)), 0) << job->all();
-  EXPECT_THAT(job->out(), HasSubstr("[default0]:EOF rank=0"));
-  EXPECT_THAT(job->out(), HasSubstr("[default1]:EOF rank=1"));
+  EXPECT_THAT(job->out(), HasSubstr("]:EOF host=0"));
+  EXPECT_THAT(job->out(), HasSubstr("]:EOF host=1"));
   ExpectAllGone(Started(job->pid()));
 }
 
@@ -250,6 +251,7 @@ TEST_F(SshLaunchTest, OnTheLaunchingMachineStatusShowsEveryHostAndKillStopsThemA
   EXPECT_THAT(RunToEnd({DtrunBinary(), "status", "--run-id", run_id}).second, HasSubstr("no dtrun job with run id"));
 }
 
+// What a remote shell runs: every word arrives as it was, quotes, spaces and $ included.
 TEST(SshLaunchCommandTest, TheRemoteCommandReachesDtrunWordForWordThroughAShell) {
   const std::string dir = MakeTempDir();
   const std::string fake = WriteExecutable(
