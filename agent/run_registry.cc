@@ -6,22 +6,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/atomic_file.h"
 #include "base/env_names.h"
 #include "base/launch_layout.h"
 #include "base/process_table.h"
 #include "base/status_macros.h"
 #include "base/unique_fd.h"
 #include "base/untrusted_file.h"
-#include "base/atomic_file.h"
 #include "nlohmann/json.hpp"
 
 namespace dtrun {
+
+LaunchRecord RecordOfThisProcess(std::string launch_id, std::string run_id, std::string command) {
+  LaunchRecord r;
+  r.launch_id = std::move(launch_id);
+  r.run_id = std::move(run_id);
+  r.pid = ::getpid();
+  r.start_ticks = ProcessStartTicks(r.pid).value_or(0);
+  r.command = std::move(command);
+  r.started_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return r;
+}
 
 absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
   nlohmann::json j = {{"launch_id", r.launch_id}, {"run_id", r.run_id},

@@ -25,7 +25,8 @@ struct LaunchRecord {
   std::string endpoint;
 };
 
-
+// The record of this process (its pid, start ticks and now) under those ids and command line.
+LaunchRecord RecordOfThisProcess(std::string launch_id, std::string run_id, std::string command);
 // Writes the record; returns its path.
 absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& record);
 // Every record whose process is still alive (stale ones are removed). Records are read as

@@ -16,7 +16,6 @@ void HostOutput::Write(int host, bool is_stderr, absl::string_view data, Clock::
     size_t nl = data.find('\n');
     Show(key, s, data.substr(0, nl), nl == absl::string_view::npos ? Console::End::kOpen : Console::End::kNewline);
     if (nl == absl::string_view::npos) return;
-    s.line_open = false;
     data.remove_prefix(nl + 1);
   }
   s.partial.append(data.data(), data.size());

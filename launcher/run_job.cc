@@ -23,7 +23,6 @@
 #include "base/executable.h"
 #include "base/host_name.h"
 #include "base/launch_layout.h"
-#include "base/process_table.h"
 #include "base/random_hex.h"
 #include "base/status_macros.h"
 #include "launcher/host_probe.h"
@@ -260,15 +259,8 @@ absl::StatusOr<std::string> LogRootFor(const LaunchConfig& config) {
 
 // This launch's entry in the registry `dtrun kill` and `dtrun status` read.
 LaunchRecord RecordOf(const LaunchConfig& config, const std::string& command_line) {
-  LaunchRecord record;
-  record.launch_id = config.agent.launch_id;
-  record.run_id = config.agent.run_id;
-  record.pid = ::getpid();
-  record.start_ticks = ProcessStartTicks(record.pid).value_or(0);
+  LaunchRecord record = RecordOfThisProcess(config.agent.launch_id, config.agent.run_id, command_line);
   record.nproc_per_node = config.agent.nproc_per_node;
-  record.command = command_line;
-  record.started_unix =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return record;
 }
 

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -12,7 +11,6 @@
 #include "agent/run_registry.h"
 #include "base/atomic_file.h"
 #include "base/launch_layout.h"
-#include "base/process_table.h"
 #include "base/runtime_dir.h"
 #include "spdlog/spdlog.h"
 
@@ -23,16 +21,8 @@ absl::Status Register(const SshLaunch& launch, const std::string& command_line, 
   absl::StatusOr<std::string> runtime_dir = RuntimeDir();
   if (!runtime_dir.ok()) return runtime_dir.status();
   RemoveLeftoversOfGoneLaunches();
-  LaunchRecord r;
-  r.launch_id = launch_layout::NewLaunchId();
-  r.run_id = launch.run_id;
-  r.pid = ::getpid();
-  r.start_ticks = ProcessStartTicks(r.pid).value_or(0);
-  for (const HostSlots& h : launch.hosts) r.nproc_per_node += h.slots;  // every host's, where given
-  r.command = command_line;
-  r.started_unix =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  r.endpoint = launch.endpoint;
+  LaunchRecord r = RecordOfThisProcess(launch_layout::NewLaunchId(), launch.run_id, command_line);
+  r.endpoint = launch.endpoint;  // no workers run here: nproc_per_node stays 0
   const std::string launch_dir = launch_layout::LaunchDir(*runtime_dir, r.launch_id);
   if (::mkdir(launch_dir.c_str(), 0700) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("cannot create ", launch_dir, ": ", std::strerror(errno)));

@@ -32,7 +32,8 @@ class SummaryDedup {
   std::vector<std::string> Flush(int stream);
   // True while `stream` holds lines back (a rule line, or a summary being collected).
   bool holding(int stream) const {
-    return held_.count(stream) > 0 && (held_.at(stream).rule || !held_.at(stream).block.empty());
+    auto it = held_.find(stream);
+    return it != held_.end() && (it->second.rule || !it->second.block.empty());
   }
   // Summaries left out because a host had already shown them.
   int dropped() const { return dropped_; }
