@@ -129,8 +129,8 @@ int Agent::Run() {
 
 std::optional<Clock::time_point> Agent::NextDeadline() const {
   std::optional<Clock::time_point> next = components_.NextDeadline();
-  for (std::optional<Clock::time_point> t : {stopping_ && !killed_ ? std::optional(kill_deadline_) : std::nullopt,
-                                             barrier_deadline_}) {
+  for (std::optional<Clock::time_point> t :
+       {stopping_ && !killed_ ? std::optional(stop_.deadline()) : std::nullopt, barrier_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   return next;
@@ -148,8 +148,10 @@ void Agent::OnSignals() {
 }
 
 void Agent::KillAfterGrace() {
-  if (stopping_ && !killed_ && group_ && options_.now() >= kill_deadline_) {
-    spdlog::warn("workers did not stop within {} ms; sending SIGKILL", stop_grace_.count());
+  const Clock::time_point now = options_.now();
+  if (stopping_ && !killed_ && group_ && now >= stop_.deadline()) {
+    spdlog::warn("workers did not stop within {} ms{}; sending SIGKILL", stop_.waited(now).count(),
+                 stop_.keeping() ? " (one was still keeping its state in memory)" : "");
     group_->SignalAll(SIGKILL);
     killed_ = true;
   }
@@ -264,6 +266,7 @@ void Agent::OnGroupExited() {
   group_.reset();
   stopping_ = false;
   killed_ = false;
+  stop_.Reset();
 }
 
 void Agent::Step() {
@@ -390,13 +393,13 @@ void Agent::StopGroup(int signo) {
   stopping_ = true;
   killed_ = false;
   group_->SignalAll(signo);
-  stop_grace_ = StopGrace();
-  kill_deadline_ = options_.now() + stop_grace_;
+  stop_.Begin(options_.now(), StopGrace(), options_.shutdown_timeout);
 }
 
 void Agent::RecordExit(pid_t pid, int wait_status) {
   for (const WorkerGroup::Worker& w : std::as_const(*group_).workers()) {
     if (w.process.pid() != pid) continue;
+    stop_.Done(w.local_rank);
     events_.Record("worker_exit", group_round_,
                    {{"rank", w.global_rank}, {"local_rank", w.local_rank}, {"worker_pid", pid},
                     {"exit_code", WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1},

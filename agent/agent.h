@@ -31,6 +31,7 @@
 #include "agent/restart_loop_breaker.h"
 #include "agent/snapshot_recovery.h"
 #include "agent/status_publisher.h"
+#include "agent/stop_deadline.h"
 #include "agent/worker_console.h"
 #include "agent/worker_group.h"
 #include "base/console_writer.h"
@@ -118,8 +119,7 @@ class Agent {
   std::vector<WorkerFailure> round_failures_;  // every failure of group_round_ on this node
   bool stopping_ = false;                // a stop signal was sent to group_
   bool killed_ = false;                  // SIGKILL was sent to group_
-  std::chrono::steady_clock::time_point kill_deadline_;
-  std::chrono::milliseconds stop_grace_{0};  // the running stop's, for its SIGKILL line
+  StopDeadline stop_;                    // when the stop of group_ turns to SIGKILL
   std::optional<std::chrono::steady_clock::time_point> barrier_deadline_;
   int interrupt_signal_ = 0;
   int signals_received_ = 0;
@@ -137,7 +137,8 @@ class Agent {
   const OomKillCounter oom_;                     // names the out-of-memory killer in failures
   void FillWarmPool();                           // once every local rank of the round stepped
   void RecordDivergence(int local_rank, const progress::Report& report);
-  void OnStateKept(int local_rank, const progress::Report& report);
+  void OnStateKeeping(int local_rank);
+  void OnKeepingEnded(int local_rank, const progress::Report& report);  // kept or not_kept
   // Parked workers per local rank: 2 on several nodes (see WarmPool::Fill), else 1.
   int WarmDepth() const { return group_nodes_ > 1 ? 2 : 1; }
 

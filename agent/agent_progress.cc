@@ -13,7 +13,10 @@ namespace dtrun {
 void Agent::OnReport(int local_rank, const progress::Report& report) {
   snapshots_->OnReport(local_rank, report);
   if (report.kind == progress::Report::Kind::kDiverged) RecordDivergence(local_rank, report);
-  if (report.kind == progress::Report::Kind::kKept) OnStateKept(local_rank, report);
+  if (report.kind == progress::Report::Kind::kKeeping) OnStateKeeping(local_rank);
+  if (report.kind == progress::Report::Kind::kKept || report.kind == progress::Report::Kind::kNotKept) {
+    OnKeepingEnded(local_rank, report);
+  }
   if (report.kind == progress::Report::Kind::kBeat || report.kind == progress::Report::Kind::kSnapshot) FillWarmPool();
 }
 
@@ -31,16 +34,28 @@ void Agent::RecordDivergence(int local_rank, const progress::Report& report) {
                   {"fingerprint", report.fingerprint}, {"majority", report.majority}});
 }
 
+// A worker is writing its state into memory on its way out: a stop after a failure waits for it
+// (StopDeadline) rather than kill it mid-write after the short grace.
+void Agent::OnStateKeeping(int local_rank) {
+  if (group_ && local_rank >= 0 && local_rank < static_cast<int>(group_->workers().size())) stop_.Keeping(local_rank);
+}
+
 // A worker stopped after a failure kept its state in memory on its way out (worker/
-// memory_snapshot.h, Rescue). It is usually blocked in a collective with the rank that is gone
-// (a lost node, a hung worker), and would sit there until the stop grace ran out: it has nothing
-// left to save, so it goes now. An interrupt's stop is left alone: that worker checkpoints to disk.
-void Agent::OnStateKept(int local_rank, const progress::Report& report) {
+// memory_snapshot.h, Rescue), or could not. It is usually blocked in a collective with the rank
+// that is gone (a lost node, a hung worker), and would sit there until the stop grace ran out: it
+// has nothing left to save, so it goes now. An interrupt's stop is left alone: that worker
+// checkpoints to disk.
+void Agent::OnKeepingEnded(int local_rank, const progress::Report& report) {
   if (!group_ || local_rank < 0 || local_rank >= static_cast<int>(group_->workers().size())) return;
+  stop_.Done(local_rank);
   const WorkerGroup::Worker& w = std::as_const(*group_).workers()[local_rank];
-  events_.Record("state_kept", group_round_,
-                 {{"rank", w.global_rank}, {"local_rank", local_rank}, {"step", report.step.value_or(-1)},
-                  {"stopping", stopping_}});
+  if (report.kind == progress::Report::Kind::kKept) {
+    events_.Record("state_kept", group_round_,
+                   {{"rank", w.global_rank},
+                    {"local_rank", local_rank},
+                    {"step", report.step.value_or(-1)},
+                    {"stopping", stopping_}});
+  }
   if (stopping_ && interrupt_signal_ == 0) w.process.SignalGroup(SIGKILL);
 }
 

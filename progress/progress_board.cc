@@ -67,6 +67,8 @@ void ProgressBoard::Apply(int local_rank, const Report& report, Clock::time_poin
     case Report::Kind::kKept:  // the agent stops the worker; the restore says what was used
       r.kept_step = std::max(r.kept_step, report.step.value_or(-1));
       break;
+    case Report::Kind::kKeeping:   // the agent's stop waits for it; nothing to show
+    case Report::Kind::kNotKept:   // the worker's stderr says why
     case Report::Kind::kDiverged:  // the agent's event log says it; nothing to keep here
       break;
     case Report::Kind::kSync:

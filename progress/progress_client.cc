@@ -58,9 +58,24 @@ void ProgressClient::TotalSteps(int64_t steps) const {
   Send(r);
 }
 
+void ProgressClient::Keeping(int64_t step, int64_t bytes) const {
+  Report r;
+  r.kind = Report::Kind::kKeeping;
+  r.step = step;
+  r.bytes = bytes;
+  Send(r);
+}
+
 void ProgressClient::Kept(int64_t step) const {
   Report r;
   r.kind = Report::Kind::kKept;
+  r.step = step;
+  Send(r);
+}
+
+void ProgressClient::NotKept(int64_t step) const {
+  Report r;
+  r.kind = Report::Kind::kNotKept;
   r.step = step;
   Send(r);
 }

@@ -29,8 +29,11 @@ class ProgressClient {
   void End(const std::string& section) const;
   void TotalSteps(int64_t steps) const;
   void Snapshot(int64_t step, int64_t bytes, int64_t micros) const;
-  // On the way out after a failure: the state of `step` is kept in memory.
+  // On the way out after a failure: the state of `step` (`bytes` long) is being written into
+  // memory, then is kept there or could not be.
+  void Keeping(int64_t step, int64_t bytes) const;
   void Kept(int64_t step) const;
+  void NotKept(int64_t step) const;
   // `source`: memory, disk or none; `step` < 0 is left out.
   void Restored(const std::string& source, int64_t step) const;
   // This rank's wait inside step `step`'s gradient all-reduce, and the step's duration.

@@ -45,7 +45,9 @@ std::optional<Report::Kind> KindOf(absl::string_view word) {
   if (word == "restored") return Report::Kind::kRestored;
   if (word == "sync") return Report::Kind::kSync;
   if (word == "diverged") return Report::Kind::kDiverged;
+  if (word == "keeping") return Report::Kind::kKeeping;
   if (word == "kept") return Report::Kind::kKept;
+  if (word == "not_kept") return Report::Kind::kNotKept;
   return std::nullopt;
 }
 
@@ -124,7 +126,10 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   std::vector<absl::string_view> words = absl::StrSplit(datagram, ' ', absl::SkipEmpty());
   if (words.empty()) return Bad("empty");
   std::optional<Report::Kind> kind = KindOf(words[0]);
-  if (!kind) return Bad("unknown kind (expected hello, beat, begin, end, total, snapshot, restored, sync, diverged or kept)");
+  if (!kind)
+    return Bad(
+        "unknown kind (expected hello, beat, begin, end, total, snapshot, restored, sync, diverged, keeping, kept or "
+        "not_kept)");
   Report r;
   r.kind = *kind;
   for (size_t i = 1; i < words.size(); ++i) {
@@ -137,7 +142,9 @@ absl::StatusOr<Report> ParseReport(absl::string_view datagram) {
   }
   if (r.kind == Report::Kind::kTotal && !r.total_steps) return Bad("total needs steps=");
   if (r.kind == Report::Kind::kSnapshot && !r.step) return Bad("snapshot needs step=");
+  if (r.kind == Report::Kind::kKeeping && !r.step) return Bad("keeping needs step=");
   if (r.kind == Report::Kind::kKept && !r.step) return Bad("kept needs step=");
+  if (r.kind == Report::Kind::kNotKept && !r.step) return Bad("not_kept needs step=");
   if (r.kind == Report::Kind::kRestored && r.source.empty()) return Bad("restored needs source=");
   if (r.kind == Report::Kind::kSync && (!r.step || !r.wait_micros || !r.step_micros)) {
     return Bad("sync needs step=, wait_us= and step_us=");
@@ -177,8 +184,12 @@ std::string FormatReport(const Report& r) {
                           r.step_micros.value_or(0));
     case Report::Kind::kDiverged:
       return absl::StrCat("diverged step=", r.step.value_or(0), " fingerprint=", r.fingerprint, " majority=", r.majority);
+    case Report::Kind::kKeeping:
+      return absl::StrCat("keeping step=", r.step.value_or(0), r.bytes ? absl::StrCat(" bytes=", *r.bytes) : "");
     case Report::Kind::kKept:
       return absl::StrCat("kept step=", r.step.value_or(0));
+    case Report::Kind::kNotKept:
+      return absl::StrCat("not_kept step=", r.step.value_or(0));
   }
   return "";
 }

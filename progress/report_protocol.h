@@ -10,8 +10,12 @@
 //   total steps=90000                     how many steps the job will run (for rates and ETA)
 //   snapshot step=120 bytes=94371840 us=31000   an in-memory snapshot of step 120 is complete
 //   restored source=memory step=120       what this attempt resumed from (memory, buddy, peer, disk or none)
+//   keeping step=120 bytes=94371840       on its way out after a failure, the worker is writing its
+//                                         state of step 120 into memory: dtrun waits for it (up to
+//                                         --shutdown-timeout) before SIGKILL
 //   kept step=120                         on its way out after a failure, the worker kept its state of
 //                                         step 120 in memory (a snapshot on failure): nothing is left to save
+//   not_kept step=120                     ... or could not (its stderr says why): nothing is left to save either
 //   diverged step=120 fingerprint=00ab12cd34ef5678 majority=91fe...|none   this rank's parameters differ
 //                                         from the other replicas' at step 120 (replica checks)
 //   sync step=120 wait_us=4100 step_us=250000   its wait inside step 120's gradient all-reduce, and
@@ -34,12 +38,25 @@ inline constexpr size_t kMaxReportBytes = 512;
 inline constexpr size_t kMaxNameBytes = 64;
 
 struct Report {
-  enum class Kind { kHello, kBeat, kBegin, kEnd, kTotal, kSnapshot, kRestored, kSync, kDiverged, kKept };
+  enum class Kind {
+    kHello,
+    kBeat,
+    kBegin,
+    kEnd,
+    kTotal,
+    kSnapshot,
+    kRestored,
+    kSync,
+    kDiverged,
+    kKeeping,
+    kKept,
+    kNotKept
+  };
   Kind kind = Kind::kBeat;
   std::optional<int64_t> step;     // beat, snapshot, kept, ...
   std::optional<int64_t> samples;  // beat
   std::optional<int64_t> total_steps;
-  std::optional<int64_t> bytes;    // snapshot
+  std::optional<int64_t> bytes;    // snapshot, keeping
   std::optional<int64_t> micros;   // snapshot: what writing it cost
   std::optional<int64_t> wait_micros;  // sync: the wait inside the step's gradient all-reduce
   std::optional<int64_t> step_micros;  // sync: the step's duration

@@ -675,12 +675,14 @@ int64_t MemorySnapshots::RescueLocked() {
   for (const absl::StatusOr<snapshot::SlotHeader>& h : headers) {
     // A snapshot of this step is held already (also one taken in another world size and restored).
     if (h.ok() && Restorable(*h) && h->step == a->step) {
-      if (on_kept_) on_kept_(a->step);
+      if (reports_) reports_->Kept(a->step);
       return -1;
     }
   }
   Copy c;
   c.slot = RescueSlot(headers);
+  // First: the agent stopping this process waits for the write rather than kill it mid-way.
+  if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->total));
   std::string not_kept;
   if (absl::Status st = WriteArmed(*a, &c); !st.ok()) {
     not_kept = std::string(st.message());
@@ -693,6 +695,7 @@ int64_t MemorySnapshots::RescueLocked() {
     region_.Invalidate(c.slot);
     std::fprintf(stderr, "warning: rank %d: state of step %lld not kept in memory on the way out: %s\n", env_.rank,
                  static_cast<long long>(a->step), not_kept.c_str());
+    if (reports_) reports_->NotKept(a->step);
     return -1;
   }
   region_.Commit(c.slot, c.header);
@@ -700,7 +703,7 @@ int64_t MemorySnapshots::RescueLocked() {
                env_.rank, static_cast<long long>(a->step), a->total / 1e6,
                1e3 * std::chrono::duration<double>(Clock::now() - start).count());
   ++rescued_;
-  if (on_kept_) on_kept_(a->step);  // last: the agent may kill this process as soon as it hears
+  if (reports_) reports_->Kept(a->step);  // last: the agent may kill this process as soon as it hears
   return a->step;
 }
 

@@ -45,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "progress/progress_client.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/dist_env.h"
 #include "worker/snapshot_cadence.h"
@@ -150,9 +151,10 @@ class MemorySnapshots {
   static constexpr double kRescueWaitSeconds = 10;
   void set_rescue_wait_seconds(double s) { rescue_wait_s_ = s; }
   bool armed() const;
-  // Called (under the writer's lock: keep it short) when Rescue has kept the armed state, written
-  // now or held already.
-  void SetOnKept(std::function<void(int64_t step)> on_kept) { on_kept_ = std::move(on_kept); }
+  // Where Rescue says (to the agent) that it begins to write the armed state (`keeping`), and
+  // then that it kept it (written now or held already) or could not: the agent stopping this
+  // process waits for the write, then kills it at once. Null: nobody is told. Outlives this.
+  void SetReports(const progress::ProgressClient* reports) { reports_ = reports; }
   // The replicas compared and agreed on the snapshot of `step` (worker/step_agreement.h): Rescue
   // never writes over the newest such one.
   void MarkAgreed(int64_t step);
@@ -204,7 +206,7 @@ class MemorySnapshots {
   bool rescue_wanted_ = false;  // Rescue came while nothing was armed
   double rescue_wait_s_ = kRescueWaitSeconds;
   int64_t agreed_step_ = -1;    // the newest snapshot step the replicas agreed on
-  std::function<void(int64_t)> on_kept_;
+  const progress::ProgressClient* reports_ = nullptr;
   int64_t arms_ = 0, rescued_ = 0;
   double arms_s_ = 0;  // the total time of Arm
   snapshot::MappedRegion region_;

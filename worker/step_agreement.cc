@@ -36,8 +36,7 @@ StepAgreement::StepAgreement(ProcessGroupHandle* pg, const torch::Device& device
       snapshots_(snapshots) {
   if (snapshots_) {
     snapshots_->SetVerifier([this](uint64_t fingerprint, int64_t step) { Expect(step, fingerprint); });
-    // The agent stops a worker that has kept its state at once: it has nothing left to save.
-    snapshots_->SetOnKept([this](int64_t step) { reports_.Kept(step); });
+    snapshots_->SetReports(&reports_);
     rescue_on_stop_.emplace([snapshots] { snapshots->Rescue(); });
   }
 }

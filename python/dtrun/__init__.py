@@ -370,7 +370,7 @@ def _on_failure_for(region):
     global _keeper
     if _keeper is None and region is not None and os.environ.get("DTRUN_SNAPSHOT_ON_FAILURE", "on") != "off":
         from dtrun import _on_failure
-        _keeper = _on_failure.OnFailure(region, lambda step: _send("kept step=%d" % step),
+        _keeper = _on_failure.OnFailure(region, _send,
                                         lambda e: isinstance(e, ReplicaMismatch))
     return _keeper
 

@@ -66,9 +66,11 @@ class _Armed:
 class OnFailure:
     """One per process, made by dtrun.snapshot() when the worker has a snapshot region."""
 
-    def __init__(self, region, report_kept, spares):
+    def __init__(self, region, send, spares):
         self._region = region
-        self._report_kept = report_kept  # tells the agent, which then stops this worker at once
+        # Sends a progress report: `keeping` makes the agent wait for the write, `kept` lets it
+        # stop this worker at once.
+        self._send = send
         self._spares = spares  # an exception whose state must not be kept (the replicas diverged)
         self._lock = threading.Lock()  # the armed state, and the region's slots against a rescue
         self._armed = None
@@ -226,11 +228,12 @@ class OnFailure:
         self._armed = None
         region = self._region
         if region.holds(a.step):
-            self._report_kept(a.step)
+            self._send("kept step=%d" % a.step)
             return a.step
         if a.state is None:
             return None  # the snapshot of that step was written over since
         start = time.monotonic()
+        self._send("keeping step=%d" % a.step)
         problem = _moved(a)
         state, tensors, locations = a.state, a.tensors, {}
         if problem is None and a.marks:
@@ -249,10 +252,11 @@ class OnFailure:
         if problem is not None:
             _snapshots._warn("rank %d: state of step %d not kept in memory on the way out: %s" %
                              (region.rank, a.step, problem))
+            self._send("not_kept step=%d" % a.step)
             return None
         _snapshots._say("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)" %
                         (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
-        self._report_kept(a.step)  # last: the agent may kill this process as soon as it hears
+        self._send("kept step=%d" % a.step)  # last: the agent may kill this process as soon as it hears
         return a.step
 
     def on_uncaught(self, previous_hook):

@@ -101,6 +101,28 @@ TEST_F(PythonSnapshotTest, AKilledRanksPeerKeepsItsLastStepOnTheWayOutAndTheJobL
   EXPECT_EQ(recovered[0]["lost_steps"], 0);
 }
 
+// Keeping the state takes longer than the stop grace (0.5 s here: the periodic snapshots are
+// small), as a large state's does on a busy machine. Rank 0 says `keeping` before it writes, and
+// the agent waits for it (up to --shutdown-timeout) instead of killing it mid-write: the job still
+// loses no step. Before, rank 0 was SIGKILLed after 0.5 s and the restart went back to step 20.
+TEST_F(PythonSnapshotTest, APeerWhoseKeepingOutlastsTheStopGraceIsWaitedForAndLosesNoStep) {
+  ASSERT_FALSE(Uninterrupted().empty());
+  const std::string events = MakeTempDir() + "/events.jsonl";
+  auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
+                             {"--crash-at", std::to_string(kCrashAt), "--slow-keep", "2"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("rank 0: kept the state of step 23 in memory on the way out"), std::string::npos) << out;
+  std::vector<nlohmann::json> kept = EventsOfKind(events, "state_kept");
+  ASSERT_EQ(kept.size(), 1u) << out;
+  EXPECT_EQ(kept[0]["rank"], 0);
+  EXPECT_TRUE(kept[0]["stopping"].get<bool>()) << kept[0];
+  EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
+  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << out;
+  EXPECT_EQ(recovered[0]["lost_steps"], 0) << recovered[0];
+}
+
 // A rank that stops reporting (frozen in Python after step 23) makes dtrun stop every rank: its
 // peer, blocked in C++ in the next all-reduce where Python runs no handler, keeps its state from
 // the SIGTERM on a thread of its own, and so does the frozen rank. Both resume at step 23.

@@ -43,7 +43,14 @@ TEST(ReportProtocolTest, EveryKindRoundTrips) {
   Report kept;
   kept.kind = Report::Kind::kKept;
   kept.step = 12;
-  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored, sync, kept}) {
+  Report keeping;
+  keeping.kind = Report::Kind::kKeeping;
+  keeping.step = 12;
+  keeping.bytes = 94371840;
+  Report not_kept;
+  not_kept.kind = Report::Kind::kNotKept;
+  not_kept.step = 12;
+  for (const Report& r : {beat, begin, hello, warm_hello, total, snap, restored, sync, keeping, kept, not_kept}) {
     absl::StatusOr<Report> back = ParseReport(FormatReport(r));
     ASSERT_TRUE(back.ok()) << FormatReport(r) << ": " << back.status();
     EXPECT_EQ(FormatReport(*back), FormatReport(r));
@@ -99,8 +106,13 @@ TEST(ReportProtocolTest, SnapshotAndRestoredReportsAreChecked) {
   EXPECT_THAT(
       ParseReport("restored source=tape step=5"),
       ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("source")));  // not a source
-  EXPECT_THAT(ParseReport("kept"),
-              ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("kept")));  // no step
+  for (const char* kind : {"keeping", "kept", "not_kept"}) {
+    EXPECT_THAT(ParseReport(kind),
+                ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr(kind)));  // no step
+  }
+  absl::StatusOr<Report> keeping = ParseReport("keeping step=9");  // a Python worker does not count the bytes
+  ASSERT_TRUE(keeping.ok()) << keeping.status();
+  EXPECT_FALSE(keeping->bytes.has_value());
   EXPECT_THAT(ParseReport("snapshot step=-1"),
               ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("count")));
   absl::StatusOr<Report> r = ParseReport("restored source=none");

@@ -3,6 +3,7 @@
     snapshot_resume.py STEPS [--crash-at N [--forget]] [--freeze-at N] [--hidden H] [--hold]
                        [--first-attempt-runs-on | --fresh-runs-on] [--say-every N]
                        [--check-replicas [--corrupt-at N]] [--no-libuv] [--no-heartbeat]
+                       [--slow-keep S]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
@@ -21,7 +22,8 @@ one parameter after step N's optimizer step, as silent data corruption would. Wi
 rank 1 of the first attempt stops after step N's dtrun.snapshot() call, in Python (signal.pause),
 and rank 0 blocks in the next step's all-reduce, in C++. --no-libuv: for torch 2.x builds without
 libuv (Debian trixie's). --no-heartbeat: the script reports nothing but its snapshots, as most
-scripts that add dtrun.snapshot() to a torchrun script do.
+scripts that add dtrun.snapshot() to a torchrun script do. --slow-keep S: in the first attempt,
+keeping the state on the way out takes S seconds longer, as a large state's does on a busy machine.
 """
 
 import argparse
@@ -52,6 +54,18 @@ def digest(model):
     return h.hexdigest()[:16]
 
 
+def slow_down_keeping(seconds):
+    """Only the write on the way out passes `before_commit` (dtrun._on_failure); periodic ones do not."""
+    from dtrun import _snapshots
+    write = _snapshots.Region.write
+
+    def slow_write(self, state, step, before_commit=None):
+        if before_commit is not None:
+            time.sleep(seconds)  # stands for the copy of a large state, not a wait for anything
+        return write(self, state, step, before_commit)
+    _snapshots.Region.write = slow_write
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("steps", type=int)
@@ -67,7 +81,10 @@ def main():
     parser.add_argument("--freeze-at", type=int, default=-1)
     parser.add_argument("--no-libuv", action="store_true")
     parser.add_argument("--no-heartbeat", action="store_true")
+    parser.add_argument("--slow-keep", type=float, default=0)
     args = parser.parse_args()
+    if args.slow_keep and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
+        slow_down_keeping(args.slow_keep)
     if args.no_libuv:
         # Debian trixie's torch 2.6 has no libuv, and its agent-store path asks for it all the same
         # (as tests/integration/workers/store_ops_2x.py).
