@@ -44,6 +44,7 @@ struct AgentOptions {
 
   int nproc_per_node = 1;
   int node_rank = 0;
+  int rank_hint = -1;  // --node-rank when given: with an elastic rendezvous, the order of its first round
   std::string role = "default";
   int max_restarts = 0;
   std::string run_id = "none";

@@ -145,6 +145,7 @@ absl::StatusOr<std::string> ApplySlurmLaunch(const CLI::App& app, const std::map
   std::optional<std::string> nproc =
       s.nproc_per_node ? std::optional<std::string>(absl::StrCat(*s.nproc_per_node)) : std::nullopt;
   take("--nnodes", nnodes, f.nnodes, !single);
+  f.node_rank_given = f.node_rank_given || (s.node_rank && !single);
   take("--node-rank", s.node_rank, f.node_rank, !single);
   take("--master-addr", s.master_addr, f.master_addr, !single);
   take("--master-port", s.master_port, f.master_port, !single);
@@ -222,6 +223,7 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
                             "; use 0..", c.max_nodes - 1));
   }
   a.node_rank = f.node_rank;
+  a.rank_hint = f.node_rank_given ? f.node_rank : -1;
   if (f.max_restarts < 0) return BadFlag("--max-restarts must be >= 0");
   if (f.master_port < 0 || f.master_port > 65535) {
     return BadFlag(absl::StrCat("--master-port ", f.master_port, " is not a port; use 1..65535"));
@@ -338,6 +340,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
     return BadFlag(absl::StrCat(e.what(), "; run dtrun --help"));
   }
   f.prefix_template_given = app.get_option("--log-line-prefix-template")->count() > 0;
+  f.node_rank_given = app.get_option("--node-rank")->count() > 0;
   for (const char* flag : {"--master-addr", "--master-port", "--rdzv-endpoint", "--rdzv-backend"}) {
     f.meeting_point_given = f.meeting_point_given || app.get_option(flag)->count() > 0;
   }

@@ -21,7 +21,8 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
   };
   opt("nnodes", f.nnodes, "Number of nodes, N or MIN:MAX (elastic)")->capture_default_str();
   opt("nproc-per-node", f.nproc, "Workers per node: an integer, cpu, gpu (or cuda), xpu, or auto (the visible accelerators, else cpu)")->capture_default_str();
-  opt("node-rank", f.node_rank, "Rank of this node (static membership)")->capture_default_str();
+  opt("node-rank", f.node_rank, "Rank of this node (static membership); with c10d, where the first round places it")
+      ->capture_default_str();
   opt("master-addr", f.master_addr, "Address of the node with rank 0")->capture_default_str();
   opt("master-port", f.master_port, "Port of the workers' store on the master node")->capture_default_str();
   opt("local-addr", f.local_addr, "This node's address (default: its hostname)");

@@ -43,6 +43,7 @@ struct RawFlags {
   bool standalone = false, module = false, no_python = false, run_path = false, version = false;
   bool append_local_rank = false;
   bool prefix_template_given = false;  // an empty --log-line-prefix-template means "no prefix"
+  bool node_rank_given = false;        // by flag, PET_NODE_RANK or Slurm's node id
   // Where the workers meet was chosen (--master-addr/-port, --rdzv-endpoint/-backend by flag or
   // PET_ variable, or Slurm's port): else a single-node job gets a free port, as newest torchrun.
   bool meeting_point_given = false;

@@ -168,8 +168,14 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   copts.run_id = a.run_id;
   copts.token = config.rdzv.token;
   copts.tls = config.tls;
-  rdzv::NodeInfo node{LocalHostName(), a.nproc_per_node, a.local_addr, store->port(),
-                      config.rdzv.static_ranks ? a.node_rank : -1, "", 0};
+  // Elastic: the service takes --node-rank, when given, as a preference for a round's order.
+  rdzv::NodeInfo node{LocalHostName(),
+                      a.nproc_per_node,
+                      a.local_addr,
+                      store->port(),
+                      config.rdzv.static_ranks ? a.node_rank : a.rank_hint,
+                      "",
+                      0};
   std::optional<BuddyReplication> replication = ServeBuddyCopies(config, *grpc, copts);
   if (replication) {
     node.replica_addr = a.local_addr;

@@ -128,9 +128,14 @@ std::vector<std::string> RemoteDtrunArgv(const SshLaunch& l, size_t i) {
   if (conf.find("is_host") == std::string::npos) {
     absl::StrAppend(&conf, conf.empty() ? "" : ",", "is_host=", i == 0 ? "1" : "0");
   }
-  return {"--nnodes",       l.nnodes, "--nproc-per-node", h.slots > 0 ? std::to_string(h.slots) : l.nproc,
-          "--rdzv-backend", "c10d",   "--rdzv-endpoint",  l.endpoint,
-          "--rdzv-id",      l.run_id, "--rdzv-conf",      conf};
+  std::vector<std::string> argv = {
+      "--nnodes",       l.nnodes, "--nproc-per-node", h.slots > 0 ? std::to_string(h.slots) : l.nproc,
+      "--rdzv-backend", "c10d",   "--rdzv-endpoint",  l.endpoint,
+      "--rdzv-id",      l.run_id, "--rdzv-conf",      conf};
+  // With c10d a preference: the first round places the hosts in the list's order (rank 0 on the
+  // first). Hosts past --nnodes's maximum are spares and take what is free, in join order.
+  if (static_cast<int>(i) < l.max_nodes) argv.insert(argv.end(), {"--node-rank", std::to_string(i)});
+  return argv;
 }
 
 std::string RemoteCommand(const SshLaunch& l, size_t i) {
@@ -207,6 +212,7 @@ absl::Status SetHosts(SshLaunch& l, std::vector<HostSlots> hosts) {
                                 " are listed; list more hosts or lower --nnodes"));
   }
   l.min_nodes = nodes.first;
+  l.max_nodes = nodes.second;
   l.endpoint = absl::StrCat(l.hosts[0].address(), ":", l.port);
   return absl::OkStatus();
 }

@@ -38,6 +38,7 @@ struct SshLaunch {
   std::vector<std::string> node_args;                    // every host's flags after the plan's own, then PROGRAM ARGS
   std::string nproc;                                     // --nproc-per-node of a host listed without :N
   std::string nnodes;                                    // --nnodes (default: every host)
+  int max_nodes = 1;                                     // hosts past it join as spares
   int min_nodes = 1;                                     // fewer hosts still running cannot carry the job on
   int port = 29400;                                      // the rendezvous' port on the first host
   std::string endpoint;                                  // HOST:PORT of the rendezvous (SetHosts)

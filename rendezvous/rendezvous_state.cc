@@ -1,6 +1,7 @@
 #include "rendezvous/rendezvous_state.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -101,9 +102,13 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
   std::string id = absl::StrCat("node", next_seq_, "-", node.host);
   Node& n = nodes_[id];
   n.info = node;
+  if (!options_.static_ranks && node.requested_rank >= 0) {
+    n.info.rank_hint = node.requested_rank;  // the service places the node; the rank is a preference
+    n.info.requested_rank = -1;
+  }
   n.join_seq = next_seq_++;
   by_join_.emplace(n.join_seq, id);
-  if (node.requested_rank >= 0) {
+  if (n.info.requested_rank >= 0) {
     by_rank_[node.requested_rank] = id;
     last_known_[node.requested_rank] = node;
   }
@@ -393,7 +398,18 @@ static std::vector<std::string> KeepGroupRanks(const std::vector<std::string>& l
 void RendezvousState::FormRound(std::vector<std::string> members) {
   ++round_;
   ClearRound(NodeRole::kSpare);  // the members are made members below
-  members_ = options_.static_ranks ? std::move(members) : KeepGroupRanks(last_members_, std::move(members));
+  if (!options_.static_ranks) {
+    // Those without a place from the last round come in by their hint; no hint comes last.
+    std::stable_sort(members.begin(), members.end(), [this](const std::string& a, const std::string& b) {
+      auto key = [this](const std::string& id) {
+        const int hint = nodes_.at(id).info.rank_hint;
+        return hint < 0 ? std::numeric_limits<int>::max() : hint;
+      };
+      return key(a) < key(b);
+    });
+    members = KeepGroupRanks(last_members_, std::move(members));
+  }
+  members_ = std::move(members);
   last_members_ = members_;
   min_reached_at_.reset();
   int world = 0;

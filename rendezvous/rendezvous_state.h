@@ -38,9 +38,12 @@ struct NodeInfo {
   int nproc = 1;            // workers on this node (may differ between nodes)
   std::string store_addr;   // where this node's agent serves the workers' TCPStore
   int store_port = 0;
-  int requested_rank = -1;  // static mode: --node-rank; elastic: -1
+  int requested_rank = -1;  // static mode: --node-rank; elastic: -1 (Join moves it to rank_hint)
   std::string replica_addr; // where this node's agent keeps buddy copies of snapshots ("": none)
   int replica_port = 0;
+  // Elastic mode: --node-rank as a preference. A round places the nodes that were in no earlier
+  // one by it (then by join order), so `dtrun -H a,b` has rank 0 on a. -1: none.
+  int rank_hint = -1;
 };
 
 struct Assignment {

@@ -203,8 +203,8 @@ TEST_F(SshLaunchTest, ABreakpointOnAnotherHostIsAnsweredFromTheLaunchingTerminal
 }
 
 // Input piped to the launching dtrun reaches the first host's worker when no rank prompts, and its
-// end reaches every host's workers. (Which global rank that worker has depends on the order the
-// hosts joined the rendezvous: the stand-in for ssh tells each host its place in the list.)
+// end reaches every host's workers. Rank 0 is on the first host whichever host joined the
+// rendezvous first (each host's --node-rank is its place in the list; CI once had host 1 first).
 TEST_F(SshLaunchTest, PipedInputReachesTheFirstHostAndItsEndReachesEveryHost) {
   Cluster(2);
   auto job = Launch(absl::StrCat(Host(0), ",", Host(1)),
@@ -213,11 +213,11 @@ TEST_F(SshLaunchTest, PipedInputReachesTheFirstHostAndItsEndReachesEveryHost) {
                      "read more || echo \"EOF host=$SSH_TEST_HOST\""},
                     "", /*pipe_stdin=*/true);
   ASSERT_TRUE(job->WriteStdin("hello there\n"));
-  ASSERT_TRUE(job->WaitForOutput("]:got hello there on host 0")) << job->all();
+  ASSERT_TRUE(job->WaitForOutput("[default0]:got hello there on host 0")) << job->all();
   job->CloseStdin();
   EXPECT_EQ(job->Wait(seconds(120)), 0) << job->all();
-  EXPECT_THAT(job->out(), HasSubstr("]:EOF host=0"));
-  EXPECT_THAT(job->out(), HasSubstr("]:EOF host=1"));
+  EXPECT_THAT(job->out(), HasSubstr("[default0]:EOF host=0"));
+  EXPECT_THAT(job->out(), HasSubstr("[default1]:EOF host=1"));
   ExpectAllGone(Started(job->pid()));
 }
 

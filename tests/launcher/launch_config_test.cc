@@ -246,6 +246,22 @@ TEST(LaunchConfigTest, StaticBackendTakesTheEndpointAsMasterAddressAndPort) {
   EXPECT_EQ(single->agent.master_port, 6001);
 }
 
+// With c10d, --node-rank is where the first round places the node (the service assigns ranks);
+// left out, the node asks for no place at all, rather than for place 0 as every other node would.
+TEST(LaunchConfigTest, WithAnElasticRendezvousTheNodeRankIsAPreferenceOnlyWhenGiven) {
+  for (const auto& [flags, hint] :
+       std::vector<std::pair<std::vector<std::string>, int>>{{{"--node-rank", "1"}, 1}, {{}, -1}}) {
+    std::vector<std::string> args = {
+        "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.1:29400", "--local-addr", "127.0.0.1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.push_back("/bin/true");
+    auto c = Parse(args);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_FALSE(c->rdzv.static_ranks);
+    EXPECT_EQ(c->agent.rank_hint, hint);
+  }
+}
+
 TEST(LaunchConfigTest, LocalRankGoesBetweenTheScriptAndItsArguments) {
   std::string script = ::testing::TempDir() + "/legacy.py";
   std::fclose(std::fopen(script.c_str(), "w"));
@@ -407,6 +423,7 @@ TEST(LaunchConfigHostTest, UnderSlurmTheJobsValuesFillOnlyTheFlagsNotGiven) {
   const int port = SlurmJobPort("4242");
   EXPECT_TRUE(c.multi_node());
   EXPECT_EQ(c.agent.node_rank, 1);
+  EXPECT_EQ(c.agent.rank_hint, 1);  // with c10d, where the first round places this node
   EXPECT_EQ(c.agent.nproc_per_node, 4);
   EXPECT_EQ(c.agent.run_id, "slurm-4242.0");
   EXPECT_EQ(c.agent.master_addr, "gpu07");

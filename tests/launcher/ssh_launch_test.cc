@@ -79,9 +79,10 @@ TEST(SshLaunchPlanTest, EveryHostIsANodeOfOneJobWhoseRendezvousTheFirstHostServe
   EXPECT_EQ(l->cwd, "/home/me/my job");
   EXPECT_THAT(RemoteDtrunArgv(*l, 0),
               ElementsAre("--nnodes", "2:2", "--nproc-per-node", "4", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                          "gpu1:29400", "--rdzv-id", l->run_id, "--rdzv-conf", "is_host=1"));
+                          "gpu1:29400", "--rdzv-id", l->run_id, "--rdzv-conf", "is_host=1", "--node-rank", "0"));
   EXPECT_THAT(RemoteDtrunArgv(*l, 1)[3], "2");  // listed without :N
-  EXPECT_EQ(RemoteDtrunArgv(*l, 1).back(), "is_host=0");
+  EXPECT_THAT(RemoteDtrunArgv(*l, 1), ::testing::IsSupersetOf({"is_host=0", "1"}));
+  EXPECT_EQ(RemoteDtrunArgv(*l, 1).back(), "1");  // --node-rank: rank 0 on gpu1, whoever joins first
   // The flags the plan owns are not repeated; the program's own arguments are untouched.
   EXPECT_THAT(l->node_args, ElementsAre("--log-line-prefix-template", "[${role_name}${rank}]:", "--max-restarts", "3",
                                         "train.py", "-H", "x"));
@@ -98,7 +99,13 @@ TEST(SshLaunchPlanTest, TheUsersRendezvousSettingsAndElasticRangeAreKept) {
   EXPECT_EQ(l->min_nodes, 2);
   EXPECT_EQ(l->run_id, "job7");
   EXPECT_EQ(l->endpoint, "a:29999");
-  EXPECT_EQ(RemoteDtrunArgv(*l, 2).back(), "join_timeout=60,is_host=0");
+  EXPECT_THAT(RemoteDtrunArgv(*l, 2), ::testing::Contains("join_timeout=60,is_host=0"));
+  EXPECT_EQ(RemoteDtrunArgv(*l, 2).back(), "2");  // --node-rank
+  // A host past the maximum is a spare: no place to ask for, it takes a free one.
+  auto spare = Plan({"-H", "a,b,c", "--nnodes", "2", "train.py"});
+  ASSERT_TRUE(spare.ok()) << spare.status();
+  EXPECT_EQ(RemoteDtrunArgv(*spare, 1).back(), "1");
+  EXPECT_THAT(RemoteDtrunArgv(*spare, 2), ::testing::Not(::testing::Contains("--node-rank")));
   // The user's options first: ssh keeps an option's first value.
   EXPECT_THAT(l->ssh, ElementsAre("ssh", "-p", "2222", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=10", "-o",
                                   "ServerAliveCountMax=6"));

@@ -265,6 +265,34 @@ TEST_F(RendezvousStateTest, ElasticFormsAtMaxAtOnce) {
   EXPECT_EQ(s.View(b)->assignment->group_rank, 1);  // ranks by join order
 }
 
+// Elastic mode takes --node-rank as a preference (`dtrun -H a,b` gives each host its place in
+// the list): the first round orders the nodes by it whatever order they joined in, with no hint
+// after the hinted ones; a later round keeps the places the last one gave.
+TEST_F(RendezvousStateTest, ElasticOrdersTheFirstRoundByTheNodesRankHintsNotTheirJoinOrder) {
+  RendezvousState s(Elastic(2, 3), now_);
+  std::string none = MustJoin(s, Node("none"));
+  std::string b = MustJoin(s, Node("b", 1));
+  std::string a = MustJoin(s, Node("a", 0));
+  EXPECT_EQ(s.View(a)->assignment->group_rank, 0);
+  EXPECT_EQ(s.View(b)->assignment->group_rank, 1);
+  EXPECT_EQ(s.View(none)->assignment->group_rank, 2);
+  EXPECT_EQ(s.View(b)->assignment->master_addr, "a-addr");
+  // A hint never clashes: two nodes that ask for rank 1 both join, in join order.
+  RendezvousState twice(Elastic(2, 2), now_);
+  std::string first = MustJoin(twice, Node("first", 1)), second = MustJoin(twice, Node("second", 1));
+  EXPECT_EQ(twice.View(first)->assignment->group_rank, 0);
+  EXPECT_EQ(twice.View(second)->assignment->group_rank, 1);
+  // Once a round ran, places are kept: a node that comes back with hint 0 takes the free place,
+  // not rank 0 from a survivor (whose snapshots belong to its ranks).
+  ASSERT_TRUE(s.Leave(a, now_).ok());
+  ASSERT_TRUE(s.View(b)->assignment.has_value());
+  EXPECT_EQ(s.View(b)->assignment->group_rank, 1);
+  EXPECT_EQ(s.View(none)->assignment->group_rank, 0);  // the free place below b
+  std::string back = MustJoin(s, Node("a", 0));
+  EXPECT_EQ(s.View(back)->assignment->group_rank, 2);
+  EXPECT_EQ(s.View(none)->assignment->group_rank, 0);
+}
+
 TEST_F(RendezvousStateTest, ElasticFormsAtMinAfterLastCall) {
   RendezvousState s(Elastic(2, 4), now_);
   std::string a = MustJoin(s, Node("a"));
