@@ -19,6 +19,7 @@
 #include "agent/stdin_router.h"
 #include "base/event_loop.h"
 #include "base/executable.h"
+#include "base/file_feed.h"
 #include "base/signal_names.h"
 #include "base/unique_fd.h"
 #include "launcher/control_stdin.h"
@@ -124,7 +125,13 @@ class SshLauncher {
     output_ = std::make_unique<HostOutput>(std::move(names), Consoles::ForStdio(stdio_));
     // dtrun's stdin goes to the hosts' workers as a terminal's goes to local ones (a prompting rank
     // gets the next line, else the last one that did, at first the first host's).
-    input_ = std::make_unique<StdinRouter>(STDIN_FILENO, *loop_);
+    // A file on stdin (`< answers.txt`) is routed as piped input is, through a pipe of its own.
+    if (IsRegularFile(STDIN_FILENO)) {
+      absl::StatusOr<std::unique_ptr<FileFeed>> feed = FileFeed::Start(STDIN_FILENO);
+      if (!feed.ok()) return feed.status();
+      stdin_file_ = *std::move(feed);
+    }
+    input_ = std::make_unique<StdinRouter>(stdin_file_ ? stdin_file_->fd() : STDIN_FILENO, *loop_);
     const bool routed = input_->mode() == StdinRouter::Mode::kRouted;
     const bool terminal = routed && ::isatty(STDIN_FILENO) == 1;
     std::map<int, UniqueFd> inputs;
@@ -154,7 +161,7 @@ class SshLauncher {
         inputs[h.index] = std::move(pipe->write);
         loop_->Watch(h.input.get(), EPOLLIN, [this, &h](uint32_t) { OnInput(h); });
       } else {
-        Send(h, "input-end\n");  // a file or /dev/null: the workers' stdin ends, as their own would
+        Send(h, "input-end\n");  // /dev/null or closed: the workers' stdin ends, as their own would
       }
       for (Stream* s : {&h.out, &h.err}) {
         loop_->Watch(s->fd.get(), EPOLLIN, [this, &h, s](uint32_t) { OnOutput(h, *s); });
@@ -363,7 +370,8 @@ class SshLauncher {
   const StdioWriters& stdio_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<HostOutput> output_;
-  std::unique_ptr<StdinRouter> input_;  // on loop_, so destroyed first
+  std::unique_ptr<FileFeed> stdin_file_;  // read by input_, so destroyed after it
+  std::unique_ptr<StdinRouter> input_;    // on loop_, so destroyed first
   UniqueFd signals_;
   std::vector<Host> hosts_;
   int interrupt_ = 0;

@@ -221,6 +221,28 @@ TEST_F(SshLaunchTest, PipedInputReachesTheFirstHostAndItsEndReachesEveryHost) {
   ExpectAllGone(Started(job->pid()));
 }
 
+// A file as the launcher's stdin (`dtrun -H ... < answers`) is routed as piped input is: epoll
+// refuses regular files, so a thread feeds it into a pipe (base/file_feed.h). Before, every host
+// saw only the end of its input.
+TEST_F(SshLaunchTest, AFileOnStdinIsRoutedAsPipedInputIs) {
+  Cluster(2);
+  const std::string answers = MakeTempDir() + "/answers";
+  std::ofstream(answers) << "hello from a file\n";
+  std::vector<std::string> argv = {"/bin/sh", "-c", absl::StrCat("exec \"$0\" \"$@\" < ", answers)};
+  for (std::string& a : LaunchArgv(absl::StrCat(Host(0), ",", Host(1)),
+                                   {"--no-python", "/bin/sh", "-c",
+                                    "if [ $SSH_TEST_HOST = 0 ]; then read line; echo \"got $line on host 0\"; fi; "
+                                    "read more || echo \"EOF host=$SSH_TEST_HOST\""})) {
+    argv.push_back(std::move(a));
+  }
+  Harness job(argv, LaunchEnv());
+  EXPECT_EQ(job.Wait(seconds(120)), 0) << job.all();
+  EXPECT_THAT(job.out(), HasSubstr("[default0]:got hello from a file on host 0"));
+  EXPECT_THAT(job.out(), HasSubstr("[default0]:EOF host=0"));
+  EXPECT_THAT(job.out(), HasSubstr("[default1]:EOF host=1"));
+  ExpectAllGone(Started(job.pid()));
+}
+
 // On the launching machine, `dtrun status` shows the hosts' workers (the launcher kept the job's
 // fresh token for it) and `dtrun kill` stops every host through the launcher.
 TEST_F(SshLaunchTest, OnTheLaunchingMachineStatusShowsEveryHostAndKillStopsThemAll) {
