@@ -11,6 +11,7 @@
 #include <map>
 #include <system_error>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -681,8 +682,13 @@ int64_t MemorySnapshots::RescueLocked() {
   }
   Copy c;
   c.slot = RescueSlot(headers);
-  // First: the agent stopping this process waits for the write rather than kill it mid-way.
+  // First: the agent stopping this process waits for the write rather than kill it mid-way. It
+  // hears how the write ended whichever way it ends (an exception from torch included).
   if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->total));
+  bool kept = false;
+  absl::Cleanup say_not_kept = [&] {
+    if (reports_ && !kept) reports_->NotKept(a->step);
+  };
   std::string not_kept;
   if (absl::Status st = WriteArmed(*a, &c); !st.ok()) {
     not_kept = std::string(st.message());
@@ -695,7 +701,6 @@ int64_t MemorySnapshots::RescueLocked() {
     region_.Invalidate(c.slot);
     std::fprintf(stderr, "warning: rank %d: state of step %lld not kept in memory on the way out: %s\n", env_.rank,
                  static_cast<long long>(a->step), not_kept.c_str());
-    if (reports_) reports_->NotKept(a->step);
     return -1;
   }
   region_.Commit(c.slot, c.header);
@@ -703,6 +708,7 @@ int64_t MemorySnapshots::RescueLocked() {
                env_.rank, static_cast<long long>(a->step), a->total / 1e6,
                1e3 * std::chrono::duration<double>(Clock::now() - start).count());
   ++rescued_;
+  kept = true;
   if (reports_) reports_->Kept(a->step);  // last: the agent may kill this process as soon as it hears
   return a->step;
 }

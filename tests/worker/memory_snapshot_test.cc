@@ -1,5 +1,7 @@
 #include "worker/memory_snapshot.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,9 +10,11 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "base/env_names.h"
 #include "gtest/gtest.h"
+#include "progress/progress_client.h"
 #include "snapshot/payload_toc.h"
 #include "snapshot/snapshot_region.h"
 #include "tests/worker/snapshot_jobs.h"
@@ -249,6 +253,48 @@ TEST(MemorySnapshotsTest, ARescueRefusesAnInfinityAnywhereInTheState) {
   snapshots->Arm(job.State());
   EXPECT_EQ(snapshots->Rescue(), -1);
   EXPECT_TRUE(snapshots->UsableSteps().empty());
+}
+
+// The agent that stops this process hears that the write begins (it then waits for it rather than
+// kill the process mid-way) and how it ended: `kept`, or `not_kept` for a state it refused.
+TEST(MemorySnapshotsTest, ARescueSaysItIsKeepingAndThenWhetherItKept) {
+  const std::string path = ::testing::TempDir() + "/reports-" + std::to_string(::getpid());
+  ::unlink(path.c_str());
+  const int agent = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(agent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  auto received = [agent] {
+    std::vector<std::string> got;
+    char buf[600];
+    for (ssize_t n; (n = ::recv(agent, buf, sizeof(buf), MSG_DONTWAIT)) > 0;) got.emplace_back(buf, n);
+    return got;
+  };
+  const progress::ProgressClient reports(path);
+  Snapshots snapshots(nullptr);
+  snapshots->SetReports(&reports);
+  Job job;
+  snapshots->Arm(job.State());
+  ASSERT_EQ(snapshots->Rescue(), 1);
+  std::vector<std::string> got = received();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].rfind("keeping step=1 bytes=", 0), 0u) << got[0];
+  EXPECT_EQ(got[1], "kept step=1");
+
+  job.Step();
+  {
+    torch::NoGradGuard no_grad;
+    job.model->parameters()[0].view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), -1);
+  got = received();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].rfind("keeping step=2 ", 0), 0u) << got[0];
+  EXPECT_EQ(got[1], "not_kept step=2");
+  ::close(agent);
+  ::unlink(path.c_str());
 }
 
 // DTRUN_SNAPSHOT_ON_FAILURE=off: nothing is armed, and nothing is rescued.
