@@ -233,7 +233,22 @@ class OnFailure:
         if a.state is None:
             return None  # the snapshot of that step was written over since
         start = time.monotonic()
+        # The agent stopping this process waits for the write rather than kill it mid-way, and
+        # hears how it ended whichever way it ends.
         self._send("keeping step=%d" % a.step)
+        kept = False
+        try:
+            kept = self._write_locked(a, region, start)
+        finally:
+            if not kept:
+                self._send("not_kept step=%d" % a.step)
+        if not kept:
+            return None
+        self._send("kept step=%d" % a.step)  # last: the agent may kill this process as soon as it hears
+        return a.step
+
+    def _write_locked(self, a, region, start):
+        """Writes the armed state `a` into the region; whether it was kept."""
         problem = _moved(a)
         state, tensors, locations = a.state, a.tensors, {}
         if problem is None and a.marks:
@@ -252,12 +267,10 @@ class OnFailure:
         if problem is not None:
             _snapshots._warn("rank %d: state of step %d not kept in memory on the way out: %s" %
                              (region.rank, a.step, problem))
-            self._send("not_kept step=%d" % a.step)
-            return None
+            return False
         _snapshots._say("rank %d: kept the state of step %d in memory on the way out (%.1f MB in %.1f ms)" %
                         (region.rank, a.step, nbytes / 1e6, 1e3 * (time.monotonic() - start)))
-        self._send("kept step=%d" % a.step)  # last: the agent may kill this process as soon as it hears
-        return a.step
+        return True
 
     def on_uncaught(self, previous_hook):
         def hook(kind, value, tb):
