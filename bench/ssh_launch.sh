@@ -54,7 +54,7 @@ for i in 1 2 3; do stop_with KILL; done
 
 # Input through ssh to the rank that prompts: rank 1 (the second host) prints a prompt stamped with
 # the time it printed it and reads a line. Timed: the prompt's time to the launcher's console (the
-# hosts' quiet time, twice 100 ms, is most of it), and a line written to the launcher's stdin to
+# quiet times, 100 ms on the host and 20 ms at the launcher, are most of it), and a line written to the launcher's stdin to
 # the worker's answer.
 cat > "$dir/ask.sh" <<'ASK'
 #!/bin/sh
