@@ -71,6 +71,7 @@ struct ConsoleWriter::State {
   bool status_dirty ABSL_GUARDED_BY(mu) = false;        // it changed since it was last drawn
   bool status_shown ABSL_GUARDED_BY(mu) = false;        // it is on the terminal now (the cursor is at its end)
   bool at_line_start ABSL_GUARDED_BY(mu) = true;        // the last byte written was a newline
+  bool line_open ABSL_GUARDED_BY(mu) = false;           // the last byte queued was not a newline
 };
 
 void ConsoleWriter::State::FrameWithStatusLine(std::string& batch) {
@@ -178,6 +179,7 @@ void ConsoleWriter::Write(std::string& bytes) {
   CheckedMutexLock lock(&state_->mu);
   if (!state_->broken) {
     // Taking the caller's buffer whole saves a copy; it gets an empty one back to fill again.
+    state_->line_open = bytes.back() != '\n';
     if (state_->pending.empty()) {
       state_->pending.swap(bytes);
     } else {
@@ -195,6 +197,10 @@ bool ConsoleWriter::WriteLog(absl::string_view line) {
     ++state_->dropped_logs;
     return false;
   }
+  // A log line is whole on the console: a worker's open line (a prompt, a progress bar) is ended
+  // first, not continued by "[dtrun] ...".
+  if (state_->line_open) state_->pending.push_back('\n');
+  state_->line_open = !line.empty() && line.back() != '\n';
   if (state_->dropped_logs > 0) {
     absl::StrAppend(&state_->pending, "[dtrun] ", state_->dropped_logs,
                     " log line(s) dropped while the console was not being read\n");

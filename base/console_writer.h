@@ -34,7 +34,8 @@ class ConsoleWriter {
   // Queues worker output and leaves `bytes` empty (its buffer may be swapped for a spare one).
   // The caller bounds how much it adds while congested().
   void Write(std::string& bytes);
-  // Queues a log line unless far too much is waiting; false if it was dropped (and counted).
+  // Queues a log line unless far too much is waiting; false if it was dropped (and counted). A
+  // line left open by Write (a prompt) is ended first, so the log line is whole.
   bool WriteLog(absl::string_view line);
   bool congested() const;
   // Readable (an eventfd) after a congestion has cleared or the queue has emptied; ClearWake()

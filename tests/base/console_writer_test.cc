@@ -46,6 +46,20 @@ TEST(ConsoleWriterTest, DeliversBytesInOrder) {
   EXPECT_EQ(ReadExactly(p.read.get(), 14), "a\n[dtrun] b\nc\n");
 }
 
+// "[dtrun] ..." never lands inside a worker's open line (pdb's prompt): that line is ended first.
+TEST(ConsoleWriterTest, ALogLineAfterAnOpenPromptBeginsALineOfItsOwn) {
+  Pipe p = *MakePipe(false);
+  ConsoleWriter w(p.write.get());
+  std::string prompt = "[default1]:(Pdb) ", answer = "[default1]:430\n";
+  w.Write(prompt);
+  EXPECT_TRUE(w.WriteLog("[dtrun] host b: exited\n"));
+  w.Write(answer);
+  EXPECT_TRUE(w.WriteLog("[dtrun] done\n"));
+  EXPECT_TRUE(w.WaitWritten(-1, seconds(10)));
+  const std::string expected = "[default1]:(Pdb) \n[dtrun] host b: exited\n[default1]:430\n[dtrun] done\n";
+  EXPECT_EQ(ReadExactly(p.read.get(), expected.size()), expected);
+}
+
 TEST(ConsoleWriterTest, AnUnreadConsoleIsCongestedNotBlockingAndWakesTheLoopOnceRead) {
   Pipe p = *MakePipe(false);
   ConsoleWriter w(p.write.get(), kHighWater);
@@ -74,7 +88,8 @@ TEST(ConsoleWriterTest, LogLinesAreDroppedPastTheLimitAndCounted) {
   ASSERT_TRUE(w.WaitWritten(-1, seconds(10)));
   EXPECT_TRUE(w.WriteLog("kept\n"));
   ASSERT_TRUE(w.WaitWritten(-1, seconds(10)));
-  const std::string expected = "[dtrun] 2 log line(s) dropped while the console was not being read\nkept\n";
+  // The flood left its line open: the log lines begin a line of their own.
+  const std::string expected = "\n[dtrun] 2 log line(s) dropped while the console was not being read\nkept\n";
   EXPECT_EQ(ReadExactly(p.read.get(), expected.size()), expected);
 }
 
