@@ -4,6 +4,8 @@ namespace dtrun {
 
 void Console::Write(const void* writer, absl::string_view prefix, absl::string_view text, End end) {
   std::string& out = buffer_;
+  // A dtrun log line ended the open line on the console: whoever continues begins a new one.
+  if (owner_ != nullptr && writer_->lines_ended_by_logs() != log_breaks_) owner_ = nullptr;
   if (owner_ != nullptr && owner_ != writer) {
     out += '\n';  // another rank's line stays whole on its own console line
     owner_ = nullptr;
@@ -21,10 +23,12 @@ void Console::Write(const void* writer, absl::string_view prefix, absl::string_v
       out += '\r';
       owner_ = writer;
       at_line_start_ = true;
+      log_breaks_ = writer_->lines_ended_by_logs();
       break;
     case End::kOpen:
       owner_ = writer;
       at_line_start_ = false;
+      log_breaks_ = writer_->lines_ended_by_logs();
       break;
   }
 }

@@ -40,6 +40,7 @@ class Console {
   std::string buffer_;
   const void* owner_ = nullptr;  // the writer whose line is open on the console
   bool at_line_start_ = false;   // the owner's last segment ended in '\r'
+  uint64_t log_breaks_ = 0;      // writer_->lines_ended_by_logs() when owner_'s line was left open
 };
 
 // The consoles for dtrun's stdout and stderr. When both are the same file (a terminal, `2>&1`)

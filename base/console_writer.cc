@@ -72,6 +72,7 @@ struct ConsoleWriter::State {
   bool status_shown ABSL_GUARDED_BY(mu) = false;        // it is on the terminal now (the cursor is at its end)
   bool at_line_start ABSL_GUARDED_BY(mu) = true;        // the last byte written was a newline
   bool line_open ABSL_GUARDED_BY(mu) = false;           // the last byte queued was not a newline
+  uint64_t lines_ended_by_logs ABSL_GUARDED_BY(mu) = 0;
 };
 
 void ConsoleWriter::State::FrameWithStatusLine(std::string& batch) {
@@ -199,7 +200,10 @@ bool ConsoleWriter::WriteLog(absl::string_view line) {
   }
   // A log line is whole on the console: a worker's open line (a prompt, a progress bar) is ended
   // first, not continued by "[dtrun] ...".
-  if (state_->line_open) state_->pending.push_back('\n');
+  if (state_->line_open) {
+    state_->pending.push_back('\n');
+    ++state_->lines_ended_by_logs;
+  }
   state_->line_open = !line.empty() && line.back() != '\n';
   if (state_->dropped_logs > 0) {
     absl::StrAppend(&state_->pending, "[dtrun] ", state_->dropped_logs,
@@ -209,6 +213,11 @@ bool ConsoleWriter::WriteLog(absl::string_view line) {
   state_->pending.append(line.data(), line.size());
   if (state_->idle) state_->has_work.SignalAll();
   return true;
+}
+
+uint64_t ConsoleWriter::lines_ended_by_logs() const {
+  CheckedMutexLock lock(&state_->mu);
+  return state_->lines_ended_by_logs;
 }
 
 bool ConsoleWriter::congested() const {

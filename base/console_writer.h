@@ -37,6 +37,9 @@ class ConsoleWriter {
   // Queues a log line unless far too much is waiting; false if it was dropped (and counted). A
   // line left open by Write (a prompt) is ended first, so the log line is whole.
   bool WriteLog(absl::string_view line);
+  // How many open lines log lines have ended so far: a changed count tells the one who left the
+  // line open (agent/console.h) that its next bytes begin a new line.
+  uint64_t lines_ended_by_logs() const;
   bool congested() const;
   // Readable (an eventfd) after a congestion has cleared or the queue has emptied; ClearWake()
   // resets it. Spurious wakes are harmless.

@@ -113,6 +113,26 @@ TEST(OutputRelayTest, TwoRanksNeverShareAConsoleLine) {
   EXPECT_EQ(c.Take(), "[0]:Name: \n[1]:hello from 1\n[0]:Ada\n[1]:50%\r\n[0]:done\n[1]:60%\n");
 }
 
+// A dtrun log line while a rank's prompt is open ends that line (base/console_writer.h); the rank's
+// next bytes then begin a line of their own, with their prefix, and so does a bar redrawn after one.
+TEST(OutputRelayTest, ALogLineEndsAnOpenLineAndTheRankGoesOnWithItsPrefix) {
+  PipeConsole c;
+  Clock::time_point t0 = Clock::now();
+  OutputRelay a("[0]:", c.console, UniqueFd());
+  OutputRelay b("[1]:", c.console, UniqueFd());
+  a.Write("(Pdb) ", t0);
+  a.ShowIfQuiet(t0 + OutputRelay::kQuietTime);
+  c.writer->WriteLog("[dtrun] node b: lost\n");
+  a.Write("430\n", t0);
+  b.Write("\r50%", t0);
+  b.Flush();
+  c.writer->WriteLog("[dtrun] round 2\n");
+  b.Write("\r60%\n", t0);
+  a.Flush();
+  b.Flush();
+  EXPECT_EQ(c.Take(), "[0]:(Pdb) \n[dtrun] node b: lost\n[0]:430\n[1]:50%\n[dtrun] round 2\n[1]:60%\n");
+}
+
 TEST(OutputRelayTest, EmptyPrefixWritesTheWorkersBytesUnchanged) {
   PipeConsole c;
   {
