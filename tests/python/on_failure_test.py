@@ -50,8 +50,8 @@ def model_and_optimizer():
 class RescueTest(unittest.TestCase):
     def setUp(self):
         self.fd, self.region = make_region(1 << 20)
-        self.kept = []
-        self.keeper = _on_failure.OnFailure(self.region, self.kept.append, lambda e: False)
+        self.reports = []  # what the agent would hear
+        self.keeper = _on_failure.OnFailure(self.region, self.reports.append, lambda e: False)
         self.keeper._installed = True  # no signal handler or excepthook in the test's own process
         self.model, self.opt = model_and_optimizer()
 
@@ -77,7 +77,7 @@ class RescueTest(unittest.TestCase):
         step, said = self.rescue()
         self.assertEqual(step, 3)
         self.assertIn("rank 0: kept the state of step 3 in memory on the way out", said)
-        self.assertEqual(self.kept, [3])
+        self.assertEqual(self.reports, ["keeping step=3", "kept step=3"])
         state = self.restored(3)
         self.assertEqual(state["note"], "text")
         for k, v in expected.items():
@@ -103,7 +103,7 @@ class RescueTest(unittest.TestCase):
         self.opt.step()
         self.assertEqual(self.rescue(), (None, ""))
         self.assertFalse(self.region.holds(2))
-        self.assertEqual(self.kept, [])
+        self.assertEqual(self.reports, [])
 
     def test_a_parameter_changed_outside_an_optimizer_step_is_not_kept(self):
         train(2, self.keeper, self.model, self.opt)
@@ -114,6 +114,7 @@ class RescueTest(unittest.TestCase):
         self.assertIn("state of step 2 not kept in memory on the way out: a tensor changed after dtrun.snapshot()",
                       said)
         self.assertFalse(self.region.holds(2))
+        self.assertEqual(self.reports, ["keeping step=2", "not_kept step=2"])  # the agent stops waiting
 
     def test_a_value_that_is_not_finite_is_not_kept(self):
         train(1, self.keeper, self.model, self.opt)
@@ -140,7 +141,7 @@ class RescueTest(unittest.TestCase):
         written = self.region.header(self.region.usable()[2])
         self.keeper.arm(state_of(self.model, self.opt), 2, held=True)
         self.assertEqual(self.rescue(), (2, ""))
-        self.assertEqual(self.kept, [2])
+        self.assertEqual(self.reports, ["kept step=2"])  # nothing to wait for
         self.assertEqual(self.region.header(self.region.usable()[2]), written)
 
     def test_a_rescue_takes_the_older_slot(self):
@@ -211,7 +212,7 @@ class RescueTest(unittest.TestCase):
         self.assertEqual(tags, ["cpu"])
 
     def test_no_optimizer_seen_stepping_arms_nothing(self):
-        keeper = _on_failure.OnFailure(self.region, self.kept.append, lambda e: False)
+        keeper = _on_failure.OnFailure(self.region, self.reports.append, lambda e: False)
         keeper.arm(state_of(self.model, self.opt), 0, held=False)
         self.assertIsNone(keeper._armed)
 
