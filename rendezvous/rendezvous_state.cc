@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -399,11 +400,12 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   ++round_;
   ClearRound(NodeRole::kSpare);  // the members are made members below
   if (!options_.static_ranks) {
-    // Those without a place from the last round come in by their hint; no hint comes last.
-    std::stable_sort(members.begin(), members.end(), [this](const std::string& a, const std::string& b) {
+    // Those without a place from the last round come in by their hint (no hint last), then in
+    // join order. std::sort: no temporary buffer, as stable_sort would take.
+    std::sort(members.begin(), members.end(), [this](const std::string& a, const std::string& b) {
       auto key = [this](const std::string& id) {
-        const int hint = nodes_.at(id).info.rank_hint;
-        return hint < 0 ? std::numeric_limits<int>::max() : hint;
+        const Node& n = nodes_.at(id);
+        return std::make_pair(n.info.rank_hint < 0 ? std::numeric_limits<int>::max() : n.info.rank_hint, n.join_seq);
       };
       return key(a) < key(b);
     });
