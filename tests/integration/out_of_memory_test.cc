@@ -1,11 +1,17 @@
 // A worker the kernel's out-of-memory killer ends is named so (agent/oom_kills.h): dtrun runs in a
 // memory cgroup of its own with a small limit, as a Slurm job or a container would, and a worker
 // (or a child it forked, as a DataLoader does) grows until the kernel kills it.
+#include <errno.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -44,7 +50,20 @@ class MemoryCgroup {
     }
   }
   ~MemoryCgroup() {
-    if (!dir_.empty() && ::rmdir(dir_.c_str()) != 0) ADD_FAILURE() << "could not remove " << dir_;
+    if (dir_.empty()) return;
+    // The kernel lets the cgroup go only once it has finished with the processes that were in it,
+    // which can lag their exit (seen under TSan on cgroup v1: EBUSY), and v1 has no event for it:
+    // retried for a bounded time. A process still inside after that is a real leak.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (::rmdir(dir_.c_str()) != 0) {
+      if (errno != EBUSY || std::chrono::steady_clock::now() > deadline) {
+        std::ifstream procs(dir_ + "/cgroup.procs");
+        std::string left((std::istreambuf_iterator<char>(procs)), {});
+        ADD_FAILURE() << "could not remove " << dir_ << ": " << std::strerror(errno) << "; processes in it: " << left;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   // Empty when no memory cgroup could be made (not root, no memory controller).
   const std::string& dir() const { return dir_; }
