@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -36,8 +37,15 @@ class Console {
   void ForgetOpenLine() { owner_ = nullptr; }
 
  private:
+  // Whether a line is open on the console, after any log line that ended it was noted.
+  bool LineOpen();
+  // Before the first bytes of buffer_ that continue or end the open line: a log line may still
+  // end that line before Flush hands them over (ConsoleWriter::LineJoin).
+  void NoteJoin(bool ends_line, absl::string_view prefix);
+
   std::shared_ptr<ConsoleWriter> writer_;
   std::string buffer_;
+  std::optional<ConsoleWriter::LineJoin> join_;  // how buffer_ begins, when it meets an open line
   const void* owner_ = nullptr;  // the writer whose line is open on the console
   bool at_line_start_ = false;   // the owner's last segment ended in '\r'
   uint64_t log_breaks_ = 0;      // writer_->lines_ended_by_logs() when owner_'s line was left open

@@ -175,10 +175,18 @@ ConsoleWriter::~ConsoleWriter() {
   }
 }
 
-void ConsoleWriter::Write(std::string& bytes) {
-  if (bytes.empty()) return;
+uint64_t ConsoleWriter::Write(std::string& bytes, const LineJoin* join) {
   CheckedMutexLock lock(&state_->mu);
-  if (!state_->broken) {
+  if (bytes.empty()) return state_->lines_ended_by_logs;
+  if (join != nullptr && join->log_breaks != state_->lines_ended_by_logs) {
+    // A log line ended the open line since the bytes were put together.
+    if (join->ends_line) {
+      bytes.erase(0, 1);
+    } else {
+      bytes.insert(0, join->prefix);
+    }
+  }
+  if (!state_->broken && !bytes.empty()) {
     // Taking the caller's buffer whole saves a copy; it gets an empty one back to fill again.
     state_->line_open = bytes.back() != '\n';
     if (state_->pending.empty()) {
@@ -189,6 +197,7 @@ void ConsoleWriter::Write(std::string& bytes) {
     if (state_->idle) state_->has_work.SignalAll();
   }
   bytes.clear();
+  return state_->lines_ended_by_logs;
 }
 
 bool ConsoleWriter::WriteLog(absl::string_view line) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -31,9 +32,20 @@ class ConsoleWriter {
   ConsoleWriter(const ConsoleWriter&) = delete;
   ConsoleWriter& operator=(const ConsoleWriter&) = delete;
 
+  // How worker output put together while the console's last line was open (a prompt) begins:
+  // it continues that line, or ends it with its first byte, a '\n' (another rank's line follows).
+  // A log line may end the open line after the bytes were put together and before Write takes
+  // them: then a continuation begins a line and gets `prefix`, and the '\n' is dropped.
+  struct LineJoin {
+    uint64_t log_breaks = 0;  // lines_ended_by_logs() when the bytes were put together
+    bool ends_line = false;
+    std::string prefix;  // for a continuation
+  };
   // Queues worker output and leaves `bytes` empty (its buffer may be swapped for a spare one).
-  // The caller bounds how much it adds while congested().
-  void Write(std::string& bytes);
+  // The caller bounds how much it adds while congested(). `join`: how the bytes meet an open line.
+  // Returns lines_ended_by_logs() as the bytes were queued: what a line they leave open is
+  // compared with later.
+  uint64_t Write(std::string& bytes, const LineJoin* join = nullptr);
   // Queues a log line unless far too much is waiting; false if it was dropped (and counted). A
   // line left open by Write (a prompt) is ended first, so the log line is whole.
   bool WriteLog(absl::string_view line);

@@ -17,6 +17,11 @@ root=${TRIXIE_ROOT:-/var/tmp/trixie-cuda-root}
 source scripts/gpu-kit-env.sh
 export TRIXIE_CUDA=1 TRIXIE_ROOT=$root
 [ -e "$root/usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake" ] || "$tool" setup
+# Build dependencies the shared tool's package list does not have (it predates them).
+extra="libxxhash-dev libmicrohttpd-dev libssl-dev zlib1g-dev"
+if ! chroot "$root" dpkg -s $extra >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends $extra >/dev/null
+fi
 if [ ! -e "$root/usr/include/cudnn.h" ]; then
   header=$(ls /usr/local/cuda*/include/cudnn.h /usr/include/cudnn.h 2>/dev/null | head -1 || true)
   if [ -n "$header" ]; then

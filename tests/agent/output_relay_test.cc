@@ -133,6 +133,33 @@ TEST(OutputRelayTest, ALogLineEndsAnOpenLineAndTheRankGoesOnWithItsPrefix) {
   EXPECT_EQ(c.Take(), "[0]:(Pdb) \n[dtrun] node b: lost\n[0]:430\n[1]:50%\n[dtrun] round 2\n[1]:60%\n");
 }
 
+// The console collects a read's segments and hands them over at Flush; a log line from another
+// thread can end the open line in between. What continued that line then begins a line of its
+// own, with its prefix, and a '\n' meant to end it is not written twice.
+TEST(OutputRelayTest, ALogLineBetweenACollectedContinuationAndItsFlushStillLeavesItPrefixed) {
+  PipeConsole c;
+  int a = 0, b = 0;
+  c.console->Write(&a, "[0]:", "(Pdb) ", Console::End::kOpen);
+  c.console->Flush();
+  c.console->Write(&a, "[0]:", "p x", Console::End::kOpen);  // continues the prompt's line
+  c.writer->WriteLog("[dtrun] node b: lost\n");
+  c.console->Flush();
+  c.console->Write(&a, "[0]:", "", Console::End::kNewline);  // the same line goes on, unprefixed
+  c.console->Write(&b, "[1]:", "50%", Console::End::kOpen);
+  c.console->Flush();
+  c.console->Write(&a, "[0]:", "42", Console::End::kNewline);  // ends [1]'s line first
+  c.writer->WriteLog("[dtrun] round 2\n");
+  c.console->Flush();
+  c.console->Write(&b, "[1]:", "done", Console::End::kOpen);
+  c.console->Flush();
+  c.console->EndLineOf(&b);
+  c.writer->WriteLog("[dtrun] stopped\n");
+  c.console->WriteBlock("summary\n");
+  EXPECT_EQ(c.Take(),
+            "[0]:(Pdb) \n[dtrun] node b: lost\n[0]:p x\n[1]:50%\n[dtrun] round 2\n[0]:42\n[1]:done\n"
+            "[dtrun] stopped\nsummary\n");
+}
+
 TEST(OutputRelayTest, EmptyPrefixWritesTheWorkersBytesUnchanged) {
   PipeConsole c;
   {
