@@ -136,6 +136,7 @@ class Agent {
   WarmPool warm_{options_.warm_workers};         // the next attempt's workers, parked
   const OomKillCounter oom_;                     // names the out-of-memory killer in failures
   void FillWarmPool();                           // once every local rank of the round stepped
+  const WorkerGroup::Worker* ReportingWorker(int local_rank) const;
   void RecordDivergence(int local_rank, const progress::Report& report);
   void OnStateKeeping(int local_rank);
   void OnKeepingEnded(int local_rank, const progress::Report& report);  // kept or not_kept

@@ -10,6 +10,13 @@
 
 namespace dtrun {
 
+// The reporting worker of the current group, or nullptr: a report names its local rank itself and
+// may come from a worker the group no longer has.
+const WorkerGroup::Worker* Agent::ReportingWorker(int local_rank) const {
+  if (!group_ || local_rank < 0 || local_rank >= static_cast<int>(group_->workers().size())) return nullptr;
+  return &std::as_const(*group_).workers()[local_rank];
+}
+
 void Agent::OnReport(int local_rank, const progress::Report& report) {
   snapshots_->OnReport(local_rank, report);
   if (report.kind == progress::Report::Kind::kDiverged) RecordDivergence(local_rank, report);
@@ -23,9 +30,8 @@ void Agent::OnReport(int local_rank, const progress::Report& report) {
 // A replica check found this rank's state unlike the others' (worker/replica_check.h). The worker
 // says so on stderr and exits; the record keeps its fingerprint and the majority's for later.
 void Agent::RecordDivergence(int local_rank, const progress::Report& report) {
-  const int rank = group_ && local_rank < static_cast<int>(group_->workers().size())
-                       ? group_->workers()[local_rank].global_rank
-                       : -1;
+  const WorkerGroup::Worker* w = ReportingWorker(local_rank);
+  const int rank = w != nullptr ? w->global_rank : -1;
   spdlog::error("rank {} (local rank {}) holds other parameters than the other replicas at step {} (fingerprint {}, "
                 "majority {}): silent data corruption, or a rank that computes differently",
                 rank, local_rank, report.step.value_or(-1), report.fingerprint, report.majority);
@@ -37,7 +43,7 @@ void Agent::RecordDivergence(int local_rank, const progress::Report& report) {
 // A worker is writing its state into memory on its way out: a stop after a failure waits for it
 // (StopDeadline) rather than kill it mid-write after the short grace.
 void Agent::OnStateKeeping(int local_rank) {
-  if (group_ && local_rank >= 0 && local_rank < static_cast<int>(group_->workers().size())) stop_.Keeping(local_rank);
+  if (ReportingWorker(local_rank) != nullptr) stop_.Keeping(local_rank);
 }
 
 // A worker stopped after a failure kept its state in memory on its way out (worker/
@@ -46,17 +52,17 @@ void Agent::OnStateKeeping(int local_rank) {
 // has nothing left to save, so it goes now. An interrupt's stop is left alone: that worker
 // checkpoints to disk.
 void Agent::OnKeepingEnded(int local_rank, const progress::Report& report) {
-  if (!group_ || local_rank < 0 || local_rank >= static_cast<int>(group_->workers().size())) return;
+  const WorkerGroup::Worker* w = ReportingWorker(local_rank);
+  if (w == nullptr) return;
   stop_.Done(local_rank);
-  const WorkerGroup::Worker& w = std::as_const(*group_).workers()[local_rank];
   if (report.kind == progress::Report::Kind::kKept) {
     events_.Record("state_kept", group_round_,
-                   {{"rank", w.global_rank},
+                   {{"rank", w->global_rank},
                     {"local_rank", local_rank},
                     {"step", report.step.value_or(-1)},
                     {"stopping", stopping_}});
   }
-  if (stopping_ && interrupt_signal_ == 0) w.process.SignalGroup(SIGKILL);
+  if (stopping_ && interrupt_signal_ == 0) w->process.SignalGroup(SIGKILL);
 }
 
 void Agent::FillWarmPool() {
