@@ -95,6 +95,189 @@ size_t MaxConnections() {
 // with "PRI * HTTP/2.0" and TLS with a handshake record (0x16).
 bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_byte) < 0x10; }
 
+// The server's thread: the store's state and every connection, touched by this thread alone.
+class StoreLoop {
+ public:
+  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout)
+      : epoll_(epoll), listener_(listener), wakeup_(wakeup), stalled_client_timeout_(stalled_client_timeout) {
+    if (forward_port != 0) forwarder_.emplace(epoll_, forward_port);
+    Watch(epoll_, listener_, EPOLLIN);
+    Watch(epoll_, wakeup_, EPOLLIN);
+  }
+  // Until the wakeup eventfd is readable (the server's destructor), or epoll fails.
+  void Run();
+
+ private:
+  static StoreClientId Id(int fd) { return static_cast<StoreClientId>(fd); }  // the fd is the id
+  void Accept();
+  void OnClientEvent(int fd, uint32_t events);
+  void Close(int fd);
+  void Flush(int fd);
+  void ResumeWaiting();
+  int CloseStalled();
+
+  const int epoll_;
+  const int listener_;
+  const int wakeup_;
+  const std::chrono::milliseconds stalled_client_timeout_;
+  const size_t max_conns_ = MaxConnections();
+  StoreCore core_;
+  std::map<int, Connection> conns_;  // keyed by fd
+  std::optional<StreamForwarder> forwarder_;
+  // Connections holding replies their socket did not take: the only ones the stall deadline looks
+  // at (a scan of every connection at each wake would cost O(clients) per request).
+  std::set<int> backlogged_;
+  bool refusing_ = false;         // at max_conns_: said once until a connection is taken again
+  bool listener_paused_ = false;  // out of descriptors: not accepting until a connection closes
+  char buf_[65536];
+};
+
+void StoreLoop::Run() {
+  epoll_event events[64];
+  for (;;) {
+    int n = ::epoll_wait(epoll_, events, 64, CloseStalled());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wakeup_) return;
+      if (forwarder_ && forwarder_->Owns(fd)) {
+        forwarder_->OnEvent(fd, events[i].events);
+      } else if (fd == listener_) {
+        Accept();
+      } else {
+        OnClientEvent(fd, events[i].events);
+      }
+    }
+    ResumeWaiting();  // replies read or clients gone: requests held for them run now
+  }
+}
+
+void StoreLoop::Accept() {
+  int c;
+  while ((c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
+    if (conns_.size() + (forwarder_ ? forwarder_->num_streams() * 2 : 0) >= max_conns_) {
+      ::close(c);  // keeps file descriptors for the workers' pipes on the next restart
+      if (!refusing_) spdlog::warn("store: {} connections open; refusing more", max_conns_);
+      refusing_ = true;
+      continue;
+    }
+    refusing_ = false;
+    int one = 1;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    conns_[c].fd = UniqueFd(c);
+    Watch(epoll_, c, EPOLLIN);
+  }
+  if (errno == EMFILE || errno == ENFILE) {
+    // Out of descriptors: the pending connection would wake us forever. Listen again once a
+    // connection has closed.
+    ::epoll_ctl(epoll_, EPOLL_CTL_DEL, listener_, nullptr);
+    listener_paused_ = true;
+    spdlog::warn("store: out of file descriptors; not accepting until a connection closes");
+  }
+}
+
+void StoreLoop::OnClientEvent(int fd, uint32_t events) {
+  if (conns_.find(fd) == conns_.end()) return;  // closed by an earlier event of this wake
+  if (events & EPOLLOUT) Flush(fd);
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || conns_.find(fd) == conns_.end()) return;
+  ssize_t got = ::recv(fd, buf_, sizeof(buf_), 0);
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (got > 0 && forwarder_) {
+    Connection& conn = conns_[fd];
+    if (!conn.classified && !SpeaksTcpStore(buf_[0])) {
+      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+      forwarder_->Forward(std::move(conn.fd), absl::string_view(buf_, static_cast<size_t>(got)));
+      conns_.erase(fd);
+      return;
+    }
+    conn.classified = true;
+  }
+  if (got <= 0 || !core_.OnData(Id(fd), absl::string_view(buf_, static_cast<size_t>(got)))) {
+    if (got > 0) spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core_.last_error());
+    Close(fd);
+    return;
+  }
+  for (StoreClientId id : core_.TakeClientsWithOutput()) Flush(static_cast<int>(id));
+  auto it = conns_.find(fd);  // a client that added no output may wait all the same (the total cap)
+  if (it != conns_.end() && !it->second.paused && core_.Waiting(Id(fd))) Flush(fd);
+}
+
+void StoreLoop::Close(int fd) {
+  core_.OnDisconnect(Id(fd));
+  backlogged_.erase(fd);
+  conns_.erase(fd);  // closes the socket, which also removes it from epoll
+  if (listener_paused_) {
+    listener_paused_ = false;
+    Watch(epoll_, listener_, EPOLLIN);
+  }
+}
+
+// Sends what `fd`'s socket takes; reads it only while its requests need not wait for replies to be
+// read (StoreCore's backlog caps).
+void StoreLoop::Flush(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Connection& conn = it->second;
+  const size_t held = conn.pending.size();
+  conn.pending += core_.TakeOutput(Id(fd));
+  const size_t before = conn.pending.size();
+  if (!SendPending(fd, conn.pending)) return Close(fd);
+  if (held == 0 || conn.pending.size() < before) conn.stalled_since = Clock::now();
+  if (conn.pending.empty()) {
+    backlogged_.erase(fd);
+  } else {
+    backlogged_.insert(fd);
+  }
+  core_.SetUnsent(Id(fd), conn.pending.size());
+  conn.paused = core_.Waiting(Id(fd));
+  uint32_t events = conn.paused ? 0u : static_cast<uint32_t>(EPOLLIN);
+  if (!conn.pending.empty()) events |= EPOLLOUT;
+  Watch(epoll_, fd, events);
+}
+
+// Replies were read (or clients closed): requests that waited run, and their clients are read again.
+void StoreLoop::ResumeWaiting() {
+  if (!core_.holds_requests()) return;
+  for (StoreClientId id : core_.RunUnblocked()) {
+    spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core_.last_error());
+    Close(static_cast<int>(id));
+  }
+  for (StoreClientId id : core_.TakeClientsWithOutput()) Flush(static_cast<int>(id));
+  std::vector<int> unpaused;  // Flush may close a connection: not while iterating
+  for (const auto& [fd, conn] : conns_) {
+    if (conn.paused && !core_.Waiting(Id(fd))) unpaused.push_back(fd);
+  }
+  for (int fd : unpaused) Flush(fd);
+}
+
+// Closes each client that has read nothing of its replies for the timeout. Returns the wait in ms
+// until the next such deadline, for epoll_wait (-1: none).
+int StoreLoop::CloseStalled() {
+  const Clock::time_point now = Clock::now();
+  std::optional<Clock::time_point> next;
+  std::vector<int> stalled;
+  for (int fd : backlogged_) {
+    const Clock::time_point deadline = conns_[fd].stalled_since + stalled_client_timeout_;
+    if (deadline <= now) {
+      stalled.push_back(fd);
+    } else if (!next || deadline < *next) {
+      next = deadline;
+    }
+  }
+  for (int fd : stalled) {
+    spdlog::warn("store: closing a client that read none of its {} bytes of replies for {} s", conns_[fd].pending.size(),
+                 stalled_client_timeout_.count() / 1000.0);
+    // A reset, not a FIN queued behind what it never reads: the kernel drops those bytes too.
+    linger reset{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+    Close(fd);
+  }
+  if (!stalled.empty()) ResumeWaiting();
+  if (!next) return -1;
+  return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*next - now).count());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
@@ -131,153 +314,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 void TcpStoreServer::Serve() {
-  StoreCore core;
-  std::map<int, Connection> conns;  // keyed by fd, which is also the StoreClientId
-  std::optional<StreamForwarder> forwarder;
-  if (forward_port_ != 0) forwarder.emplace(epoll_.get(), forward_port_);
-  Watch(epoll_.get(), listener_.get(), EPOLLIN);
-  Watch(epoll_.get(), wakeup_.get(), EPOLLIN);
-
-  const size_t max_conns = MaxConnections();
-  bool refusing = false;
-  bool listener_paused = false;
-  // Connections holding replies their socket did not take: the only ones the stall deadline looks at
-  // (a scan of every connection at each wake would cost O(clients) per request).
-  std::set<int> backlogged;
-  auto close_conn = [&](int fd) {
-    core.OnDisconnect(static_cast<StoreClientId>(fd));
-    backlogged.erase(fd);
-    conns.erase(fd);  // closes the socket, which also removes it from epoll
-    if (listener_paused) {
-      listener_paused = false;
-      Watch(epoll_.get(), listener_.get(), EPOLLIN);
-    }
-  };
-  // Sends what `fd`'s socket takes; reads it only while its requests need not wait for replies to
-  // be read (StoreCore's backlog caps).
-  auto flush = [&](int fd) {
-    auto it = conns.find(fd);
-    if (it == conns.end()) return;
-    Connection& conn = it->second;
-    const size_t held = conn.pending.size();
-    conn.pending += core.TakeOutput(static_cast<StoreClientId>(fd));
-    const size_t before = conn.pending.size();
-    if (!SendPending(fd, conn.pending)) return close_conn(fd);
-    if (held == 0 || conn.pending.size() < before) conn.stalled_since = Clock::now();
-    if (conn.pending.empty()) {
-      backlogged.erase(fd);
-    } else {
-      backlogged.insert(fd);
-    }
-    core.SetUnsent(static_cast<StoreClientId>(fd), conn.pending.size());
-    conn.paused = core.Waiting(static_cast<StoreClientId>(fd));
-    uint32_t events = conn.paused ? 0u : static_cast<uint32_t>(EPOLLIN);
-    if (!conn.pending.empty()) events |= EPOLLOUT;
-    Watch(epoll_.get(), fd, events);
-  };
-  // Replies were read (or clients closed): requests that waited run, and their clients are read again.
-  auto resume_waiting = [&] {
-    if (!core.holds_requests()) return;
-    for (StoreClientId id : core.RunUnblocked()) {
-      spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core.last_error());
-      close_conn(static_cast<int>(id));
-    }
-    for (StoreClientId id : core.TakeClientsWithOutput()) flush(static_cast<int>(id));
-    std::vector<int> unpaused;  // flush may close a connection: not while iterating
-    for (const auto& [fd, conn] : conns) {
-      if (conn.paused && !core.Waiting(static_cast<StoreClientId>(fd))) unpaused.push_back(fd);
-    }
-    for (int fd : unpaused) flush(fd);
-  };
-  // A client that has read nothing of its replies for the timeout: closed. Returns the next such
-  // deadline's wait in ms for epoll_wait (-1: none).
-  auto close_stalled = [&]() -> int {
-    const Clock::time_point now = Clock::now();
-    std::optional<Clock::time_point> next;
-    std::vector<int> stalled;
-    for (int fd : backlogged) {
-      const Clock::time_point deadline = conns[fd].stalled_since + stalled_client_timeout_;
-      if (deadline <= now) {
-        stalled.push_back(fd);
-      } else if (!next || deadline < *next) {
-        next = deadline;
-      }
-    }
-    for (int fd : stalled) {
-      spdlog::warn("store: closing a client that read none of its {} bytes of replies for {} s", conns[fd].pending.size(),
-                   stalled_client_timeout_.count() / 1000.0);
-      // A reset, not a FIN queued behind what it never reads: the kernel drops those bytes too.
-      linger reset{1, 0};
-      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-      close_conn(fd);
-    }
-    if (!stalled.empty()) resume_waiting();
-    if (!next) return -1;
-    return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*next - now).count());
-  };
-
-  epoll_event events[64];
-  char buf[65536];
-  for (;;) {
-    int n = ::epoll_wait(epoll_.get(), events, 64, close_stalled());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == wakeup_.get()) return;
-      if (forwarder && forwarder->Owns(fd)) {
-        forwarder->OnEvent(fd, events[i].events);
-        continue;
-      }
-      if (fd == listener_.get()) {
-        int c;
-        while ((c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
-          if (conns.size() + (forwarder ? forwarder->num_streams() * 2 : 0) >= max_conns) {
-            ::close(c);  // keeps file descriptors for the workers' pipes on the next restart
-            if (!refusing) spdlog::warn("store: {} connections open; refusing more", max_conns);
-            refusing = true;
-            continue;
-          }
-          refusing = false;
-          int one = 1;
-          ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-          conns[c].fd = UniqueFd(c);
-          Watch(epoll_.get(), c, EPOLLIN);
-        }
-        if (errno == EMFILE || errno == ENFILE) {
-          // Out of descriptors: the pending connection would wake us forever. Listen again once
-          // a connection has closed.
-          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-          listener_paused = true;
-          spdlog::warn("store: out of file descriptors; not accepting until a connection closes");
-        }
-        continue;
-      }
-      if (events[i].events & EPOLLOUT) flush(fd);
-      if (!(events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
-      ssize_t got = ::recv(fd, buf, sizeof(buf), 0);
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got > 0 && forwarder) {
-        Connection& conn = conns[fd];
-        if (!conn.classified && !SpeaksTcpStore(buf[0])) {
-          ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-          forwarder->Forward(std::move(conn.fd), absl::string_view(buf, static_cast<size_t>(got)));
-          conns.erase(fd);
-          continue;
-        }
-        conn.classified = true;
-      }
-      if (got <= 0 || !core.OnData(static_cast<StoreClientId>(fd), absl::string_view(buf, got))) {
-        if (got > 0) spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core.last_error());
-        close_conn(fd);
-        continue;
-      }
-      for (StoreClientId id : core.TakeClientsWithOutput()) flush(static_cast<int>(id));
-      auto it = conns.find(fd);  // a client that added no output may wait all the same (the total cap)
-      if (it != conns.end() && !it->second.paused && core.Waiting(static_cast<StoreClientId>(fd))) flush(fd);
-    }
-    resume_waiting();  // replies read or clients gone: requests held for them run now
-  }
+  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, stalled_client_timeout_).Run();
 }
 
 }  // namespace dtrun

@@ -131,6 +131,13 @@ class Training {
 
  private:
   bool Setup();
+  // Setup's phases; the bool ones report a fatal error and return false.
+  bool SetUpDeviceAndGroup();
+  bool OpenDatasets();
+  void BuildModelAndOptimizer();
+  bool PrepareResume();
+  void SetUpDdp();
+  void OpenOutputs();
   void TrainEpoch(int64_t epoch, int64_t first_batch);
   // This rank's wishes after a step that began at `step_start`, for the ranks' vote.
   StepWishes Wishes(Clock::time_point step_start);
@@ -459,10 +466,29 @@ void Training::ApplySizeSchedule(int64_t epoch) {
   MakeLoaders(size, batch);
 }
 
+// In this order: the device and the process group, the data, the model and its optimizer, the
+// resume decision (which needs them all), then what the step and rank 0's outputs need.
 bool Training::Setup() {
   if (o_.threads > 0) torch::set_num_threads(o_.threads);
   if (o_.retain_host_memory) RetainFreedHostMemory();
   torch::manual_seed(o_.seed);
+  if (!SetUpDeviceAndGroup() || !OpenDatasets()) return false;
+  MakeLoaders(o_.image_size, o_.batch_size);
+  BuildModelAndOptimizer();
+  if (!PrepareResume()) return false;
+  SetUpDeviceStep();
+  if (o_.profile_steps > 0) {
+    profiler_ = std::make_unique<StepProfiler>(o_.profile_out, o_.timed_iters > 0 ? o_.warmup_iters : 0, o_.profile_steps);
+  }
+  SetUpDdp();
+  if (env_.rank == 0) OpenOutputs();
+  log_.Print("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
+             o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
+             o_.batch_size, o_.workers, o_.sync_bn && pg_ ? ", SyncBatchNorm" : "");
+  return true;
+}
+
+bool Training::SetUpDeviceAndGroup() {
   // CUDA builds train on the local rank's GPU with NCCL; otherwise CPU with Gloo.
   cuda_ = CudaCollectivesAvailable();
   if (cuda_) {
@@ -488,6 +514,10 @@ bool Training::Setup() {
     o_.lr.base_lr = ScaledLr(o_.lr.base_lr, o_.batch_size * env_.world_size);
   }
   scaler_ = std::make_unique<GradScaler>(GradScalerOptions{o_.amp == AmpMode::kFp16 || o_.grad_scaler});
+  return true;
+}
+
+bool Training::OpenDatasets() {
   auto open = [&](const std::string& split) -> std::unique_ptr<data::Dataset> {
     if (o_.synthetic) return data::MakeSyntheticDataset(split == "train" ? o_.synthetic_size : o_.synthetic_size / 4,
                                                          o_.num_classes > 0 ? o_.num_classes : 10);
@@ -501,9 +531,10 @@ bool Training::Setup() {
   train_set_ = open("train");
   if (!train_set_) return false;
   val_set_ = open("val");
-  if (!val_set_) return false;
-  MakeLoaders(o_.image_size, o_.batch_size);
+  return val_set_ != nullptr;
+}
 
+void Training::BuildModelAndOptimizer() {
   ResNetOptions mo;
   mo.arch = o_.arch;
   mo.num_classes = o_.num_classes > 0 ? o_.num_classes : static_cast<int>(train_set_->classes().size());
@@ -532,6 +563,12 @@ bool Training::Setup() {
   groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(o_.weight_decay)));
   if (!no_decay.empty()) groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(sgd.weight_decay(0)));
   optimizer_ = std::make_unique<ForeachSgd>(groups, sgd);
+}
+
+// The checkpoint directory checked, the in-memory snapshots opened, and the state every rank
+// resumes from restored: the job's newest common in-memory snapshot, else what rank 0 finds on
+// disk (worker/job_resume.h).
+bool Training::PrepareResume() {
   if (WritesCheckpoints() && !o_.evaluate && o_.timed_iters <= 0) {
     // An unwritable output dir is found now, not at the first save after an epoch of training.
     if (absl::Status st = PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
@@ -542,47 +579,40 @@ bool Training::Setup() {
   if (!o_.evaluate && o_.timed_iters <= 0) snapshots_ = MemorySnapshots::FromEnvironment(env_);
   agreement_.emplace(pg_ ? &*pg_ : nullptr, device_, env_.rank, env_.world_size, reports_, watchdog_.get(),
                      snapshots_.get());
-  {
-    // The job's newest common in-memory snapshot, else what rank 0 finds on disk; every rank gets
-    // exactly that (worker/job_resume.h).
-    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
-    absl::StatusOr<Resumed> resumed =
-        ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
-                      env_.rank, device_, State());
-    if (!resumed.ok()) {
-      ReportFatalError(kProgram, resumed.status().message());
-      return false;
-    }
-    if (resumed->progress) progress_ = *resumed->progress;
-    reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
+  CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
+  absl::StatusOr<Resumed> resumed =
+      ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
+                    env_.rank, device_, State());
+  if (!resumed.ok()) {
+    ReportFatalError(kProgram, resumed.status().message());
+    return false;
   }
-  SetUpDeviceStep();
-  if (o_.profile_steps > 0) {
-    profiler_ = std::make_unique<StepProfiler>(o_.profile_out, o_.timed_iters > 0 ? o_.warmup_iters : 0, o_.profile_steps);
-  }
-  if (pg_) {
-    DdpOptions d;
-    d.bucket_mb = o_.bucket_mb;
-    d.broadcast_buffers = !o_.sync_bn;  // SyncBatchNorm's running statistics agree on every rank already
-    // kAuto: during backward with NCCL, where idle copy engines and SMs carry the all-reduces (as
-    // PyTorch's DDP does); after backward on the CPU, where Gloo's threads would take the cores
-    // the step computes on (measured no faster: docs/BENCHMARKS.md, "Training").
-    d.overlap = o_.overlap == Overlap::kOn || (o_.overlap == Overlap::kAuto && pg_->nccl);
-    d.watchdog = watchdog_.get();
-    ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
-    if (o_.sync_bn) model_->SetBatchNormSync(std::make_shared<BatchNormSync>(*pg_, watchdog_.get()));
-  }
-  if (env_.rank == 0) {
-    std::filesystem::create_directories(o_.output_dir);
-    metrics_.Open(o_.output_dir + "/metrics.jsonl");
-    if (o_.tensorboard) tb_ = std::make_unique<EventWriter>(o_.output_dir + "/tb");
-    // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
-    metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
-  }
-  log_.Print("=> %s, %zu train / %zu val images, %zu classes, world size %d, batch %d per process, %d loader threads%s",
-             o_.arch.c_str(), train_set_->size(), val_set_->size(), train_set_->classes().size(), env_.world_size,
-             o_.batch_size, o_.workers, o_.sync_bn && pg_ ? ", SyncBatchNorm" : "");
+  if (resumed->progress) progress_ = *resumed->progress;
+  reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
   return true;
+}
+
+void Training::SetUpDdp() {
+  if (!pg_) return;
+  DdpOptions d;
+  d.bucket_mb = o_.bucket_mb;
+  d.broadcast_buffers = !o_.sync_bn;  // SyncBatchNorm's running statistics agree on every rank already
+  // kAuto: during backward with NCCL, where idle copy engines and SMs carry the all-reduces (as
+  // PyTorch's DDP does); after backward on the CPU, where Gloo's threads would take the cores
+  // the step computes on (measured no faster: docs/BENCHMARKS.md, "Training").
+  d.overlap = o_.overlap == Overlap::kOn || (o_.overlap == Overlap::kAuto && pg_->nccl);
+  d.watchdog = watchdog_.get();
+  ddp_ = std::make_unique<DistributedDataParallel>(model_.ptr(), *pg_, env_.world_size, d);
+  if (o_.sync_bn) model_->SetBatchNormSync(std::make_shared<BatchNormSync>(*pg_, watchdog_.get()));
+}
+
+// Rank 0's metrics log and TensorBoard events.
+void Training::OpenOutputs() {
+  std::filesystem::create_directories(o_.output_dir);
+  metrics_.Open(o_.output_dir + "/metrics.jsonl");
+  if (o_.tensorboard) tb_ = std::make_unique<EventWriter>(o_.output_dir + "/tb");
+  // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
+  metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
 }
 
 bool Training::WritesCheckpoints() const {
