@@ -98,7 +98,8 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 // The server's thread: the store's state and every connection, touched by this thread alone.
 class StoreLoop {
  public:
-  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout)
+  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port,
+            std::chrono::milliseconds stalled_client_timeout)
       : epoll_(epoll), listener_(listener), wakeup_(wakeup), stalled_client_timeout_(stalled_client_timeout) {
     if (forward_port != 0) forwarder_.emplace(epoll_, forward_port);
     Watch(epoll_, listener_, EPOLLIN);
@@ -266,8 +267,8 @@ int StoreLoop::CloseStalled() {
     }
   }
   for (int fd : stalled) {
-    spdlog::warn("store: closing a client that read none of its {} bytes of replies for {} s", conns_[fd].pending.size(),
-                 stalled_client_timeout_.count() / 1000.0);
+    spdlog::warn("store: closing a client that read none of its {} bytes of replies for {} s",
+                 conns_[fd].pending.size(), stalled_client_timeout_.count() / 1000.0);
     // A reset, not a FIN queued behind what it never reads: the kernel drops those bytes too.
     linger reset{1, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));

@@ -478,7 +478,8 @@ bool Training::Setup() {
   if (!PrepareResume()) return false;
   SetUpDeviceStep();
   if (o_.profile_steps > 0) {
-    profiler_ = std::make_unique<StepProfiler>(o_.profile_out, o_.timed_iters > 0 ? o_.warmup_iters : 0, o_.profile_steps);
+    profiler_ =
+        std::make_unique<StepProfiler>(o_.profile_out, o_.timed_iters > 0 ? o_.warmup_iters : 0, o_.profile_steps);
   }
   SetUpDdp();
   if (env_.rank == 0) OpenOutputs();
