@@ -81,6 +81,13 @@ class RecsysTraining {
 
  private:
   bool Setup();
+  // Setup's phases; the bool ones report a fatal error and return false.
+  bool TakeSplit(const data::RatingsTable& table, data::RatingsSplit& split);
+  void BuildModelAndOptimizer(const data::RatingsTable& table);
+  bool PrepareResume();
+  void SetUpDdp();
+  void OpenOutputs();
+  void SayWhatRuns(size_t test_ratings, int64_t table_rows);
   void BuildEvalShard(const data::RatingsTable& table, const data::RatingsSplit& split);
   StepBatch MakeBatch(const std::vector<int64_t>& order, int64_t epoch, int64_t step) const;
   std::vector<int64_t> EpochOrder(int64_t epoch) const;
@@ -166,8 +173,24 @@ bool RecsysTraining::Setup() {
   std::optional<data::RatingsTable> table = std::exchange(table_, std::nullopt);
   log_.Print("=> %s", table->Summary(o_.ratings).c_str());
   data::RatingsSplit split = data::SplitByTime(*table, o_.test_fraction);
+  if (!TakeSplit(*table, split)) return false;
+  if (env_.distributed()) {
+    pg_ = worker::InitProcessGroup(env_, std::chrono::minutes(30), /*cuda=*/false);
+    watchdog_ = std::make_unique<CollectiveWatchdog>(
+        std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
+  }
+  BuildModelAndOptimizer(*table);
+  if (!PrepareResume()) return false;
+  worker::ContinueAtGlobalBatch(progress_, int64_t{o_.batch_size} * env_.world_size, env_.rank);
+  SetUpDdp();
+  if (env_.rank == 0) OpenOutputs();
+  SayWhatRuns(split.test.size(), int64_t{table->num_users()} + table->num_items());
+  return true;
+}
+
+bool RecsysTraining::TakeSplit(const data::RatingsTable& table, data::RatingsSplit& split) {
   train_ = std::move(split.train);
-  num_items_ = table->num_items();
+  num_items_ = table.num_items();
   steps_per_epoch_ = static_cast<int64_t>(train_.size()) / env_.world_size / o_.batch_size;
   if (steps_per_epoch_ < 1) {
     worker::ReportFatalError(kProgram, absl::StrCat(o_.ratings, ": ", train_.size(),
@@ -180,16 +203,14 @@ bool RecsysTraining::Setup() {
   double sum = 0;
   for (const data::Rating& r : train_) sum += r.rating;
   train_mean_ = sum / static_cast<double>(train_.size());
-  BuildEvalShard(*table, split);
+  BuildEvalShard(table, split);
+  return true;
+}
 
-  if (env_.distributed()) {
-    pg_ = worker::InitProcessGroup(env_, std::chrono::minutes(30), /*cuda=*/false);
-    watchdog_ = std::make_unique<CollectiveWatchdog>(
-        std::chrono::milliseconds(static_cast<int64_t>(o_.collective_timeout_s * 1000)), env_.rank);
-  }
+void RecsysTraining::BuildModelAndOptimizer(const data::RatingsTable& table) {
   NcfOptions mo;
-  mo.users = table->num_users();
-  mo.items = table->num_items();
+  mo.users = table.num_users();
+  mo.items = table.num_items();
   mo.dim = o_.dim;
   mo.hidden = o_.hidden;
   mo.sparse_gradients = (o_.embedding_sync == EmbeddingSync::kSparse && pg_.has_value()) || o_.lazy_adam;
@@ -201,60 +222,71 @@ bool RecsysTraining::Setup() {
   } else {
     optimizer_ = std::make_unique<torch::optim::Adam>(model_->parameters(), adam);
   }
+}
+
+// The checkpoint directory checked, the in-memory snapshots opened, and the state every rank
+// resumes from restored (worker/job_resume.h). A benchmark starts fresh.
+bool RecsysTraining::PrepareResume() {
   if (env_.rank == 0 && o_.timed_iters <= 0) {
     if (absl::Status st = worker::PrepareCheckpointDir(o_.output_dir + "/checkpoints"); !st.ok()) {
       worker::ReportFatalError(kProgram, st.message());
       return false;
     }
   }
-  if (o_.timed_iters <= 0) snapshots_ = worker::MemorySnapshots::FromEnvironment(env_);  // a benchmark starts fresh
+  if (o_.timed_iters <= 0) snapshots_ = worker::MemorySnapshots::FromEnvironment(env_);
   agreement_.emplace(pg_ ? &*pg_ : nullptr, torch::kCPU, env_.rank, env_.world_size, reports_, watchdog_.get(),
                      snapshots_.get());
-  if (o_.timed_iters <= 0) {
-    CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
-    absl::StatusOr<worker::Resumed> resumed = worker::ResumeJobWide(
-        worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
-        env_.rank, torch::kCPU, State());
-    if (!resumed.ok()) {
-      worker::ReportFatalError(kProgram, resumed.status().message());
-      return false;
-    }
-    if (resumed->progress) progress_ = *resumed->progress;
-    reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
+  if (o_.timed_iters > 0) return true;
+  CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
+  absl::StatusOr<worker::Resumed> resumed =
+      worker::ResumeJobWide(worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()},
+                            pg_ ? &*pg_ : nullptr, env_.rank, torch::kCPU, State());
+  if (!resumed.ok()) {
+    worker::ReportFatalError(kProgram, resumed.status().message());
+    return false;
   }
-  worker::ContinueAtGlobalBatch(progress_, int64_t{o_.batch_size} * env_.world_size, env_.rank);
-  if (pg_) {
-    worker::DdpOptions d;
-    d.broadcast_buffers = false;
-    d.overlap = false;  // CPU: the all-reduce would compete with the compute threads
-    d.watchdog = watchdog_.get();
-    ddp_ = std::make_unique<worker::DistributedDataParallel>(model_->towers().ptr(), *pg_, env_.world_size, d);
-    table_sync_ = std::make_unique<EmbeddingGradSync>(model_->tables()->parameters(), *pg_, env_.world_size,
-                                                      o_.embedding_sync, watchdog_.get(),
-                                                      /*sparse_result=*/o_.lazy_adam);
-  }
-  if (env_.rank == 0) {
-    std::filesystem::create_directories(o_.output_dir);
-    metrics_.Open(o_.output_dir + "/metrics.jsonl");
-    if (o_.tensorboard) tb_ = std::make_unique<worker::EventWriter>(o_.output_dir + "/tb");
-    // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
-    metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
-  }
+  if (resumed->progress) progress_ = *resumed->progress;
+  reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
+  return true;
+}
+
+void RecsysTraining::SetUpDdp() {
+  if (!pg_) return;
+  worker::DdpOptions d;
+  d.broadcast_buffers = false;
+  d.overlap = false;  // CPU: the all-reduce would compete with the compute threads
+  d.watchdog = watchdog_.get();
+  ddp_ = std::make_unique<worker::DistributedDataParallel>(model_->towers().ptr(), *pg_, env_.world_size, d);
+  table_sync_ = std::make_unique<EmbeddingGradSync>(model_->tables()->parameters(), *pg_, env_.world_size,
+                                                    o_.embedding_sync, watchdog_.get(),
+                                                    /*sparse_result=*/o_.lazy_adam);
+}
+
+// Rank 0's metrics log and TensorBoard events.
+void RecsysTraining::OpenOutputs() {
+  std::filesystem::create_directories(o_.output_dir);
+  metrics_.Open(o_.output_dir + "/metrics.jsonl");
+  if (o_.tensorboard) tb_ = std::make_unique<worker::EventWriter>(o_.output_dir + "/tb");
+  // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
+  metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
+}
+
+// What runs, and what would make it faster: an optimised BLAS, --lazy-adam for large tables.
+void RecsysTraining::SayWhatRuns(size_t test_ratings, int64_t table_rows) {
   log_.Print(
       "=> NCF dim %lld, %zu train / %zu test ratings, world size %d, batch %d per process, %lld steps per epoch, "
       "%s embedding gradients, %s",
-      static_cast<long long>(o_.dim), train_.size(), split.test.size(), env_.world_size, o_.batch_size,
+      static_cast<long long>(o_.dim), train_.size(), test_ratings, env_.world_size, o_.batch_size,
       static_cast<long long>(steps_per_epoch_), EmbeddingSyncName(o_.embedding_sync), OptimizerName());
   if (const std::string slow_blas = worker::SlowBlasWarning(); !slow_blas.empty()) {
     log_.Print("%s", slow_blas.c_str());
   }
-  if (const int64_t rows = int64_t{mo.users} + mo.items; !o_.lazy_adam && rows >= kLazyAdamHintRows) {
+  if (!o_.lazy_adam && table_rows >= kLazyAdamHintRows) {
     log_.Print(
         "=> hint: Adam updates all %lld table rows every step; --lazy-adam updates only the rows a step used "
         "(33x faster at 850,000 rows, docs/BENCHMARKS.md)",
-        static_cast<long long>(rows));
+        static_cast<long long>(table_rows));
   }
-  return true;
 }
 
 // The epoch's permutation of the training ratings, this rank's share of it (strided, as
