@@ -296,6 +296,15 @@ absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroup
   return Resumed{progress, progress ? "disk" : "none"};
 }
 
+absl::Status ResumeAndReport(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
+                             const torch::Device& device, const TrainState& state,
+                             const progress::ProgressClient& reports) {
+  DT_ASSIGN_OR_RETURN(Resumed resumed, ResumeJobWide(request, pg, rank, device, state));
+  if (resumed.progress) *state.progress = *resumed.progress;
+  reports.Restored(resumed.source, resumed.progress ? resumed.progress->global_step : -1);
+  return absl::OkStatus();
+}
+
 void ContinueAtGlobalBatch(Progress& p, int64_t global_batch, int rank) {
   if (global_batch <= 0) return;
   const int64_t next = NextBatchAtGlobalBatch(p.next_batch, p.global_batch, global_batch);

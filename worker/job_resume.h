@@ -39,6 +39,12 @@ struct Resumed {
 absl::StatusOr<Resumed> ResumeJobWide(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
                                       const torch::Device& device, const TrainState& state);
 
+// ResumeJobWide for a trainer: `*state.progress` becomes the resumed position as saved (left as it
+// is for a fresh start), and the agent is told where the state came from (`reports.Restored`).
+absl::Status ResumeAndReport(const ResumeRequest& request, ProcessGroupHandle* pg, int rank,
+                             const torch::Device& device, const TrainState& state,
+                             const progress::ProgressClient& reports);
+
 // Before training the resumed epoch: puts a position saved at another global batch (a world that
 // grew or shrank, another --batch-size) on this run's `global_batch` samples a step
 // (epoch_position.h), said once on rank 0, and records `global_batch` in `p`.

@@ -3,6 +3,7 @@
 // plots can put wall-clock time on the x axis (dtplot). Written by global rank 0 only.
 #pragma once
 
+#include <cstdint>
 #include <fstream>
 #include <string>
 
@@ -15,6 +16,9 @@ class MetricsLog {
   MetricsLog() = default;
   // Appends to `path` (a resumed run continues the same file).
   void Open(const std::string& path);
+  // Opens `output_dir`/metrics.jsonl (making the directory) and records where this run's
+  // wall-clock axis starts (dtplot --x time): at `epoch`, `global_step` for a resumed run.
+  void StartRun(const std::string& output_dir, int64_t epoch, int64_t global_step);
   void Write(nlohmann::json record);
 
  private:

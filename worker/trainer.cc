@@ -3,17 +3,15 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <utility>
-
-#include <torch/torch.h>
 
 #include "nlohmann/json.hpp"
 #include "progress/progress_client.h"
@@ -581,16 +579,11 @@ bool Training::PrepareResume() {
   agreement_.emplace(pg_ ? &*pg_ : nullptr, device_, env_.rank, env_.world_size, reports_, watchdog_.get(),
                      snapshots_.get());
   CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
-  absl::StatusOr<Resumed> resumed =
-      ResumeJobWide(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
-                    env_.rank, device_, State());
-  if (!resumed.ok()) {
-    ReportFatalError(kProgram, resumed.status().message());
-    return false;
-  }
-  if (resumed->progress) progress_ = *resumed->progress;
-  reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
-  return true;
+  const absl::Status resumed =
+      ResumeAndReport(ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()}, pg_ ? &*pg_ : nullptr,
+                      env_.rank, device_, State(), reports_);
+  if (!resumed.ok()) ReportFatalError(kProgram, resumed.message());
+  return resumed.ok();
 }
 
 void Training::SetUpDdp() {
@@ -609,11 +602,8 @@ void Training::SetUpDdp() {
 
 // Rank 0's metrics log and TensorBoard events.
 void Training::OpenOutputs() {
-  std::filesystem::create_directories(o_.output_dir);
-  metrics_.Open(o_.output_dir + "/metrics.jsonl");
+  metrics_.StartRun(o_.output_dir, progress_.epoch, progress_.global_step);
   if (o_.tensorboard) tb_ = std::make_unique<EventWriter>(o_.output_dir + "/tb");
-  // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
-  metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
 }
 
 bool Training::WritesCheckpoints() const {

@@ -1,17 +1,15 @@
 #include "examples/train_recsys/recsys_trainer.h"
 
 #include <string.h>
+#include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
-
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "examples/train_recsys/embedding_grad_sync.h"
@@ -238,16 +236,11 @@ bool RecsysTraining::PrepareResume() {
                      snapshots_.get());
   if (o_.timed_iters > 0) return true;
   CollectiveWatchdog::Scope guard(watchdog_.get(), "the resume decision");
-  absl::StatusOr<worker::Resumed> resumed =
-      worker::ResumeJobWide(worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()},
-                            pg_ ? &*pg_ : nullptr, env_.rank, torch::kCPU, State());
-  if (!resumed.ok()) {
-    worker::ReportFatalError(kProgram, resumed.status().message());
-    return false;
-  }
-  if (resumed->progress) progress_ = *resumed->progress;
-  reports_.Restored(resumed->source, resumed->progress ? resumed->progress->global_step : -1);
-  return true;
+  const absl::Status resumed =
+      worker::ResumeAndReport(worker::ResumeRequest{o_.output_dir + "/checkpoints", o_.resume, snapshots_.get()},
+                              pg_ ? &*pg_ : nullptr, env_.rank, torch::kCPU, State(), reports_);
+  if (!resumed.ok()) worker::ReportFatalError(kProgram, resumed.message());
+  return resumed.ok();
 }
 
 void RecsysTraining::SetUpDdp() {
@@ -264,11 +257,8 @@ void RecsysTraining::SetUpDdp() {
 
 // Rank 0's metrics log and TensorBoard events.
 void RecsysTraining::OpenOutputs() {
-  std::filesystem::create_directories(o_.output_dir);
-  metrics_.Open(o_.output_dir + "/metrics.jsonl");
+  metrics_.StartRun(o_.output_dir, progress_.epoch, progress_.global_step);
   if (o_.tensorboard) tb_ = std::make_unique<worker::EventWriter>(o_.output_dir + "/tb");
-  // Where the wall-clock axis of this run's learning curves starts (dtplot --x time).
-  metrics_.Write({{"kind", "start"}, {"epoch", progress_.epoch}, {"global_step", progress_.global_step}});
 }
 
 // What runs, and what would make it faster: an optimised BLAS, --lazy-adam for large tables.
