@@ -76,6 +76,10 @@ class OnFailure:
         self._armed = None
         self._moving = 0  # optimizer steps or snapshot() calls under way: a new state is coming
         self._stop_after_arm = 0  # a stop signal that came while the state was moving
+        # Optimizer steps since the last arming, and between the two before: when as many steps as
+        # usual are done, the script's dtrun.snapshot() call is next (_arming_due).
+        self._steps_since_arm = 0
+        self._steps_between_arms = 0
         self._optimizers = weakref.WeakSet()  # those that stepped: what they own is held by reference
         self._copy_seconds = 0.0  # the copies' share of arming, measured against the step time
         self._copied_bytes = 0  # at the last arming
@@ -114,6 +118,7 @@ class OnFailure:
             armed = None
         with self._lock:
             self._armed, self._moving = armed, 0
+            self._steps_between_arms, self._steps_since_arm = self._steps_since_arm, 0
             if armed is not None:
                 self.arms += 1
                 self.arm_seconds += time.monotonic() - start
@@ -209,6 +214,7 @@ class OnFailure:
         with self._lock:  # a rescue under way finishes first
             self._armed = None
             self._moving += 1
+            self._steps_since_arm += 1
 
     def _after_step(self):
         with self._lock:
@@ -321,9 +327,15 @@ class OnFailure:
             if signal.SIGTERM in data:
                 self._on_stop(signal.SIGTERM)
 
+    def _arming_due(self):
+        """The optimizer steps that come between two armings are done, and the arming is not: the
+        script is between its step and its dtrun.snapshot() call. Nothing is armed there (the step
+        changed the state), and the arming is at hand."""
+        return self._steps_between_arms > 0 and self._steps_since_arm == self._steps_between_arms
+
     def _on_stop(self, signo):
         with self._lock:
-            if self._armed is None and self._moving:
+            if self._armed is None and (self._moving or self._arming_due()):
                 self._stop_after_arm = signo  # the arming that ends this step writes, then ends
                 return
             self._rescue_locked()

@@ -332,7 +332,8 @@ TEST_F(PythonSnapshotTest, AJobEndedWithDtrunKillResumesInItsNextRunAtTheStepItW
   EXPECT_NE(job.all().find("[dtrun] kept 2 ranks' snapshots"), std::string::npos) << job.all();
   auto [rc, out] = RunScript(py_, {"--snapshot-dir", kept}, {});
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_GE(RestoredStep(out), 60) << out;  // past the periodic snapshot of step 50
+  // Past the periodic snapshot of step 50.
+  EXPECT_GE(RestoredStep(out), 60) << out << "\nthe run ended by `dtrun kill`:\n" << job.all();
 }
 
 // The same job run again with more workers, then with fewer (the nodes Slurm gave it changed, or
