@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <utility>
@@ -308,13 +307,13 @@ SnapshotDir::Outcome SnapshotDir::Keep(const SnapshotStore& store, uint64_t job)
     }
   }
   if (!theirs.empty()) done.problems.push_back(AnotherRunsLine(theirs, "not replaced"));
-  std::lock_guard<std::mutex> lock(older_->mu);
+  CheckedMutexLock lock(&older_->mu);
   done.superseded = older_->removed;
   return done;
 }
 
 void SnapshotDir::RemoveSuperseded(uint64_t job, const snapshot::SlotHeader& written) const {
-  std::lock_guard<std::mutex> lock(older_->mu);
+  CheckedMutexLock lock(&older_->mu);
   for (auto& [world, ranks] : older_->worlds) {
     if (world == written.world_size) continue;
     // The older world's files that the rank just written answers for (their rank mod its world size).
@@ -431,7 +430,7 @@ SnapshotDir::Outcome SnapshotDir::Load(const SnapshotStore& store, uint64_t job,
   const int64_t from = source.world;
   {
     // Whichever is loaded, the state this run keeps will be newer than the other worlds' files.
-    std::lock_guard<std::mutex> lock(older_->mu);
+    CheckedMutexLock lock(&older_->mu);
     older_->worlds = worlds;
     older_->worlds.erase(world_size);
   }

@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "agent/snapshot_store.h"
+#include "base/checked_mutex.h"
 #include "base/unique_fd.h"
 #include "snapshot/snapshot_file.h"
 #include "snapshot/snapshot_region.h"
@@ -138,9 +138,9 @@ class SnapshotDir {
   // The other worlds' files Load found, until superseded; shared by the copies of this object (the
   // persister's thread writes through one).
   struct OlderWorlds {
-    std::mutex mu;
-    std::map<int64_t, std::vector<int64_t>> worlds;  // world size -> ranks
-    int removed = 0;
+    CheckedMutex mu;
+    std::map<int64_t, std::vector<int64_t>> worlds ABSL_GUARDED_BY(mu);  // world size -> ranks
+    int removed ABSL_GUARDED_BY(mu) = 0;
   };
   std::shared_ptr<OlderWorlds> older_ = std::make_shared<OlderWorlds>();
 };

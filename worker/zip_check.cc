@@ -128,6 +128,9 @@ absl::Status VerifyZipChecksums(std::string_view bytes) {
   DT_RETURN_IF_ERROR(FindDirectory(r, &dir));
   if (dir.entries == 0) return Bad("an empty zip");
   uint64_t at = dir.offset;
+  // Members own distinct bytes, so their data adds up to less than the file. A directory that
+  // lists one member's bytes many times would otherwise cost a CRC pass over them for each.
+  uint64_t claimed = 0;
   for (uint64_t i = 0; i < dir.entries; ++i) {
     if (!r.Has(at, 46) || r.Le(at, 4) != kCentralFile) return Bad(absl::StrCat("directory entry ", i, " corrupt"));
     const uint64_t method = r.Le(at + 10, 2);
@@ -141,6 +144,8 @@ absl::Status VerifyZipChecksums(std::string_view bytes) {
     if (!r.Has(local, 30) || r.Le(local, 4) != kLocalFile) return Bad(absl::StrCat(name, ": local header corrupt"));
     const uint64_t data = local + 30 + r.Le(local + 26, 2) + r.Le(local + 28, 2);
     if (!r.Has(data, csize)) return Bad(absl::StrCat(name, ": data outside the file (truncated?)"));
+    claimed += csize;  // no overflow: both are at most the file's size
+    if (claimed > r.size()) return Bad(absl::StrCat(name, ": its data overlaps other members'"));
     uint32_t actual = 0;
     if (method == 0) {  // stored: tensors and pickles
       if (csize != size) return Bad(absl::StrCat(name, ": sizes disagree"));
