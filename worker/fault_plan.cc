@@ -16,7 +16,7 @@ constexpr char kSlowVar[] = "DTRUN_FAULT_SLOW";
 constexpr char kFlipVar[] = "DTRUN_FAULT_FLIP";
 constexpr char kSlowForm[] = "RANK:FROM_STEP:MS, e.g. 1:20:150";
 constexpr char kKillVar[] = "DTRUN_FAULT_KILL";
-constexpr char kKillForm[] = "RANK:STEP[:segv|:throw], e.g. 1:10";
+constexpr char kKillForm[] = "RANK:STEP[:segv|:throw|:before-backward], e.g. 1:10";
 constexpr char kFlipForm[] = "RANK:STEP:PARAM:BIT, e.g. 0:30:fc.weight:30";
 
 bool InRange(absl::string_view text, int64_t lo, int64_t hi, int64_t* out) {
@@ -52,13 +52,15 @@ absl::StatusOr<FlipFault> ParseFlipFault(absl::string_view value) {
 absl::StatusOr<KillFault> ParseKillFault(absl::string_view value) {
   std::vector<absl::string_view> f = absl::StrSplit(value, ':');
   int64_t rank = 0, step = 0;
-  if (f.size() < 2 || f.size() > 3 || (f.size() == 3 && f[2] != "segv" && f[2] != "throw") ||
+  if (f.size() < 2 || f.size() > 3 ||
+      (f.size() == 3 && f[2] != "segv" && f[2] != "throw" && f[2] != "before-backward") ||
       !InRange(f[0], 0, 1 << 24, &rank) || !InRange(f[1], 1, int64_t{1} << 40, &step)) {
     return Bad(value, kKillForm);
   }
-  const KillFault::How how = f.size() == 2    ? KillFault::How::kSigkill
-                             : f[2] == "segv" ? KillFault::How::kSegfault
-                                              : KillFault::How::kThrow;
+  const KillFault::How how = f.size() == 2     ? KillFault::How::kSigkill
+                             : f[2] == "segv"  ? KillFault::How::kSegfault
+                             : f[2] == "throw" ? KillFault::How::kThrow
+                                               : KillFault::How::kSigkillBeforeBackward;
   return KillFault{static_cast<int>(rank), step, how};
 }
 

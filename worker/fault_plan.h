@@ -12,7 +12,11 @@
 //                                           that makes global step STEP (after a flip due then),
 //                                           before the ranks' all-reduce that ends that step; HOW
 //                                           `segv`: it writes through a bad pointer instead, `throw`:
-//                                           it throws std::runtime_error out of the step
+//                                           it throws std::runtime_error out of the step,
+//                                           `before-backward`: it SIGKILLs itself earlier, before the
+//                                           backward of that step (its peers are then in the
+//                                           step's gradient all-reduce, a snapshot of the step
+//                                           before still being copied)
 //
 // A value that does not parse is one line on stderr naming the variable and the form, and the
 // fault is not armed: a typo must never look like a clean run to a test that expected a fault.
@@ -42,7 +46,7 @@ struct FlipFault {
 };
 
 struct KillFault {
-  enum class How { kSigkill, kSegfault, kThrow };
+  enum class How { kSigkill, kSegfault, kThrow, kSigkillBeforeBackward };
   int rank = 0;
   int64_t step = 0;
   How how = How::kSigkill;
@@ -68,7 +72,13 @@ class FaultPlan {
   // The flip due right after the optimizer step that made `step`, once (nullopt: none).
   std::optional<FlipFault> FlipAfter(int64_t step);
   // Whether this process is to die right after the optimizer step that made `step`.
-  std::optional<KillFault> KillAfter(int64_t step) const { return kill_ && kill_->step == step ? kill_ : std::nullopt; }
+  std::optional<KillFault> KillAfter(int64_t step) const {
+    return kill_ && kill_->step == step && kill_->how != KillFault::How::kSigkillBeforeBackward ? kill_ : std::nullopt;
+  }
+  // Whether it is to die before the backward of the step that will make `next_step`.
+  bool KillBeforeBackward(int64_t next_step) const {
+    return kill_ && kill_->step == next_step && kill_->how == KillFault::How::kSigkillBeforeBackward;
+  }
 
  private:
   std::optional<SlowFault> slow_;

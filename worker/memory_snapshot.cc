@@ -4,11 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <mutex>
 #include <system_error>
 
 #include "absl/cleanup/cleanup.h"
@@ -307,7 +309,11 @@ struct MemorySnapshots::Copy {
   bool host_sources = false;       // segments the copier copies from live host tensors
   bool ordered_on_device = false;  // the step after it waited for the GPU's copies on the GPU
   double device_s = 0;             // the GPU's copies, first to last
+  std::vector<snapshot::TensorRecord> records;  // its table, for a rescue's check of the values
+  bool rescued = false;            // committed by a rescue (guarded by mu_): Finish must not commit it again
   std::atomic<bool> done{false};   // RunCopy finished
+  std::mutex done_mu;              // with done_cv: a rescue's bounded wait for RunCopy's end
+  std::condition_variable done_cv;
 };
 
 namespace {
@@ -405,6 +411,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   copy->device.Close();
 
   copy->header = OwnHeader(state.progress->global_step, total);
+  copy->records = std::move(records);
   copy_ = std::move(copy);
   bool started = false;
   if (overlap) {
@@ -446,7 +453,11 @@ void MemorySnapshots::RunCopy(Copy* copy) {
   c.header.unix_ms = UnixMillisNow();
   c.fingerprint = fingerprint.Digest();
   c.cpu_s = ThreadCpuSeconds() - cpu_start;
-  c.done.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(c.done_mu);
+    c.done.store(true, std::memory_order_release);
+  }
+  c.done_cv.notify_all();  // c lives on: Finish destroys it only after joining this thread
 }
 
 bool MemorySnapshots::OrderAfterCopies() {
@@ -469,7 +480,8 @@ bool MemorySnapshots::Finish() {
   }  // a verifier that throws leaves nothing pending
   if (verifier_) verifier_(c->fingerprint, c->header.step);
   std::lock_guard<std::mutex> lock(mu_);
-  region_.Commit(c->slot, c->header);
+  // A rescue committed it already, and may have written a newer state over it since.
+  if (!c->rescued) region_.Commit(c->slot, c->header);
   double waited = std::chrono::duration<double>(Clock::now() - start).count();
   // The step ordered after the copies on the GPU waited there for them, not here.
   if (c->ordered_on_device) waited += c->device_s;
@@ -665,12 +677,22 @@ int64_t MemorySnapshots::RescueLocked() {
     return -1;
   }
   rescue_wanted_ = false;
-  // In the background copy mode a snapshot of this very state may be on its way; it commits only
-  // in the next Finish, which a process on its way out never reaches. Not covered (that mode is
-  // off by default).
-  if (copy_) return -1;
   const Clock::time_point start = Clock::now();
   std::unique_ptr<Armed> a = std::move(armed_);
+  // A periodic snapshot still on its way (copied alongside the next step: a state on the GPU, or
+  // DTRUN_SNAPSHOT_COPY=background) commits only in Finish, which a process on its way out never
+  // reaches. It is the armed state's own step, or (a lone rank on the GPU) the one before.
+  if (copy_ && !copy_->rescued) {
+    if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->total));
+    if (!KeepPendingLocked(start)) {
+      if (reports_) reports_->NotKept(a->step);
+      return -1;
+    }
+    if (copy_->header.step == a->step) {
+      if (reports_) reports_->Kept(a->step);
+      return a->step;
+    }
+  }
   std::vector<absl::StatusOr<snapshot::SlotHeader>> headers;
   for (int s = 0; s < snapshot::kSlots; ++s) headers.push_back(region_.Header(s));
   for (const absl::StatusOr<snapshot::SlotHeader>& h : headers) {
@@ -711,6 +733,37 @@ int64_t MemorySnapshots::RescueLocked() {
   kept = true;
   if (reports_) reports_->Kept(a->step);  // last: the agent may kill this process as soon as it hears
   return a->step;
+}
+
+// The pending snapshot, committed once its copy is done (waited for within the rescue's bound) and
+// its values are finite, as a rescued state is: not compared across the replicas. Whether it was.
+bool MemorySnapshots::KeepPendingLocked(Clock::time_point start) {
+  Copy& c = *copy_;
+  {
+    std::unique_lock<std::mutex> lock(c.done_mu);
+    const auto bound = std::chrono::duration<double>(rescue_wait_s_);
+    if (!c.done_cv.wait_for(lock, bound, [&c] { return c.done.load(std::memory_order_acquire); })) {
+      // The copier still writes into the slot: nothing may be written there, nor committed.
+      std::fprintf(stderr,
+                   "warning: rank %d: the snapshot of step %lld being copied was not done within %.0f s: not kept\n",
+                   env_.rank, static_cast<long long>(c.header.step), rescue_wait_s_);
+      return false;
+    }
+  }
+  if (std::optional<std::string> name = FirstNotFinite(region_.Payload(c.slot), c.records)) {
+    std::fprintf(stderr, "warning: rank %d: the snapshot of step %lld being copied not kept: %s is not finite\n",
+                 env_.rank, static_cast<long long>(c.header.step), name->c_str());
+    return false;
+  }
+  region_.Commit(c.slot, c.header);
+  c.rescued = true;
+  ++rescued_;
+  std::fprintf(stderr,
+               "rank %d: kept the state of step %lld in memory on the way out (%.1f MB, its snapshot's copy finished "
+               "in %.1f ms)\n",
+               env_.rank, static_cast<long long>(c.header.step), c.header.payload_bytes / 1e6,
+               1e3 * std::chrono::duration<double>(Clock::now() - start).count());
+  return true;
 }
 
 // Writes `a` into `c->slot` (table, padding, every tensor from its source) and fills in the header;

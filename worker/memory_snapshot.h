@@ -33,6 +33,7 @@
 // place too, and copied out at Rescue on a side stream (DeviceMark).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -141,8 +142,9 @@ class MemorySnapshots {
   // Before the parameters or the optimizer state change again; waits for a Rescue under way.
   void Disarm();
   // From any thread: writes the armed state as a snapshot unless one of its step is held already
-  // (or a background copy is under way, or a value is not finite). Says what it did on stderr;
-  // returns the step written, or -1. Never throws. Called while nothing is armed (an optimizer
+  // (or a value is not finite). A periodic snapshot still being copied (alongside the next step)
+  // is finished and committed first: it is the armed step's, or the one before. Says what it did
+  // on stderr; returns the step written, or -1. Never throws. Called while nothing is armed (an optimizer
   // step under way), the next Arm writes its state at once. A state on the GPU is copied out on a
   // side stream once the GPU has passed the armed step's mark, not after what the current stream
   // holds (often a collective with the rank that is gone, which never ends); each wait for the
@@ -196,6 +198,7 @@ class MemorySnapshots {
   struct Armed;  // the state Rescue writes
   static std::unique_ptr<Armed> ArmedState(const TrainState& state);
   int64_t RescueLocked();
+  bool KeepPendingLocked(std::chrono::steady_clock::time_point start);
   absl::Status WriteArmed(const Armed& a, Copy* c);
   int RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const;
 

@@ -44,8 +44,14 @@ absl::Status FlipParameterBit(torch::nn::Module& model, const FlipFault& flip) {
                                           names.size() > shown ? ", ..." : "", ")"));
 }
 
-void SlowIfPlanned(const FaultPlan& plan, int64_t next_step) {
+void FaultsBeforeBackward(const FaultPlan& plan, int64_t next_step, int rank) {
   if (int ms = plan.SlowMsBefore(next_step); ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (plan.KillBeforeBackward(next_step)) {
+    std::fprintf(stderr, "rank %d: test fault: SIGKILL before the backward of step %lld\n", rank,
+                 static_cast<long long>(next_step));
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
 }
 
 void FlipIfPlanned(FaultPlan& plan, torch::nn::Module& model, int64_t step, int rank) {

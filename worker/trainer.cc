@@ -661,7 +661,7 @@ void Training::TrainEpoch(int64_t epoch, int64_t first_batch) {
     const double lr = o_.lr.At(epoch + static_cast<double>(step) / steps);
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::SGDOptions&>(g.options()).lr(lr);
     const int count = b->batch.count;
-    SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
+    FaultsBeforeBackward(faults_, progress_.global_step + 1, env_.rank);  // test-only
     if (device_step_) {
       StepOnDevice(b, lr, &data_wait);
       for (const LaggedReadback::Values& v : readback_.Take(/*all=*/false)) account(v);

@@ -371,7 +371,7 @@ void RecsysTraining::TrainEpoch(int64_t epoch, int64_t first_step) {
     torch::Tensor loss = rating_loss + o_.interaction_weight *
                                            torch::binary_cross_entropy_with_logits(out.interaction, b.labels);
     for (torch::Tensor& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
-    worker::SlowIfPlanned(faults_, progress_.global_step + 1);  // test-only
+    worker::FaultsBeforeBackward(faults_, progress_.global_step + 1, env_.rank);  // test-only
     loss.backward();
     if (ddp_) ddp_->FinishGradientSync();
     if (table_sync_) table_sync_->Synchronize();

@@ -425,6 +425,40 @@ TEST(CudaTest, AStateOnTheGpuIsKeptOnTheWayOutThoughTheCurrentStreamIsStuck) {
   EXPECT_EQ(scaler.scale(), GradScalerOptions{}.init_scale);
 }
 
+// A periodic snapshot of the armed step, copied alongside the next step (the default on the GPU),
+// commits only at that step's end, which a rank blocked in the step's collective never reaches.
+// The rescue finishes it: its copies were ordered after the optimizer step, not after the stall
+// that stands for the stuck collective, so they are done, and the armed step is kept.
+TEST(CudaTest, ASnapshotStillBeingCopiedIsFinishedAndKeptOnTheWayOut) {
+  SKIP_WITHOUT_CUDA();
+  TestSnapshots region("cuda-rescue-pending-test");
+  ASSERT_TRUE(region.fd.ok()) << region.fd.status();
+  ASSERT_NE(region.snapshots, nullptr);
+  MemorySnapshots* snapshots = region.snapshots.get();
+  snapshots->set_rescue_wait_seconds(2);
+
+  torch::manual_seed(7);
+  GpuStateJob job(1024, 4096);
+  job.Backward(256);
+  job.optimizer.step();
+  job.progress.global_step = 1;
+  const std::vector<torch::Tensor> at_arm = job.Values();
+  snapshots->Arm(job.state);
+  ASSERT_TRUE(snapshots->Begin(job.state).ok());
+  StallCurrentStream(4);
+  job.Backward(256);  // the next step, stuck behind the stall
+  int64_t written = -2;
+  std::thread([&] { written = snapshots->Rescue(); }).join();
+  EXPECT_EQ(written, 1);
+
+  torch::cuda::synchronize();
+  snapshots->Disarm();
+  snapshots->Finish();
+  ASSERT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{1});
+  ASSERT_TRUE(snapshots->Restore(1, job.state).ok());
+  job.ExpectValues(at_arm);
+}
+
 // The GPU never reaches the armed step (stuck before its end, as in a step's own all-reduce with a
 // rank that died in it): the state armed never existed whole on the GPU, and the rescue gives up
 // within its bound, keeping nothing.

@@ -228,6 +228,23 @@ TEST(RecoveryTest, TheSurvivorsKeepTheStepTheyWereAtWhenARankDiesSoNoStepIsLost)
   EXPECT_EQ(recovered[0]["lost_steps"], 0) << recovered[0];
   EXPECT_EQ(StepsAndDigest(log), StepsAndDigest(clean)) << log;
 
+  // Rank 1 dies in step 11, before its backward, while the survivors' snapshot of step 10 is still
+  // being copied alongside that step (as a state on the GPU is by default) and commits only at its
+  // end: the survivors finish the copy and keep it on their way out.
+  auto [copying_rc, copying] =
+      RunRecsysUnderDtrun(dir, ratings, "copying", {"--snapshot-every", "10", "--event-log", dir + "/copying.jsonl"},
+                          {{"DTRUN_FAULT_KILL", "1:11:before-backward"}, {"DTRUN_SNAPSHOT_COPY", "background"}});
+  ASSERT_EQ(copying_rc, 0) << copying;
+  EXPECT_NE(copying.find("rank 1: test fault: SIGKILL before the backward of step 11"), std::string::npos) << copying;
+  EXPECT_TRUE(std::regex_search(copying, std::regex("rank 0: kept the state of step 10 in memory on the way out "
+                                                    "\\([0-9.]+ MB, its snapshot's copy finished")))
+      << copying;
+  recovered = EventsOfKind(dir + "/copying.jsonl", "recovered");
+  ASSERT_EQ(recovered.size(), 1u) << copying;
+  EXPECT_EQ(recovered[0]["restored_step"], 10) << recovered[0];
+  EXPECT_EQ(recovered[0]["lost_steps"], 0) << recovered[0];
+  EXPECT_EQ(StepsAndDigest(copying), StepsAndDigest(clean)) << copying;
+
   auto [off_rc, off] = run("off", {{"DTRUN_FAULT_KILL", "1:10"}, {"DTRUN_SNAPSHOT_ON_FAILURE", "off"}});
   ASSERT_EQ(off_rc, 0) << off;
   EXPECT_EQ(off.find("in memory on the way out"), std::string::npos) << off;

@@ -46,7 +46,14 @@ TEST(FaultPlanTest, ValuesParseInTheirOneFormAndEverythingElseIsRefusedWithTheFo
   absl::StatusOr<KillFault> thrown = ParseKillFault("1:4:throw");
   ASSERT_TRUE(thrown.ok()) << thrown.status();
   EXPECT_EQ(thrown->how, KillFault::How::kThrow);
-  for (const char* bad : {"", "2", "2:0", "2:10:1", "-1:10", "2:x", "2:10:segv:1", "2:10:SEGV"}) {
+  absl::StatusOr<KillFault> early = ParseKillFault("1:4:before-backward");
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(early->how, KillFault::How::kSigkillBeforeBackward);
+  const FaultPlan plan(std::nullopt, std::nullopt, /*rank=*/1, *early);
+  EXPECT_TRUE(plan.KillBeforeBackward(4));
+  EXPECT_FALSE(plan.KillAfter(4)) << "it dies before that step's optimizer step, not after";
+  EXPECT_FALSE(FaultPlan(std::nullopt, std::nullopt, 1, *kill).KillBeforeBackward(10));
+  for (const char* bad : {"", "2", "2:0", "2:10:1", "-1:10", "2:x", "2:10:segv:1", "2:10:SEGV", "2:10:before"}) {
     EXPECT_THAT(ParseKillFault(bad),
                 ::dtrun::testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("RANK:STEP")))
         << bad;

@@ -241,6 +241,60 @@ TEST(MemorySnapshotsTest, ARescueAskedDuringTheOptimizerStepIsMadeAtTheNextArm) 
   EXPECT_EQ(snapshots->UsableSteps(), std::vector<int64_t>{2});
 }
 
+// A periodic snapshot copied alongside the next step (a state on the GPU, or this background mode)
+// commits only in Finish, which a rank blocked in that step's collective never reaches. A rescue
+// then finishes it: the armed step is kept, not the snapshot before it. Finish, if the training
+// thread still gets there (a preemption warning, not a failure), leaves the slot as it is.
+TEST(MemorySnapshotsTest, ARescueWhileTheArmedStepsSnapshotIsStillCopyingKeepsThatSnapshot) {
+  Snapshots snapshots("background");
+  Job job;
+  ASSERT_TRUE(snapshots->Write(job.State()).ok());  // step 1: what the region held before
+  snapshots->MarkAgreed(1);
+  job.Step();
+  const std::vector<torch::Tensor> at_arm = job.Values();
+  snapshots->Arm(job.State());
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());  // step 2, copied while the next step runs
+  job.optimizer.zero_grad();
+  job.Forward();
+  int64_t written = -2;
+  std::thread([&] { written = snapshots->Rescue(); }).join();
+  EXPECT_EQ(written, 2);
+  EXPECT_NE(snapshots.HashOfStep(2), 0u) << "committed by the rescue";
+  snapshots->Disarm();
+  EXPECT_TRUE(snapshots->Finish());
+  ASSERT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{2, 1}));
+  ASSERT_TRUE(snapshots->Restore(2, job.State()).ok());
+  ExpectEqualValues(job.Values(), at_arm);
+}
+
+// A lone rank on the GPU lets its snapshot stay pending across the next optimizer step (that step
+// waits for the copies on the GPU), so the state armed after it is newer than the pending snapshot.
+// Both are kept, the newer in the slot of the one not compared yet; Finish afterwards must not put
+// that snapshot's header back over the newer state. (Copied between steps here: the copy is done
+// before the optimizer step, as the GPU's ordering makes it there.)
+TEST(MemorySnapshotsTest, ARescueKeepsThePendingSnapshotAndThenTheNewerArmedState) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  ASSERT_TRUE(snapshots->Write(job.State()).ok());  // step 1, agreed: never written over
+  snapshots->MarkAgreed(1);
+  job.Step();
+  snapshots->Arm(job.State());
+  ASSERT_TRUE(snapshots->Begin(job.State()).ok());  // step 2, pending until Finish
+  snapshots->Disarm();
+  job.Step();
+  const std::vector<torch::Tensor> at_arm = job.Values();
+  snapshots->Arm(job.State());  // step 3, while step 2's copy is pending
+  int64_t written = -2;
+  std::thread([&] { written = snapshots->Rescue(); }).join();
+  EXPECT_EQ(written, 3);
+  EXPECT_NE(snapshots.HashOfStep(3), 0u);
+  EXPECT_EQ(snapshots.HashOfStep(2), 0u) << "step 3 took its slot";
+  EXPECT_TRUE(snapshots->Finish());
+  ASSERT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{3, 1})) << "the slot holds step 3's payload";
+  ASSERT_TRUE(snapshots->Restore(3, job.State()).ok());
+  ExpectEqualValues(job.Values(), at_arm);
+}
+
 // An infinity anywhere (here the last value of the last layer's weights) is refused as a NaN is.
 TEST(MemorySnapshotsTest, ARescueRefusesAnInfinityAnywhereInTheState) {
   Snapshots snapshots(nullptr);
