@@ -4,10 +4,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -293,6 +295,48 @@ TEST(MemorySnapshotsTest, ARescueKeepsThePendingSnapshotAndThenTheNewerArmedStat
   ASSERT_EQ(snapshots->UsableSteps(), (std::vector<int64_t>{3, 1})) << "the slot holds step 3's payload";
   ASSERT_TRUE(snapshots->Restore(3, job.State()).ok());
   ExpectEqualValues(job.Values(), at_arm);
+}
+
+// The stop-signal thread may rescue at any point of a trainer's step: while a background copy
+// runs, between the disarm and the optimizer step, right after an Arm. Rescues from another thread
+// all through 150 steps (periodic snapshots every third) never leave a slot that fails its
+// checksum or holds another step's state: whatever steps are usable at the end restore exactly the
+// state the job had after them.
+TEST(MemorySnapshotsTest, RescuesFromAnotherThreadAtAnyPointLeaveEverySlotTrueToItsStep) {
+  Snapshots snapshots("background");
+  Job job;
+  // A small rate keeps 150 steps finite: a state that is not finite is not rescued, and NaN != NaN.
+  static_cast<torch::optim::SGDOptions&>(job.optimizer.param_groups()[0].options()).lr(0.001);
+  std::map<int64_t, std::vector<torch::Tensor>> after_step;
+  std::atomic<bool> done{false};
+  std::thread stop_thread([&] {
+    while (!done.load()) {
+      snapshots->Rescue();  // how many find something to keep depends on the scheduler
+      std::this_thread::yield();
+    }
+  });
+  for (int i = 0; i < 150; ++i) {
+    snapshots->Disarm();  // the trainer's FinishSnapshot, before the optimizer step
+    snapshots->Finish();
+    job.Step();  // this step's forward ran during the copy begun last time
+    after_step[job.progress.global_step] = job.Values();
+    snapshots->Arm(job.State());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(snapshots->Begin(job.State()).ok());
+    }
+  }
+  done = true;
+  stop_thread.join();
+  snapshots->Disarm();
+  snapshots->Finish();
+  for (const torch::Tensor& t : job.Values())
+    ASSERT_TRUE(!t.is_floating_point() || torch::isfinite(t).all().item<bool>());
+  const std::vector<int64_t> usable = snapshots->UsableSteps();
+  ASSERT_EQ(usable.size(), 2u) << "a slot failed its checksum";
+  for (int64_t step : usable) {
+    ASSERT_TRUE(snapshots->Restore(step, job.State()).ok()) << step;
+    ExpectEqualValues(job.Values(), after_step.at(step));
+  }
 }
 
 // An infinity anywhere (here the last value of the last layer's weights) is refused as a NaN is.
