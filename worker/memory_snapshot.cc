@@ -112,25 +112,26 @@ std::unique_ptr<MemorySnapshots> MemorySnapshots::FromEnvironment(const DistEnv&
                  static_cast<long long>(*fd), std::string(region.status().message()).c_str());
     return nullptr;
   }
+  std::optional<snapshot::MappedRegion> replica;
+  if (std::optional<int64_t> replica_fd = EnvInt(env::kSnapshotReplicaFd); replica_fd && *replica_fd >= 0) {
+    absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica_fd));
+    if (r.ok()) {
+      replica.emplace(std::move(*r));
+    } else {
+      std::fprintf(stderr, "warning: %s=%lld: %s; restoring without buddy copies\n", env::kSnapshotReplicaFd,
+                   static_cast<long long>(*replica_fd), std::string(r.status().message()).c_str());
+    }
+  }
   const char* run_id = std::getenv(env::kRunId);
   const int forced = static_cast<int>(std::clamp<int64_t>(EnvInt(env::kSnapshotEvery).value_or(0), 0, 1 << 30));
-  std::unique_ptr<MemorySnapshots> snapshots(
-      new MemorySnapshots(std::move(*region), env, snapshot::JobHash(run_id ? run_id : ""), forced));
+  std::unique_ptr<MemorySnapshots> snapshots(new MemorySnapshots(std::move(*region), std::move(replica), env,
+                                                                 snapshot::JobHash(run_id ? run_id : ""), forced));
   const char* copy = std::getenv(env::kSnapshotCopy);
   snapshots->background_ = copy != nullptr && std::string(copy) == "background";
   snapshots->copy_mode_given_ = copy != nullptr;
   const char* on_failure = std::getenv(env::kSnapshotOnFailure);
   snapshots->rescue_off_ = on_failure != nullptr && std::string(on_failure) == "off";
   snapshots->peers_ = snapshot::PeerRestoresAllowed();
-  if (std::optional<int64_t> replica = EnvInt(env::kSnapshotReplicaFd); replica && *replica >= 0) {
-    absl::StatusOr<snapshot::MappedRegion> r = snapshot::MappedRegion::Map(static_cast<int>(*replica));
-    if (r.ok()) {
-      snapshots->replica_.emplace(std::move(*r));
-    } else {
-      std::fprintf(stderr, "warning: %s=%lld: %s; restoring without buddy copies\n", env::kSnapshotReplicaFd,
-                   static_cast<long long>(*replica), std::string(r.status().message()).c_str());
-    }
-  }
   return snapshots;
 }
 
@@ -164,26 +165,27 @@ std::vector<int64_t> MemorySnapshots::UsableSteps() {
 std::vector<MemorySnapshots::Usable> MemorySnapshots::UsableSnapshots() {
   Finish();
   std::vector<Usable> usable;
+  CheckedMutexLock lock(&mu_);
   for (snapshot::MappedRegion* region : Sources()) {
-  for (int s = 0; s < snapshot::kSlots; ++s) {
-    absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
-    if (!h.ok()) {
-      if (!absl::IsNotFound(h.status())) {
-        std::fprintf(stderr, "warning: in-memory snapshot slot %d: %s; not used\n", s,
-                     std::string(h.status().message()).c_str());
+    for (int s = 0; s < snapshot::kSlots; ++s) {
+      absl::StatusOr<snapshot::SlotHeader> h = region->Header(s);
+      if (!h.ok()) {
+        if (!absl::IsNotFound(h.status())) {
+          std::fprintf(stderr, "warning: in-memory snapshot slot %d: %s; not used\n", s,
+                       std::string(h.status().message()).c_str());
+        }
+        continue;
       }
-      continue;
+      if (!Restorable(*h)) continue;  // another job's; with peers off, another rank's or world size's
+      if (absl::Status st = region->Verify(s, *h); !st.ok()) {
+        std::fprintf(stderr, "warning: %s; not used\n", std::string(st.message()).c_str());
+        region->Invalidate(s);
+        continue;
+      }
+      if (std::none_of(usable.begin(), usable.end(), [&](const Usable& u) { return u.step == h->step; })) {
+        usable.push_back({h->step, h->unix_ms});
+      }
     }
-    if (!Restorable(*h)) continue;  // another job's; with peers off, another rank's or world size's
-    if (absl::Status st = region->Verify(s, *h); !st.ok()) {
-      std::fprintf(stderr, "warning: %s; not used\n", std::string(st.message()).c_str());
-      region->Invalidate(s);
-      continue;
-    }
-    if (std::none_of(usable.begin(), usable.end(), [&](const Usable& u) { return u.step == h->step; })) {
-      usable.push_back({h->step, h->unix_ms});
-    }
-  }
   }
   std::sort(usable.begin(), usable.end(), [](const Usable& a, const Usable& b) { return a.step > b.step; });
   return usable;
@@ -191,6 +193,7 @@ std::vector<MemorySnapshots::Usable> MemorySnapshots::UsableSnapshots() {
 
 absl::StatusOr<MemorySnapshots::Found> MemorySnapshots::Find(int64_t step) {
   Finish();
+  CheckedMutexLock lock(&mu_);
   Found found;
   bool own = false;  // the worker's own region holds some snapshot of this rank
   for (snapshot::MappedRegion* region : Sources()) {
@@ -226,14 +229,17 @@ absl::Status MemorySnapshots::Adopt(int64_t step, absl::string_view payload, uin
   snapshot::SlotHeader h = OwnHeader(step, payload.size());
   h.payload_hash = hash;
   h.unix_ms = UnixMillisNow();
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   return snapshot::PlaceSnapshot(region_, h, [&](char* into) {
     std::memcpy(into, payload.data(), payload.size());
     return absl::OkStatus();
   });
 }
 
-uint64_t MemorySnapshots::PayloadCapacity() const { return region_.layout().PayloadCapacity(); }
+uint64_t MemorySnapshots::PayloadCapacity() const {
+  CheckedMutexLock lock(&mu_);
+  return region_.layout().PayloadCapacity();
+}
 
 absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const TrainState& state) {
   // Only read: the views below are sources of copies.
@@ -268,7 +274,7 @@ absl::Status MemorySnapshots::RestorePayload(absl::string_view payload, const Tr
 }
 
 void MemorySnapshots::InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop) {
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   for (snapshot::MappedRegion* region : Sources()) {
     for (int s = 0; s < snapshot::kSlots; ++s) {
       if (drop(region->Header(s))) region->Invalidate(s);
@@ -300,6 +306,7 @@ struct MemorySnapshots::Copy {
     bool replicated = false;    // part of the replicas' fingerprint (parameters, optimizer state)
   };
   std::vector<Segment> segments;
+  char* base = nullptr;             // the slot's payload: all of the region the copier touches
   std::vector<torch::Tensor> held;  // keeps the sources' storage alive until the copy is done
   DeviceSnapshotCopy device;        // a state on the GPU: its copies, on a side stream
   int slot = 0;
@@ -326,8 +333,13 @@ double ThreadCpuSeconds() {
 
 }  // namespace
 
-MemorySnapshots::MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every)
-    : region_(std::move(region)), env_(env), job_(job), cadence_(kCostBudget, forced_every) {}
+MemorySnapshots::MemorySnapshots(snapshot::MappedRegion region, std::optional<snapshot::MappedRegion> replica,
+                                 const DistEnv& env, uint64_t job, int forced_every)
+    : region_(std::move(region)),
+      replica_(std::move(replica)),
+      env_(env),
+      job_(job),
+      cadence_(kCostBudget, forced_every) {}
 
 MemorySnapshots::~MemorySnapshots() {
   Disarm();
@@ -339,7 +351,7 @@ MemorySnapshots::~MemorySnapshots() {
 
 absl::Status MemorySnapshots::Begin(const TrainState& state) {
   Finish();
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   const Clock::time_point start = Clock::now();
   cadence_.Began();
   std::vector<StateTensor> tensors = StateTensors(state);
@@ -369,7 +381,7 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   const bool overlap = background_ || (on_device && !copy_mode_given_);
   // The table, the padding and whatever may change before the next optimizer step are written
   // now (or, from the GPU, ordered before the next step); the rest is left to the copier.
-  char* base = region_.Payload(copy->slot);
+  char* base = copy->base = region_.Payload(copy->slot);
   if (on_device) pins_.Pin(base, total);
   std::vector<size_t> after_the_fence;  // device tensors only the optimizer step changes
   const std::string toc = snapshot::EncodeToc(records);
@@ -433,14 +445,15 @@ absl::Status MemorySnapshots::Begin(const TrainState& state) {
   return absl::OkStatus();
 }
 
-// Copies the remaining segments, hashes the payload in order and commits the slot. Touches only
-// `c` and its slot, which the training thread leaves alone until Finish.
+// Copies the remaining segments and hashes the payload in order; the caller commits the slot.
+// Touches only `c` and its slot, which nothing else writes until Finish or a rescue has waited for
+// `c.done`.
 void MemorySnapshots::RunCopy(Copy* copy) {
   Copy& c = *copy;
   c.device.Wait();  // the GPU's copies into the slot, if any
   c.device_s = c.device.DeviceSeconds();
   const double cpu_start = ThreadCpuSeconds();
-  char* base = region_.Payload(c.slot);
+  char* base = c.base;
   snapshot::PayloadHasher hasher, fingerprint;
   uint64_t hashed = 0;
   for (const Copy::Segment& seg : c.segments) {
@@ -461,25 +474,29 @@ void MemorySnapshots::RunCopy(Copy* copy) {
 }
 
 bool MemorySnapshots::OrderAfterCopies() {
+  CheckedMutexLock lock(&mu_);
   if (!copy_ || copy_->host_sources || !copier_.joinable()) return false;
   if (!copy_->device.OrderCurrentStreamAfter()) return false;
   copy_->ordered_on_device = true;
   return true;
 }
 
-bool MemorySnapshots::copy_done() const { return copy_ && copy_->done.load(std::memory_order_acquire); }
+bool MemorySnapshots::copy_done() const {
+  CheckedMutexLock lock(&mu_);
+  return copy_ && copy_->done.load(std::memory_order_acquire);
+}
 
 bool MemorySnapshots::Finish() {
-  if (!copy_) return false;
   const Clock::time_point start = Clock::now();
   if (copier_.joinable()) copier_.join();
   std::unique_ptr<Copy> c;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    CheckedMutexLock lock(&mu_);
     c = std::move(copy_);
   }  // a verifier that throws leaves nothing pending
+  if (!c) return false;
   if (verifier_) verifier_(c->fingerprint, c->header.step);
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   // A rescue committed it already, and may have written a newer state over it since.
   if (!c->rescued) region_.Commit(c->slot, c->header);
   double waited = std::chrono::duration<double>(Clock::now() - start).count();
@@ -615,7 +632,7 @@ void MemorySnapshots::Arm(const TrainState& state) {
     // A state on several devices stays so: no need to list it again every step.
     if (!armed) rescue_off_ = true;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   if (armed && !armed_) cadence_.set_budget(kCostBudgetWithRescue);
   armed_ = std::move(armed);
   if (!armed_) return;
@@ -633,18 +650,18 @@ void MemorySnapshots::Arm(const TrainState& state) {
 }
 
 void MemorySnapshots::Disarm() {
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   armed_.reset();
 }
 
 bool MemorySnapshots::armed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   return armed_ != nullptr;
 }
 
 int64_t MemorySnapshots::Rescue() noexcept {
   try {
-    std::lock_guard<std::mutex> lock(mu_);
+    CheckedMutexLock lock(&mu_);
     return RescueLocked();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warning: rank %d: state not kept in memory on the way out: %s\n", env_.rank, e.what());
@@ -666,8 +683,18 @@ int MemorySnapshots::RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotH
   return headers[0]->step < headers[1]->step ? 0 : 1;
 }
 
+void MemorySnapshots::SetReports(const progress::ProgressClient* reports) {
+  CheckedMutexLock lock(&mu_);
+  reports_ = reports;
+}
+
+void MemorySnapshots::set_rescue_wait_seconds(double s) {
+  CheckedMutexLock lock(&mu_);
+  rescue_wait_s_ = s;
+}
+
 void MemorySnapshots::MarkAgreed(int64_t step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   agreed_step_ = std::max(agreed_step_, step);
 }
 
@@ -708,13 +735,13 @@ int64_t MemorySnapshots::RescueLocked() {
   // hears how the write ended whichever way it ends (an exception from torch included).
   if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->total));
   bool kept = false;
-  absl::Cleanup say_not_kept = [&] {
-    if (reports_ && !kept) reports_->NotKept(a->step);
+  absl::Cleanup say_not_kept = [&, reports = reports_] {
+    if (reports && !kept) reports->NotKept(a->step);
   };
   std::string not_kept;
   if (absl::Status st = WriteArmed(*a, &c); !st.ok()) {
     not_kept = std::string(st.message());
-  } else if (std::optional<std::string> name = FirstNotFinite(region_.Payload(c.slot), a->records)) {
+  } else if (std::optional<std::string> name = FirstNotFinite(c.base, a->records)) {
     // The state may come from a step whose vote never ran: a loss that was not finite on the rank
     // that failed would have made it so everywhere.
     not_kept = *name + " is not finite";
@@ -750,7 +777,7 @@ bool MemorySnapshots::KeepPendingLocked(Clock::time_point start) {
       return false;
     }
   }
-  if (std::optional<std::string> name = FirstNotFinite(region_.Payload(c.slot), c.records)) {
+  if (std::optional<std::string> name = FirstNotFinite(c.base, c.records)) {
     std::fprintf(stderr, "warning: rank %d: the snapshot of step %lld being copied not kept: %s is not finite\n",
                  env_.rank, static_cast<long long>(c.header.step), name->c_str());
     return false;
@@ -771,7 +798,7 @@ bool MemorySnapshots::KeepPendingLocked(Clock::time_point start) {
 absl::Status MemorySnapshots::WriteArmed(const Armed& a, Copy* c) {
   region_.Invalidate(c->slot);
   DT_RETURN_IF_ERROR(region_.Reserve(c->slot, a.total));
-  char* base = region_.Payload(c->slot);
+  char* base = c->base = region_.Payload(c->slot);
   std::memcpy(base, a.toc.data(), a.toc.size());
   uint64_t at = a.toc.size();
   std::vector<torch::Tensor> dsts, srcs;  // copied by torch (from the GPU), then hashed in place
@@ -803,7 +830,7 @@ std::string MemorySnapshots::Summary() const {
     absl::StrAppendFormat(&s, ", plus %.1f ms of CPU each copying alongside the next step (%.1f%%)",
                           1e3 * background_s_ / taken_, steps_s_ > 0 ? 100 * background_s_ / steps_s_ : 0);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  CheckedMutexLock lock(&mu_);
   if (arms_ > 0) {
     absl::StrAppendFormat(&s, "; armed for a failure after %d steps, %.2f ms each (%.2f%%)", arms_, 1e3 * arms_s_ / arms_,
                           steps_s_ > 0 ? 100 * arms_s_ / steps_s_ : 0);

@@ -37,15 +37,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/checked_mutex.h"
 #include "progress/progress_client.h"
 #include "snapshot/snapshot_region.h"
 #include "worker/dist_env.h"
@@ -151,12 +152,12 @@ class MemorySnapshots {
   // GPU is bounded by kRescueWaitSeconds (set_rescue_wait_seconds, for tests).
   int64_t Rescue() noexcept;
   static constexpr double kRescueWaitSeconds = 10;
-  void set_rescue_wait_seconds(double s) { rescue_wait_s_ = s; }
+  void set_rescue_wait_seconds(double s);
   bool armed() const;
   // Where Rescue says (to the agent) that it begins to write the armed state (`keeping`), and
   // then that it kept it (written now or held already) or could not: the agent stopping this
   // process waits for the write, then kills it at once. Null: nobody is told. Outlives this.
-  void SetReports(const progress::ProgressClient* reports) { reports_ = reports; }
+  void SetReports(const progress::ProgressClient* reports);
   // The replicas compared and agreed on the snapshot of `step` (worker/step_agreement.h): Rescue
   // never writes over the newest such one.
   void MarkAgreed(int64_t step);
@@ -176,7 +177,8 @@ class MemorySnapshots {
   std::string Summary() const;
 
  private:
-  MemorySnapshots(snapshot::MappedRegion region, const DistEnv& env, uint64_t job, int forced_every);
+  MemorySnapshots(snapshot::MappedRegion region, std::optional<snapshot::MappedRegion> replica, const DistEnv& env,
+                  uint64_t job, int forced_every);
   struct Copy;  // one snapshot on its way: what the background thread copies and hashes
   void RunCopy(Copy* copy);
   void Account(double seconds);
@@ -189,44 +191,53 @@ class MemorySnapshots {
     snapshot::SlotHeader header;
     bool buddy_copy = false;  // only the replica region holds this rank's snapshots
   };
-  // This rank's snapshot of `step`, its payload checked.
+  // This rank's snapshot of `step`, its payload checked. Its callers read the payload once the
+  // lock is released: they restore before anything is armed, so no rescue writes there meanwhile.
   absl::StatusOr<Found> Find(int64_t step);
-  std::vector<snapshot::MappedRegion*> Sources();  // the worker's region, then the replica region
+  // The worker's region, then the replica region.
+  std::vector<snapshot::MappedRegion*> Sources() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Invalidates every slot of Sources() whose header `drop` says.
   void InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop);
 
   struct Armed;  // the state Rescue writes
   static std::unique_ptr<Armed> ArmedState(const TrainState& state);
-  int64_t RescueLocked();
-  bool KeepPendingLocked(std::chrono::steady_clock::time_point start);
-  absl::Status WriteArmed(const Armed& a, Copy* c);
-  int RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const;
+  int64_t RescueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool KeepPendingLocked(std::chrono::steady_clock::time_point start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteArmed(const Armed& a, Copy* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int RescueSlot(const std::vector<absl::StatusOr<snapshot::SlotHeader>>& headers) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Guards the region's slots, copy_ and what follows against Rescue on the stop-signal thread.
-  mutable std::mutex mu_;
-  std::unique_ptr<Armed> armed_;
-  bool rescue_off_ = false;     // DTRUN_SNAPSHOT_ON_FAILURE=off
-  bool rescue_wanted_ = false;  // Rescue came while nothing was armed
-  double rescue_wait_s_ = kRescueWaitSeconds;
-  int64_t agreed_step_ = -1;    // the newest snapshot step the replicas agreed on
-  const progress::ProgressClient* reports_ = nullptr;
-  int64_t arms_ = 0, rescued_ = 0;
-  double arms_s_ = 0;  // the total time of Arm
-  snapshot::MappedRegion region_;
-  std::optional<snapshot::MappedRegion> replica_;
-  HostPins pins_;  // the slots' pages pinned for the GPU's copies; unpinned before the unmapping
-  bool restored_from_buddy_ = false;
-  int64_t restored_world_size_ = -1;
-  bool peers_ = true;  // snapshot::PeerRestoresAllowed()
+  // What Rescue, on the stop-signal thread, shares with the training thread: the regions' slots,
+  // the snapshot on its way and the armed state. The copier thread touches only its Copy.
+  mutable CheckedMutex mu_;
+  snapshot::MappedRegion region_ ABSL_GUARDED_BY(mu_);
+  std::optional<snapshot::MappedRegion> replica_ ABSL_GUARDED_BY(mu_);
+  HostPins pins_ ABSL_GUARDED_BY(mu_);  // the slots' pages pinned for the GPU's copies; unpinned before the unmapping
+  std::unique_ptr<Copy> copy_ ABSL_GUARDED_BY(mu_);  // the snapshot begun last, until Finish
+  std::unique_ptr<Armed> armed_ ABSL_GUARDED_BY(mu_);
+  bool rescue_wanted_ ABSL_GUARDED_BY(mu_) = false;  // Rescue came while nothing was armed
+  double rescue_wait_s_ ABSL_GUARDED_BY(mu_) = kRescueWaitSeconds;
+  int64_t agreed_step_ ABSL_GUARDED_BY(mu_) = -1;  // the newest snapshot step the replicas agreed on
+  const progress::ProgressClient* reports_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t arms_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rescued_ ABSL_GUARDED_BY(mu_) = 0;
+  double arms_s_ ABSL_GUARDED_BY(mu_) = 0;  // the total time of Arm
+
+  // Set before the object is handed out (FromEnvironment), then only read, from any thread.
   DistEnv env_;
   uint64_t job_;
+  bool peers_ = true;  // snapshot::PeerRestoresAllowed()
+
+  // The training thread's alone.
+  bool rescue_off_ = false;  // DTRUN_SNAPSHOT_ON_FAILURE=off, or a state on several devices
+  bool restored_from_buddy_ = false;
+  int64_t restored_world_size_ = -1;
   SnapshotCadence cadence_;
   double last_write_s_ = 0;
   uint64_t last_bytes_ = 0;
-  bool background_ = true;   // DTRUN_SNAPSHOT_COPY is not "sync"
+  bool background_ = false;       // DTRUN_SNAPSHOT_COPY=background
   bool copy_mode_given_ = false;  // DTRUN_SNAPSHOT_COPY is set: a state on the GPU follows it too
   Verifier verifier_;
-  std::unique_ptr<Copy> copy_;  // the snapshot begun last, until Finish
   std::thread copier_;
   double begin_s_ = 0;          // the training thread's time in Begin for copy_
   int64_t last_step_ = -1;

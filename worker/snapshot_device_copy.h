@@ -94,7 +94,7 @@ class HostPins {
     size_t bytes;
   };
   std::vector<Extent> pinned_;
-  bool failed_ = false;
+  [[maybe_unused]] bool failed_ = false;  // read by the CUDA build only
 };
 
 }  // namespace dtrun::worker
