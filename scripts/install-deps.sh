@@ -14,9 +14,10 @@ MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
   libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-matplotlib openssl libssl-dev
   libmicrohttpd-dev libopenblas0-openmp"
 # The rest of the suite: Python workers, namespaces, sanitizers and fuzzers, stacks, Slurm; netlib's
-# BLAS for the test that train_recsys names it.
+# BLAS for the test that train_recsys names it; clang's OpenMP, which LibTorch's CMake files ask of
+# clang (the TSan build of the worker library).
 TEST_PKGS="git iproute2 procps python3-torch python3-torchvision python3-tqdm python3-rich
-  clang libclang-rt-dev libblas3
+  clang libclang-rt-dev libomp-dev libblas3
   nftables elfutils gdb strace slurm-wlm munge"
 # Making the Debian package and testing it in a clean root and a container image (scripts/build-deb.sh,
 # test-deb.sh, test-container.sh).
