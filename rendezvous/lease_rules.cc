@@ -15,7 +15,8 @@ LeaseRules::Clock::time_point LeaseRules::NextDue(bool status_waiting) const {
   return std::min(keep_alive_due, last_status_push_ + config_.status_push_interval);
 }
 
-LeaseRules::Next LeaseRules::OnAnswer(const absl::Status& answer, Clock::time_point now, bool with_status) {
+LeaseRules::Next LeaseRules::OnAnswer(const absl::Status& answer, Clock::time_point now, bool with_status, bool left) {
+  if (left) return Next::kEnd;
   last_keep_alive_ = now;
   if (with_status) last_status_push_ = now;
   if (answer.ok()) {

@@ -24,6 +24,7 @@ class LeaseRules {
     kContinue,  // answered, or missed fewer than keep_alive_max_attempt in a row
     kRejoin,    // the service forgot this node (NotFound): join again
     kStop,      // refused (a wrong token or certificate) or lost: LastVerdict() says why
+    kEnd,       // this node left the job: no more keep-alives, and never a join again
   };
 
   LeaseRules(Config config, Clock::time_point joined_at);
@@ -33,7 +34,9 @@ class LeaseRules {
   // Whether a waiting status goes with the keep-alive sent at `now`.
   bool StatusGoesAt(Clock::time_point now) const { return now >= last_status_push_ + config_.status_push_interval; }
   // A keep-alive was answered at `now` with `answer`; `with_status` if it carried the status.
-  Next OnAnswer(const absl::Status& answer, Clock::time_point now, bool with_status);
+  // `left`: the node left the job meanwhile (a stop, the job's end). Its answer is then no reason
+  // to join again: the service forgot the node because it left.
+  Next OnAnswer(const absl::Status& answer, Clock::time_point now, bool with_status, bool left = false);
   // Why kStop was returned; `endpoint` names the service.
   absl::Status Verdict(const std::string& endpoint) const;
 

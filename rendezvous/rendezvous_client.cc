@@ -361,7 +361,12 @@ void GrpcRoundSource::KeepAliveLoop() {
     if (!AwaitKeepAliveDue(lease, id, status)) return;
     std::optional<status::StragglerStatus> straggler;
     absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval, status ? &*status : nullptr, &straggler);
-    switch (lease.OnAnswer(st, Clock::now(), status.has_value())) {
+    bool left;
+    {
+      absl::MutexLock lock(&mu_);
+      left = left_;
+    }
+    switch (lease.OnAnswer(st, Clock::now(), status.has_value(), left)) {
       case LeaseRules::Next::kContinue:
         if (st.ok()) {
           absl::MutexLock lock(&mu_);
@@ -373,6 +378,8 @@ void GrpcRoundSource::KeepAliveLoop() {
         break;
       case LeaseRules::Next::kStop:
         return Fatal(lease.Verdict(client_->endpoint()));
+      case LeaseRules::Next::kEnd:
+        return;
     }
   }
 }
@@ -381,7 +388,7 @@ bool GrpcRoundSource::AwaitKeepAliveDue(const LeaseRules& lease, std::string& no
                                         std::optional<status::NodeStatus>& status) {
   absl::MutexLock lock(&mu_);
   for (;;) {
-    if (stopping_) return false;
+    if (stopping_ || left_) return false;
     const Clock::time_point now = Clock::now();
     const Clock::time_point due = lease.NextDue(status_.has_value());
     if (now >= due) break;
@@ -409,8 +416,14 @@ void GrpcRoundSource::Rejoin() {
   spdlog::warn("the rendezvous declared this node lost; joining again");
   absl::StatusOr<JoinResult> join = client_->Join(node_, Clock::now() + std::chrono::seconds(30));
   if (!join.ok()) return Fatal(join.status());
-  absl::MutexLock lock(&mu_);
-  node_id_ = join->node_id;
+  bool left;
+  {
+    absl::MutexLock lock(&mu_);
+    node_id_ = join->node_id;
+    left = left_;
+  }
+  // Leave() came while this join was under way and named the id before it: leave as this one too.
+  if (left) client_->Leave(join->node_id).IgnoreError();
 }
 
 std::string GrpcRoundSource::NodeId() {
@@ -468,6 +481,17 @@ bool GrpcRoundSource::Deliver(const Report& report) {
   }
 }
 
-void GrpcRoundSource::Leave() { client_->Leave(NodeId()).IgnoreError(); }
+// A node that left must not come back: a keep-alive answered after the service forgot it (NotFound)
+// would otherwise join it again, and the other nodes would re-form twice more (with it, and once
+// it is lost), as a loaded CI machine showed.
+void GrpcRoundSource::Leave() {
+  std::string id;
+  {
+    absl::MutexLock lock(&mu_);
+    left_ = true;
+    id = node_id_;
+  }
+  client_->Leave(id).IgnoreError();
+}
 
 }  // namespace dtrun::rdzv

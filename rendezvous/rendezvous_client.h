@@ -130,6 +130,7 @@ class GrpcRoundSource : public RoundSource {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool joined_ ABSL_GUARDED_BY(mu_) = false;
+  bool left_ ABSL_GUARDED_BY(mu_) = false;  // Leave() was called: this node never joins again
   std::string node_id_ ABSL_GUARDED_BY(mu_);
   std::optional<NodeView> latest_ ABSL_GUARDED_BY(mu_);
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);

@@ -54,6 +54,15 @@ TEST(LeaseRulesTest, AnAnswerBetweenMissesStartsTheCountAgain) {
   EXPECT_THAT(lease.Verdict("h:1"), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no answer for 2 s")));
 }
 
+// A keep-alive in flight while the node left (Ctrl-C, a preempted node) is answered NotFound: the
+// service forgot it for leaving. Joining again made the other nodes re-form twice more.
+TEST(LeaseRulesTest, ANodeThatLeftEndsItsKeepAlivesAndNeverJoinsAgain) {
+  LeaseRules lease = Rules();
+  EXPECT_EQ(lease.OnAnswer(absl::NotFoundError("unknown node"), t0 + ms(1000), false, /*left=*/true), Next::kEnd);
+  EXPECT_EQ(lease.OnAnswer(absl::OkStatus(), t0 + ms(1000), false, /*left=*/true), Next::kEnd);
+  EXPECT_EQ(lease.OnAnswer(absl::UnavailableError("down"), t0 + ms(1000), false, /*left=*/true), Next::kEnd);
+}
+
 TEST(LeaseRulesTest, AForgottenNodeJoinsAgainAndARefusalStopsAtOnce) {
   LeaseRules lease = Rules();
   EXPECT_EQ(lease.OnAnswer(absl::NotFoundError("unknown node"), t0 + ms(1000), false), Next::kRejoin);
