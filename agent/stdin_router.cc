@@ -140,7 +140,7 @@ void StdinRouter::Deliver() {
     if (!sink.pending.empty()) break;  // back-pressure: this worker has not taken its last line
     if (!prompts_.empty() && prompts_.front() == target) prompts_.pop_front();
     last_prompter_ = target;
-    sink.pending = input_.substr(0, len);
+    sink.pending.Append(absl::string_view(input_).substr(0, len));
     input_.erase(0, len);
     if (echoed_) echoed_line_ = true;
     WriteTo(sink);
@@ -150,8 +150,8 @@ void StdinRouter::Deliver() {
 }
 
 void StdinRouter::WriteTo(Sink& sink) {
-  if (!sink.fd.valid() || WritePending(sink.fd.get(), sink.pending)) return;
-  sink.pending.clear();  // the worker closed its stdin (or exited): the line is dropped
+  if (!sink.fd.valid() || sink.pending.WriteTo(sink.fd.get())) return;
+  sink.pending.Clear();  // the worker closed its stdin (or exited): the line is dropped
   SetInterest(sink.fd.get(), 0, sink.registered);
   sink.fd.Reset();
 }

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "base/event_loop.h"
+#include "base/outbox.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
@@ -61,7 +62,7 @@ class StdinRouter {
  private:
   struct Sink {
     UniqueFd fd;
-    std::string pending;  // bytes the pipe has not taken yet
+    Outbox pending;           // bytes the pipe has not taken yet
     bool registered = false;  // watched on the loop (for EPOLLOUT)
   };
   static constexpr int kDefaultRank = 0;

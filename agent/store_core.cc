@@ -148,6 +148,10 @@ bool StoreCore::Waiting(StoreClientId id) const {
   return it != clients_.end() && Waits(it->second);
 }
 
+bool StoreCore::CanRunHeld() const {
+  return std::any_of(held_.begin(), held_.end(), [this](StoreClientId id) { return !Waiting(id); });
+}
+
 std::vector<StoreClientId> StoreCore::RunUnblocked() {
   std::vector<StoreClientId> broken;
   const std::vector<StoreClientId> held(held_.begin(), held_.end());
@@ -240,28 +244,28 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
     }
     case kSet:
       if (!r.Str(&key) || !r.Str(&value)) return false;
-      Set(key, std::move(value));
+      Set(key, absl::Cord(std::move(value)));
       return true;
     case kCompareSet: {
       if (!r.Str(&key) || !r.Str(&expected) || !r.Str(&value)) return false;
       auto it = kv_.find(key);
       if (it == kv_.end()) {
         if (expected.empty()) {
-          Set(key, value);
-          Reply(id, c, Bytes(value));
+          Set(key, absl::Cord(std::move(value)));
+          ReplyValue(id, c, kv_[key]);
         } else {
-          Reply(id, c, Bytes(expected));
+          ReplyValue(id, c, absl::Cord(std::move(expected)));
         }
       } else {
-        if (it->second == expected) it->second = value;
-        Reply(id, c, Bytes(it->second));
+        if (it->second == expected) it->second = absl::Cord(std::move(value));
+        ReplyValue(id, c, it->second);
       }
       return true;
     }
     case kGet: {
       if (!r.Str(&key)) return false;
       auto it = kv_.find(key);
-      Reply(id, c, Bytes(it == kv_.end() ? "" : it->second));
+      ReplyValue(id, c, it == kv_.end() ? absl::Cord() : it->second);
       return true;
     }
     case kAdd: {
@@ -270,7 +274,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       int64_t current = CounterAt(key);
       // Wraps like LibTorch's server does, without signed overflow (a hostile delta is just a number).
       current = static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(delta));
-      Set(key, absl::StrCat(current));
+      Set(key, absl::Cord(absl::StrCat(current)));
       Reply(id, c, Raw<int64_t>(current));
       return true;
     }
@@ -299,17 +303,17 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
     case kAppend: {
       if (!r.Str(&key) || !r.Str(&value)) return false;
       auto it = kv_.find(key);
-      Set(key, it == kv_.end() ? value : it->second + value);
+      absl::Cord appended = it == kv_.end() ? absl::Cord() : it->second;
+      appended.Append(std::move(value));
+      Set(key, std::move(appended));
       return true;
     }
     case kMultiGet: {
       if (!r.Get(&n) || !r.Strs(n, &keys)) return false;
-      std::string out;
       for (const std::string& k : keys) {
         auto it = kv_.find(k);
-        out += Bytes(it == kv_.end() ? "" : it->second);
+        ReplyValue(id, c, it == kv_.end() ? absl::Cord() : it->second);
       }
-      Reply(id, c, out);
       return true;
     }
     case kMultiSet: {
@@ -318,7 +322,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       for (auto& [k, v] : pairs) {
         if (!r.Str(&k) || !r.Str(&v)) return false;
       }
-      for (auto& [k, v] : pairs) Set(k, std::move(v));
+      for (auto& [k, v] : pairs) Set(k, absl::Cord(std::move(v)));
       return true;
     }
     case kCancelWait:
@@ -367,10 +371,10 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       // Wraps as ADD does: a hostile count is just a number.
       const int64_t count = static_cast<int64_t>(static_cast<uint64_t>(CounterAt(key)) + 1);
       if (count >= world_size) {
-        Set(key, absl::StrCat(count));  // wakes the ranks that arrived before
+        Set(key, absl::Cord(absl::StrCat(count)));  // wakes the ranks that arrived before
         Reply(id, c, Raw<uint8_t>(kStopWaiting));
       } else {
-        kv_[key] = absl::StrCat(count);  // counted without waking anyone, as LibTorch's server
+        kv_[key] = absl::Cord(absl::StrCat(count));  // counted without waking anyone, as LibTorch's server
         waiters_[key].push_back(id);
         c.keys_awaited = 1;
       }
@@ -382,7 +386,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
   return false;
 }
 
-void StoreCore::Set(const std::string& key, std::string value) {
+void StoreCore::Set(const std::string& key, absl::Cord value) {
   kv_[key] = std::move(value);
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
@@ -398,7 +402,9 @@ void StoreCore::Set(const std::string& key, std::string value) {
 int64_t StoreCore::CounterAt(const std::string& key) const {
   int64_t value = 0;
   auto it = kv_.find(key);
-  if (it != kv_.end() && !absl::SimpleAtoi(it->second, &value)) value = 0;
+  // A number has at most 20 digits: a longer value (whitespace around one, or a hostile 64 MiB) is
+  // not copied to be parsed, and counts as 0.
+  if (it != kv_.end() && (it->second.size() > 64 || !absl::SimpleAtoi(std::string(it->second), &value))) value = 0;
   return value;
 }
 
@@ -437,9 +443,18 @@ void StoreCore::CancelWait(StoreClientId id, Client& c) {
 }
 
 void StoreCore::Reply(StoreClientId id, Client& c, absl::string_view bytes) {
-  c.out.append(bytes.data(), bytes.size());
+  c.out.Append(bytes);
   backlog_ += bytes.size();
   pending_output_.insert(id);
+}
+
+// The value joins the client's output without a copy (a Cord shares its chunks): a value may be
+// 64 MiB, read by every rank.
+void StoreCore::ReplyValue(StoreClientId id, Client& c, const absl::Cord& value) {
+  const uint64_t len = value.size();
+  Reply(id, c, absl::string_view(reinterpret_cast<const char*>(&len), sizeof(len)));
+  c.out.Append(value);
+  backlog_ += value.size();
 }
 
 void StoreCore::OnDisconnect(StoreClientId id) {
@@ -453,7 +468,7 @@ void StoreCore::OnDisconnect(StoreClientId id) {
   pending_output_.erase(id);
 }
 
-std::string StoreCore::TakeOutput(StoreClientId id) {
+absl::Cord StoreCore::TakeOutput(StoreClientId id) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return {};
   backlog_ -= it->second.out.size();

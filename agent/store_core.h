@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
 
 namespace dtrun {
@@ -43,8 +44,9 @@ class StoreCore {
   bool OnData(StoreClientId client, absl::string_view data);
   void OnDisconnect(StoreClientId client);
 
-  // Moves out the bytes queued for `client` (responses and wake-ups).
-  std::string TakeOutput(StoreClientId client);
+  // Moves out the bytes queued for `client` (responses and wake-ups). A value in them shares the
+  // stored value's memory: many clients reading one large value cost no copies of it.
+  absl::Cord TakeOutput(StoreClientId client);
   // The server still holds `bytes` of `client`'s replies unsent (its socket did not take them).
   void SetUnsent(StoreClientId client, size_t bytes);
   // Whether `client`'s requests wait for replies to be read (the server stops reading it then).
@@ -54,6 +56,8 @@ class StoreCore {
   std::vector<StoreClientId> RunUnblocked();
   // Whether some client's complete requests wait unrun.
   bool holds_requests() const { return !held_.empty(); }
+  // Whether some of those clients no longer wait: RunUnblocked would run their requests.
+  bool CanRunHeld() const;
   uint64_t backlog() const { return backlog_; }
   // Why the last OnData or RunUnblocked that failed did ("" if it was not said).
   const std::string& last_error() const { return last_error_; }
@@ -67,7 +71,7 @@ class StoreCore {
     StoreNumbering numbering = StoreNumbering::kUnknown;
     bool ran_other_than_watch = false;  // has run a request other than WATCH_KEY
     std::string in;
-    std::string out;
+    absl::Cord out;
     size_t unsent = 0;        // replies the server took but could not send yet
     size_t keys_awaited = 0;  // > 0 while a WAIT is pending
   };
@@ -80,7 +84,7 @@ class StoreCore {
   // is incomplete, or -1 on a protocol error.
   long RunOne(StoreClientId id, Client& c, absl::string_view input);
   bool Execute(StoreClientId id, Client& c, int op, Reader& r);
-  void Set(const std::string& key, std::string value);
+  void Set(const std::string& key, absl::Cord value);
   void StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys);
   // ADD's and BARRIER's counter: the key's value as a number, 0 if it has none or another.
   int64_t CounterAt(const std::string& key) const;
@@ -90,8 +94,9 @@ class StoreCore {
   void WakeOne(const std::string& key);
   void CancelWait(StoreClientId id, Client& c);
   void Reply(StoreClientId id, Client& c, absl::string_view bytes);
+  void ReplyValue(StoreClientId id, Client& c, const absl::Cord& value);  // length-prefixed
 
-  std::unordered_map<std::string, std::string> kv_;
+  std::unordered_map<std::string, absl::Cord> kv_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;  // QUEUE_PUSH/POP (2.x)
   std::unordered_map<std::string, std::vector<StoreClientId>> waiters_;
   std::map<StoreClientId, Client> clients_;

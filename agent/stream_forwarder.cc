@@ -50,7 +50,7 @@ void StreamForwarder::Forward(UniqueFd client, absl::string_view head) {
   auto s = std::make_shared<Stream>();
   s->sides[0].fd = std::move(client);
   s->sides[1].fd = std::move(upstream);
-  s->sides[1].outbox.assign(head.data(), head.size());
+  s->sides[1].outbox.Append(head);
   for (Side& side : s->sides) {
     epoll_event ev{};
     ev.data.fd = side.fd.get();
@@ -90,7 +90,7 @@ void StreamForwarder::Pump(Stream& s) {
       size_t room = std::min(sizeof(buf), kMaxBuffered - to.outbox.size());
       ssize_t n = ::recv(from.fd.get(), buf, room, 0);
       if (n > 0) {
-        to.outbox.append(buf, static_cast<size_t>(n));
+        to.outbox.Append(absl::string_view(buf, static_cast<size_t>(n)));
       } else if (n == 0) {
         from.read_done = true;
       } else if (errno == EINTR) {
@@ -105,7 +105,7 @@ void StreamForwarder::Pump(Stream& s) {
   for (int i = 0; i < 2; ++i) {
     Side& to = s.sides[i];
     if (i == 1 && !s.connected) continue;
-    if (!SendPending(to.fd.get(), to.outbox)) return Close(s);
+    if (!to.outbox.SendTo(to.fd.get())) return Close(s);
     if (s.sides[1 - i].read_done && to.outbox.empty() && !to.write_shut) {
       ::shutdown(to.fd.get(), SHUT_WR);  // pass the half-close on
       to.write_shut = true;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "base/outbox.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
@@ -33,7 +34,7 @@ class StreamForwarder {
  private:
   struct Side {
     UniqueFd fd;
-    std::string outbox;      // bytes from the other side, not yet written to this one
+    Outbox outbox;           // bytes from the other side, not yet written to this one
     bool read_done = false;  // EOF read from this side
     bool write_shut = false;  // shutdown(SHUT_WR) sent to this side
   };

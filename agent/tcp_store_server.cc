@@ -7,8 +7,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +23,7 @@
 #include "agent/store_core.h"
 #include "agent/stream_forwarder.h"
 #include "base/guarded_thread.h"
+#include "base/outbox.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -77,7 +78,7 @@ using Clock = std::chrono::steady_clock;
 // One accepted client; `pending` holds bytes the socket did not take yet.
 struct Connection {
   UniqueFd fd;
-  std::string pending;
+  Outbox pending;
   Clock::time_point stalled_since;  // while `pending` is not empty: since the socket last took bytes
   bool paused = false;              // not read: its requests wait for its replies to be read
   bool classified = false;          // its first byte has been seen
@@ -221,9 +222,9 @@ void StoreLoop::Flush(int fd) {
   if (it == conns_.end()) return;
   Connection& conn = it->second;
   const size_t held = conn.pending.size();
-  conn.pending += core_.TakeOutput(Id(fd));
+  conn.pending.Append(core_.TakeOutput(Id(fd)));
   const size_t before = conn.pending.size();
-  if (!SendPending(fd, conn.pending)) return Close(fd);
+  if (!conn.pending.SendTo(fd)) return Close(fd);
   if (held == 0 || conn.pending.size() < before) conn.stalled_since = Clock::now();
   if (conn.pending.empty()) {
     backlogged_.erase(fd);
@@ -238,13 +239,17 @@ void StoreLoop::Flush(int fd) {
 }
 
 // Replies were read (or clients closed): requests that waited run, and their clients are read again.
+// Until none can run: a flush here may send a client's new replies whole (its reader keeps up),
+// and then no event would come to run the requests it still holds.
 void StoreLoop::ResumeWaiting() {
   if (!core_.holds_requests()) return;
-  for (StoreClientId id : core_.RunUnblocked()) {
-    spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core_.last_error());
-    Close(static_cast<int>(id));
+  while (core_.CanRunHeld()) {
+    for (StoreClientId id : core_.RunUnblocked()) {
+      spdlog::warn("store: closing a client that broke the TCPStore protocol: {}", core_.last_error());
+      Close(static_cast<int>(id));
+    }
+    for (StoreClientId id : core_.TakeClientsWithOutput()) Flush(static_cast<int>(id));
   }
-  for (StoreClientId id : core_.TakeClientsWithOutput()) Flush(static_cast<int>(id));
   std::vector<int> unpaused;  // Flush may close a connection: not while iterating
   for (const auto& [fd, conn] : conns_) {
     if (conn.paused && !core_.Waiting(Id(fd))) unpaused.push_back(fd);

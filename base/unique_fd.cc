@@ -40,33 +40,4 @@ bool WriteAll(int fd, const char* data, size_t size) {
   return true;
 }
 
-namespace {
-
-template <class WriteFn>
-bool FlushWith(std::string& pending, WriteFn write_some) {
-  while (!pending.empty()) {
-    ssize_t n = write_some(pending.data(), pending.size());
-    if (n > 0) {
-      pending.erase(0, static_cast<size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return true;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-bool SendPending(int fd, std::string& pending) {
-  return FlushWith(pending, [fd](const char* p, size_t n) { return ::send(fd, p, n, MSG_NOSIGNAL); });
-}
-
-bool WritePending(int fd, std::string& pending) {
-  return FlushWith(pending, [fd](const char* p, size_t n) { return ::write(fd, p, n); });
-}
-
 }  // namespace dtrun

@@ -40,10 +40,4 @@ absl::StatusOr<Pipe> MakePipe(bool nonblocking_read);
 // Writes all of `data` (retrying on EINTR/short writes). Returns false on error.
 bool WriteAll(int fd, const char* data, size_t size);
 
-// For event loops: writes as much of `pending` as the non-blocking `fd` takes now and erases that
-// part. False if the fd failed (the reader is gone); true when all is written or it would block.
-// SendPending is for sockets (no SIGPIPE), WritePending for pipes.
-bool SendPending(int fd, std::string& pending);
-bool WritePending(int fd, std::string& pending);
-
 }  // namespace dtrun

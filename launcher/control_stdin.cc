@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/guarded_thread.h"
+#include "base/outbox.h"
 #include "base/signal_names.h"
 #include "base/unique_fd.h"
 #include "spdlog/spdlog.h"
@@ -90,7 +91,7 @@ class ControlChannel {
       if (ready < 0) break;
       if (input_.valid() && (fds[1].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
         input_.Reset();  // the read end is gone
-        pending_.clear();
+        pending_.Clear();
       } else if (input_.valid() && fds[1].revents != 0) {
         FeedInput();
       }
@@ -117,7 +118,7 @@ class ControlChannel {
           dropped_ += c.input.size();
           return;
         }
-        pending_ += c.input;
+        pending_.Append(c.input);
         FeedInput();
         return;
       case ControlLine::Kind::kInputEnd:
@@ -131,8 +132,8 @@ class ControlChannel {
 
   void FeedInput() {
     if (!input_.valid()) return;
-    if (!WritePending(input_.get(), pending_)) {  // dtrun's stdin was closed: nobody reads input
-      pending_.clear();
+    if (!pending_.WriteTo(input_.get())) {  // dtrun's stdin was closed: nobody reads input
+      pending_.Clear();
       input_.Reset();
     } else if (pending_.empty() && input_over_) {
       input_.Reset();  // the end of input reaches the workers
@@ -141,7 +142,7 @@ class ControlChannel {
 
   ControlReader reader_;
   UniqueFd input_;       // the write end of this dtrun's stdin pipe
-  std::string pending_;  // input the pipe has not taken yet
+  Outbox pending_;       // input the pipe has not taken yet
   bool input_over_ = false;
   size_t dropped_ = 0;
 };

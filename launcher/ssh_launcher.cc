@@ -20,6 +20,7 @@
 #include "base/event_loop.h"
 #include "base/executable.h"
 #include "base/file_feed.h"
+#include "base/outbox.h"
 #include "base/signal_names.h"
 #include "base/unique_fd.h"
 #include "launcher/control_stdin.h"
@@ -60,7 +61,7 @@ struct Host {
   std::string name;
   std::optional<ChildProcess> ssh;
   UniqueFd control;    // the ssh's stdin (non-blocking)
-  std::string unsent;  // control lines the ssh has not taken yet
+  Outbox unsent;       // control lines the ssh has not taken yet
   UniqueFd input;      // what the StdinRouter sends this host (read end of its pipe)
   Stream out, err;
   bool exited = false;
@@ -185,12 +186,12 @@ class SshLauncher {
   // A line on a host's stdin, written as its ssh takes it.
   void Send(Host& h, absl::string_view line) {
     if (!h.control.valid()) return;
-    h.unsent.append(line.data(), line.size());
+    h.unsent.Append(line);
     FlushControl(h);
   }
   void FlushControl(Host& h) {
     if (!h.control.valid()) return;
-    if (!WritePending(h.control.get(), h.unsent)) {  // its ssh is gone
+    if (!h.unsent.WriteTo(h.control.get())) {  // its ssh is gone
       CloseControl(h);
       return;
     }
@@ -212,7 +213,7 @@ class SshLauncher {
       loop_->Unwatch(fd->get());
       fd->Reset();  // the router's writes to this host then fail, and it drops them
     }
-    h.unsent.clear();
+    h.unsent.Clear();
   }
 
   // Input the router sends this host, passed on in "input" lines.

@@ -20,6 +20,7 @@ T As(const std::string& bytes) {
   std::memcpy(&v, bytes.data(), std::min(bytes.size(), sizeof(T)));
   return v;
 }
+std::string Out(StoreCore& core, StoreClientId id) { return std::string(core.TakeOutput(id)); }
 // Legacy (1.13) op codes.
 constexpr uint8_t kSet = 0, kCompareSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5,
                   kNumKeys = 6, kDelete = 8;
@@ -29,17 +30,17 @@ TEST(StoreCoreTest, SetThenGetReturnsTheValue) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("value")));
   ASSERT_TRUE(core.OnData(1, Op(kGet) + Str("k")));
-  EXPECT_EQ(core.TakeOutput(1), Str("value"));
+  EXPECT_EQ(Out(core, 1), Str("value"));
 }
 
 TEST(StoreCoreTest, AddReturnsTheRunningTotalAsInt64) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kAdd) + Str("n") + Raw<int64_t>(3)));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 3);
+  EXPECT_EQ(As<int64_t>(Out(core, 1)), 3);
   ASSERT_TRUE(core.OnData(2, Op(kAdd) + Str("n") + Raw<int64_t>(-1)));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(2)), 2);
+  EXPECT_EQ(As<int64_t>(Out(core, 2)), 2);
   ASSERT_TRUE(core.OnData(2, Op(kGet) + Str("n")));
-  EXPECT_EQ(core.TakeOutput(2), Str("2"));
+  EXPECT_EQ(Out(core, 2), Str("2"));
 }
 
 // Found by fuzz/store_core_fuzz: a hostile delta overflowed a signed integer (undefined behaviour).
@@ -47,47 +48,47 @@ TEST(StoreCoreTest, AddPastInt64MaxWrapsAsLibTorchDoes) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kAdd) + Str("n") + Raw<int64_t>(std::numeric_limits<int64_t>::max())));
   ASSERT_TRUE(core.OnData(1, Op(kAdd) + Str("n") + Raw<int64_t>(2)));
-  core.TakeOutput(1);
+  Out(core, 1);
   ASSERT_TRUE(core.OnData(1, Op(kGet) + Str("n")));
-  EXPECT_EQ(core.TakeOutput(1), Str(std::to_string(std::numeric_limits<int64_t>::min() + 1)));
+  EXPECT_EQ(Out(core, 1), Str(std::to_string(std::numeric_limits<int64_t>::min() + 1)));
 }
 
 TEST(StoreCoreTest, WaitIsAnsweredWhenTheLastKeyIsSet) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kWait) + Raw<uint64_t>(2) + Str("a") + Str("b")));
-  EXPECT_EQ(core.TakeOutput(1), "");
+  EXPECT_EQ(Out(core, 1), "");
   ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("a") + Str("1")));
-  EXPECT_EQ(core.TakeOutput(1), "");
+  EXPECT_EQ(Out(core, 1), "");
   ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("b") + Str("2")));
   EXPECT_EQ(core.TakeClientsWithOutput(), std::vector<StoreClientId>{1});
-  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(0));  // STOP_WAITING
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(0));  // STOP_WAITING
 }
 
 TEST(StoreCoreTest, CheckReportsReadyOnlyWhenAllKeysExist) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(1) + Str("x")));
-  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(1));  // NOT_READY
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(1));  // NOT_READY
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("x") + Str("")));
   ASSERT_TRUE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(1) + Str("x")));
-  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(0));  // READY
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(0));  // READY
 }
 
 TEST(StoreCoreTest, CompareSetSwapsOnlyOnMatch) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kCompareSet) + Str("k") + Str("") + Str("first")));
-  EXPECT_EQ(core.TakeOutput(1), Str("first"));
+  EXPECT_EQ(Out(core, 1), Str("first"));
   ASSERT_TRUE(core.OnData(1, Op(kCompareSet) + Str("k") + Str("wrong") + Str("second")));
-  EXPECT_EQ(core.TakeOutput(1), Str("first"));
+  EXPECT_EQ(Out(core, 1), Str("first"));
   ASSERT_TRUE(core.OnData(1, Op(kCompareSet) + Str("k") + Str("first") + Str("second")));
-  EXPECT_EQ(core.TakeOutput(1), Str("second"));
+  EXPECT_EQ(Out(core, 1), Str("second"));
 }
 
 TEST(StoreCoreTest, DeleteAndNumKeys) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("a") + Str("1") + Op(kNumKeys)));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);
+  EXPECT_EQ(As<int64_t>(Out(core, 1)), 1);
   ASSERT_TRUE(core.OnData(1, Op(kDelete) + Str("a")));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);
+  EXPECT_EQ(As<int64_t>(Out(core, 1)), 1);
   EXPECT_EQ(core.num_keys(), 0u);
 }
 
@@ -95,25 +96,25 @@ TEST(StoreCoreTest, RequestsSplitAcrossReadsAreReassembled) {
   StoreCore core;
   std::string req = Op(kSet) + Str("key") + Str("value") + Op(kGet) + Str("key");
   for (char c : req) ASSERT_TRUE(core.OnData(7, std::string(1, c)));
-  EXPECT_EQ(core.TakeOutput(7), Str("value"));
+  EXPECT_EQ(Out(core, 7), Str("value"));
 }
 
 TEST(StoreCoreTest, ValidatedClientsUseTheShiftedOpCodes) {
   StoreCore core;
   // 2.2+: VALIDATE, then SET=1, GET=3, PING=13.
   ASSERT_TRUE(core.OnData(1, Validate() + Op(1) + Str("k") + Str("v") + Op(3) + Str("k")));
-  EXPECT_EQ(core.TakeOutput(1), Str("v"));
+  EXPECT_EQ(Out(core, 1), Str("v"));
   ASSERT_TRUE(core.OnData(1, Op(13) + Raw<uint32_t>(4242)));
-  EXPECT_EQ(As<uint32_t>(core.TakeOutput(1)), 4242u);
+  EXPECT_EQ(As<uint32_t>(Out(core, 1)), 4242u);
 }
 
 TEST(StoreCoreTest, CancelWaitAnswersWaitCanceled) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Validate() + Op(6) + Raw<uint64_t>(1) + Str("never")));
   ASSERT_TRUE(core.OnData(1, Op(12)));
-  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(1));
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(1));
   ASSERT_TRUE(core.OnData(2, Validate() + Op(1) + Str("never") + Str("x")));
-  EXPECT_EQ(core.TakeOutput(1), "");  // the cancelled wait is not woken
+  EXPECT_EQ(Out(core, 1), "");  // the cancelled wait is not woken
 }
 
 // 1.13 and 2.0 (no VALIDATE) number WATCH_KEY 7 and DELETE_KEY 8, send nothing past 8, and send
@@ -121,9 +122,9 @@ TEST(StoreCoreTest, CancelWaitAnswersWaitCanceled) {
 TEST(StoreCoreTest, UnvalidatedClientsUseTheTorch20NumberingForSevenAndEight) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("v") + Op(8) + Str("k")));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY
+  EXPECT_EQ(As<int64_t>(Out(core, 1)), 1);  // DELETE_KEY
   ASSERT_TRUE(core.OnData(2, Op(7) + Str("k") + Op(7) + Str("j")));
-  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(3) + Raw<uint8_t>(3));  // the callback connection's WATCH_KEYs
+  EXPECT_EQ(Out(core, 2), Raw<uint8_t>(3) + Raw<uint8_t>(3));  // the callback connection's WATCH_KEYs
 }
 
 // A 2.1 nightly (no VALIDATE, no WATCH_KEY) whose DELETE_KEY (7) comes after other requests and
@@ -132,9 +133,9 @@ TEST(StoreCoreTest, UnvalidatedClientsUseTheTorch20NumberingForSevenAndEight) {
 TEST(StoreCoreTest, ASevenAfterOtherRequestsIsThe21NightliesDeleteKey) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("v") + Op(7) + Str("k")));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY, not a WATCH_KEY acknowledgement
+  EXPECT_EQ(As<int64_t>(Out(core, 1)), 1);  // DELETE_KEY, not a WATCH_KEY acknowledgement
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("a") + Str("x") + Op(8) + Str("a") + Str("y") + Op(kGet) + Str("a")));
-  EXPECT_EQ(core.TakeOutput(1), Str("xy"));  // APPEND
+  EXPECT_EQ(Out(core, 1), Str("xy"));  // APPEND
 }
 
 // The 2.1 nightlies (no VALIDATE, no WATCH_KEY) number CANCEL_WAIT 11: that moves the connection to
@@ -142,16 +143,16 @@ TEST(StoreCoreTest, ASevenAfterOtherRequestsIsThe21NightliesDeleteKey) {
 TEST(StoreCoreTest, ACodeOnlyThe21NightliesSendSwitchesThatConnectionToTheirNumbering) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kWait) + Raw<uint64_t>(1) + Str("never") + Op(11)));
-  EXPECT_EQ(core.TakeOutput(1), Raw<uint8_t>(1));  // WAIT_CANCELED
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(1));  // WAIT_CANCELED
   ASSERT_TRUE(core.OnData(1, Op(kSet) + Str("k") + Str("ab") + Op(8) + Str("k") + Str("cd")));
   ASSERT_TRUE(core.OnData(1, Op(kGet) + Str("k")));
-  EXPECT_EQ(core.TakeOutput(1), Str("abcd"));  // APPEND, no reply of its own
+  EXPECT_EQ(Out(core, 1), Str("abcd"));  // APPEND, no reply of its own
   ASSERT_TRUE(core.OnData(1, Op(7) + Str("k")));
-  EXPECT_EQ(As<int64_t>(core.TakeOutput(1)), 1);  // DELETE_KEY
+  EXPECT_EQ(As<int64_t>(Out(core, 1)), 1);  // DELETE_KEY
   ASSERT_TRUE(core.OnData(1, Op(9) + Raw<uint64_t>(1) + Str("gone")));
-  EXPECT_EQ(core.TakeOutput(1), Str(""));  // MULTI_GET
+  EXPECT_EQ(Out(core, 1), Str(""));  // MULTI_GET
   ASSERT_TRUE(core.OnData(2, Op(7) + Str("w")));
-  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(3));  // still 1.13's WATCH_KEY on another connection
+  EXPECT_EQ(Out(core, 2), Raw<uint8_t>(3));  // still 1.13's WATCH_KEY on another connection
   EXPECT_FALSE(core.OnData(1, Op(12)));
   EXPECT_NE(core.last_error().find("request type 12 is not one 2.1 nightly clients send"), std::string::npos)
       << core.last_error();
@@ -181,7 +182,7 @@ TEST(StoreCoreTest, ClaimedCountsAndLengthsAreBoundedByWhatWasSent) {
   StoreCore core;
   ASSERT_TRUE(core.OnData(1, Op(kCheck) + Raw<uint64_t>(2)));
   ASSERT_TRUE(core.OnData(1, Str("a") + Str("b")));
-  EXPECT_EQ(As<uint8_t>(core.TakeOutput(1)), 1);  // not ready
+  EXPECT_EQ(As<uint8_t>(Out(core, 1)), 1);  // not ready
   // A value larger than the request limit closes the client before its bytes arrive.
   EXPECT_FALSE(core.OnData(3, Op(kSet) + Str("k") + Raw<uint64_t>(StoreCore::kMaxRequestBytes + 1)));
   // MULTI_SET (10 without VALIDATE) with an absurd pair count, too.
@@ -190,7 +191,7 @@ TEST(StoreCoreTest, ClaimedCountsAndLengthsAreBoundedByWhatWasSent) {
   for (StoreClientId id : {3, 4}) core.OnDisconnect(id);
   ASSERT_TRUE(core.OnData(5, Op(kSet) + Str("k") + Str("v")));
   ASSERT_TRUE(core.OnData(5, Op(kGet) + Str("k")));
-  EXPECT_EQ(core.TakeOutput(5), Str("v"));
+  EXPECT_EQ(Out(core, 5), Str("v"));
 }
 
 TEST(StoreCoreTest, UnfinishedInputOfAllClientsTogetherIsBounded) {
@@ -234,21 +235,24 @@ TEST(StoreCoreBacklogTest, RepliesNobodyReadsStopAtTheCapAndTheRestRunsOnceRead)
   std::string gets;
   for (int i = 0; i < 64; ++i) gets += GetRequest("big");
   ASSERT_TRUE(core.OnData(1, gets));
-  std::string out = core.TakeOutput(1);
+  std::string out = Out(core, 1);
   const size_t reply = 8 + big.size();
   EXPECT_EQ(out.size(), 8 * reply) << "64 MiB of replies, then the client waits";
   EXPECT_LE(out.size(), StoreCore::kMaxClientBacklogBytes + reply);
   core.SetUnsent(1, out.size());  // the server could not send them: the client is not reading
   EXPECT_TRUE(core.Waiting(1));
+  EXPECT_TRUE(core.holds_requests());
+  EXPECT_FALSE(core.CanRunHeld());
   EXPECT_TRUE(core.RunUnblocked().empty());
-  EXPECT_TRUE(core.TakeOutput(1).empty()) << "nothing more runs while the replies are unread";
+  EXPECT_TRUE(Out(core, 1).empty()) << "nothing more runs while the replies are unread";
   // Another client is served meanwhile: its own backlog is empty and the total is under its cap.
   ASSERT_TRUE(core.OnData(2, GetRequest("big")));
-  EXPECT_EQ(core.TakeOutput(2).size(), reply);
+  EXPECT_EQ(Out(core, 2).size(), reply);
   core.SetUnsent(1, 0);  // read at last
   EXPECT_FALSE(core.Waiting(1));
+  EXPECT_TRUE(core.CanRunHeld()) << "the server runs the held GETs now, whatever event brought it here";
   EXPECT_TRUE(core.RunUnblocked().empty());
-  EXPECT_EQ(core.TakeOutput(1).size(), 8 * reply);
+  EXPECT_EQ(Out(core, 1).size(), 8 * reply);
   EXPECT_EQ(core.backlog(), 0u) << "taken output is the server's to report as unsent";
   core.OnDisconnect(1);
   core.OnDisconnect(2);
@@ -272,20 +276,20 @@ TEST(StoreCoreNewestTest, QueuesPushPopAndCountAndWakeOneWaiterPerItem) {
   // Two consumers wait for the queue (a blocking pop waits on its key first).
   ASSERT_TRUE(core.OnData(2, Op(kVWait) + Raw<uint64_t>(1) + Str("jobs")));
   ASSERT_TRUE(core.OnData(3, Op(kVWait) + Raw<uint64_t>(1) + Str("jobs")));
-  EXPECT_TRUE(core.TakeOutput(2).empty());
+  EXPECT_TRUE(Out(core, 2).empty());
   ASSERT_TRUE(core.OnData(1, Op(kVQueuePush) + Str("jobs") + Str("a")));
-  EXPECT_EQ(core.TakeOutput(2), Raw<uint8_t>(0)) << "the first waiter is woken";
-  EXPECT_TRUE(core.TakeOutput(3).empty()) << "one item wakes one waiter";
+  EXPECT_EQ(Out(core, 2), Raw<uint8_t>(0)) << "the first waiter is woken";
+  EXPECT_TRUE(Out(core, 3).empty()) << "one item wakes one waiter";
   ASSERT_TRUE(core.OnData(1, Op(kVQueuePush) + Str("jobs") + Str("b")));
-  EXPECT_EQ(core.TakeOutput(3), Raw<uint8_t>(0));
+  EXPECT_EQ(Out(core, 3), Raw<uint8_t>(0));
   ASSERT_TRUE(core.OnData(1, Op(kVQueueLen) + Str("jobs")));
-  EXPECT_EQ(core.TakeOutput(1), Raw<int64_t>(2));
+  EXPECT_EQ(Out(core, 1), Raw<int64_t>(2));
   ASSERT_TRUE(core.OnData(2, Op(kVQueuePop) + Str("jobs")));
-  EXPECT_EQ(core.TakeOutput(2), Raw<int64_t>(2) + Str("a")) << "the size before the pop, then the item";
+  EXPECT_EQ(Out(core, 2), Raw<int64_t>(2) + Str("a")) << "the size before the pop, then the item";
   ASSERT_TRUE(core.OnData(3, Op(kVQueuePop) + Str("jobs")));
-  EXPECT_EQ(core.TakeOutput(3), Raw<int64_t>(1) + Str("b"));
+  EXPECT_EQ(Out(core, 3), Raw<int64_t>(1) + Str("b"));
   ASSERT_TRUE(core.OnData(3, Op(kVQueuePop) + Str("jobs")));
-  EXPECT_EQ(core.TakeOutput(3), Raw<int64_t>(0)) << "empty: the size alone";
+  EXPECT_EQ(Out(core, 3), Raw<int64_t>(0)) << "empty: the size alone";
 }
 
 TEST(StoreCoreNewestTest, ListKeysNamesEveryKeyAndABarrierReleasesEveryRankAtTheLast) {
@@ -293,17 +297,17 @@ TEST(StoreCoreNewestTest, ListKeysNamesEveryKeyAndABarrierReleasesEveryRankAtThe
   for (StoreClientId id : {1, 2, 3}) ASSERT_TRUE(core.OnData(id, Validate()));
   ASSERT_TRUE(core.OnData(1, Op(kVSet) + Str("only") + Str("v")));
   ASSERT_TRUE(core.OnData(1, Op(kVListKeys)));
-  EXPECT_EQ(core.TakeOutput(1), Raw<int64_t>(1) + Str("only"));
+  EXPECT_EQ(Out(core, 1), Raw<int64_t>(1) + Str("only"));
   ASSERT_TRUE(core.OnData(1, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
   ASSERT_TRUE(core.OnData(2, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
-  EXPECT_TRUE(core.TakeOutput(1).empty());
-  EXPECT_TRUE(core.TakeOutput(2).empty());
+  EXPECT_TRUE(Out(core, 1).empty());
+  EXPECT_TRUE(Out(core, 2).empty());
   ASSERT_TRUE(core.OnData(3, Op(kVBarrier) + Str("b") + Raw<int64_t>(3)));
-  for (StoreClientId id : {1, 2, 3}) EXPECT_EQ(core.TakeOutput(id), Raw<uint8_t>(0)) << "rank " << id;
+  for (StoreClientId id : {1, 2, 3}) EXPECT_EQ(Out(core, id), Raw<uint8_t>(0)) << "rank " << id;
   // A counter at the top of int64 wraps (as ADD does) instead of overflowing.
   ASSERT_TRUE(core.OnData(1, Op(kVSet) + Str("top") + Str("9223372036854775807")));
   ASSERT_TRUE(core.OnData(1, Op(kVBarrier) + Str("top") + Raw<int64_t>(2)));
-  EXPECT_TRUE(core.TakeOutput(1).empty()) << "the wrapped count is below the world size: it waits";
+  EXPECT_TRUE(Out(core, 1).empty()) << "the wrapped count is below the world size: it waits";
 }
 
 }  // namespace
