@@ -70,6 +70,8 @@ class StdinRouter {
   bool Takes(int rank) const;  // `rank`'s stdin is open
   int Target();  // the local rank that gets the next line; -1 if no worker takes input
   void Deliver();
+  size_t LineLength(absl::string_view input) const;
+  size_t SendLines(Sink& sink, absl::string_view lines);
   void WriteTo(Sink& sink);
   void UpdateInterest();
   void CloseSinksIfDone();

@@ -102,6 +102,31 @@ TEST_F(StdinRouterTest, AWorkerThatDoesNotReadHoldsItsLineAndTheRestWaits) {
   EXPECT_EQ(Received(1), "");
 }
 
+// Lines arrive faster than rank 0 reads: they go to it in one write as far as its pipe takes them;
+// the line the pipe cut waits for it, and the lines it never started are still the router's, so a
+// prompt from rank 1 gets the next whole one, as if every line had been sent on its own.
+TEST_F(StdinRouterTest, LinesThePipeDidNotStartStillGoToARankThatPrompts) {
+  std::string typed;
+  for (int i = 0; i < 4000; ++i) typed += "line " + std::to_string(i) + " of the input\n";  // ~90 KiB
+  ASSERT_GT(typed.size(), 65536u) << "more than a pipe holds";
+  for (size_t at = 0; at < typed.size(); at += 32 * 1024) Type(typed.substr(at, 32 * 1024));
+  router_->OnPrompt(1);
+  std::string got0, got1;
+  for (int i = 0; i < 100; ++i) {  // each turn reads both pipes: the router's writes wait on them
+    got0 += Received(0);
+    got1 += Received(1);
+    if (got0.size() + got1.size() >= typed.size()) break;
+    loop_->RunOnce(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  }
+  ASSERT_FALSE(got0.empty());
+  ASSERT_FALSE(got1.empty()) << "rank 1 prompted and got nothing";
+  EXPECT_EQ(got0.back(), '\n') << "rank 0 got whole lines only";
+  EXPECT_LT(got0.size(), typed.size());
+  // Every byte once, in order: rank 0 the lines up to the one its pipe cut; rank 1 (whose prompt
+  // took the next line, and which then keeps the input) all after.
+  EXPECT_EQ(got0 + got1, typed);
+}
+
 TEST(StdinRouterModeTest, FilesAndDevNullAreInheritedNotRouted) {
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   EXPECT_EQ(StdinRouter::ModeFor(null.get()), StdinRouter::Mode::kInherited);
