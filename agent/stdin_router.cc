@@ -132,7 +132,7 @@ int StdinRouter::Target() {
 size_t StdinRouter::LineLength(absl::string_view input) const {
   size_t nl = input.find('\n');
   if (nl != absl::string_view::npos) return nl + 1;
-  return (input_over_ || input_.size() >= kMaxBuffered) ? input.size() : 0;
+  return (input_over_ || input.size() >= kMaxBuffered) ? input.size() : 0;
 }
 
 namespace {

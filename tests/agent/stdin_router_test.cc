@@ -127,6 +127,33 @@ TEST_F(StdinRouterTest, LinesThePipeDidNotStartStillGoToARankThatPrompts) {
   EXPECT_EQ(got0 + got1, typed);
 }
 
+// A full buffer ends in a partial line: the complete lines before it are sent on, and the partial
+// one waits for its newline (only a buffer that is full of one line sends it unfinished).
+TEST_F(StdinRouterTest, APartialLineAfterAFullBuffersLinesWaitsForItsNewline) {
+  router_->SetWorkers({});                 // between rounds: the input piles up
+  const std::string tail(16 * 1024, 't');  // the partial line; what is before it fits in the pipe
+  std::string lines;
+  while (lines.size() < StdinRouter::kMaxBuffered - tail.size()) lines += "a short line\n";
+  lines.resize(StdinRouter::kMaxBuffered - tail.size());
+  lines.back() = '\n';
+  const std::string typed = lines + tail;  // exactly a full buffer
+  for (size_t at = 0; at < typed.size(); at += 50 * 1024) Type(typed.substr(at, 50 * 1024));
+  Pipe next = *MakePipe(true);
+  ASSERT_GE(::fcntl(next.write.get(), F_SETPIPE_SZ, 1 << 20), 1 << 20) << "a pipe that takes every line at once";
+  std::map<int, UniqueFd> sinks;
+  sinks[0] = std::move(next.write);
+  router_->SetWorkers(std::move(sinks));  // the next round: all the lines go in one write
+  std::string got;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(next.read.get(), buf, sizeof(buf))) > 0) got.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(got.size(), lines.size());
+  EXPECT_TRUE(got == lines) << "the partial line was sent before its newline";
+  Type("\n");
+  ASSERT_GT(n = ::read(next.read.get(), buf, sizeof(buf)), 0);
+  EXPECT_EQ(std::string(buf, static_cast<size_t>(n)), tail + "\n");
+}
+
 TEST(StdinRouterModeTest, FilesAndDevNullAreInheritedNotRouted) {
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   EXPECT_EQ(StdinRouter::ModeFor(null.get()), StdinRouter::Mode::kInherited);
