@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/loopback.h"
+#include "tests/support/poll.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/pty_session.h"
 #include "tests/support/status_probe.h"
@@ -19,7 +20,6 @@ namespace dtrun::testing {
 namespace {
 
 using std::chrono::seconds;
-using Clock = std::chrono::steady_clock;
 
 // Every job `dtrun status --json ARGS` prints (one document per line).
 std::vector<nlohmann::json> StatusJson(const std::map<std::string, std::string>& env, std::vector<std::string> args = {}) {
@@ -116,11 +116,13 @@ TEST_F(StatusTest, MetricsEndpointServesPrometheusAndStatusAndShrugsOffHostileCl
     WriteAll(s.get(), junk.data(), junk.size());
     hostile.push_back(std::move(s));
   }
-  const Clock::time_point deadline = Clock::now() + seconds(30);
   std::string metrics;
-  while (Clock::now() < deadline && metrics.find("dtrun_step{run_id=\"scraped\"") == std::string::npos) {
-    metrics = HttpGet(port, "GET /metrics HTTP/1.0\r\n\r\n");
-  }
+  PollUntil(
+      [&] {
+        metrics = HttpGet(port, "GET /metrics HTTP/1.0\r\n\r\n");
+        return metrics.find("dtrun_step{run_id=\"scraped\"") != std::string::npos;
+      },
+      seconds(30));
   EXPECT_NE(metrics.find(" 200 OK\r\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("# TYPE dtrun_restarts_total counter"), std::string::npos) << metrics;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/poll.h"
 
 namespace dtrun::testing {
 namespace {
@@ -98,14 +99,14 @@ std::pair<int, std::string> SlurmCluster::Run(std::vector<std::string> argv, std
 }
 
 bool SlurmCluster::WaitForIdleNodes(int nodes) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto [rc, out] = Run({"/usr/bin/sinfo", "-h", "-N", "-o", "%t"});
-    size_t idle = 0;
-    for (size_t at = out.find("idle"); at != std::string::npos; at = out.find("idle", at + 1)) ++idle;
-    if (rc == 0 && idle == static_cast<size_t>(nodes)) return true;
-  }
-  return false;
+  return PollUntil(
+      [&] {
+        auto [rc, out] = Run({"/usr/bin/sinfo", "-h", "-N", "-o", "%t"});
+        size_t idle = 0;
+        for (size_t at = out.find("idle"); at != std::string::npos; at = out.find("idle", at + 1)) ++idle;
+        return rc == 0 && idle == static_cast<size_t>(nodes);
+      },
+      std::chrono::seconds(60));
 }
 
 }  // namespace dtrun::testing

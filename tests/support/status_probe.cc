@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "tests/support/poll.h"
+
 namespace dtrun::testing {
 
 std::vector<nlohmann::json> ParseJsonLines(const std::string& out) {
@@ -26,14 +28,15 @@ std::map<int, int64_t> StepsByRank(const nlohmann::json& job) {
 
 nlohmann::json AwaitStatus(const std::function<std::vector<nlohmann::json>()>& ask,
                            const std::function<bool(const nlohmann::json&)>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   nlohmann::json last;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::vector<nlohmann::json> jobs = ask();
-    if (jobs.size() != 1 || !jobs[0].is_object()) continue;  // not up yet: a line that is no JSON
-    last = jobs[0];
-    if (done(last)) break;
-  }
+  PollUntil(
+      [&] {
+        std::vector<nlohmann::json> jobs = ask();
+        if (jobs.size() != 1 || !jobs[0].is_object()) return false;  // not up yet: a line that is no JSON
+        last = std::move(jobs[0]);
+        return done(last);
+      },
+      timeout);
   return last;
 }
 
