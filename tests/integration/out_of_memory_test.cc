@@ -11,11 +11,11 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/poll.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -54,16 +54,17 @@ class MemoryCgroup {
     // The kernel lets the cgroup go only once it has finished with the processes that were in it,
     // which can lag their exit (seen under TSan on cgroup v1: EBUSY), and v1 has no event for it:
     // retried for a bounded time. A process still inside after that is a real leak.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (::rmdir(dir_.c_str()) != 0) {
-      if (errno != EBUSY || std::chrono::steady_clock::now() > deadline) {
-        std::ifstream procs(dir_ + "/cgroup.procs");
-        std::string left((std::istreambuf_iterator<char>(procs)), {});
-        ADD_FAILURE() << "could not remove " << dir_ << ": " << std::strerror(errno) << "; processes in it: " << left;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    int error = 0;
+    PollUntil(
+        [&] {
+          error = ::rmdir(dir_.c_str()) == 0 ? 0 : errno;
+          return error != EBUSY;
+        },
+        std::chrono::seconds(10), std::chrono::milliseconds(20));
+    if (error == 0) return;
+    std::ifstream procs(dir_ + "/cgroup.procs");
+    std::string left((std::istreambuf_iterator<char>(procs)), {});
+    ADD_FAILURE() << "could not remove " << dir_ << ": " << std::strerror(error) << "; processes in it: " << left;
   }
   // Empty when no memory cgroup could be made (not root, no memory controller).
   const std::string& dir() const { return dir_; }
