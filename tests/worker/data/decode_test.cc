@@ -156,8 +156,15 @@ TEST(DecoderTest, ChunksClaimingMoreDataThanTheFileHoldsAreRefusedBeforeAnyAlloc
   Decoder d;
   ASSERT_TRUE(d.Info(bomb).ok());
   absl::StatusOr<Image> img = d.Decode(bomb, Box{0, 0, 8, 8}, 8, 8);
-  EXPECT_EQ(img.status().code(), absl::StatusCode::kResourceExhausted) << img.status();
-  EXPECT_NE(img.status().message().find("8x8 pixels asks for a"), absl::string_view::npos) << img.status();
+  ASSERT_FALSE(img.ok());
+  // Bookworm's stb grows its buffer toward the claim, which the bounded allocator refuses; trixie's
+  // stb refuses the chunk itself. Either way nothing near the claim is allocated.
+  if (img.status().code() == absl::StatusCode::kResourceExhausted) {
+    EXPECT_NE(img.status().message().find("8x8 pixels asks for a"), absl::string_view::npos) << img.status();
+  } else {
+    EXPECT_EQ(img.status().code(), absl::StatusCode::kDataLoss) << img.status();
+    EXPECT_NE(img.status().message().find("IDAT size limit"), absl::string_view::npos) << img.status();
+  }
 }
 
 TEST(DecoderTest, GifBmpAndPnmDecodeAndOtherFormatsAreNotImages) {
