@@ -160,20 +160,26 @@ bool HangWatch::Report() {
   }
   const bool still_ours = view_ && view_->phase == rdzv::JobPhase::kRunning && view_->round == round_;
   if (p.report_after && still_ours && options_.now() < *p.report_after) return false;
-  const PendingHang held = std::move(*pending_);
+  WorkerFailure f = std::move(*p.failure);  // set above
+  const progress::Hang hang = std::move(p.hang);
   pending_.reset();
-  WorkerFailure f = *held.failure;
   if (!still_ours && f.kind == rdzv::FailureKind::kHang && view_ && view_->stacks_round == round_) {
     spdlog::info("another node reported the hang first");
     return true;
   }
   f.time_unix_ms = UnixMillisNowAsFilesSeeIt();  // compared with error files' times
   events_.Record("hang", round_,
-                 {{"rank", f.global_rank}, {"local_rank", f.local_rank}, {"worker_pid", f.pid},
-                  {"detected_at_rank", group_->workers()[held.hang.local_rank].global_rank}, {"rule", held.hang.rule},
-                  {"section", held.hang.section}, {"step", held.hang.step},
-                  {"stuck_ms", held.hang.stuck_for.count()}, {"limit_ms", held.hang.limit.count()},
-                  {"stacks_dir", attempt_dir}, {"message", f.message}});
+                 {{"rank", f.global_rank},
+                  {"local_rank", f.local_rank},
+                  {"worker_pid", f.pid},
+                  {"detected_at_rank", group_->workers()[hang.local_rank].global_rank},
+                  {"rule", hang.rule},
+                  {"section", hang.section},
+                  {"step", hang.step},
+                  {"stuck_ms", hang.stuck_for.count()},
+                  {"limit_ms", hang.limit.count()},
+                  {"stacks_dir", attempt_dir},
+                  {"message", f.message}});
   report_(std::move(f));
   return true;
 }
