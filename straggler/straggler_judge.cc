@@ -11,6 +11,20 @@ namespace {
 
 bool Usable(double seconds) { return std::isfinite(seconds) && seconds >= 0; }
 
+// P(X >= n) for X ~ Binomial(k, p): how often chance alone makes one rank last in n of k steps.
+double ChanceOfAtLeast(int n, int k, double p) {
+  if (n <= 0) return 1;
+  if (n > k || p <= 0) return 0;
+  if (p >= 1) return 1;
+  double sum = 0;
+  for (int i = n; i <= k; ++i) {
+    const double log_term = std::lgamma(k + 1.0) - std::lgamma(i + 1.0) - std::lgamma(k - i + 1.0) + i * std::log(p) +
+                            (k - i) * std::log1p(-p);
+    sum += std::exp(log_term);
+  }
+  return std::min(sum, 1.0);
+}
+
 }  // namespace
 
 absl::Status StragglerJudge::Add(const StepWaits& s) {
@@ -34,6 +48,7 @@ absl::Status StragglerJudge::Add(const StepWaits& s) {
     if (static_cast<int>(r) != last) next = std::min(next, s.wait_s[r]);
   }
   world_ = s.wait_s.size();
+  if (chance_ == 0) chance_ = 1.0 / static_cast<double>(world_);
   return Add(StepLead{s.step, last, next - s.wait_s[last], s.step_s});
 }
 
@@ -57,10 +72,14 @@ std::optional<Verdict> StragglerJudge::Current() const { return current_; }
 std::optional<Verdict> StragglerJudge::Decide() const {
   if (window_.size() < static_cast<size_t>(options_.window)) return std::nullopt;
   std::map<int, int> last_in;
+  int with_last = 0;  // steps in which some rank was last by the margin
   double step_s = 0;
   for (const Seen& s : window_) {
     step_s += s.step_s;
-    if (s.last >= 0) ++last_in[s.last];
+    if (s.last >= 0) {
+      ++last_in[s.last];
+      ++with_last;
+    }
   }
   const double steps = static_cast<double>(window_.size());
   auto verdict = [&](int rank, int n) {
@@ -75,21 +94,34 @@ std::optional<Verdict> StragglerJudge::Decide() const {
     for (const auto& [v, k] : via) via_most = std::max(via_most, k);
     return Verdict{rank, n, static_cast<int>(window_.size()), step_s > 0 ? caused / step_s : 0, via_most};
   };
-  // The rank named now keeps its name at the lower bar; another needs the majority.
+  auto last_more_than_any_other = [&](int rank, int n) {
+    for (const auto& [other, m] : last_in) {
+      if (other != rank && m >= n) return false;
+    }
+    return true;
+  };
+  // The rank named now keeps its name at the lower bar while it is still the one most often last;
+  // another needs the majority, in a count that chance alone would rarely give.
   if (current_) {
     auto it = last_in.find(current_->rank);
-    if (it != last_in.end() && it->second >= options_.keep * steps) return verdict(it->first, it->second);
+    if (it != last_in.end() && it->second >= options_.keep * steps && last_more_than_any_other(it->first, it->second)) {
+      return verdict(it->first, it->second);
+    }
   }
+  const double chance = chance_ > 0 ? chance_ : 0.5;
   for (const auto& [rank, n] : last_in) {
-    if (n >= options_.majority * steps) return verdict(rank, n);
+    if (n >= options_.majority * steps && ChanceOfAtLeast(n, with_last, chance) < options_.alpha) {
+      return verdict(rank, n);
+    }
   }
   return std::nullopt;
 }
 
-void StragglerJudge::Reset() {
+void StragglerJudge::Reset(double chance) {
   current_.reset();
   window_.clear();
   world_ = 0;
+  chance_ = std::isfinite(chance) && chance > 0 && chance <= 1 ? chance : 0;
   last_step_ = -1;
 }
 

@@ -7,11 +7,17 @@
 // second-last, every rank would have waited that much less.
 //
 // A rank is named when, over a full window of recent steps, it was the last by a margin in half of
-// them, and stays named while it is in `keep` of them (so a verdict does not flap as the share
-// wavers around the bar). The margin is a share of the step time with a floor in seconds, so
-// ordinary jitter, where a different rank is last each step by a little, never names anyone.
-// Measured on a noisy 2-core box (docs/BENCHMARKS.md): clean runs reach at most 5 of 20 steps
-// for one rank, a throttled node's ranks 7 each, a rank slowed by 30% 10 within 9-16 steps.
+// them, and stays named while it is in `keep` of them and no other rank is last as often (so a
+// verdict does not flap as the share wavers around the bar). The margin is a share of the step
+// time with a floor in seconds, so ordinary jitter, where a different rank is last each step by a
+// little, never names anyone. Measured on a noisy 2-core box (docs/BENCHMARKS.md): clean runs of
+// 4 ranks on 4 nodes reach at most 5 of 20 steps for one rank, a throttled node's ranks 7 each, a
+// rank slowed by 30% 10 within 9-16 steps.
+//
+// Jitter larger than the margin is another matter: two ranks training on two busy cores take
+// turns, each last by the margin in about half the steps, and half is the bar. So the count must
+// also be one that chance alone would give less than `alpha` of the time, with each of the N
+// ranks last in 1/N of the steps that have a last rank: with 2 ranks, 17 of 20 such steps.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,7 @@ struct JudgeOptions {
   int window = 20;                 // steps looked at; no verdict before the window is full
   double majority = 0.5;           // share of the window's steps a rank must be last in
   double keep = 0.3;               // share that keeps a rank named once it is
+  double alpha = 0.001;            // how rarely chance may give a named rank's count
   double margin_fraction = 0.05;   // of the step time: a smaller lead is not "last"
   double margin_floor_s = 0.002;
 };
@@ -69,8 +76,10 @@ class StragglerJudge {
   absl::Status Add(const StepLead& lead);
   // The rank holding the job back now, if any.
   std::optional<Verdict> Current() const;
-  // Forgets the window (a new round: other ranks, another layout).
-  void Reset();
+  // Forgets the window (a new round: other ranks, another layout). `chance`: the share of the
+  // steps with a last rank that one rank is last in by chance, 1/N for N ranks; 0: not known (the
+  // first StepWaits' world size says it, else 1/2, the most cautious).
+  void Reset(double chance = 0);
 
  private:
   std::optional<Verdict> Decide() const;
@@ -84,6 +93,7 @@ class StragglerJudge {
   JudgeOptions options_;
   std::deque<Seen> window_;
   size_t world_ = 0;
+  double chance_ = 0;
   int64_t last_step_ = -1;
   std::optional<Verdict> current_;
 };

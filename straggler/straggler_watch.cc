@@ -3,18 +3,23 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 
 namespace dtrun::straggler {
 
 void StragglerWatch::Reset(int world, std::vector<int> node_of_rank) {
-  judge_.Reset();
-  node_judge_.Reset();
   ranks_.assign(world > 1 ? static_cast<size_t>(world) : 0, RankTrack{});
   const bool fits = static_cast<int>(node_of_rank.size()) == world &&
                     std::all_of(node_of_rank.begin(), node_of_rank.end(), [](int n) { return n >= 0; });
   node_of_rank_ = fits ? std::move(node_of_rank) : std::vector<int>{};
+  judge_.Reset(world > 1 ? 1.0 / world : 0);
+  // A node is last by chance as often as its share of the ranks: the largest node's share.
+  std::map<int, int> ranks_of_node;
+  int largest = 0;
+  for (int node : node_of_rank_) largest = std::max(largest, ++ranks_of_node[node]);
+  node_judge_.Reset(node_of_rank_.empty() ? 0 : static_cast<double>(largest) / world);
   pending_.clear();
   judged_ = -1;
   named_ = -1;

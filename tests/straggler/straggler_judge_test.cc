@@ -3,6 +3,7 @@
 // that do not fit are refused without changing the verdict.
 #include "straggler/straggler_judge.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -57,6 +58,38 @@ TEST(StragglerJudgeTest, JitterNamesNobodyInTwoThousandCleanSteps) {
     }
     EXPECT_EQ(blames, 0) << "world " << world;
   }
+}
+
+// Two ranks on two busy cores (the README's main job): jitter a quarter of the compute, so one or
+// the other is last by the margin in most steps, each in about half of them. Half is the bar, and
+// the old rule named each in turn; the count chance gives names nobody. A rank slowed by 30% in
+// the same noise is last in nearly every step, which chance does not give: it is named.
+TEST(StragglerJudgeTest, TwoRanksTakingTurnsAsLastInHeavyJitterAreNotNamedButASlowOneIs) {
+  constexpr double kHeavyJitter = 0.050;
+  StragglerJudge judge;
+  std::mt19937 rng(11);
+  int blames = 0, most_last_in = 0;
+  for (int step = 1; step <= 2000; ++step) {
+    ASSERT_TRUE(judge.Add(Step(step, 2, rng, kHeavyJitter)).ok());
+    blames += judge.Current().has_value();
+  }
+  EXPECT_EQ(blames, 0);
+  // The noise does put each rank last by the margin in about half of a window's steps.
+  StragglerJudge lenient(JudgeOptions{.alpha = 1.0});
+  for (int step = 1; step <= 2000; ++step) {
+    ASSERT_TRUE(lenient.Add(Step(step, 2, rng, kHeavyJitter)).ok());
+    if (lenient.Current()) most_last_in = std::max(most_last_in, lenient.Current()->last_in);
+  }
+  EXPECT_GE(most_last_in, 10) << "the jitter is not heavy enough to have named anyone before";
+
+  StragglerJudge slow;
+  int named_at = -1;
+  for (int step = 1; step <= 60 && named_at < 0; ++step) {
+    ASSERT_TRUE(slow.Add(Step(step, 2, rng, kHeavyJitter, /*slow_rank=*/1, /*slowdown=*/1.3)).ok());
+    if (slow.Current()) named_at = step;
+  }
+  ASSERT_GT(named_at, 0) << "not named in 60 steps";
+  EXPECT_EQ(slow.Current()->rank, 1);
 }
 
 TEST(StragglerJudgeTest, ARankThatRecoversIsNoLongerNamedOnceItsStepsLeaveTheWindow) {
