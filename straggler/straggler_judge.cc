@@ -12,15 +12,18 @@ namespace {
 bool Usable(double seconds) { return std::isfinite(seconds) && seconds >= 0; }
 
 // P(X >= n) for X ~ Binomial(k, p): how often chance alone makes one rank last in n of k steps.
+// Each term's binomial coefficient comes from the one before, in logs (no std::lgamma: glibc's
+// writes the global signgam, a race between judges on different threads).
 double ChanceOfAtLeast(int n, int k, double p) {
   if (n <= 0) return 1;
   if (n > k || p <= 0) return 0;
   if (p >= 1) return 1;
+  double log_choose = 0;  // log C(k, n)
+  for (int j = 1; j <= n; ++j) log_choose += std::log(k - n + j) - std::log(j);
   double sum = 0;
   for (int i = n; i <= k; ++i) {
-    const double log_term = std::lgamma(k + 1.0) - std::lgamma(i + 1.0) - std::lgamma(k - i + 1.0) + i * std::log(p) +
-                            (k - i) * std::log1p(-p);
-    sum += std::exp(log_term);
+    sum += std::exp(log_choose + i * std::log(p) + (k - i) * std::log1p(-p));
+    if (i < k) log_choose += std::log(k - i) - std::log(i + 1);  // C(k, i + 1) from C(k, i)
   }
   return std::min(sum, 1.0);
 }
@@ -48,7 +51,6 @@ absl::Status StragglerJudge::Add(const StepWaits& s) {
     if (static_cast<int>(r) != last) next = std::min(next, s.wait_s[r]);
   }
   world_ = s.wait_s.size();
-  if (chance_ == 0) chance_ = 1.0 / static_cast<double>(world_);
   return Add(StepLead{s.step, last, next - s.wait_s[last], s.step_s});
 }
 
@@ -108,7 +110,7 @@ std::optional<Verdict> StragglerJudge::Decide() const {
       return verdict(it->first, it->second);
     }
   }
-  const double chance = chance_ > 0 ? chance_ : 0.5;
+  const double chance = chance_ > 0 ? chance_ : world_ > 0 ? 1.0 / static_cast<double>(world_) : 0.5;
   for (const auto& [rank, n] : last_in) {
     if (n >= options_.majority * steps && ChanceOfAtLeast(n, with_last, chance) < options_.alpha) {
       return verdict(rank, n);

@@ -17,7 +17,8 @@
 // Jitter larger than the margin is another matter: two ranks training on two busy cores take
 // turns, each last by the margin in about half the steps, and half is the bar. So the count must
 // also be one that chance alone would give less than `alpha` of the time, with each of the N
-// ranks last in 1/N of the steps that have a last rank: with 2 ranks, 17 of 20 such steps.
+// ranks last in 1/N of the steps that have a last rank: with 2 ranks, 18 of 20 such steps (or 10
+// of 10).
 #pragma once
 
 #include <cstdint>
