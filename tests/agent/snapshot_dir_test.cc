@@ -39,15 +39,9 @@ const uint64_t kAfter = snapshot::JobHash("after");
 
 std::string Hex(uint64_t job) { return absl::StrFormat("%016x", job); }
 
-SnapshotStore Store() {
-  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(2, 1 << 20);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return std::move(*store);
-}
-
 // Ranks 2 and 3 of 4 on this node, each with the snapshots of steps 7 and 8.
 SnapshotStore StoreOfRanks2And3() {
-  SnapshotStore store = Store();
+  SnapshotStore store = testing::TwoRankSnapshotStore();
   for (int lr = 0; lr < 2; ++lr) {
     for (int64_t step : {7, 8}) {
       testing::WriteTestSnapshot(store.fd(lr), snapshot::SlotHeader{kBefore, 2 + lr, 4, step, 0, 0, 0, 0},
@@ -88,7 +82,7 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
 
   dir = SnapshotDir::Open(path);  // the next run's
   ASSERT_TRUE(dir.ok()) << dir.status();
-  SnapshotStore next = Store();
+  SnapshotStore next = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome loaded = dir->Load(next, kAfter, 2, 4);
   EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
   EXPECT_EQ(loaded.ranks, 2);
@@ -102,12 +96,12 @@ TEST(SnapshotDirTest, AnUnfinishedJobsSnapshotsComeBackInTheNextRunsRegions) {
   }
 
   // Other ranks of the same world take nothing: their own agents load their files.
-  SnapshotStore other = Store();
+  SnapshotStore other = testing::TwoRankSnapshotStore();
   EXPECT_EQ(dir->Load(other, kAfter, 0, 4).ranks, 0);
   EXPECT_FALSE(other.Newest(0).has_value());
 
   // A keep with nothing to keep (the job stopped before any snapshot) leaves the files as they were.
-  EXPECT_EQ(dir->Keep(Store(), kAfter).ranks, 0);
+  EXPECT_EQ(dir->Keep(testing::TwoRankSnapshotStore(), kAfter).ranks, 0);
   EXPECT_THAT(Names(path), ElementsAre("rank-2-of-4.dtsnap", "rank-3-of-4.dtsnap"));
 
   // The job finished as ranks 2 and 3 of 4; a temporary a killed agent left goes too.
@@ -144,7 +138,7 @@ TEST(SnapshotDirTest, TwoNodesInContainersKeepIntoOneSharedDirectoryWithoutClobb
   ASSERT_TRUE(dir.ok()) << dir.status();
   std::vector<SnapshotStore> nodes;
   for (int node = 0; node < 2; ++node) {
-    nodes.push_back(Store());
+    nodes.push_back(testing::TwoRankSnapshotStore());
     for (int lr = 0; lr < 2; ++lr) {
       const int rank = 2 * node + lr;
       testing::WriteTestSnapshot(nodes.back().fd(lr), snapshot::SlotHeader{kBefore, rank, 4, 9, 0, 0, 0, 0},
@@ -176,7 +170,7 @@ TEST(SnapshotDirTest, TwoNodesInContainersKeepIntoOneSharedDirectoryWithoutClobb
   absl::StatusOr<SnapshotDir> next_run = SnapshotDir::Open(path);
   ASSERT_TRUE(next_run.ok()) << next_run.status();
   for (int node = 0; node < 2; ++node) {
-    SnapshotStore next = Store();
+    SnapshotStore next = testing::TwoRankSnapshotStore();
     const SnapshotDir::Outcome loaded = next_run->Load(next, kAfter, 2 * node, 4);
     EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
     EXPECT_EQ(loaded.ranks, 2);
@@ -208,7 +202,7 @@ TEST(SnapshotDirTest, AFileAnotherRunningJobWroteIsNeitherReplacedNorRemoved) {
   UniqueFd my_lock = Hold(*mine, kMine), their_lock = Hold(*theirs, kTheirs);
   ASSERT_TRUE(my_lock.valid() && their_lock.valid()) << "no file locks in " << path;
   auto store_of = [](uint64_t job) {
-    SnapshotStore store = Store();
+    SnapshotStore store = testing::TwoRankSnapshotStore();
     for (int lr = 0; lr < 2; ++lr) {
       testing::WriteTestSnapshot(store.fd(lr), snapshot::SlotHeader{job, 2 + lr, 4, 9, 0, 0, 0, 0}, "state");
     }
@@ -236,7 +230,7 @@ TEST(SnapshotDirTest, AFileAnotherRunningJobWroteIsNeitherReplacedNorRemoved) {
   mine->ReleaseRun(std::move(my_lock), kMine);
   EXPECT_THAT(Names(path), ElementsAre(".run-" + Hex(kTheirs) + ".lock", "rank-3-of-4.dtsnap"));
   theirs->ReleaseRun(std::move(their_lock), kTheirs);
-  SnapshotStore next = Store();
+  SnapshotStore next = testing::TwoRankSnapshotStore();
   EXPECT_EQ(SnapshotDir::Open(path)->Load(next, kAfter, 2, 4).ranks, 1);  // theirs, whole, once it is over
 }
 
@@ -254,7 +248,7 @@ TEST(SnapshotDirTest, TheFilesOfAJobStillRunningAreNotLoaded) {
   ASSERT_TRUE(other_agent.valid());
   ASSERT_EQ(running->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // its --snapshot-dir-every copies
 
-  SnapshotStore next = Store();
+  SnapshotStore next = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(next, kAfter, 2, 4);
   EXPECT_EQ(loaded.ranks, 0);
   EXPECT_THAT(loaded.problems, ElementsAre("the snapshots of ranks 2, 3 in " + path + " are another run's, one running "
@@ -291,7 +285,7 @@ TEST(SnapshotDirTest, ARunLockThatCannotBeTakenIsNamedWithTheFixAndTheSnapshotsS
                                        "replace, this job's snapshots unnoticed"),
                              HasSubstr("give each job a directory of its own"))));
   ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);
-  SnapshotStore next = Store();
+  SnapshotStore next = testing::TwoRankSnapshotStore();
   EXPECT_EQ(dir->Load(next, kAfter, 2, 4).ranks, 2);
 }
 
@@ -299,7 +293,7 @@ TEST(SnapshotDirTest, ARunLockThatCannotBeTakenIsNamedWithTheFixAndTheSnapshotsS
 // they remove their own), and every file of another world size.
 // Ranks 0 and 1 of a world of `world_size`, each with one snapshot of `step`.
 SnapshotStore StoreOfRanks0And1(int64_t world_size, int64_t step) {
-  SnapshotStore store = Store();
+  SnapshotStore store = testing::TwoRankSnapshotStore();
   for (int lr = 0; lr < 2; ++lr) {
     testing::WriteTestSnapshot(store.fd(lr), snapshot::SlotHeader{kBefore, lr, world_size, step, 0, 0, 0, 0},
                                "state of step " + std::to_string(step));
@@ -335,7 +329,7 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
   ASSERT_EQ(dir->Keep(StoreOfRanks2And3(), kBefore).ranks, 2);  // ranks 2, 3 of 4: a node-local directory
 
   setenv(env::kSnapshotPeers, "off", 1);
-  SnapshotStore strict = Store();
+  SnapshotStore strict = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome refused = dir->Load(strict, kAfter, 0, 2);
   unsetenv(env::kSnapshotPeers);
   EXPECT_EQ(refused.ranks, 0);
@@ -343,7 +337,7 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
                                                       "(DTRUN_SNAPSHOT_PEERS=off")));
   EXPECT_FALSE(strict.Newest(0).has_value());
 
-  SnapshotStore smaller = Store();  // ranks 0 and 1 of 2: neither 0 nor 1 of 4 is here
+  SnapshotStore smaller = testing::TwoRankSnapshotStore();  // ranks 0 and 1 of 2: neither 0 nor 1 of 4 is here
   const SnapshotDir::Outcome loaded = dir->Load(smaller, kAfter, 0, 2);
   EXPECT_TRUE(loaded.problems.empty()) << loaded.problems[0];
   EXPECT_EQ(loaded.Describe(), "2 ranks' snapshots of steps 7, 8 (12 kB)");
@@ -363,9 +357,9 @@ TEST(SnapshotDirTest, ARunInAnotherWorldSizeResumesFromTheStateTheOldWorldKeptAn
   EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap", "rank-1-of-2.dtsnap"));
   // A world of 4 again: ranks 0 and 1 take the two files; ranks 2 and 3 take none (no file maps to
   // them) and will receive a holder's copy, so that each old rank's state is weighed once.
-  SnapshotStore upper = Store();
+  SnapshotStore upper = testing::TwoRankSnapshotStore();
   EXPECT_EQ(dir->Load(upper, kAfter, 2, 4).ranks, 0);
-  SnapshotStore lower = Store();
+  SnapshotStore lower = testing::TwoRankSnapshotStore();
   EXPECT_EQ(dir->Load(lower, kAfter, 0, 4).taken_by_world, 2);
   for (int lr = 0; lr < 2; ++lr) {
     std::optional<snapshot::SlotHeader> newest = lower.Newest(lr);
@@ -389,7 +383,7 @@ TEST(SnapshotDirTest, PlantedNamesWithHostileNumbersAreNeitherLoadedNorFatal) {
         "rank-1-of-.dtsnap", "rank-1-of-2-of-3.dtsnap", "rank-1-of-2.dtsnap.old", "rank-0x1-of-2.dtsnap"}) {
     std::ofstream(path + "/" + name) << "planted";
   }
-  SnapshotStore store = Store();
+  SnapshotStore store = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome loaded = dir->Load(store, kAfter, 0, 3);
   EXPECT_EQ(loaded.ranks, 0);
   EXPECT_FALSE(store.Newest(0).has_value());
@@ -421,12 +415,12 @@ TEST(SnapshotDirTest, OfTwoOtherWorldsTheOneWrittenLastIsLoaded) {
   ASSERT_EQ(SnapshotDir::Open(path)->Keep(StoreOfRanks0And1(2, 20), kBefore).ranks, 2);
   WrittenAt(path, 3, 2000);
   WrittenAt(path, 2, 1000);
-  SnapshotStore store = Store();
+  SnapshotStore store = testing::TwoRankSnapshotStore();
   EXPECT_EQ(SnapshotDir::Open(path)->Load(store, kAfter, 0, 4).taken_by_world, 3);
   ASSERT_TRUE(store.Newest(0).has_value());
   EXPECT_EQ(store.Newest(0)->step, 30);
   WrittenAt(path, 2, 3000);
-  SnapshotStore again = Store();
+  SnapshotStore again = testing::TwoRankSnapshotStore();
   EXPECT_EQ(SnapshotDir::Open(path)->Load(again, kAfter, 0, 4).taken_by_world, 2);
   ASSERT_TRUE(again.Newest(1).has_value());
   EXPECT_EQ(again.Newest(1)->step, 20);
@@ -445,7 +439,7 @@ TEST(SnapshotDirTest, AWorldsFilesFromAPassCutShortWinOverTheOlderFilesOfTheRuns
   const uint64_t kWider = snapshot::JobHash("wider");
   absl::StatusOr<SnapshotDir> wider = SnapshotDir::Open(path);
   ASSERT_TRUE(wider.ok()) << wider.status();
-  SnapshotStore wide = Store();
+  SnapshotStore wide = testing::TwoRankSnapshotStore();
   ASSERT_EQ(wider->Load(wide, kWider, 0, 4).taken_by_world, 2);
   // It trains to step 70; the first pass of copies writes rank 0's file (which supersedes rank 0
   // of 2's) and is cut short by the SIGKILL.
@@ -459,7 +453,7 @@ TEST(SnapshotDirTest, AWorldsFilesFromAPassCutShortWinOverTheOlderFilesOfTheRuns
   const uint64_t kNarrower = snapshot::JobHash("narrower");
   absl::StatusOr<SnapshotDir> narrower = SnapshotDir::Open(path);
   ASSERT_TRUE(narrower.ok()) << narrower.status();
-  SnapshotStore narrow = Store();
+  SnapshotStore narrow = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome loaded = narrower->Load(narrow, kNarrower, 0, 2);
   EXPECT_EQ(loaded.taken_by_world, 4);
   EXPECT_THAT(loaded.steps, ElementsAre(70));
@@ -475,7 +469,7 @@ TEST(SnapshotDirTest, AWorldsFilesFromAPassCutShortWinOverTheOlderFilesOfTheRuns
   testing::WriteTestSnapshot(narrow.fd(0), snapshot::SlotHeader{kNarrower, 0, 2, 80, 0, 0, 0, 0}, "state of step 80");
   ASSERT_TRUE(narrower->KeepRank(narrow, 0, kNarrower, snapshot::Slots::kNewest).ok());
   EXPECT_THAT(Names(path), ElementsAre("rank-0-of-2.dtsnap"));
-  SnapshotStore wide_again = Store();
+  SnapshotStore wide_again = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome again = SnapshotDir::Open(path)->Load(wide_again, kAfter, 0, 4);
   EXPECT_EQ(again.taken_by_world, 2);
   EXPECT_THAT(again.steps, ElementsAre(80));
@@ -500,7 +494,7 @@ TEST(SnapshotDirTest, TheRunsOwnWorldsLeftoverFileLosesToAnotherWorldsNewerOne) 
   // Files of the run's own world written as late as the other's are its own to go on from.
   WrittenAt(path, 4, 2000);
   WrittenAt(path, 2, 2000);
-  SnapshotStore tie = Store();
+  SnapshotStore tie = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome own = SnapshotDir::Open(path)->Load(tie, kAfter, 0, 4);
   EXPECT_EQ(own.taken_by_world, 0);
   EXPECT_EQ(own.superseded, 0);
@@ -508,7 +502,7 @@ TEST(SnapshotDirTest, TheRunsOwnWorldsLeftoverFileLosesToAnotherWorldsNewerOne) 
   EXPECT_EQ(tie.Newest(1)->step, 50);
 
   WrittenAt(path, 4, 1000);
-  SnapshotStore store = Store();  // ranks 0 and 1 of 4 again
+  SnapshotStore store = testing::TwoRankSnapshotStore();  // ranks 0 and 1 of 4 again
   const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(store, kAfter, 0, 4);
   EXPECT_EQ(loaded.taken_by_world, 2);
   EXPECT_THAT(loaded.steps, ElementsAre(90));
@@ -534,7 +528,7 @@ TEST(SnapshotDirTest, APlantedSymlinkOrADamagedFileIsNotLoaded) {
     f.seekp(-10, std::ios::end);
     f.put('\x55');
   }
-  SnapshotStore next = Store();
+  SnapshotStore next = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome loaded = SnapshotDir::Open(path)->Load(next, kAfter, 2, 4);
   EXPECT_THAT(loaded.problems, ElementsAre(HasSubstr("cannot read " + rank2),
                                            HasSubstr("rank-3-of-4.dtsnap not used: the snapshot of step 8 fails its "

@@ -17,12 +17,6 @@ using ::testing::ElementsAre;
 
 const uint64_t kJob = snapshot::JobHash("job");
 
-SnapshotStore Store() {
-  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(2, 1 << 20);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return std::move(*store);
-}
-
 void Snapshot(const SnapshotStore& store, int local_rank, int64_t step) {
   testing::WriteTestSnapshot(store.fd(local_rank), snapshot::SlotHeader{kJob, local_rank, 2, step, 0, 0, 0, 0},
                              std::string(2000, static_cast<char>(step)));
@@ -37,7 +31,7 @@ ino_t Inode(const std::string& path) {
 TEST(SnapshotPersisterTest, EachRanksNewestSnapshotIsCopiedOnceAndAgainWhenANewerOneIsTaken) {
   absl::StatusOr<SnapshotDir> dir = SnapshotDir::Open(testing::MakeTempDir());
   ASSERT_TRUE(dir.ok()) << dir.status();
-  SnapshotStore store = Store();
+  SnapshotStore store = testing::TwoRankSnapshotStore();
   // A pass an hour from now: only PersistNow copies here.
   SnapshotPersister persister(*dir, store, kJob, std::chrono::hours(1));
   EXPECT_TRUE(persister.PersistNow().empty());
@@ -60,7 +54,7 @@ TEST(SnapshotPersisterTest, EachRanksNewestSnapshotIsCopiedOnceAndAgainWhenANewe
   EXPECT_NE(Inode(rank0), first);
 
   // The next run (its own view of the directory) gets the newest step of each rank, and only that one.
-  SnapshotStore next = Store();
+  SnapshotStore next = testing::TwoRankSnapshotStore();
   const SnapshotDir::Outcome loaded = SnapshotDir::Open(dir->path())->Load(next, snapshot::JobHash("next run"), 0, 2);
   EXPECT_TRUE(loaded.problems.empty());
   EXPECT_THAT(loaded.steps, ElementsAre(8, 9));

@@ -19,6 +19,7 @@
 #include "snapshot/snapshot_region.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_probe.h"
+#include "tests/support/suite_memo.h"
 #include "tests/support/test_snapshots.h"
 
 namespace dtrun::testing {
@@ -42,7 +43,7 @@ std::pair<int, std::string> RunScript(const std::string& py, std::vector<std::st
 const std::map<std::string, std::string> kOnFailureOff = {{"DTRUN_SNAPSHOT_ON_FAILURE", "off"}};
 
 // Both ranks' parameter digests, which DDP keeps equal; "" unless both were printed and agree.
-std::string Digest(const std::string& out) {
+std::string BothRanksDigest(const std::string& out) {
   std::smatch m0, m1;
   if (!std::regex_search(out, m0, std::regex(R"(\[default0\]:DIGEST rank=0 ([0-9a-f]{16}))")) ||
       !std::regex_search(out, m1, std::regex(R"(\[default1\]:DIGEST rank=1 ([0-9a-f]{16}))")) || m0[1] != m1[1]) {
@@ -63,13 +64,14 @@ class PythonSnapshotTest : public ::testing::Test {
     if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
     py_ = *py;
   }
+  // One run for the whole suite (tests/support/suite_memo.h): each test is a process of its own.
   const std::string& Uninterrupted() {
-    static const std::string digest = [this] {
+    static const std::string digest = OncePerSuite("python_snapshot_test.uninterrupted_digest", [this] {
       auto [rc, out] = RunScript(py_, {}, {});
       EXPECT_EQ(rc, 0) << out;
       EXPECT_NE(out.find("[default1]:FRESH"), std::string::npos) << out;
-      return Digest(out);
-    }();
+      return BothRanksDigest(out);
+    });
     return digest;
   }
   std::string py_;
@@ -90,7 +92,7 @@ TEST_F(PythonSnapshotTest, AKilledRanksPeerKeepsItsLastStepOnTheWayOutAndTheJobL
       << out;
   EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
   EXPECT_NE(out.find("[default0]:RESTORED step=23"), std::string::npos) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
   std::vector<nlohmann::json> kept = EventsOfKind(events, "state_kept");
   ASSERT_EQ(kept.size(), 1u) << out;
   EXPECT_EQ(kept[0]["rank"], 0);
@@ -117,7 +119,7 @@ TEST_F(PythonSnapshotTest, APeerWhoseKeepingOutlastsTheStopGraceIsWaitedForAndLo
   EXPECT_EQ(kept[0]["rank"], 0);
   EXPECT_TRUE(kept[0]["stopping"].get<bool>()) << kept[0];
   EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
   std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
   ASSERT_EQ(recovered.size(), 1u) << out;
   EXPECT_EQ(recovered[0]["lost_steps"], 0) << recovered[0];
@@ -142,7 +144,7 @@ TEST_F(PythonSnapshotTest, AFrozenRankAndItsBlockedPeerKeepTheirStateWhenDtrunSt
   EXPECT_EQ(kept_by, (std::set<int>{0, 1})) << out;
   EXPECT_NE(out.find("[default0]:RESTORED step=23"), std::string::npos) << out;
   EXPECT_NE(out.find("[default1]:RESTORED step=23"), std::string::npos) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
 }
 
 TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheSameParameters) {
@@ -154,7 +156,7 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(RestoredStep(out), 20) << out;
   EXPECT_NE(out.find("[default0]:RESTORED step=20"), std::string::npos) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
   std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
   ASSERT_EQ(recovered.size(), 1u) << out;
   EXPECT_EQ(recovered[0]["source"], "memory");
@@ -182,7 +184,7 @@ TEST_F(PythonSnapshotTest, AJobOutOfRestartsResumesInItsNextRunFromTheSnapshotsI
   EXPECT_NE(out.find("[dtrun] loaded 2 ranks' snapshots of steps 15, 20, 23 "), std::string::npos) << out;
   EXPECT_NE(out.find("[default0]:RESTORED step=23"), std::string::npos) << out;
   EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
   EXPECT_TRUE(std::filesystem::is_empty(kept)) << out;
 
   auto [fresh_rc, fresh] = RunScript(py_, {"--snapshot-dir", kept}, {});
@@ -213,7 +215,7 @@ TEST_F(PythonSnapshotTest, AChangedModelThatFailsOnTheKeptStateIsToldHowToStartA
   auto [rc, out] = RunScript(py_, {"--snapshot-dir", kept}, {});
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(RestoredStep(out), kCrashAt) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
 }
 
 // Preempted (SIGTERM to dtrun, as Slurm and Kubernetes send it) between periodic snapshots (every
@@ -257,8 +259,8 @@ TEST_F(PythonSnapshotTest, APreemptedScriptsNextRunResumesAtTheStepItWasStoppedA
   EXPECT_NE(out.find("[default0]:RESTORED step=" + std::to_string(restored)), std::string::npos) << out;
   auto [clean_rc, clean] = run({}, last_step + 10);
   ASSERT_EQ(clean_rc, 0) << clean;
-  EXPECT_FALSE(Digest(out).empty()) << out;
-  EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
+  EXPECT_FALSE(BothRanksDigest(out).empty()) << out;
+  EXPECT_EQ(BothRanksDigest(out), BothRanksDigest(clean)) << out << clean;
 }
 
 // Each rank's step in --snapshot-dir as `dtrun status --json` shows it (`kept_step`; -1: none).
@@ -312,8 +314,8 @@ TEST_F(PythonSnapshotTest, AJobKilledWithItsLauncherResumesFromTheCopiesMadeWhil
   EXPECT_EQ(RestoredStep(out), copy) << out;
   auto [clean_rc, clean] = run({});
   ASSERT_EQ(clean_rc, 0) << clean;
-  EXPECT_FALSE(Digest(out).empty()) << out;
-  EXPECT_EQ(Digest(out), Digest(clean)) << out << clean;
+  EXPECT_FALSE(BothRanksDigest(out).empty()) << out;
+  EXPECT_EQ(BothRanksDigest(out), BothRanksDigest(clean)) << out << clean;
 }
 
 // `dtrun kill --run-id` from another shell, as a user ends a job by hand: dtrun keeps the ranks'
@@ -481,7 +483,7 @@ TEST_F(PythonSnapshotTest, AScriptWithoutHeartbeatsGetsItsRecoveryAndTheStepsItL
   auto [rc, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5", "--event-log", events},
                              {"--crash-at", std::to_string(kCrashAt), "--no-heartbeat"}, kOnFailureOff);
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
   std::vector<nlohmann::json> recovered = EventsOfKind(events, "recovered");
   ASSERT_EQ(recovered.size(), 1u) << out;
   EXPECT_EQ(recovered[0]["restored_step"], 20) << recovered[0];
@@ -536,7 +538,7 @@ TEST_F(PythonSnapshotTest, ARankThatLostItsSnapshotsReceivesItsPeersCopyWithTheS
       << out;
   EXPECT_EQ(RestoredStep(out), 20) << out;
   EXPECT_NE(out.find("[default0]:RESTORED step=20"), std::string::npos) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
   // The restart's two ranks (a fresh start sends none): rank 0 from its own copy, rank 1 from rank 0's.
   std::multiset<std::string> sources;
   for (const nlohmann::json& r : EventsOfKind(events, "state_restored")) sources.insert(r["source"].get<std::string>());
@@ -585,7 +587,7 @@ TEST_F(PythonSnapshotTest, WithPeersOffARankThatLostItsSnapshotsMakesTheScriptSt
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("receiving rank 0's copy"), std::string::npos) << out;
   EXPECT_EQ(RestoredStep(out), -1) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
 }
 
 TEST_F(PythonSnapshotTest, TheDefaultCadenceAlsoResumesFromMemory) {
@@ -595,7 +597,7 @@ TEST_F(PythonSnapshotTest, TheDefaultCadenceAlsoResumesFromMemory) {
   // The first two steps are always kept; after that the measured cost sets how often.
   EXPECT_GE(RestoredStep(out), 1) << out;
   EXPECT_LE(RestoredStep(out), kCrashAt) << out;
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
 }
 
 TEST_F(PythonSnapshotTest, WithSnapshotsOffTheScriptStartsAfreshAndEndsTheSame) {
@@ -605,7 +607,7 @@ TEST_F(PythonSnapshotTest, WithSnapshotsOffTheScriptStartsAfreshAndEndsTheSame) 
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(RestoredStep(out), -1) << out;
   EXPECT_NE(out.find("round 1: worker rank 1"), std::string::npos) << out;  // it did crash
-  EXPECT_EQ(Digest(out), Uninterrupted()) << out;
+  EXPECT_EQ(BothRanksDigest(out), Uninterrupted()) << out;
 }
 
 TEST_F(PythonSnapshotTest, AStateOverTheCapIsNamedWithTheFixAndTrainingGoesOn) {
@@ -614,7 +616,7 @@ TEST_F(PythonSnapshotTest, AStateOverTheCapIsNamedWithTheFixAndTrainingGoesOn) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("snapshot of step 1 not taken: the training state is over"), std::string::npos) << out;
   EXPECT_NE(out.find("raise dtrun --snapshot-memory"), std::string::npos) << out;
-  EXPECT_FALSE(Digest(out).empty()) << out;
+  EXPECT_FALSE(BothRanksDigest(out).empty()) << out;
 }
 
 // `dtrun status` shows each rank's newest snapshot, read from the agent's region, and its step,

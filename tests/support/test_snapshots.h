@@ -8,6 +8,7 @@
 #include <iterator>
 #include <string>
 
+#include "agent/snapshot_store.h"
 #include "gtest/gtest.h"
 #include "snapshot/snapshot_region.h"
 
@@ -28,6 +29,13 @@ inline void WriteTestSnapshot(int region_fd, const snapshot::SlotHeader& header,
   absl::StatusOr<snapshot::MappedRegion> region = snapshot::MappedRegion::Map(region_fd);
   ASSERT_TRUE(region.ok()) << region.status();
   WriteTestSnapshot(*region, header, payload);
+}
+
+// A node's store of snapshot regions for two local ranks, 1 MiB each (a failure is the test's).
+inline SnapshotStore TwoRankSnapshotStore() {
+  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(2, 1 << 20);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return std::move(*store);
 }
 
 // The step of the one snapshot in a --snapshot-dir-every copy (its first record, after the file's

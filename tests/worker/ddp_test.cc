@@ -15,7 +15,7 @@ namespace {
 
 #if DTRUN_WITH_GLOO
 
-constexpr int kWorld = 2;
+constexpr int kDdpRanks = 2;
 
 // Two layers of one shape, so that a bucket of one paired with the other's on another rank
 // would be summed without an error: only the values would be wrong.
@@ -43,13 +43,13 @@ torch::Tensor Input(int rank) { return torch::linspace(-1, 1, 4 * 16).reshape({4
 // Each parameter's gradient averaged over the ranks' inputs, computed without communication.
 std::vector<torch::Tensor> AveragedGradients() {
   std::vector<torch::Tensor> sum;
-  for (int rank = 0; rank < kWorld; ++rank) {
+  for (int rank = 0; rank < kDdpRanks; ++rank) {
     Twins net;
     net->forward(Input(rank), rank).square().sum().backward();
     std::vector<torch::Tensor> params = net->parameters();
     for (size_t i = 0; i < params.size(); ++i) {
       if (sum.size() <= i) sum.push_back(torch::zeros_like(params[i]));
-      sum[i] += params[i].grad() / kWorld;
+      sum[i] += params[i].grad() / kDdpRanks;
     }
   }
   return sum;
@@ -57,13 +57,13 @@ std::vector<torch::Tensor> AveragedGradients() {
 
 TEST(DdpTest, BucketsLaunchedDuringBackwardAreAllReducedInOneOrderWhateverOrderTheGradientsCameIn) {
   const std::vector<torch::Tensor> expected = AveragedGradients();
-  std::vector<std::vector<torch::Tensor>> got(kWorld);
-  const std::vector<std::string> errors = testing::OnEveryRank(kWorld, [&](int rank, ProcessGroupHandle& pg) {
+  std::vector<std::vector<torch::Tensor>> got(kDdpRanks);
+  const std::vector<std::string> errors = testing::OnEveryRank(kDdpRanks, [&](int rank, ProcessGroupHandle& pg) {
     Twins net;
     DdpOptions o;
     o.bucket_mb = 1e-9;  // a bucket per parameter
     o.overlap = true;
-    DistributedDataParallel ddp(net.ptr(), pg, kWorld, o);
+    DistributedDataParallel ddp(net.ptr(), pg, kDdpRanks, o);
     for (int step = 0; step < 3; ++step) {  // the order holds step after step
       for (torch::Tensor& p : net->parameters()) p.mutable_grad() = torch::Tensor();
       net->forward(Input(rank), rank).square().sum().backward();
@@ -71,7 +71,7 @@ TEST(DdpTest, BucketsLaunchedDuringBackwardAreAllReducedInOneOrderWhateverOrderT
     }
     for (const torch::Tensor& p : net->parameters()) got[rank].push_back(p.grad().clone());
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < kDdpRanks; ++r) {
     ASSERT_EQ(errors[r], "") << "rank " << r;
     ASSERT_EQ(got[r].size(), expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {

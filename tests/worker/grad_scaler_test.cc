@@ -14,11 +14,11 @@ std::vector<torch::Tensor> ParamsWithGrad(float g) {
 TEST(GradScalerTest, OverflowSkipsTheStepAndHalvesTheScale) {
   GradScaler s;
   EXPECT_EQ(s.scale(), 65536.0);
-  testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStdout();
   EXPECT_FALSE(s.UnscaleAndUpdate(ParamsWithGrad(std::numeric_limits<float>::infinity()), nullptr));
-  EXPECT_NE(testing::internal::GetCapturedStdout().find(
-                "Gradient overflow. Skipping step, loss scale reduced to 32768"),
-            std::string::npos);
+  EXPECT_NE(
+      ::testing::internal::GetCapturedStdout().find("Gradient overflow. Skipping step, loss scale reduced to 32768"),
+      std::string::npos);
   EXPECT_EQ(s.scale(), 32768.0);
   EXPECT_FALSE(s.UnscaleAndUpdate(ParamsWithGrad(std::nanf("")), nullptr));
   EXPECT_EQ(s.scale(), 16384.0);

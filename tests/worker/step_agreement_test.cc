@@ -22,7 +22,7 @@ namespace {
 
 #if DTRUN_WITH_GLOO
 
-constexpr int kWorld = 2;
+constexpr int kRanks = 2;
 
 // One rank's side: a tiny model and optimizer (the state a snapshot fingerprints), and its
 // StepAgreement, with no snapshot region and no agent.
@@ -33,7 +33,7 @@ struct Rank {
     model->weight.copy_(torch::arange(6, torch::kFloat32).reshape({2, 3}) / 10);
     model->bias.copy_(torch::tensor({0.5f, -0.5f}));
     optimizer = std::make_unique<ForeachSgd>(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-    agreement = std::make_unique<StepAgreement>(&pg, torch::kCPU, rank, kWorld, reports, nullptr, nullptr);
+    agreement = std::make_unique<StepAgreement>(&pg, torch::kCPU, rank, kRanks, reports, nullptr, nullptr);
   }
   TrainState State() { return TrainState{model.ptr().get(), optimizer.get(), nullptr, &progress}; }
 
@@ -46,16 +46,16 @@ struct Rank {
 };
 
 std::vector<std::string> OnEveryRank(const std::function<void(Rank&)>& body) {
-  return testing::OnEveryRank(kWorld, [&](int r, ProcessGroupHandle& pg) {
+  return testing::OnEveryRank(kRanks, [&](int r, ProcessGroupHandle& pg) {
     Rank rank(r, pg);
     body(rank);
   });
 }
 
 TEST(StepAgreementTest, ALaggedVerdictReachesEveryRankAtTheSameStepOneLater) {
-  std::vector<std::vector<bool>> stops(kWorld), snapshots(kWorld);
+  std::vector<std::vector<bool>> stops(kRanks), snapshots(kRanks);
   // Not std::vector<bool>: its bits share words, and the ranks' threads write them at once.
-  std::vector<char> first_was_empty(kWorld);
+  std::vector<char> first_was_empty(kRanks);
   const std::vector<std::string> errors = OnEveryRank([&](Rank& r) {
     first_was_empty[r.rank] = !r.agreement->TakeVerdict().has_value();
     for (int64_t step = 1; step <= 5; ++step) {
@@ -71,7 +71,7 @@ TEST(StepAgreementTest, ALaggedVerdictReachesEveryRankAtTheSameStepOneLater) {
     }
     EXPECT_FALSE(r.agreement->TakeVerdict().has_value()) << "taken once";
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_TRUE(first_was_empty[r]) << "nothing proposed yet";
     EXPECT_EQ(stops[r], (std::vector<bool>{false, false, true, false, false})) << "rank " << r;
@@ -81,21 +81,21 @@ TEST(StepAgreementTest, ALaggedVerdictReachesEveryRankAtTheSameStepOneLater) {
 }
 
 TEST(StepAgreementTest, AProposalStillInFlightIsTakenBeforeTheNext) {
-  std::vector<int> verdicts(kWorld);
+  std::vector<int> verdicts(kRanks);
   const std::vector<std::string> errors = OnEveryRank([&](Rank& r) {
     r.agreement->Propose(StepWishes{}, 1);
     r.agreement->Propose(StepWishes{}, 2);  // the vote of step 1 settles first
     verdicts[r.rank] = r.agreement->TakeVerdict().has_value() ? 1 : 0;
     verdicts[r.rank] += r.agreement->TakeVerdict().has_value() ? 1 : 0;
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(verdicts[r], 1) << "rank " << r << ": one vote left in flight, taken once";
   }
 }
 
 TEST(StepAgreementTest, ASnapshotKeptBeforeALaggedVoteIsComparedInIt) {
-  std::vector<std::string> summaries(kWorld);
+  std::vector<std::string> summaries(kRanks);
   const std::vector<std::string> errors = OnEveryRank([&](Rank& r) {
     r.progress.global_step = 4;
     r.agreement->Snapshot(r.State(), 0, 4);
@@ -103,7 +103,7 @@ TEST(StepAgreementTest, ASnapshotKeptBeforeALaggedVoteIsComparedInIt) {
     r.agreement->TakeVerdict();
     summaries[r.rank] = r.agreement->Summary();
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < kRanks; ++r) {
     EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(summaries[r], "replica checks: 1 in the steps' all-reduce") << "rank " << r;
   }
@@ -120,7 +120,7 @@ TEST(StepAgreementTest, ReplicasThatDifferAreFoundWhenTheLaggedVoteIsRead) {
     r.agreement->Propose(StepWishes{}, 1);  // queued; nothing is thrown yet
     r.agreement->TakeVerdict();
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < kRanks; ++r) {
     EXPECT_NE(errors[r].find("the replicas diverged at step 1"), std::string::npos)
         << "rank " << r << ": " << errors[r];
   }
@@ -133,7 +133,7 @@ TEST(StepAgreementTest, ALossNotFiniteOnOneRankOnlyEndsTheAttemptWhenTheLaggedVo
     r.agreement->Propose(mine, 9);
     r.agreement->TakeVerdict();
   });
-  for (int r = 0; r < kWorld; ++r) {
+  for (int r = 0; r < kRanks; ++r) {
     EXPECT_NE(errors[r].find("the loss of step 9 is not finite on rank(s) 1 only"), std::string::npos)
         << "rank " << r << ": " << errors[r];
   }
