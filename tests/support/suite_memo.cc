@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "gtest/gtest.h"
 #include "tests/support/poll.h"
+#include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
 namespace {
@@ -19,13 +19,6 @@ namespace {
 // The longest a test waits for another to compute: the longest a test may run (CTest's timeout,
 // tests/CMakeLists.txt). A holder that dies drops its lock with its last descriptor.
 constexpr std::chrono::seconds kLongestCompute(300);
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Holds an exclusive flock on `path` for its lifetime (invalid when it could not be taken).
 class FileLock {
@@ -60,8 +53,9 @@ std::string OncePerSuite(const std::string& key, const std::function<std::string
                   << key << " here";
     return compute();
   }
-  if (std::filesystem::exists(value_path)) return ReadWhole(value_path);
-  std::string value = compute();
+  std::string value = ReadText(value_path);  // "" when nobody has computed it yet
+  if (!value.empty()) return value;
+  value = compute();
   if (value.empty()) return value;
   const std::string partial = value_path + ".partial";
   std::ofstream(partial, std::ios::binary | std::ios::trunc) << value;
