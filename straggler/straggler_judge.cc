@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -72,7 +74,8 @@ absl::Status StragglerJudge::Add(const StepLead& s) {
 std::optional<Verdict> StragglerJudge::Current() const { return current_; }
 
 std::optional<Verdict> StragglerJudge::Decide() const {
-  if (window_.size() < static_cast<size_t>(options_.window)) return std::nullopt;
+  const size_t decide_from = options_.decide_from > 0 ? options_.decide_from : options_.window;
+  if (window_.size() < std::min(decide_from, static_cast<size_t>(options_.window))) return std::nullopt;
   std::map<int, int> last_in;
   int with_last = 0;  // steps in which some rank was last by the margin
   double step_s = 0;
@@ -102,19 +105,28 @@ std::optional<Verdict> StragglerJudge::Decide() const {
     }
     return true;
   };
-  // The rank named now keeps its name at the lower bar while it is still the one most often last;
-  // another needs the majority, in a count that chance alone would rarely give.
+  const double chance = chance_ > 0 ? chance_ : world_ > 0 ? 1.0 / static_cast<double>(world_) : 0.5;
+  // With `alpha_over_all`, the bars are shared by the 1/chance ranks that could reach them.
+  const double share = options_.alpha_over_all ? chance : 1;
+  // The rank named now keeps its name at the lower bars while it is still the one most often last;
+  // another needs the majority, in a count that chance alone would rarely give, and to have cost
+  // enough. Counts are tried from the largest: a smaller one that chance gives too often stops it.
   if (current_) {
     auto it = last_in.find(current_->rank);
-    if (it != last_in.end() && it->second >= options_.keep * steps && last_more_than_any_other(it->first, it->second)) {
+    if (it != last_in.end() && it->second >= options_.keep * steps && last_more_than_any_other(it->first, it->second) &&
+        (options_.keep_alpha >= 1 || ChanceOfAtLeast(it->second, with_last, chance) < options_.keep_alpha * share)) {
       return verdict(it->first, it->second);
     }
   }
-  const double chance = chance_ > 0 ? chance_ : world_ > 0 ? 1.0 / static_cast<double>(world_) : 0.5;
-  for (const auto& [rank, n] : last_in) {
-    if (n >= options_.majority * steps && ChanceOfAtLeast(n, with_last, chance) < options_.alpha) {
-      return verdict(rank, n);
-    }
+  std::vector<std::pair<int, int>> by_count;  // (count, rank)
+  for (const auto& [rank, n] : last_in) by_count.emplace_back(n, rank);
+  std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  for (const auto& [n, rank] : by_count) {
+    if (n < options_.majority * steps || ChanceOfAtLeast(n, with_last, chance) >= options_.alpha * share) break;
+    Verdict v = verdict(rank, n);
+    if (v.cost_share >= options_.min_cost_share) return v;
   }
   return std::nullopt;
 }

@@ -19,6 +19,14 @@
 // also be one that chance alone would give less than `alpha` of the time, with each of the N
 // ranks last in 1/N of the steps that have a last rank: with 2 ranks, 18 of 20 such steps (or 10
 // of 10).
+//
+// The same judge over a long window, with no majority and a smaller `alpha`, names a rank that is
+// last more often than chance gives but in fewer than half the steps (StragglerWatch's sustained
+// judges): a verdict may then come before the window is full (`decide_from`), needs the rank to
+// have cost a share of the step time (`min_cost_share`), and is kept only while chance still
+// rarely gives the count (`keep_alpha`). Without a majority any of the N ranks may reach the bar,
+// so there `alpha` bounds how often chance gives the count to any of them (`alpha_over_all`: a
+// rank's own count must be N times rarer).
 #pragma once
 
 #include <cstdint>
@@ -31,10 +39,14 @@
 namespace dtrun::straggler {
 
 struct JudgeOptions {
-  int window = 20;                 // steps looked at; no verdict before the window is full
+  int window = 20;                 // steps looked at
+  int decide_from = 0;             // steps seen before any verdict (0: a full window)
   double majority = 0.5;           // share of the window's steps a rank must be last in
   double keep = 0.3;               // share that keeps a rank named once it is
   double alpha = 0.001;            // how rarely chance may give a named rank's count
+  double keep_alpha = 1;           // ...and the count that keeps the name (1: any count)
+  bool alpha_over_all = false;     // the alphas bound how often chance gives any rank its count
+  double min_cost_share = 0;       // of the window's step time: a rank that cost less is not named
   double margin_fraction = 0.05;   // of the step time: a smaller lead is not "last"
   double margin_floor_s = 0.002;
 };

@@ -15,14 +15,17 @@ void StragglerWatch::Reset(int world, std::vector<int> node_of_rank) {
                     std::all_of(node_of_rank.begin(), node_of_rank.end(), [](int n) { return n >= 0; });
   node_of_rank_ = fits ? std::move(node_of_rank) : std::vector<int>{};
   judge_.Reset(world > 1 ? 1.0 / world : 0);
+  sustained_.Reset(world > 1 ? 1.0 / world : 0);
   // A node is last by chance as often as its share of the ranks: the largest node's share.
   std::map<int, int> ranks_of_node;
   int largest = 0;
   for (int node : node_of_rank_) largest = std::max(largest, ++ranks_of_node[node]);
   node_judge_.Reset(node_of_rank_.empty() ? 0 : static_cast<double>(largest) / world);
+  sustained_node_.Reset(node_of_rank_.empty() ? 0 : static_cast<double>(largest) / world);
   pending_.clear();
   judged_ = -1;
   named_ = -1;
+  verdict_.reset();
   link_ = false;
   next_link_look_ = -1;
   named_since_ = -1;
@@ -66,15 +69,26 @@ absl::Status StragglerWatch::Observe(int rank, int64_t step, double wait_s, doub
 
 void StragglerWatch::Judge(int64_t step, const Pending& p) {
   // Cannot fail: the step is after every judged one, the times were checked on the way in.
-  judge_.Add(StepLead{step, p.min_rank, p.next_s - p.min_s, p.step_s}).IgnoreError();
+  const StepLead rank_lead{step, p.min_rank, p.next_s - p.min_s, p.step_s};
+  judge_.Add(rank_lead).IgnoreError();
+  sustained_.Add(rank_lead).IgnoreError();
   if (!node_of_rank_.empty() && std::isfinite(p.other_node_s)) {
-    node_judge_.Add(StepLead{step, node_of_rank_[p.min_rank], p.other_node_s - p.min_s, p.step_s, p.min_rank})
-        .IgnoreError();
+    const StepLead node_lead{step, node_of_rank_[p.min_rank], p.other_node_s - p.min_s, p.step_s, p.min_rank};
+    node_judge_.Add(node_lead).IgnoreError();
+    sustained_node_.Add(node_lead).IgnoreError();
   }
   judged_ = step;
-  const std::optional<Verdict> rank = judge_.Current();
-  const std::optional<Verdict> node = rank ? std::nullopt : NodeVerdict();
-  const int named = rank ? rank->rank : node ? -2 - node->rank : -1;
+  // A rank, else a node; then the sustained judges, nodes first (see the header).
+  int named = -1;
+  std::optional<Verdict> verdict;
+  for (const auto& [judge, of_nodes] : {std::pair{&judge_, false}, std::pair{&node_judge_, true},
+                                        std::pair{&sustained_node_, true}, std::pair{&sustained_, false}}) {
+    verdict = of_nodes ? NodeVerdict(*judge) : judge->Current();
+    if (verdict) {
+      named = of_nodes ? -2 - verdict->rank : verdict->rank;
+      break;
+    }
+  }
   // The others' waits are looked at when a name is given, then once a window: they are means over
   // the window, and the look walks every rank.
   bool link = named != -1 && link_;
@@ -84,6 +98,7 @@ void StragglerWatch::Judge(int64_t step, const Pending& p) {
   }
   if (named != named_ || link != link_) named_since_ = named == -1 ? -1 : step;
   named_ = named;
+  verdict_ = verdict;
   link_ = link;
   // Every rank has reported this step, and each reports its steps in order: an older step still
   // pending missed a report that will never come.
@@ -119,16 +134,12 @@ bool StragglerWatch::OthersWaitUnevenly(int named) const {
 
 std::optional<Finding> StragglerWatch::Named() const {
   if (named_ == -1) return std::nullopt;
-  if (named_ >= 0) {
-    const std::optional<Verdict> v = judge_.Current();
-    return Finding{link_ ? Culprit::kLink : Culprit::kRank, named_, NodeOf(named_), *v};
-  }
-  const std::optional<Verdict> v = NodeVerdict();
-  return Finding{link_ ? Culprit::kLink : Culprit::kNode, -1, -2 - named_, *v};
+  if (named_ >= 0) return Finding{link_ ? Culprit::kLink : Culprit::kRank, named_, NodeOf(named_), *verdict_};
+  return Finding{link_ ? Culprit::kLink : Culprit::kNode, -1, -2 - named_, *verdict_};
 }
 
-std::optional<Verdict> StragglerWatch::NodeVerdict() const {
-  std::optional<Verdict> v = node_judge_.Current();
+std::optional<Verdict> StragglerWatch::NodeVerdict(const StragglerJudge& judge) const {
+  std::optional<Verdict> v = judge.Current();
   if (v && v->via_most >= kOneRankShare * v->last_in) return std::nullopt;
   return v;
 }

@@ -125,6 +125,85 @@ TEST(StragglerJudgeTest, TheNamedRankKeepsItsNameAtALowerBarThanANewOneNeeds) {
   EXPECT_EQ(fresh.Current()->rank, 2);
 }
 
+// The sustained judge's settings (StragglerWatch::Sustained): a long window, no majority, a count
+// chance gives any rank rarely.
+JudgeOptions SustainedOptions() {
+  return JudgeOptions{.window = 200,
+                      .decide_from = 20,
+                      .majority = 0,
+                      .keep = 0,
+                      .alpha = 1e-4,
+                      .keep_alpha = 1e-3,
+                      .alpha_over_all = true,
+                      .min_cost_share = 0.025};
+}
+
+// A step of four ranks reduced to its lead: `last` ahead of the next by `lead_s` of a 200 ms step
+// (-1: nobody ahead by the margin of 10 ms).
+StepLead Lead(int64_t step, int last, double lead_s = 0.030) {
+  return StepLead{step, last < 0 ? 0 : last, last < 0 ? 0.001 : lead_s, 0.200};
+}
+
+TEST(StragglerJudgeTest, ALongWindowGivesAVerdictOnceItHasDecideFromSteps) {
+  StragglerJudge judge(SustainedOptions());
+  judge.Reset(0.25);
+  for (int64_t step = 1; step < 20; ++step) {
+    ASSERT_TRUE(judge.Add(Lead(step, 3)).ok());
+    EXPECT_FALSE(judge.Current().has_value())
+        << "step " << step;  // chance gives 19 of 19 rarely enough, but too few steps
+  }
+  ASSERT_TRUE(judge.Add(Lead(20, 3)).ok());
+  ASSERT_TRUE(judge.Current().has_value());
+  EXPECT_EQ(judge.Current()->rank, 3);
+  EXPECT_EQ(judge.Current()->window, 20) << "the steps seen so far";
+}
+
+// Last in 40% of the steps among four ranks: under any majority, but far beyond the quarter
+// chance gives. Named once the count is rare enough, and only if it cost enough.
+TEST(StragglerJudgeTest, ARankLastInFortyPercentOfTheStepsIsNamedOverALongWindowIfItCostEnough) {
+  auto run = [](double lead_s) {
+    StragglerJudge judge(SustainedOptions());
+    judge.Reset(0.25);
+    int64_t named_at = -1;
+    for (int64_t step = 1; step <= 200 && named_at < 0; ++step) {
+      // Rank 2 in steps 0, 2, 5, 7 of every 10, the others one each, nobody in two.
+      static constexpr int kLast[10] = {2, 0, 2, 1, -1, 2, 3, 2, -1, 0};
+      EXPECT_TRUE(judge.Add(Lead(step, kLast[step % 10], lead_s)).ok());
+      if (judge.Current()) named_at = step;
+    }
+    if (named_at > 0) {
+      EXPECT_EQ(judge.Current()->rank, 2);
+    }
+    return named_at;
+  };
+  const int64_t named_at = run(0.030);  // 40% of the steps at 15% of the step time: 6%
+  EXPECT_GT(named_at, 20);
+  EXPECT_LE(named_at, 150);
+  EXPECT_EQ(run(0.011), -1) << "40% of the steps at 5.5% of the step time is 2.2%, under the 2.5% floor";
+}
+
+// Named at a count chance gives any rank less than 0.01% of the time, kept while it gives it less
+// than 0.1%: the name outlives the bar that gave it.
+TEST(StragglerJudgeTest, ALongWindowKeepsANameWhileChanceStillRarelyGivesItsCount) {
+  auto steps_named_after = [](double keep_alpha) {
+    JudgeOptions options = SustainedOptions();
+    options.keep_alpha = keep_alpha;
+    StragglerJudge judge(options);
+    judge.Reset(0.25);
+    int64_t step = 0;
+    for (int i = 0; i < 40; ++i) EXPECT_TRUE(judge.Add(Lead(++step, 1)).ok());
+    EXPECT_TRUE(judge.Current().has_value());
+    int kept = 0;
+    for (int i = 0; i < 400 && judge.Current(); ++i, ++kept) EXPECT_TRUE(judge.Add(Lead(++step, i % 4)).ok());
+    EXPECT_FALSE(judge.Current().has_value()) << "still named after 400 even steps";
+    return kept;
+  };
+  const int at_the_naming_bar = steps_named_after(1e-4);
+  const int at_the_keeping_bar = steps_named_after(1e-3);
+  EXPECT_GT(at_the_keeping_bar, at_the_naming_bar);
+  EXPECT_LE(at_the_keeping_bar, 200) << "gone once its steps have left the window";
+}
+
 TEST(StragglerJudgeTest, StepsThatDoNotFitAreRefusedAndChangeNothing) {
   StragglerJudge judge;
   std::mt19937 rng(4);
