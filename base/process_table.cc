@@ -84,10 +84,11 @@ absl::StatusOr<std::vector<std::string>> StatFields(pid_t pid) {
   return fields;
 }
 
-// Parses PPID (field 4) and start time (field 22) from /proc/PID/stat.
-absl::Status ParseStat(pid_t pid, pid_t* ppid, unsigned long long* start_ticks) {
+// Parses PPID (field 4), the process group (field 5) and start time (field 22) from /proc/PID/stat.
+absl::Status ParseStat(pid_t pid, ProcessEntry* entry) {
   DT_ASSIGN_OR_RETURN(std::vector<std::string> fields, StatFields(pid));
-  if (!absl::SimpleAtoi(fields[1], ppid) || !absl::SimpleAtoi(fields[19], start_ticks)) {
+  if (!absl::SimpleAtoi(fields[1], &entry->ppid) || !absl::SimpleAtoi(fields[2], &entry->pgid) ||
+      !absl::SimpleAtoi(fields[19], &entry->start_ticks)) {
     return absl::NotFoundError(absl::StrCat("unreadable /proc/", pid, "/stat"));
   }
   return absl::OkStatus();
@@ -146,16 +147,15 @@ std::map<pid_t, uint64_t> ThreadsInUninterruptibleSleep(pid_t pid) {
 }
 
 absl::StatusOr<unsigned long long> ProcessStartTicks(pid_t pid) {
-  pid_t ppid = 0;
-  unsigned long long ticks = 0;
-  DT_RETURN_IF_ERROR(ParseStat(pid, &ppid, &ticks));
-  return ticks;
+  ProcessEntry entry;
+  DT_RETURN_IF_ERROR(ParseStat(pid, &entry));
+  return entry.start_ticks;
 }
 
 absl::StatusOr<ProcessEntry> ReadProcess(pid_t pid, const std::vector<std::string>& env_names) {
   ProcessEntry entry;
   entry.pid = pid;
-  DT_RETURN_IF_ERROR(ParseStat(pid, &entry.ppid, &entry.start_ticks));
+  DT_RETURN_IF_ERROR(ParseStat(pid, &entry));
   for (const std::string& var : SplitNul(ReadWholeFile(absl::StrCat("/proc/", pid, "/environ")))) {
     size_t eq = var.find('=');
     if (eq == std::string::npos) continue;
@@ -205,7 +205,7 @@ std::vector<ProcessEntry> ChildrenOf(pid_t parent) {
   while (dirent* de = ::readdir(dir)) {
     ProcessEntry e;
     if (!absl::SimpleAtoi(de->d_name, &e.pid)) continue;
-    if (ParseStat(e.pid, &e.ppid, &e.start_ticks).ok() && e.ppid == parent) out.push_back(e);
+    if (ParseStat(e.pid, &e).ok() && e.ppid == parent) out.push_back(e);
   }
   ::closedir(dir);
   return out;

@@ -19,6 +19,7 @@ namespace dtrun {
 struct ProcessEntry {
   pid_t pid = 0;
   pid_t ppid = 0;
+  pid_t pgid = 0;                      // its process group
   unsigned long long start_ticks = 0;  // field 22 of /proc/PID/stat: identity against PID reuse
   std::map<std::string, std::string> env;  // only the variables asked for
   std::string cmdline;                    // argv joined by spaces

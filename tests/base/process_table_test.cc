@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/child_process.h"
 #include "gtest/gtest.h"
@@ -26,6 +27,8 @@ TEST(ProcessTableTest, FindsProcessesByEnvironmentMarkerOnly) {
   std::vector<ProcessEntry> found = FindProcessesWithEnv("DTRUN_TEST_MARKER", std::string("yes"));
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].pid, mine.pid());
+  EXPECT_EQ(found[0].ppid, ::getpid());
+  EXPECT_EQ(found[0].pgid, mine.pid()) << "a child process leads its own group";
   EXPECT_NE(found[0].cmdline.find("sleep 300"), std::string::npos);
 }
 

@@ -3,12 +3,16 @@
 // of spawning. A parked worker that dies turns warm starts off and restarts go on cold. Uses small
 // workers (tests/integration/workers/warm_probe.cc and warm_probe.py), so it runs without LibTorch.
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 
 #include "base/process_table.h"
 #include "gtest/gtest.h"
+#include "tests/support/file_events.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun::testing {
@@ -102,6 +106,45 @@ TEST(WarmWorkersTest, APythonScriptThatAwaitsItsRoundIsParkedAndReleasedWarm) {
   ASSERT_EQ(starts[1].size(), 2u) << job.all();
   for (const auto& [pid, warm] : starts[1]) EXPECT_TRUE(warm) << job.all();
   EXPECT_TRUE(std::any_of(starts[1].begin(), starts[1].end(), [&](const auto& s) { return s.first == released; }));
+}
+
+// A parked script may start processes of its own before its round (a pyenv shim's subshells did,
+// and an import may): they are in its process group, not strays of the round that ends meanwhile.
+// Before, the agent's sweep for strays killed them (a shim's subshell killed mid-way under load).
+TEST(WarmWorkersTest, WhatAParkedScriptStartedIsNoStrayOfTheRoundThatEnds) {
+  const std::string dir = MakeTempDir();
+  const std::string marks = dir + "/parked";
+  ASSERT_EQ(::mkdir(marks.c_str(), 0700), 0);
+  Harness job({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--event-log",
+               dir + "/events.jsonl", Worker("warm_probe.py"), "1", marks});
+  auto parked = [&] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(marks))
+      n += entry.path().filename().string().rfind("parked-", 0) == 0;
+    return n;
+  };
+  // Both parked workers have their `sleep` started and are waiting for their round.
+  ASSERT_TRUE(AwaitFiles(
+      {marks}, [&] { return parked() == 2; }, std::chrono::seconds(60)))
+      << job.all();
+  ASSERT_TRUE(job.WaitForOutput("pyprobe rank=1 restart=0", std::chrono::seconds(60))) << job.all();
+  const pid_t running = WorkerOf(job.pid(), 1);
+  ASSERT_GT(running, 0) << job.all();
+  ::kill(running, SIGKILL);
+  ASSERT_EQ(job.Wait(std::chrono::seconds(60)), 0) << job.all();
+
+  const std::string out = job.out();
+  for (int rank : {0, 1}) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(
+        out, m, std::regex("pyprobe rank=" + std::to_string(rank) + R"( restart=1 pid=\d+ .* child=(\w+))")))
+        << job.all();
+    EXPECT_EQ(m[1], "alive") << "rank " << rank << "\n" << job.all();
+  }
+  EXPECT_EQ(job.all().find("leftover process"), std::string::npos) << job.all();
+  std::map<int64_t, std::vector<std::pair<int64_t, bool>>> starts = Starts(dir);
+  ASSERT_EQ(starts[1].size(), 2u) << job.all();
+  for (const auto& [pid, warm] : starts[1]) EXPECT_TRUE(warm) << job.all();
 }
 
 }  // namespace
