@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -437,22 +436,12 @@ void Agent::KillStrays() {
       if (!known) strays.push_back(child);
     }
     // Parked workers carry the launch id and are our children, but are no strays; nor is what they
-    // started before their round (a pyenv shim's subshell, a helper an import spawned): in their
-    // process groups, or their descendants.
-    std::map<pid_t, pid_t> parent_of;
-    for (const ProcessEntry& p : strays) parent_of[p.pid] = p.ppid;
-    auto of_a_parked_worker = [&](const ProcessEntry& p) {
-      if (warm_.Holds(p.pgid)) return true;  // a parked worker leads its own group
-      pid_t pid = p.pid;
-      for (size_t hops = 0; hops <= parent_of.size() && pid > 1; ++hops) {
-        if (warm_.Holds(pid)) return true;
-        auto up = parent_of.find(pid);
-        if (up == parent_of.end()) return false;
-        pid = up->second;
-      }
-      return false;
-    };
-    strays.erase(std::remove_if(strays.begin(), strays.end(), of_a_parked_worker), strays.end());
+    // started before their round (a pyenv shim's subshell, a helper an import spawned). A parked
+    // worker leads its own process group: its group is itself and what stayed in it; its children
+    // that left it have it as their parent.
+    strays.erase(std::remove_if(strays.begin(), strays.end(),
+                                [this](const ProcessEntry& p) { return warm_.Holds(p.pgid) || warm_.Holds(p.ppid); }),
+                 strays.end());
     if (strays.empty()) break;
     if (round == 0) {
       events_.Record("strays_killed", group_round_, {{"count", strays.size()}});
