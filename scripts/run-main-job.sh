@@ -27,7 +27,7 @@ phase "dataset"
 rm -rf build/runs/main-job
 build/bin/dtrun --standalone --nproc-per-node 2 \
   build/bin/train_imagenet "$data" --arch resnet18 --epochs 8 -b 32 --lr 0.02 --warmup-epochs 1 \
-  --lr-schedule cosine --image-size 112 -j 1 --print-freq 10 --output-dir build/runs/main-job
+  --lr-schedule cosine --image-size 96 -j 1 --print-freq 10 --output-dir build/runs/main-job
 phase "training (2 DDP processes, 8 epochs)"
 echo "metrics: build/runs/main-job/metrics.jsonl; checkpoints: build/runs/main-job/checkpoints/"
 # The pictures: learning curves, throughput, data wait vs compute (dtplot prints their paths).
