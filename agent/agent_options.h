@@ -43,6 +43,8 @@ struct AgentOptions {
   size_t script_args_at = 0;
 
   int nproc_per_node = 1;
+  // --numa-binding: the CPUs of each local rank (empty: workers inherit dtrun's affinity).
+  std::vector<std::vector<int>> worker_cpus;
   int node_rank = 0;
   int rank_hint = -1;  // --node-rank when given: with an elastic rendezvous, the order of its first round
   std::string role = "default";

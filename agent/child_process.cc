@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -9,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -26,8 +28,48 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// What the child reports through the error pipe when it cannot become the worker.
+struct ChildFailure {
+  int step;  // kExecStep or kBindStep
+  int err;
+};
+constexpr int kExecStep = 0;
+constexpr int kBindStep = 1;
+
+// A CPU set built before fork: the child may not allocate.
+class CpuMask {
+ public:
+  explicit CpuMask(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    const int count = *std::max_element(cpus.begin(), cpus.end()) + 1;
+    set_ = CPU_ALLOC(count);
+    if (set_ == nullptr) return;
+    bytes_ = CPU_ALLOC_SIZE(count);
+    CPU_ZERO_S(bytes_, set_);
+    for (int cpu : cpus) CPU_SET_S(cpu, bytes_, set_);
+  }
+  ~CpuMask() {
+    if (set_ != nullptr) CPU_FREE(set_);
+  }
+  CpuMask(const CpuMask&) = delete;
+  CpuMask& operator=(const CpuMask&) = delete;
+  // In the child: async-signal-safe (one system call).
+  bool ApplyToSelf() const { return set_ == nullptr || ::sched_setaffinity(0, bytes_, set_) == 0; }
+
+ private:
+  cpu_set_t* set_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+[[noreturn]] void ReportAndExit(int errpipe, int step) {
+  const ChildFailure failure{step, errno};
+  ssize_t ignored = ::write(errpipe, &failure, sizeof(failure));
+  (void)ignored;
+  ::_exit(127);
+}
+
 // Runs in the forked child: only async-signal-safe calls until exec.
-[[noreturn]] void ExecChild(const SpawnRequest& req, char* const* argv, char* const* envp,
+[[noreturn]] void ExecChild(const SpawnRequest& req, const CpuMask& cpus, char* const* argv, char* const* envp,
                             int in_fd, int out_fd, int err_fd, int errpipe, pid_t parent) {
   ::setpgid(0, 0);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -40,11 +82,9 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   if (out_fd >= 0) ::dup2(out_fd, STDOUT_FILENO);
   if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
   for (int fd : req.inherit_fds) ::fcntl(fd, F_SETFD, 0);
+  if (!cpus.ApplyToSelf()) ReportAndExit(errpipe, kBindStep);
   ::execve(req.executable.c_str(), argv, envp);
-  int err = errno;
-  ssize_t ignored = ::write(errpipe, &err, sizeof(err));
-  (void)ignored;
-  ::_exit(127);
+  ReportAndExit(errpipe, kExecStep);
 }
 
 }  // namespace
@@ -65,11 +105,12 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
 
   std::vector<char*> argv = CStrings(req.argv);
   std::vector<char*> envp = CStrings(req.env);
+  const CpuMask cpus(req.cpus);
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
-    ExecChild(req, argv.data(), envp.data(), in ? in->read.get() : -1, out ? out->write.get() : -1,
+    ExecChild(req, cpus, argv.data(), envp.data(), in ? in->read.get() : -1, out ? out->write.get() : -1,
               err ? err->write.get() : -1, exec_errors.write.get(), parent);
   }
   // Also set the group from the parent, so signals sent right after Spawn reach it.
@@ -82,17 +123,20 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnRequest& req) {
   if (err) child.stderr_ = std::move(err->read);
   if (in) child.stdin_ = std::move(in->write);
 
-  int child_errno = 0;
+  ChildFailure failure{};
   ssize_t n;
   do {
-    n = ::read(exec_errors.read.get(), &child_errno, sizeof(child_errno));
+    n = ::read(exec_errors.read.get(), &failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
-  if (n == sizeof(child_errno)) {
+  if (n == sizeof(failure)) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     child.exited_ = true;
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot execute ", req.executable, ": ", strerror(child_errno)));
+    if (failure.step == kBindStep) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot bind a worker to its CPUs (--numa-binding): ", strerror(failure.err)));
+    }
+    return absl::FailedPreconditionError(absl::StrCat("cannot execute ", req.executable, ": ", strerror(failure.err)));
   }
   return child;
 }

@@ -21,12 +21,13 @@ struct SpawnRequest {
   bool capture_output = true;      // false: the child inherits our stdout/stderr
   bool pipe_stdin = false;         // true: the child reads a pipe we write (stdin_fd); else ours
   std::vector<int> inherit_fds;    // our close-on-exec fds the child keeps, under the same numbers
+  std::vector<int> cpus;           // the CPUs it may run on (sched_setaffinity); empty: ours
 };
 
 class ChildProcess {
  public:
-  // Forks and execs. Errors: FailedPrecondition if exec fails (the child's errno is reported),
-  // ResourceExhausted if fork/pipe fail.
+  // Forks and execs. Errors: FailedPrecondition if exec or the CPU binding fails (the child's
+  // errno is reported), ResourceExhausted if fork/pipe fail.
   static absl::StatusOr<ChildProcess> Spawn(const SpawnRequest& request);
 
   ChildProcess(ChildProcess&& other) noexcept;

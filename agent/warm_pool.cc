@@ -16,7 +16,7 @@ namespace {
 
 bool SameCommand(const SpawnRequest& a, const SpawnRequest& b) {
   return a.executable == b.executable && a.argv == b.argv && a.inherit_fds == b.inherit_fds &&
-         a.capture_output == b.capture_output && a.pipe_stdin == b.pipe_stdin;
+         a.capture_output == b.capture_output && a.pipe_stdin == b.pipe_stdin && a.cpus == b.cpus;
 }
 
 // The pipe is fresh and non-blocking, the message far below its capacity: a write that does not

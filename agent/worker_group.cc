@@ -88,6 +88,7 @@ SpawnRequest RequestFor(const AgentOptions& o, const std::map<std::string, std::
   }
   req.env = BuildWorkerEnv(base_env, o, id);
   req.pipe_stdin = pipe_stdin;
+  if (id.local_rank < static_cast<int>(o.worker_cpus.size())) req.cpus = o.worker_cpus[id.local_rank];
   if (id.snapshot_fd >= 0) req.inherit_fds.push_back(id.snapshot_fd);
   if (id.replica_fd >= 0) req.inherit_fds.push_back(id.replica_fd);
   return req;

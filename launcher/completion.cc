@@ -26,6 +26,7 @@ ValueHint HintFor(const std::string& flag) {
   static const std::map<std::string, ValueHint> kHints = {
       {"--nproc-per-node", {ValueKind::kWords, {"cpu", "gpu", "cuda", "xpu", "auto"}}},
       {"--rdzv-backend", {ValueKind::kWords, {"static", "c10d"}}},
+      {"--numa-binding", {ValueKind::kWords, {"node", "socket", "exclusive", "core-complex"}}},
       {"--on-straggler", {ValueKind::kWords, {"warn", "replace"}}},
       {"--warm-workers", {ValueKind::kWords, {"on", "off"}}},
       {"--snapshot-memory", {ValueKind::kWords, {"auto", "0"}}},

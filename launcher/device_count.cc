@@ -56,7 +56,8 @@ DeviceCount Narrowed(const std::vector<std::string>& uuids, const std::map<std::
 
 }  // namespace
 
-int VisibleEntries(const std::string& list, const std::vector<std::string>& uuids) {
+std::vector<int> VisibleIndices(const std::string& list, const std::vector<std::string>& uuids) {
+  std::vector<int> out;
   std::set<std::string> seen;  // "#<index>", or the unchecked UUID itself
   for (absl::string_view raw : absl::StrSplit(list, ',')) {
     absl::string_view entry = absl::StripAsciiWhitespace(raw);
@@ -64,8 +65,13 @@ int VisibleEntries(const std::string& list, const std::vector<std::string>& uuid
     if (index == kInvalid) break;
     const std::string key = index == kUnchecked ? std::string(entry) : absl::StrCat("#", index);
     if (!seen.insert(key).second) break;
+    out.push_back(index == kUnchecked ? -1 : index);
   }
-  return static_cast<int>(seen.size());
+  return out;
+}
+
+int VisibleEntries(const std::string& list, const std::vector<std::string>& uuids) {
+  return static_cast<int>(VisibleIndices(list, uuids).size());
 }
 
 DeviceCount CountVisibleDevices(DeviceKind kind, const AcceleratorInventory& inventory,

@@ -14,6 +14,8 @@ namespace dtrun {
 // What the machine has, as read from the drivers (HostProbe::Accelerators()).
 struct AcceleratorInventory {
   std::vector<std::string> nvidia_uuids;  // one per NVIDIA GPU, "GPU-…" ("" where not readable)
+  std::vector<std::string> nvidia_bus_ids;  // the same GPUs' PCI addresses, "0000:3b:00.0" (their order)
+  std::vector<int> nvidia_numa_nodes;       // and NUMA nodes (-1: the kernel does not say)
   int amd_gpus = 0;                       // ROCm's KFD GPU nodes
   int intel_gpus = 0;                     // Intel GPUs (xpu) with a render node
 };
@@ -33,5 +35,8 @@ DeviceCount CountVisibleDevices(DeviceKind kind, const AcceleratorInventory& inv
 // devices: it reads indices or UUID prefixes up to the first entry that is invalid, out of range
 // or repeated (as CUDA and PyTorch do), so "0,2,-1,1" is two devices and "-1" none.
 int VisibleEntries(const std::string& list, const std::vector<std::string>& uuids);
+// The physical index of each of those entries, in the list's order; -1 for one the driver's files
+// cannot confirm (a MIG instance, or a UUID where no UUIDs are shown).
+std::vector<int> VisibleIndices(const std::string& list, const std::vector<std::string>& uuids);
 
 }  // namespace dtrun

@@ -54,10 +54,16 @@ class RealHost final : public HostProbe {
  public:
   AcceleratorInventory Accelerators() const override {
     AcceleratorInventory inventory;
-    // NVIDIA: a directory per GPU, its `information` file naming the UUID.
+    // NVIDIA: a directory per GPU, named by its PCI address, its `information` file naming the UUID.
     for (const std::string& gpu : Entries("/proc/driver/nvidia/gpus")) {
       inventory.nvidia_uuids.push_back(ValueAfter(ReadSmall("/proc/driver/nvidia/gpus/" + gpu + "/information"),
                                                   "GPU UUID:"));
+      inventory.nvidia_bus_ids.push_back(gpu);
+      int node = -1;
+      inventory.nvidia_numa_nodes.push_back(
+          absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadSmall("/sys/bus/pci/devices/" + gpu + "/numa_node")), &node)
+              ? node
+              : -1);
     }
     // ROCm: the KFD topology's nodes with SIMDs are GPUs (CPU nodes have none).
     const std::string kfd = "/sys/class/kfd/kfd/topology/nodes/";
@@ -74,6 +80,7 @@ class RealHost final : public HostProbe {
     return inventory;
   }
   int CpuCount() const override { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+  CpuTopology Cpus() const override { return ReadCpuTopology("", AllowedCpus()); }
   absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {
     return dtrun::FindExecutable(program);
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "launcher/cpu_topology.h"
 #include "launcher/device_count.h"
 
 namespace dtrun {
@@ -18,6 +19,8 @@ class HostProbe {
   // The accelerators the drivers show, before any visibility variable (launcher/device_count.h).
   virtual AcceleratorInventory Accelerators() const = 0;
   virtual int CpuCount() const = 0;
+  // The CPUs this process may run on, with their NUMA nodes, sockets, cores and caches.
+  virtual CpuTopology Cpus() const = 0;
   // As execvp would find it (base/executable.h).
   virtual absl::StatusOr<std::string> FindExecutable(const std::string& program) const = 0;
   virtual bool Readable(const std::string& path) const = 0;

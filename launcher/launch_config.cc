@@ -6,16 +6,16 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <string_view>
 #include <set>
+#include <string_view>
 
 #include "CLI/CLI.hpp"
-#include "agent/snapshot_store.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/snapshot_store.h"
 #include "base/build_info.h"
 #include "base/env_names.h"
 #include "base/launch_layout.h"
@@ -23,6 +23,7 @@
 #include "base/status_macros.h"
 #include "launcher/launch_flags.h"
 #include "launcher/launch_topology.h"
+#include "launcher/numa_binding.h"
 #include "launcher/slurm_env.h"
 #include "launcher/subcommand_cli.h"
 #include "progress/report_protocol.h"
@@ -206,6 +207,46 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
   return absl::OkStatus();
 }
 
+// The visible NVIDIA GPUs in the workers' numbering (CUDA_VISIBLE_DEVICES narrows and reorders).
+absl::StatusOr<std::vector<GpuSeat>> VisibleGpus(const AcceleratorInventory& inv,
+                                                 const std::map<std::string, std::string>& env) {
+  std::vector<int> indices;
+  if (auto list = env.find(env::kCudaVisibleDevices); list != env.end()) {
+    indices = VisibleIndices(list->second, inv.nvidia_uuids);
+  } else {
+    for (int i = 0; i < static_cast<int>(inv.nvidia_uuids.size()); ++i) indices.push_back(i);
+  }
+  std::vector<GpuSeat> seats;
+  for (int i : indices) {
+    if (i < 0 || i >= static_cast<int>(inv.nvidia_bus_ids.size())) {
+      return BadFlag(
+          "--numa-binding: CUDA_VISIBLE_DEVICES names a GPU the driver's files do not show (a MIG "
+          "instance?); bind inside PROGRAM (numactl) instead");
+    }
+    const int node = i < static_cast<int>(inv.nvidia_numa_nodes.size()) ? inv.nvidia_numa_nodes[i] : -1;
+    seats.push_back(GpuSeat{inv.nvidia_bus_ids[i], node});
+  }
+  return seats;
+}
+
+// --numa-binding: each local rank's CPUs, decided here from this machine's topology; said at launch.
+absl::Status FillNumaBinding(const RawFlags& f, const std::map<std::string, std::string>& env, const HostProbe& host,
+                             LaunchConfig& c) {
+  if (f.numa_binding.empty()) return absl::OkStatus();
+  absl::StatusOr<NumaMode> mode = ParseNumaMode(f.numa_binding);
+  if (!mode.ok()) return BadFlag(std::string(mode.status().message()));
+  DT_ASSIGN_OR_RETURN(std::vector<GpuSeat> gpus, VisibleGpus(host.Accelerators(), env));
+  absl::StatusOr<std::vector<WorkerCpus>> plan = PlanNumaBinding(*mode, c.agent.nproc_per_node, host.Cpus(), gpus);
+  if (!plan.ok()) return BadFlag(std::string(plan.status().message()));
+  for (size_t r = 0; r < plan->size(); ++r) {
+    const WorkerCpus& w = (*plan)[r];
+    c.agent.worker_cpus.push_back(w.cpus);
+    c.notes.push_back(absl::StrCat("--numa-binding ", f.numa_binding, ": local rank ", r, " on CPUs ",
+                                   FormatCpuList(w.cpus), " (", w.where, ")"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std::string>& env,
                               const HostProbe& host, LaunchConfig& c) {
   AgentOptions& a = c.agent;
@@ -235,9 +276,9 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.role = f.role;
   a.virtual_local_rank = f.virtual_local_rank;
   if (auto file = env.find(env::kErrorFile); file != env.end()) a.launcher_error_file = file->second;
-  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"--numa-binding", &f.numa_binding},
-                                    {"--duplicate-stdout-filters", &f.duplicate_stdout_filters},
-                                    {"--duplicate-stderr-filters", &f.duplicate_stderr_filters}}) {
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>{"--duplicate-stdout-filters", &f.duplicate_stdout_filters},
+        {"--duplicate-stderr-filters", &f.duplicate_stderr_filters}}) {
     if (!value->empty()) c.notes.push_back(absl::StrCat(flag, " ", *value, ": accepted, not applied (docs/MIGRATING.md)"));
   }
   a.local_addr = f.local_addr;
@@ -364,6 +405,7 @@ absl::StatusOr<ParsedCommandLine> ParseCommandLine(const std::vector<std::string
   LaunchConfig c;
   DT_ASSIGN_OR_RETURN(c.scheduler_note, ApplySlurmLaunch(app, env, f));
   DT_RETURN_IF_ERROR(FillAgentOptions(f, env, host, c));
+  DT_RETURN_IF_ERROR(FillNumaBinding(f, env, host, c));
   DT_RETURN_IF_ERROR(FillTopology(f, host, c));
   DT_RETURN_IF_ERROR(ResolveProgram(f, app.remaining(), env, host, c.agent));
   c.log_dir = f.log_dir;

@@ -108,8 +108,10 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
       ->capture_default_str();
   flag("--virtual-local-rank,--virtual_local_rank", "PET_VIRTUAL_LOCAL_RANK", f.virtual_local_rank,
        "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES of its one device (as torchrun)");
-  opt("numa-binding", f.numa_binding, "Accepted for torchrun compatibility; not applied (bind with numactl or "
-                                      "taskset in PROGRAM)");
+  opt("numa-binding", f.numa_binding,
+      "Bind each worker to CPUs near its GPU (local rank r: GPU r; without GPUs "
+      "the ranks are spread over the NUMA nodes): node, socket, exclusive (its own "
+      "physical cores of the node) or core-complex (its own L3 cache)");
   opt("event-log-handler", f.event_log_handler, "Accepted for torchrun compatibility; dtrun's event log is "
                                                 "--event-log FILE");
   opt("duplicate-stdout-filters", f.duplicate_stdout_filters, "Accepted for torchrun compatibility; not applied "

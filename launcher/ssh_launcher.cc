@@ -142,7 +142,7 @@ class SshLauncher {
       h.index = static_cast<int>(i);
       h.name = launch_.hosts[i].name;
       absl::StatusOr<ChildProcess> child =
-          ChildProcess::Spawn({*ssh, SshArgv(launch_, i), env, /*capture_output=*/true, /*pipe_stdin=*/true, {}});
+          ChildProcess::Spawn({*ssh, SshArgv(launch_, i), env, /*capture_output=*/true, /*pipe_stdin=*/true, {}, {}});
       if (!child.ok()) {
         for (size_t j = i; j < hosts_.size(); ++j) hosts_[j].exited = true;  // never started
         return absl::Status(child.status().code(), absl::StrCat("host ", h.name, ": ", child.status().message()));

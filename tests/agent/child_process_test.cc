@@ -1,10 +1,11 @@
 #include "agent/child_process.h"
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
-#include <unistd.h>
 
 #include "base/executable.h"
 #include "gtest/gtest.h"
@@ -60,6 +61,45 @@ TEST(ChildProcessTest, DestroyingARunningChildKillsAndReapsIt) {
   }
   EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);  // already reaped: no zombie left
   EXPECT_EQ(errno, ECHILD);
+}
+
+// The output of a child that has exited, read to its end.
+std::string OutputOfExited(ChildProcess& p) {
+  int status = 0;
+  EXPECT_EQ(::waitpid(p.pid(), &status, 0), p.pid());
+  p.MarkExited(status);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(p.stdout_fd().get(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST(ChildProcessTest, ACpuListBindsTheChildBeforeItsProgramStarts) {
+  cpu_set_t ours;
+  CPU_ZERO(&ours);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(ours), &ours), 0);
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &ours)) last = cpu;
+  }
+  SpawnRequest req;
+  req.executable = "/bin/sh";
+  req.argv = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+  req.cpus = {last};
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(OutputOfExited(*p), "Cpus_allowed_list:\t" + std::to_string(last) + "\n");
+}
+
+TEST(ChildProcessTest, ABindingTheKernelRefusesIsReportedAsStatus) {
+  SpawnRequest req;
+  req.executable = "/bin/true";
+  req.argv = {"true"};
+  req.cpus = {65000};  // no such CPU
+  absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(p.status().message().find("cannot bind a worker to its CPUs"), std::string::npos) << p.status();
 }
 
 }  // namespace

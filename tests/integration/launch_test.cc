@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "gtest/gtest.h"
@@ -211,6 +212,41 @@ TEST_F(PythonLaunchApiTest, PatchedTorchrunRunsAnInProcessWrappersWorkersUnderDt
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("WORKER 0 of 2 dtrun=yes"), std::string::npos) << out;
   EXPECT_NE(out.find("WORKER 1 of 2 dtrun=yes"), std::string::npos) << out;
+}
+
+// --numa-binding exclusive on this machine's own topology: each worker gets cores of its own, and
+// keeps them in the round after a restart.
+TEST(LaunchTest, NumaBindingExclusiveGivesEachWorkerItsOwnCoresInEveryRound) {
+  // Rank 1 fails the first round, but only once rank 0 has said its CPUs (through a FIFO).
+  const std::string fifo = MakeTempDir() + "/rank0-spoke";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string script =
+      "say() { echo \"L=$LOCAL_RANK R=$TORCHELASTIC_RESTART_COUNT $(grep Cpus_allowed_list /proc/self/status)\"; }; "
+      "case $LOCAL_RANK$TORCHELASTIC_RESTART_COUNT in "
+      "00) say; echo > " +
+      fifo +
+      ";; "
+      "10) timeout 60 sh -c 'read x < " +
+      fifo +
+      "'; say; exit 1;; "
+      "*) say;; esac";
+  auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "2", "--numa-binding", "exclusive",
+                             "--max-restarts", "1", "/bin/sh", "-c", script});
+  if (rc != 0 && out.find("physical core for 2 workers") != std::string::npos) {
+    GTEST_SKIP() << "this machine lets the test use one physical core: " << out;
+  }
+  ASSERT_EQ(rc, 0) << out;
+  const std::regex line(R"(L=(\d) R=(\d) Cpus_allowed_list:\s*(\S+))");
+  std::map<std::string, std::string> cpus;  // "<local rank>/<round>" -> its CPU list
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it) {
+    cpus[(*it)[1].str() + "/" + (*it)[2].str()] = (*it)[3].str();
+  }
+  ASSERT_EQ(cpus.size(), 4u) << out;
+  EXPECT_NE(cpus["0/0"], cpus["1/0"]) << out;
+  EXPECT_EQ(cpus["0/1"], cpus["0/0"]) << out;
+  EXPECT_EQ(cpus["1/1"], cpus["1/0"]) << out;
+  // What dtrun said it would do is what the workers got.
+  EXPECT_NE(out.find("local rank 1 on CPUs " + cpus["1/0"] + " ("), std::string::npos) << out;
 }
 
 }  // namespace

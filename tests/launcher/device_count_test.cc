@@ -60,6 +60,7 @@ class Host final : public HostProbe {
   AcceleratorInventory inventory;
   AcceleratorInventory Accelerators() const override { return inventory; }
   int CpuCount() const override { return 32; }
+  CpuTopology Cpus() const override { return {}; }
   absl::StatusOr<std::string> FindExecutable(const std::string&) const override { return "/bin/true"; }
   bool Readable(const std::string&) const override { return true; }
   std::optional<std::string> InterfaceWithAddress(const std::string&) const override { return std::nullopt; }

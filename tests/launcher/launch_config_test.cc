@@ -21,6 +21,8 @@ namespace dtrun {
 namespace {
 
 using ::dtrun::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 std::map<std::string, std::string> Env() { return {{"PYTHON_EXEC", "/bin/sh"}}; }
 
@@ -142,7 +144,7 @@ TEST(LaunchConfigTest, NewerTorchrunFlagsVariablesAndKeysDoNotStopDtrun) {
   EXPECT_EQ(c->agent.master_addr, "::1");
   std::string notes = absl::StrJoin(c->notes, "\n");
   EXPECT_THAT(notes, ::testing::HasSubstr("--rdzv-conf rank, store_type, use_libuv: ignored"));
-  EXPECT_THAT(notes, ::testing::HasSubstr("--numa-binding node: accepted, not applied"));
+  EXPECT_THAT(notes, ::testing::HasSubstr("--numa-binding node: local rank 0 on CPUs "));
   EXPECT_THAT(notes, ::testing::HasSubstr("--duplicate-stdout-filters error: accepted, not applied"));
   // torchrun's environment defaults; a flag wins over them.
   auto env = Env();
@@ -324,8 +326,10 @@ namespace {
 class FakeHost : public HostProbe {
  public:
   AcceleratorInventory inventory;
+  CpuTopology topology;
   AcceleratorInventory Accelerators() const override { return inventory; }
   int CpuCount() const override { return 96; }
+  CpuTopology Cpus() const override { return topology; }
   absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {
     if (program == "train" || program == "python3") return "/opt/bin/" + program;
     return absl::NotFoundError("program '" + program + "' not found on PATH");
@@ -411,6 +415,49 @@ TEST(CredentialsTest, TokenFilesAreReadSafely) {
 
 // `srun -N2 --ntasks-per-node=1 dtrun train` on the second node of a 4-GPU-per-node job: the
 // job's values for what the command line leaves out, said in one line; explicit flags win.
+// Two NUMA nodes of two single-thread cores; GPUs 0 and 1 on node 0, 2 and 3 on node 1.
+void MakeTwoNodeGpuBox(FakeHost& host) {
+  for (int id = 0; id < 4; ++id) host.topology.cpus.push_back(Cpu{id, id / 2, id / 2, id, -1});
+  host.inventory.nvidia_uuids = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
+  host.inventory.nvidia_bus_ids = {"0000:1b:00.0", "0000:3b:00.0", "0000:9b:00.0", "0000:bb:00.0"};
+  host.inventory.nvidia_numa_nodes = {0, 0, 1, 1};
+}
+
+TEST(LaunchConfigHostTest, NumaBindingGivesEachLocalRankTheCpusOfItsVisibleGpusNode) {
+  FakeHost host;
+  MakeTwoNodeGpuBox(host);
+  auto c = ParseOn(host, {"--nproc-per-node", "gpu", "--numa-binding", "exclusive", "train"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->agent.worker_cpus, ElementsAre(ElementsAre(0), ElementsAre(1), ElementsAre(2), ElementsAre(3)));
+  EXPECT_THAT(absl::StrJoin(c->notes, "\n"),
+              HasSubstr("--numa-binding exclusive: local rank 2 on CPUs 2 (NUMA node 1, GPU 0000:9b:00.0)"));
+  // CUDA_VISIBLE_DEVICES renumbers the GPUs the workers see: local rank 0 uses physical GPU 3.
+  absl::StatusOr<ParsedCommandLine> p = ParseCommandLine({"--nproc-per-node", "2", "--numa-binding", "node", "train"},
+                                                         {{"CUDA_VISIBLE_DEVICES", "GPU-d,0"}}, host);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(p->config->agent.worker_cpus, ElementsAre(ElementsAre(2, 3), ElementsAre(0, 1)));
+  // torchrun's variable; nothing asked, nothing bound.
+  setenv("PET_NUMA_BINDING", "socket", 1);
+  p = ParseCommandLine({"--nproc-per-node", "2", "train"}, {}, host);
+  unsetenv("PET_NUMA_BINDING");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->config->agent.worker_cpus.size(), 2u);
+  EXPECT_TRUE(ParseOn(host, {"--nproc-per-node", "2", "train"})->agent.worker_cpus.empty());
+}
+
+TEST(LaunchConfigHostTest, NumaBindingThatCannotBeHonouredStopsTheLaunchWithTheReason) {
+  FakeHost host;
+  MakeTwoNodeGpuBox(host);
+  EXPECT_THAT(
+      ParseOn(host, {"--nproc-per-node", "2", "--numa-binding", "nodes", "train"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected node, socket, exclusive or core-complex")));
+  EXPECT_THAT(ParseOn(host, {"--nproc-per-node", "8", "--numa-binding", "node", "train"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("8 workers but 4 visible GPUs")));
+  absl::StatusOr<ParsedCommandLine> mig = ParseCommandLine({"--nproc-per-node", "1", "--numa-binding", "node", "train"},
+                                                           {{"CUDA_VISIBLE_DEVICES", "MIG-1234"}}, host);
+  EXPECT_THAT(mig, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MIG")));
+}
+
 TEST(LaunchConfigHostTest, UnderSlurmTheJobsValuesFillOnlyTheFlagsNotGiven) {
   const std::map<std::string, std::string> slurm = {
       {"SLURM_JOB_ID", "4242"},          {"SLURM_STEP_ID", "0"},          {"SLURM_STEP_NUM_NODES", "2"},

@@ -24,6 +24,7 @@ class LaunchHost : public HostProbe {
  public:
   AcceleratorInventory Accelerators() const override { return {}; }
   int CpuCount() const override { return 8; }
+  CpuTopology Cpus() const override { return {}; }
   absl::StatusOr<std::string> FindExecutable(const std::string& program) const override {
     return "/usr/bin/" + program;
   }
