@@ -9,9 +9,12 @@
 
 #include "base/executable.h"
 #include "gtest/gtest.h"
+#include "tests/support/child_output.h"
 
 namespace dtrun {
 namespace {
+
+using ::dtrun::testing::OutputToExit;
 
 TEST(ChildProcessTest, RunsInItsOwnProcessGroupWithCapturedOutput) {
   SpawnRequest req;
@@ -20,13 +23,7 @@ TEST(ChildProcessTest, RunsInItsOwnProcessGroupWithCapturedOutput) {
   req.env = {"PATH=/bin:/usr/bin"};
   absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
   ASSERT_TRUE(p.ok()) << p.status();
-  int status = 0;
-  ASSERT_EQ(::waitpid(p->pid(), &status, 0), p->pid());
-  p->MarkExited(status);
-  std::string out;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::read(p->stdout_fd().get(), buf, sizeof(buf))) > 0) out.append(buf, n);
+  const std::string out = OutputToExit(*p);
   std::string pid = std::to_string(p->pid());
   EXPECT_EQ(out, "pgid=" + pid + " pid=" + pid + "\n");
 }
@@ -63,18 +60,6 @@ TEST(ChildProcessTest, DestroyingARunningChildKillsAndReapsIt) {
   EXPECT_EQ(errno, ECHILD);
 }
 
-// The output of a child that has exited, read to its end.
-std::string OutputOfExited(ChildProcess& p) {
-  int status = 0;
-  EXPECT_EQ(::waitpid(p.pid(), &status, 0), p.pid());
-  p.MarkExited(status);
-  std::string out;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::read(p.stdout_fd().get(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  return out;
-}
-
 TEST(ChildProcessTest, ACpuListBindsTheChildBeforeItsProgramStarts) {
   cpu_set_t ours;
   CPU_ZERO(&ours);
@@ -89,7 +74,7 @@ TEST(ChildProcessTest, ACpuListBindsTheChildBeforeItsProgramStarts) {
   req.cpus = {last};
   absl::StatusOr<ChildProcess> p = ChildProcess::Spawn(req);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(OutputOfExited(*p), "Cpus_allowed_list:\t" + std::to_string(last) + "\n");
+  EXPECT_EQ(OutputToExit(*p), "Cpus_allowed_list:\t" + std::to_string(last) + "\n");
 }
 
 TEST(ChildProcessTest, ABindingTheKernelRefusesIsReportedAsStatus) {

@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_root.h"
 
 namespace dtrun {
 namespace {
@@ -44,23 +45,7 @@ TEST(FindCounterTest, ReadsOnlyTheWholeKeyWithAWellFormedValue) {
   EXPECT_EQ(FindCounter("", "oom_kill"), std::nullopt);
 }
 
-// A directory that stands for / : proc/self/cgroup, proc/vmstat and sys/fs/cgroup/...
-class FakeRoot {
- public:
-  FakeRoot() {
-    std::string pattern = ::testing::TempDir() + "/oomXXXXXX";
-    root_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~FakeRoot() { std::filesystem::remove_all(root_); }
-  void Write(const std::string& path, const std::string& text) const {
-    std::filesystem::create_directories(std::filesystem::path(root_ + path).parent_path());
-    std::ofstream(root_ + path) << text;
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
-};
+using ::dtrun::testing::FakeRoot;  // stands for / : proc/self/cgroup, proc/vmstat and sys/fs/cgroup/...
 
 TEST(OomKillCounterTest, NamesTheKillerWhenTheCgroupsCountRoseWithItsLimit) {
   FakeRoot fake;

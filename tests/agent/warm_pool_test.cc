@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/support/child_output.h"
 #include "tests/support/process_harness.h"
 
 namespace dtrun {
@@ -23,17 +24,8 @@ SpawnRequest Probe() {
   return req;
 }
 
-// What a released probe printed (it exits at once on a restart count other than 0).
-std::string OutputToExit(ChildProcess& p) {
-  int status = 0;
-  EXPECT_EQ(::waitpid(p.pid(), &status, 0), p.pid());
-  p.MarkExited(status);
-  std::string out;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(p.stdout_fd().get(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  return out;
-}
+using ::dtrun::testing::OutputToExit;  // what a released probe printed (it exits at once on a restart count other than
+                                       // 0)
 
 TEST(WarmPoolTest, ReleasesAsManyAsTheDepthWithTheRoundsEnvironment) {
   WarmPool pool;

@@ -2,11 +2,9 @@
 
 #include <sched.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_root.h"
 
 namespace dtrun {
 namespace {
@@ -30,25 +28,10 @@ TEST(CpuListTest, AMalformedListIsAnErrorNamingThePart) {
   EXPECT_THAT(ParseCpuList("0,4-2").status().message(), HasSubstr("'4-2' is not a CPU or a range of CPUs"));
 }
 
-class FakeSysfs {
- public:
-  FakeSysfs() : root_(::testing::TempDir() + "/fake-sysfs-" + std::to_string(::getpid())) {
-    std::filesystem::remove_all(root_);
-  }
-  ~FakeSysfs() { std::filesystem::remove_all(root_); }
-  void Write(const std::string& path, const std::string& text) {
-    const std::filesystem::path full = root_ + path;
-    std::filesystem::create_directories(full.parent_path());
-    std::ofstream(full) << text << "\n";
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  std::string root_;
-};
+using ::dtrun::testing::FakeRoot;
 
 TEST(CpuTopologyTest, ReadsNodesSocketsCoresAndL3FromSysfs) {
-  FakeSysfs sys;
+  FakeRoot sys;
   sys.Write("/sys/devices/system/node/node0/cpulist", "0-1,4-5");
   sys.Write("/sys/devices/system/node/node1/cpulist", "2-3,6-7");
   for (int id = 0; id < 8; ++id) {
@@ -74,7 +57,7 @@ TEST(CpuTopologyTest, ReadsNodesSocketsCoresAndL3FromSysfs) {
 }
 
 TEST(CpuTopologyTest, AKernelThatDescribesNothingGivesOneNodeOfSeparateCores) {
-  FakeSysfs sys;
+  FakeRoot sys;
   sys.Write("/sys/devices/system/node/node0/cpulist", "garbage");
   const CpuTopology t = ReadCpuTopology(sys.root(), {0, 1});
   ASSERT_EQ(t.cpus.size(), 2u);
