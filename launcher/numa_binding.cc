@@ -15,22 +15,27 @@ absl::Status Impossible(absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("--numa-binding: ", why));
 }
 
+struct Home {
+  int node;
+  std::string where;
+};
+
 // Where each local rank belongs: its GPU's node, or an even share of the nodes without GPUs.
-absl::StatusOr<std::vector<std::pair<int, std::string>>> HomeNodes(int nproc, const std::set<int>& nodes,
-                                                                   const std::vector<GpuSeat>& gpus) {
-  std::vector<std::pair<int, std::string>> home;
+absl::StatusOr<std::vector<Home>> HomeNodes(int nproc, const std::set<int>& nodes, const std::vector<GpuSeat>& gpus) {
+  std::vector<Home> home;
   const std::vector<int> node_list(nodes.begin(), nodes.end());
   if (gpus.empty()) {
     for (int r = 0; r < nproc; ++r) {
       const int node = node_list[static_cast<size_t>(r) * node_list.size() / static_cast<size_t>(nproc)];
-      home.emplace_back(node, absl::StrCat("NUMA node ", node, ", no GPU"));
+      home.push_back({node, absl::StrCat("NUMA node ", node, ", no GPU")});
     }
     return home;
   }
   if (nproc > static_cast<int>(gpus.size())) {
     return Impossible(
         absl::StrCat(nproc, " workers but ", gpus.size(), " visible GPU", gpus.size() == 1 ? "" : "s",
-                     "; the binding follows each worker's GPU: one worker per GPU (--nproc-per-node gpu)"));
+                     "; the binding follows each worker's GPU: one worker per GPU (--nproc-per-node gpu), "
+                     "or CUDA_VISIBLE_DEVICES= for a job that uses no GPU"));
   }
   for (int r = 0; r < nproc; ++r) {
     const GpuSeat& gpu = gpus[static_cast<size_t>(r)];
@@ -46,7 +51,7 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> HomeNodes(int nproc, co
                                      ", where this process may run on no CPU (see its affinity: taskset -p, "
                                      "Slurm's --cpu-bind); widen it or leave --numa-binding out"));
     }
-    home.emplace_back(node, absl::StrCat("NUMA node ", node, ", GPU ", gpu.bus_id));
+    home.push_back({node, absl::StrCat("NUMA node ", node, ", GPU ", gpu.bus_id)});
   }
   return home;
 }
@@ -113,25 +118,25 @@ absl::StatusOr<std::vector<WorkerCpus>> PlanNumaBinding(NumaMode mode, int nproc
                                                         const std::vector<GpuSeat>& gpus) {
   std::set<int> nodes;
   for (const Cpu& cpu : topology.cpus) nodes.insert(cpu.node);
-  if (nodes.empty() || nproc < 1) return Impossible("this process may run on no CPU the kernel describes");
-  std::vector<std::pair<int, std::string>> home;
-  {
-    absl::StatusOr<std::vector<std::pair<int, std::string>>> h = HomeNodes(nproc, nodes, gpus);
-    if (!h.ok()) return h.status();
-    home = std::move(*h);
-  }
+  if (nodes.empty()) return Impossible("this process may run on no CPU the kernel describes");
+  if (nproc < 1) return Impossible("no workers to bind");
+  absl::StatusOr<std::vector<Home>> home = HomeNodes(nproc, nodes, gpus);
+  if (!home.ok()) return home.status();
   std::vector<WorkerCpus> plan(static_cast<size_t>(nproc));
   std::map<int, std::vector<int>> ranks_on;  // node -> its local ranks, in order
   for (int r = 0; r < nproc; ++r) {
-    const int node = home[static_cast<size_t>(r)].first;
-    plan[static_cast<size_t>(r)].where = home[static_cast<size_t>(r)].second;
+    const int node = (*home)[static_cast<size_t>(r)].node;
+    plan[static_cast<size_t>(r)].where = (*home)[static_cast<size_t>(r)].where;
     ranks_on[node].push_back(r);
   }
-  for (const auto& [node, ranks] : ranks_on) {
+  for (const auto& entry : ranks_on) {
+    const int node = entry.first;  // not a structured binding: lambdas capture it (C++17)
+    const std::vector<int>& ranks = entry.second;
     switch (mode) {
       case NumaMode::kNode:
-        for (int r : ranks)
+        for (int r : ranks) {
           plan[static_cast<size_t>(r)].cpus = CpusWhere(topology, [&](const Cpu& c) { return c.node == node; });
+        }
         break;
       case NumaMode::kSocket: {
         std::set<int> packages;
