@@ -1,6 +1,9 @@
 #include "launcher/numa_binding.h"
 
 #include <algorithm>
+#include <map>
+#include <random>
+#include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -143,6 +146,60 @@ TEST(NumaBindingTest, ModesAreTorchrunsSpellings) {
   EXPECT_EQ(*ParseNumaMode("core_complex"), NumaMode::kCoreComplex);
   EXPECT_THAT(ParseNumaMode("numa").status().message(),
               HasSubstr("--numa-binding numa: expected node, socket, exclusive or core-complex"));
+}
+
+// Made-up machines by the hundred (a fixed seed): whatever a mode hands out is non-empty, lies in
+// the worker's node (its socket for `socket`), and `exclusive` never gives two workers one CPU.
+TEST(NumaBindingTest, OnAnyMachineEachWorkerGetsCpusOfItsOwnNodeAndExclusiveSharesNone) {
+  std::mt19937 rng(46);
+  auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 300; ++trial) {
+    CpuTopology t = Machine(pick(1, 4), pick(1, 6) * 2, pick(1, 2), pick(1, 2));
+    t.cpus.erase(std::remove_if(t.cpus.begin(), t.cpus.end(), [&](const Cpu&) { return pick(0, 4) == 0; }),
+                 t.cpus.end());  // an affinity mask with holes
+    std::set<int> nodes;
+    for (const Cpu& c : t.cpus) nodes.insert(c.node);
+    if (nodes.empty()) continue;
+    std::vector<GpuSeat> gpus;
+    const int ngpus = pick(0, 6);
+    for (int g = 0; g < ngpus; ++g) {
+      gpus.push_back(
+          {"gpu" + std::to_string(g), *std::next(nodes.begin(), pick(0, static_cast<int>(nodes.size()) - 1))});
+    }
+    const int nproc = pick(1, std::max(1, ngpus == 0 ? 6 : ngpus));
+    for (NumaMode mode : {NumaMode::kNode, NumaMode::kSocket, NumaMode::kExclusive, NumaMode::kCoreComplex}) {
+      auto plan = PlanNumaBinding(mode, nproc, t, gpus);
+      if (!plan.ok()) {
+        EXPECT_EQ(mode, NumaMode::kExclusive) << plan.status();  // the only mode that can run short
+        EXPECT_THAT(plan.status().message(), HasSubstr("physical core"));
+        continue;
+      }
+      ASSERT_EQ(plan->size(), static_cast<size_t>(nproc));
+      std::map<int, Cpu> by_id;
+      for (const Cpu& c : t.cpus) by_id[c.id] = c;
+      std::map<int, int> owner;  // exclusive: CPU -> the rank holding it
+      for (int r = 0; r < nproc; ++r) {
+        const std::vector<int>& mine = (*plan)[static_cast<size_t>(r)].cpus;
+        ASSERT_FALSE(mine.empty()) << "trial " << trial << " rank " << r;
+        const int home = gpus.empty() ? by_id[mine.front()].node : gpus[static_cast<size_t>(r)].numa_node;
+        int home_package = -1;
+        for (const Cpu& c : t.cpus) {
+          if (c.node == home) home_package = c.package;
+        }
+        for (int cpu : mine) {
+          ASSERT_TRUE(by_id.count(cpu)) << "a CPU outside the mask, trial " << trial;
+          if (mode == NumaMode::kSocket) {
+            EXPECT_EQ(by_id[cpu].package, home_package) << "trial " << trial;
+          } else {
+            EXPECT_EQ(by_id[cpu].node, home) << "trial " << trial;
+          }
+          if (mode == NumaMode::kExclusive) {
+            EXPECT_TRUE(owner.emplace(cpu, r).second) << "trial " << trial;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
