@@ -58,6 +58,10 @@ struct AgentOptions {
   std::string store_bind_addr;            // where the agent's store listens (default: master_addr)
 
   std::string log_dir;                      // empty: no persistent logs
+  // --duplicate-stdout-filters / --duplicate-stderr-filters: lines of any worker that contain one
+  // of these go to OUTPUT/attempt_N/filtered_stdout.log (filtered_stderr.log) too.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   std::string event_log;                    // --event-log FILE (also OUTPUT/events.jsonl with a log dir)
   std::map<int, StreamMask> redirects;      // local rank → mask; missing = 0
   std::map<int, StreamMask> tee;            // local rank → mask; missing = 0

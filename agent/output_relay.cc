@@ -14,6 +14,7 @@ OutputRelay::OutputRelay(std::string prefix, std::shared_ptr<Console> console, U
 void OutputRelay::Write(absl::string_view data, Clock::time_point now) {
   if (file_.valid()) WriteAll(file_.get(), data.data(), data.size());
   if (tail_limit_ > 0) KeepInTail(data);
+  if (filtered_) filtered_->Write(data);
   if (!console_ || data.empty()) return;
   last_data_ = now;
   while (!data.empty()) {
@@ -88,6 +89,7 @@ void OutputRelay::ShowIfQuiet(Clock::time_point now) {
 }
 
 void OutputRelay::Flush() {
+  if (filtered_) filtered_->Flush();
   if (!console_) return;
   if (!partial_.empty()) {
     Emit(partial_, Console::End::kNewline);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/string_view.h"
 #include "agent/console.h"
+#include "agent/line_filter_log.h"
 #include "base/unique_fd.h"
 
 namespace dtrun {
@@ -46,6 +47,8 @@ class OutputRelay {
   // True once after a partial line that started a line (not a '\r' redraw) was shown because the
   // worker went quiet: the worker is probably waiting for input (pdb, input()).
   bool TakePrompted() { return std::exchange(prompted_, false); }
+  // Also copies the lines that match `log`'s filters into its file (--duplicate-*-filters).
+  void DuplicateMatching(std::unique_ptr<LineFilterLog> log) { filtered_ = std::move(log); }
   // Keeps the stream's last `bytes` (0: none) for the failure summary (agent/stderr_error.h).
   void KeepTail(size_t bytes) { tail_limit_ = bytes; }
   // The kept tail: at most the last `bytes` written, and whether earlier ones were dropped.
@@ -66,6 +69,7 @@ class OutputRelay {
   bool line_shown_ = false;          // part of the current line is already on the console
   bool prompted_ = false;
   Clock::time_point last_data_;
+  std::unique_ptr<LineFilterLog> filtered_;
   std::string tail_;  // up to twice tail_limit_: trimmed to it when it passes that
   size_t tail_limit_ = 0;
   size_t tail_written_ = 0;  // bytes the tail has seen

@@ -39,11 +39,21 @@ absl::Status MakeDirs(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// --duplicate-*-filters: the file the attempt's workers share for one stream (null: none asked).
+absl::StatusOr<std::shared_ptr<UniqueFd>> OpenFilteredLog(const std::vector<std::string>& filters,
+                                                          const AttemptPaths& p, int64_t round, const char* name) {
+  if (filters.empty() || p.log_root.empty()) return std::shared_ptr<UniqueFd>();
+  const std::string dir = launch_layout::AttemptDir(p.log_root, round);
+  DT_RETURN_IF_ERROR(MakeDirs(dir));
+  DT_ASSIGN_OR_RETURN(UniqueFd fd, OpenLog(absl::StrCat(dir, "/", name)));
+  return std::make_shared<UniqueFd>(std::move(fd));
+}
+
 // Builds the relay for one stream of one worker.
 absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, const AttemptPaths& p,
-                                                       const std::string& rank_dir, int local_rank,
-                                                       int global_rank, StreamMask bit,
-                                                       const Consoles& consoles) {
+                                                       const std::string& rank_dir, int local_rank, int global_rank,
+                                                       StreamMask bit, const Consoles& consoles,
+                                                       const std::shared_ptr<UniqueFd>& filtered) {
   StreamMask redirect = o.redirects.count(local_rank) ? o.redirects.at(local_rank) : 0;
   bool shown = !(redirect & bit) && (!o.console_ranks || o.console_ranks->count(local_rank));
   // With a log root every stream is also written to its file, so --tee needs nothing more here.
@@ -53,7 +63,12 @@ absl::StatusOr<std::unique_ptr<OutputRelay>> MakeRelay(const AgentOptions& o, co
   }
   std::shared_ptr<Console> console = !shown ? nullptr : bit == kStdoutBit ? consoles.out : consoles.err;
   std::string prefix = ExpandPrefixTemplate(o.log_line_prefix_template, o.role, global_rank, local_rank);
-  return std::make_unique<OutputRelay>(std::move(prefix), console, std::move(file));
+  auto relay = std::make_unique<OutputRelay>(prefix, console, std::move(file));
+  if (filtered) {
+    relay->DuplicateMatching(std::make_unique<LineFilterLog>(
+        bit == kStdoutBit ? o.duplicate_stdout_filters : o.duplicate_stderr_filters, std::move(prefix), filtered));
+  }
+  return relay;
 }
 
 // The identity of local rank `lr` in the round `layout` describes.
@@ -114,6 +129,10 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
   group->workers_.reserve(o.nproc_per_node);
   group->oom_ = io.oom;
   if (io.oom) group->oom_at_start_ = io.oom->Read();
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<UniqueFd> filtered_out,
+                      OpenFilteredLog(o.duplicate_stdout_filters, paths, layout.round, "filtered_stdout.log"));
+  DT_ASSIGN_OR_RETURN(std::shared_ptr<UniqueFd> filtered_err,
+                      OpenFilteredLog(o.duplicate_stderr_filters, paths, layout.round, "filtered_stderr.log"));
   for (int lr = 0; lr < o.nproc_per_node; ++lr) {
     const WorkerIdentity id = IdentityOf(paths, layout, io, lr);
     const std::string error_dir = std::filesystem::path(id.error_file).parent_path();
@@ -123,9 +142,9 @@ absl::StatusOr<std::unique_ptr<WorkerGroup>> WorkerGroup::Start(
     }
     SpawnRequest req = RequestFor(o, base_env, id, io.pipe_stdin);
     DT_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> out,
-                        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStdoutBit, io.consoles));
+                        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStdoutBit, io.consoles, filtered_out));
     DT_ASSIGN_OR_RETURN(std::unique_ptr<OutputRelay> err,
-                        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStderrBit, io.consoles));
+                        MakeRelay(o, paths, id.log_dir, lr, id.global_rank, kStderrBit, io.consoles, filtered_err));
     err->KeepTail(kStderrTailBytes);  // the error of a worker that writes no error file
     std::optional<ChildProcess> parked = io.warm ? io.warm->Release(lr, req) : std::nullopt;
     DT_ASSIGN_OR_RETURN(ChildProcess proc, parked ? std::move(*parked) : ChildProcess::Spawn(req));

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
@@ -276,10 +277,15 @@ absl::Status FillAgentOptions(const RawFlags& f, const std::map<std::string, std
   a.role = f.role;
   a.virtual_local_rank = f.virtual_local_rank;
   if (auto file = env.find(env::kErrorFile); file != env.end()) a.launcher_error_file = file->second;
-  for (const auto& [flag, value] :
-       {std::pair<const char*, const std::string*>{"--duplicate-stdout-filters", &f.duplicate_stdout_filters},
-        {"--duplicate-stderr-filters", &f.duplicate_stderr_filters}}) {
-    if (!value->empty()) c.notes.push_back(absl::StrCat(flag, " ", *value, ": accepted, not applied (docs/MIGRATING.md)"));
+  for (const auto& [flag, value, filters] :
+       {std::tuple<const char*, const std::string*, std::vector<std::string>*>{
+            "--duplicate-stdout-filters", &f.duplicate_stdout_filters, &a.duplicate_stdout_filters},
+        {"--duplicate-stderr-filters", &f.duplicate_stderr_filters, &a.duplicate_stderr_filters}}) {
+    if (value->empty()) continue;
+    if (f.log_dir.empty()) {
+      return BadFlag(absl::StrCat(flag, " copies matching lines into LOG_DIR/.../attempt_N/; give --log-dir DIR"));
+    }
+    *filters = absl::StrSplit(*value, ',', absl::SkipEmpty());
   }
   a.local_addr = f.local_addr;
   if (!a.local_addr.empty()) {

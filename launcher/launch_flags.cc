@@ -114,10 +114,11 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
       "physical cores of the node) or core-complex (its own L3 cache)");
   opt("event-log-handler", f.event_log_handler, "Accepted for torchrun compatibility; dtrun's event log is "
                                                 "--event-log FILE");
-  opt("duplicate-stdout-filters", f.duplicate_stdout_filters, "Accepted for torchrun compatibility; not applied "
-                                                              "(--tee and --log-dir keep every line)");
-  opt("duplicate-stderr-filters", f.duplicate_stderr_filters, "Accepted for torchrun compatibility; not applied "
-                                                              "(--tee and --log-dir keep every line)");
+  opt("duplicate-stdout-filters", f.duplicate_stdout_filters,
+      "With --log-dir: workers' stdout lines that contain any "
+      "of these (a,b) are also copied, prefixed, into "
+      "attempt_N/filtered_stdout.log");
+  opt("duplicate-stderr-filters", f.duplicate_stderr_filters, "The same for stderr: attempt_N/filtered_stderr.log");
   app.add_option("-H,--hosts", f.hosts,
                  "Start the job on these hosts over ssh from here, e.g. a:4,b:4 (HOST:WORKERS; without :N, "
                  "--nproc-per-node); the first host serves the rendezvous");

@@ -107,6 +107,25 @@ TEST(LogsTest, TeeWritesFilesAndConsole) {
   EXPECT_EQ(ReadText(dir + "/t/attempt_0/0/stdout.log"), "both\n");
 }
 
+// torchrun's --duplicate-*-filters: matching lines of every rank, prefixed, in one file an attempt.
+TEST(LogsTest, DuplicateFiltersCopyEveryRanksMatchingLinesIntoOneFileAnAttempt) {
+  std::string dir = MakeTempDir();
+  auto [rc, out] =
+      RunToEnd({DtrunBinary(), "--nproc-per-node", "2", "--master-port", "0", "--rdzv-id", "f", "--log-dir", dir,
+                "--duplicate-stdout-filters", "loss,acc", "--duplicate-stderr-filters", "ERROR", "/bin/sh", "-c",
+                "echo step $RANK loss 0.5; echo noise; echo ERROR on $RANK >&2; echo calm >&2"});
+  ASSERT_EQ(rc, 0) << out;
+  const std::string filtered = ReadText(dir + "/f/attempt_0/filtered_stdout.log");
+  EXPECT_NE(filtered.find("[default0]:step 0 loss 0.5\n"), std::string::npos) << filtered;
+  EXPECT_NE(filtered.find("[default1]:step 1 loss 0.5\n"), std::string::npos) << filtered;
+  EXPECT_EQ(filtered.find("noise"), std::string::npos) << filtered;
+  const std::string errors = ReadText(dir + "/f/attempt_0/filtered_stderr.log");
+  EXPECT_NE(errors.find("[default1]:ERROR on 1\n"), std::string::npos) << errors;
+  EXPECT_EQ(errors.find("calm"), std::string::npos) << errors;
+  // Every line is still in the rank's own file.
+  EXPECT_EQ(ReadText(dir + "/f/attempt_0/0/stdout.log"), "step 0 loss 0.5\nnoise\n");
+}
+
 TEST(LogsTest, LocalRanksFilterShowsOnlyChosenRanks) {
   auto [rc, out] = RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "3",
                              "--local-ranks-filter", "0,2", "/bin/sh", "-c", "echo rank=$RANK"});

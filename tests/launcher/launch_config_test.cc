@@ -136,16 +136,20 @@ TEST(LaunchConfigTest, ASingleNodeJobThatNamesNoPortGetsAFreeOne) {
 
 // Newer torchrun's flags, variables and keys: accepted, and applied where dtrun has the feature.
 TEST(LaunchConfigTest, NewerTorchrunFlagsVariablesAndKeysDoNotStopDtrun) {
-  auto c = Parse({"--rdzv-conf", "use_libuv=1,store_type=tcp,rank=0,join_timeout=5", "--virtual-local-rank",
-                  "--numa-binding", "node", "--event-log-handler", "console", "--duplicate-stdout-filters", "error",
-                  "--master-addr", "[::1]", "--master-port", "29511", "/bin/true"});
+  auto c =
+      Parse({"--rdzv-conf", "use_libuv=1,store_type=tcp,rank=0,join_timeout=5", "--virtual-local-rank",
+             "--numa-binding", "node", "--event-log-handler", "console", "--duplicate-stdout-filters", "error,loss",
+             "--log-dir", "/tmp/logs", "--master-addr", "[::1]", "--master-port", "29511", "/bin/true"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->agent.virtual_local_rank);
   EXPECT_EQ(c->agent.master_addr, "::1");
   std::string notes = absl::StrJoin(c->notes, "\n");
   EXPECT_THAT(notes, ::testing::HasSubstr("--rdzv-conf rank, store_type, use_libuv: ignored"));
   EXPECT_THAT(notes, ::testing::HasSubstr("--numa-binding node: local rank 0 on CPUs "));
-  EXPECT_THAT(notes, ::testing::HasSubstr("--duplicate-stdout-filters error: accepted, not applied"));
+  EXPECT_THAT(c->agent.duplicate_stdout_filters, ElementsAre("error", "loss"));
+  EXPECT_TRUE(c->agent.duplicate_stderr_filters.empty());
+  EXPECT_THAT(Parse({"--duplicate-stderr-filters", "x", "/bin/true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("give --log-dir DIR")));
   // torchrun's environment defaults; a flag wins over them.
   auto env = Env();
   env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = "120";
