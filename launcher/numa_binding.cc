@@ -134,19 +134,16 @@ absl::StatusOr<std::vector<WorkerCpus>> PlanNumaBinding(NumaMode mode, int nproc
     const std::vector<int>& ranks = entry.second;
     switch (mode) {
       case NumaMode::kNode:
-        for (int r : ranks) {
-          plan[static_cast<size_t>(r)].cpus = CpusWhere(topology, [&](const Cpu& c) { return c.node == node; });
-        }
-        break;
       case NumaMode::kSocket: {
+        // Every worker of the node gets the same CPUs: the node's, or its sockets'.
         std::set<int> packages;
         for (const Cpu& cpu : topology.cpus) {
           if (cpu.node == node) packages.insert(cpu.package);
         }
-        for (int r : ranks) {
-          plan[static_cast<size_t>(r)].cpus =
-              CpusWhere(topology, [&](const Cpu& c) { return packages.count(c.package) > 0; });
-        }
+        const std::vector<int> shared = CpusWhere(topology, [&](const Cpu& c) {
+          return mode == NumaMode::kNode ? c.node == node : packages.count(c.package) > 0;
+        });
+        for (int r : ranks) plan[static_cast<size_t>(r)].cpus = shared;
         break;
       }
       case NumaMode::kExclusive:
