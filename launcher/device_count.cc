@@ -38,18 +38,27 @@ const std::string* Find(const std::map<std::string, std::string>& env, const cha
 
 std::string Plural(int n, const char* what) { return absl::StrCat(n, " ", what, n == 1 ? "" : "s"); }
 
-DeviceCount Narrowed(const std::vector<std::string>& uuids, const std::map<std::string, std::string>& env,
-                     std::initializer_list<const char*> variables, const char* devices, const char* where) {
-  const int physical = static_cast<int>(uuids.size());
-  DeviceCount out{physical, absl::StrCat(Plural(physical, devices), " in ", where)};
-  std::vector<std::string> left = uuids;
-  for (const char* variable : variables) {
-    const std::string* list = Find(env, variable);
-    if (!list) continue;
-    out.count = VisibleEntries(*list, left);
+std::vector<std::string> UuidsOf(const std::vector<PciGpu>& gpus) {
+  std::vector<std::string> uuids;
+  for (const PciGpu& gpu : gpus) uuids.push_back(gpu.uuid);
+  return uuids;
+}
+
+// `gpus` narrowed by each list in turn: a later list indexes what the earlier left.
+VisibleGpus Narrowed(const std::vector<PciGpu>& gpus,
+                     const std::vector<std::pair<const char*, const std::string*>>& lists, const char* devices,
+                     const char* where) {
+  const std::vector<std::string> uuids = UuidsOf(gpus);
+  VisibleGpus out;
+  for (int i = 0; i < static_cast<int>(gpus.size()); ++i) out.physical.push_back(i);
+  out.source = absl::StrCat(Plural(static_cast<int>(gpus.size()), devices), " in ", where);
+  for (const auto& [variable, list] : lists) {
+    std::vector<std::string> left_uuids;
+    for (int i : out.physical) left_uuids.push_back(i >= 0 ? uuids[i] : "");
+    std::vector<int> physical;
+    for (int entry : VisibleIndices(*list, left_uuids)) physical.push_back(entry >= 0 ? out.physical[entry] : -1);
+    out.physical = std::move(physical);
     out.source = absl::StrCat(variable, "=", *list, " of ", out.source);
-    // A later variable indexes what the earlier left (ROCm applies ROCR_ then HIP_).
-    left = std::vector<std::string>(out.count);
   }
   return out;
 }
@@ -74,16 +83,33 @@ int VisibleEntries(const std::string& list, const std::vector<std::string>& uuid
   return static_cast<int>(VisibleIndices(list, uuids).size());
 }
 
+VisibleGpus FindVisibleGpus(DeviceKind kind, const AcceleratorInventory& inventory,
+                            const std::map<std::string, std::string>& env) {
+  std::vector<std::pair<const char*, const std::string*>> lists;
+  auto add_first_set = [&](std::initializer_list<const char*> variables) {
+    for (const char* variable : variables) {
+      if (const std::string* list = Find(env, variable)) {
+        lists.emplace_back(variable, list);
+        return;
+      }
+    }
+  };
+  if (kind == DeviceKind::kAmd) {
+    add_first_set({"ROCR_VISIBLE_DEVICES"});
+    add_first_set({"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"});
+    return Narrowed(inventory.amd, lists, "AMD GPU", "/sys/class/kfd");
+  }
+  add_first_set({"CUDA_VISIBLE_DEVICES"});
+  return Narrowed(inventory.nvidia, lists, "NVIDIA GPU", "/proc/driver/nvidia/gpus");
+}
+
 DeviceCount CountVisibleDevices(DeviceKind kind, const AcceleratorInventory& inventory,
                                 const std::map<std::string, std::string>& env) {
   switch (kind) {
     case DeviceKind::kNvidia:
-      return Narrowed(inventory.nvidia_uuids, env, {"CUDA_VISIBLE_DEVICES"}, "NVIDIA GPU", "/proc/driver/nvidia/gpus");
     case DeviceKind::kAmd: {
-      // HIP honours CUDA_VISIBLE_DEVICES too; ROCR_ narrows first, then HIP_ (or CUDA_).
-      std::vector<std::string> amd(inventory.amd_gpus);
-      return Narrowed(amd, env, {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}, "AMD GPU",
-                      "/sys/class/kfd");
+      VisibleGpus gpus = FindVisibleGpus(kind, inventory, env);
+      return DeviceCount{static_cast<int>(gpus.physical.size()), std::move(gpus.source)};
     }
     case DeviceKind::kIntel: {
       // ZE_AFFINITY_MASK lists devices ("0,1") or sub-devices ("0.0,0.1"): each entry is one.

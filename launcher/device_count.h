@@ -9,16 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace dtrun {
+#include "launcher/accelerator_inventory.h"
 
-// What the machine has, as read from the drivers (HostProbe::Accelerators()).
-struct AcceleratorInventory {
-  std::vector<std::string> nvidia_uuids;  // one per NVIDIA GPU, "GPU-…" ("" where not readable)
-  std::vector<std::string> nvidia_bus_ids;  // the same GPUs' PCI addresses, "0000:3b:00.0" (their order)
-  std::vector<int> nvidia_numa_nodes;       // and NUMA nodes (-1: the kernel does not say)
-  int amd_gpus = 0;                       // ROCm's KFD GPU nodes
-  int intel_gpus = 0;                     // Intel GPUs (xpu) with a render node
-};
+namespace dtrun {
 
 enum class DeviceKind { kNvidia, kAmd, kIntel };
 
@@ -26,6 +19,17 @@ struct DeviceCount {
   int count = 0;
   std::string source;  // e.g. "CUDA_VISIBLE_DEVICES=0,3 of 8 NVIDIA GPUs in /proc/driver/nvidia/gpus"
 };
+
+// The GPUs of `kind` (NVIDIA or AMD) the workers will see, given the environment they inherit, in
+// the workers' numbering: each one's index in the inventory's list, -1 for one the driver's files
+// cannot confirm (a MIG instance; an AMD GPU named by UUID). ROCm applies ROCR_VISIBLE_DEVICES, then
+// HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES) to what that left.
+struct VisibleGpus {
+  std::vector<int> physical;
+  std::string source;  // e.g. "CUDA_VISIBLE_DEVICES=0,3 of 8 NVIDIA GPUs in /proc/driver/nvidia/gpus"
+};
+VisibleGpus FindVisibleGpus(DeviceKind kind, const AcceleratorInventory& inventory,
+                            const std::map<std::string, std::string>& env);
 
 // The devices of `kind` the workers will see, given the environment they inherit.
 DeviceCount CountVisibleDevices(DeviceKind kind, const AcceleratorInventory& inventory,

@@ -208,24 +208,22 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
   return absl::OkStatus();
 }
 
-// The visible NVIDIA GPUs in the workers' numbering (CUDA_VISIBLE_DEVICES narrows and reorders).
-absl::StatusOr<std::vector<GpuSeat>> VisibleGpus(const AcceleratorInventory& inv,
-                                                 const std::map<std::string, std::string>& env) {
-  std::vector<int> indices;
-  if (auto list = env.find(env::kCudaVisibleDevices); list != env.end()) {
-    indices = VisibleIndices(list->second, inv.nvidia_uuids);
-  } else {
-    for (int i = 0; i < static_cast<int>(inv.nvidia_uuids.size()); ++i) indices.push_back(i);
-  }
+// The GPUs the workers will see, in their numbering (the visibility variables narrow and reorder):
+// NVIDIA's, else AMD's under ROCm.
+absl::StatusOr<std::vector<GpuSeat>> SeatsOfVisibleGpus(const AcceleratorInventory& inv,
+                                                        const std::map<std::string, std::string>& env) {
+  const bool amd = inv.nvidia.empty() && !inv.amd.empty();
+  const std::vector<PciGpu>& gpus = amd ? inv.amd : inv.nvidia;
+  const VisibleGpus visible = FindVisibleGpus(amd ? DeviceKind::kAmd : DeviceKind::kNvidia, inv, env);
   std::vector<GpuSeat> seats;
-  for (int i : indices) {
-    if (i < 0 || i >= static_cast<int>(inv.nvidia_bus_ids.size())) {
-      return BadFlag(
-          "--numa-binding: CUDA_VISIBLE_DEVICES names a GPU the driver's files do not show (a MIG "
-          "instance?); bind inside PROGRAM (numactl) instead");
+  for (int i : visible.physical) {
+    if (i < 0 || gpus[i].bus_id.empty()) {
+      return BadFlag(absl::StrCat("--numa-binding: ", visible.source,
+                                  " names a GPU whose PCI address the driver's files do not show (an NVIDIA MIG "
+                                  "instance, or an AMD GPU by UUID); name the GPUs by index, or bind inside "
+                                  "PROGRAM (numactl) instead"));
     }
-    const int node = i < static_cast<int>(inv.nvidia_numa_nodes.size()) ? inv.nvidia_numa_nodes[i] : -1;
-    seats.push_back(GpuSeat{inv.nvidia_bus_ids[i], node});
+    seats.push_back(GpuSeat{gpus[i].bus_id, gpus[i].numa_node});
   }
   return seats;
 }
@@ -236,7 +234,7 @@ absl::Status FillNumaBinding(const RawFlags& f, const std::map<std::string, std:
   if (f.numa_binding.empty()) return absl::OkStatus();
   absl::StatusOr<NumaMode> mode = ParseNumaMode(f.numa_binding);
   if (!mode.ok()) return BadFlag(std::string(mode.status().message()));
-  DT_ASSIGN_OR_RETURN(std::vector<GpuSeat> gpus, VisibleGpus(host.Accelerators(), env));
+  DT_ASSIGN_OR_RETURN(std::vector<GpuSeat> gpus, SeatsOfVisibleGpus(host.Accelerators(), env));
   absl::StatusOr<std::vector<WorkerCpus>> plan = PlanNumaBinding(*mode, c.agent.nproc_per_node, host.Cpus(), gpus);
   if (!plan.ok()) return BadFlag(std::string(plan.status().message()));
   for (size_t r = 0; r < plan->size(); ++r) {

@@ -8,10 +8,17 @@
 namespace dtrun {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const std::vector<std::string> kEight = {"GPU-0a1", "GPU-1b2", "GPU-2c3", "GPU-3d4",
                                          "GPU-4e5", "GPU-5f6", "GPU-6a7", "GPU-7b8"};
+
+std::vector<PciGpu> GpusWithUuids(const std::vector<std::string>& uuids) {
+  std::vector<PciGpu> gpus;
+  for (const std::string& uuid : uuids) gpus.push_back(PciGpu{uuid, "", -1});
+  return gpus;
+}
 
 TEST(DeviceCountTest, VisibleListsAreReadAsCudaReadsThem) {
   EXPECT_EQ(VisibleEntries("0,3", kEight), 2);
@@ -30,7 +37,7 @@ TEST(DeviceCountTest, VisibleListsAreReadAsCudaReadsThem) {
 
 TEST(DeviceCountTest, NvidiaGpusAreNarrowedByCudaVisibleDevicesAndSaySo) {
   AcceleratorInventory host;
-  host.nvidia_uuids = kEight;
+  host.nvidia = GpusWithUuids(kEight);
   DeviceCount all = CountVisibleDevices(DeviceKind::kNvidia, host, {});
   EXPECT_EQ(all.count, 8);
   EXPECT_EQ(all.source, "8 NVIDIA GPUs in /proc/driver/nvidia/gpus");
@@ -41,7 +48,7 @@ TEST(DeviceCountTest, NvidiaGpusAreNarrowedByCudaVisibleDevicesAndSaySo) {
 
 TEST(DeviceCountTest, RocmAppliesRocrThenHipAndIntelItsAffinityMask) {
   AcceleratorInventory host;
-  host.amd_gpus = 8;
+  host.amd = GpusWithUuids(std::vector<std::string>(8));
   host.intel_gpus = 2;
   EXPECT_EQ(CountVisibleDevices(DeviceKind::kAmd, host, {}).count, 8);
   // HIP's indices are into what ROCR left: "3" of four is invalid.
@@ -49,10 +56,34 @@ TEST(DeviceCountTest, RocmAppliesRocrThenHipAndIntelItsAffinityMask) {
             2);
   EXPECT_EQ(CountVisibleDevices(DeviceKind::kAmd, host, {{"ROCR_VISIBLE_DEVICES", "4,5"}, {"HIP_VISIBLE_DEVICES", "0,3"}}).count,
             1);
+  // HIP reads CUDA_VISIBLE_DEVICES only where HIP_VISIBLE_DEVICES is not set.
+  EXPECT_EQ(
+      CountVisibleDevices(DeviceKind::kAmd, host, {{"HIP_VISIBLE_DEVICES", "0,1,2"}, {"CUDA_VISIBLE_DEVICES", "0"}})
+          .count,
+      3);
+  EXPECT_EQ(CountVisibleDevices(DeviceKind::kAmd, host, {{"CUDA_VISIBLE_DEVICES", "5"}}).count, 1);
   EXPECT_EQ(CountVisibleDevices(DeviceKind::kIntel, host, {}).count, 2);
   DeviceCount tiles = CountVisibleDevices(DeviceKind::kIntel, host, {{"ZE_AFFINITY_MASK", "0.0,0.1,1.0"}});
   EXPECT_EQ(tiles.count, 3);
   EXPECT_THAT(tiles.source, HasSubstr("ZE_AFFINITY_MASK=0.0,0.1,1.0"));
+}
+
+// Which physical GPU each of the workers' devices is: what --numa-binding places them by.
+TEST(DeviceCountTest, VisibleGpusAreMappedBackToTheDriversNumbering) {
+  AcceleratorInventory host;
+  host.nvidia = GpusWithUuids(kEight);
+  host.amd = GpusWithUuids(std::vector<std::string>(8));
+  EXPECT_THAT(FindVisibleGpus(DeviceKind::kNvidia, host, {}).physical, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  EXPECT_THAT(FindVisibleGpus(DeviceKind::kNvidia, host, {{"CUDA_VISIBLE_DEVICES", "GPU-7b,2,MIG-x"}}).physical,
+              ElementsAre(7, 2, -1));
+  // ROCR keeps physical 6, 4 and 2 (in that order); HIP's 2,0 are of those.
+  VisibleGpus rocm =
+      FindVisibleGpus(DeviceKind::kAmd, host, {{"ROCR_VISIBLE_DEVICES", "6,4,2"}, {"HIP_VISIBLE_DEVICES", "2,0"}});
+  EXPECT_THAT(rocm.physical, ElementsAre(2, 6));
+  EXPECT_EQ(rocm.source, "HIP_VISIBLE_DEVICES=2,0 of ROCR_VISIBLE_DEVICES=6,4,2 of 8 AMD GPUs in /sys/class/kfd");
+  // A UUID cannot be placed: AMD's are not read.
+  EXPECT_THAT(FindVisibleGpus(DeviceKind::kAmd, host, {{"ROCR_VISIBLE_DEVICES", "GPU-4a5b,1"}}).physical,
+              ElementsAre(-1, 1));
 }
 
 class Host final : public HostProbe {
@@ -72,7 +103,7 @@ class Host final : public HostProbe {
 
 TEST(NprocPerNodeTest, GpuCudaXpuAndAutoCountWhatTheWorkersWillSee) {
   Host host;
-  host.inventory.nvidia_uuids = kEight;
+  host.inventory.nvidia = GpusWithUuids(kEight);
   const std::map<std::string, std::string> slurm = {{"CUDA_VISIBLE_DEVICES", "2,5"}};
   for (const char* value : {"gpu", "cuda", "auto"}) {
     absl::StatusOr<NprocPerNode> n = ParseNprocPerNode(value, host, slurm);
@@ -90,7 +121,7 @@ TEST(NprocPerNodeTest, GpuCudaXpuAndAutoCountWhatTheWorkersWillSee) {
   EXPECT_THAT(cores->counted, HasSubstr("no accelerator visible"));
   // ROCm's PyTorch calls AMD GPUs "cuda"; Intel's are xpu.
   host.inventory = {};
-  host.inventory.amd_gpus = 4;
+  host.inventory.amd = GpusWithUuids(std::vector<std::string>(4));
   host.inventory.intel_gpus = 1;
   EXPECT_EQ(ParseNprocPerNode("gpu", host, {{"HIP_VISIBLE_DEVICES", "1,2,3"}})->count, 3);
   EXPECT_EQ(ParseNprocPerNode("xpu", host, {})->count, 1);

@@ -360,13 +360,13 @@ absl::StatusOr<LaunchConfig> ParseOn(const FakeHost& host, std::vector<std::stri
 
 TEST(LaunchConfigHostTest, WhatTheFlagsMeanComesFromTheHostProbeOnly) {
   FakeHost host;
-  host.inventory.nvidia_uuids = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
+  host.inventory.nvidia.resize(4);
   auto gpu = ParseOn(host, {"--nproc-per-node", "gpu", "train"});
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   EXPECT_EQ(gpu->agent.nproc_per_node, 4);
   EXPECT_EQ(gpu->agent.executable, "/opt/bin/train");
   EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "cpu", "train"})->agent.nproc_per_node, 96);
-  host.inventory.nvidia_uuids.clear();
+  host.inventory.nvidia.clear();
   EXPECT_EQ(ParseOn(host, {"--nproc-per-node", "auto", "train"})->agent.nproc_per_node, 96);
   EXPECT_THAT(ParseOn(host, {"--nproc-per-node", "gpu", "train"}),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("--nproc-per-node")));
@@ -422,9 +422,10 @@ TEST(CredentialsTest, TokenFilesAreReadSafely) {
 // Two NUMA nodes of two single-thread cores; GPUs 0 and 1 on node 0, 2 and 3 on node 1.
 void MakeTwoNodeGpuBox(FakeHost& host) {
   for (int id = 0; id < 4; ++id) host.topology.cpus.push_back(Cpu{id, id / 2, id / 2, id, -1});
-  host.inventory.nvidia_uuids = {"GPU-a", "GPU-b", "GPU-c", "GPU-d"};
-  host.inventory.nvidia_bus_ids = {"0000:1b:00.0", "0000:3b:00.0", "0000:9b:00.0", "0000:bb:00.0"};
-  host.inventory.nvidia_numa_nodes = {0, 0, 1, 1};
+  host.inventory.nvidia = {{"GPU-a", "0000:1b:00.0", 0},
+                           {"GPU-b", "0000:3b:00.0", 0},
+                           {"GPU-c", "0000:9b:00.0", 1},
+                           {"GPU-d", "0000:bb:00.0", 1}};
 }
 
 TEST(LaunchConfigHostTest, NumaBindingGivesEachLocalRankTheCpusOfItsVisibleGpusNode) {
@@ -447,6 +448,25 @@ TEST(LaunchConfigHostTest, NumaBindingGivesEachLocalRankTheCpusOfItsVisibleGpusN
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->config->agent.worker_cpus.size(), 2u);
   EXPECT_TRUE(ParseOn(host, {"--nproc-per-node", "2", "train"})->agent.worker_cpus.empty());
+}
+
+// ROCm's PyTorch numbers AMD GPUs as "cuda" devices: a local rank follows the HIP-visible GPU it uses.
+TEST(LaunchConfigHostTest, NumaBindingOnAnAmdBoxFollowsRocmsVisibleGpus) {
+  FakeHost host;
+  MakeTwoNodeGpuBox(host);
+  host.inventory.amd = host.inventory.nvidia;
+  for (PciGpu& gpu : host.inventory.amd) gpu.uuid.clear();
+  host.inventory.nvidia.clear();
+  absl::StatusOr<ParsedCommandLine> p =
+      ParseCommandLine({"--nproc-per-node", "gpu", "--numa-binding", "node", "train"},
+                       {{"ROCR_VISIBLE_DEVICES", "3,2,0"}, {"HIP_VISIBLE_DEVICES", "0,2"}}, host);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_THAT(p->config->agent.worker_cpus, ElementsAre(ElementsAre(2, 3), ElementsAre(0, 1)));
+  EXPECT_THAT(absl::StrJoin(p->config->notes, "\n"),
+              HasSubstr("local rank 0 on CPUs 2-3 (NUMA node 1, GPU 0000:bb:00.0)"));
+  EXPECT_THAT(ParseCommandLine({"--nproc-per-node", "1", "--numa-binding", "node", "train"},
+                               {{"ROCR_VISIBLE_DEVICES", "GPU-4a5b"}}, host),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("an AMD GPU by UUID); name the GPUs by index")));
 }
 
 TEST(LaunchConfigHostTest, NumaBindingThatCannotBeHonouredStopsTheLaunchWithTheReason) {
