@@ -79,7 +79,10 @@ using Clock = std::chrono::steady_clock;
 struct Connection {
   UniqueFd fd;
   Outbox pending;
-  Clock::time_point stalled_since;  // while `pending` is not empty: since the socket last took bytes
+  // While `pending` is not empty: the period being judged (SlowClientRule), and what the socket
+  // took of it so far.
+  Clock::time_point period_start;
+  uint64_t taken_in_period = 0;
   bool paused = false;              // not read: its requests wait for its replies to be read
   bool classified = false;          // its first byte has been seen
 };
@@ -99,9 +102,8 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 // The server's thread: the store's state and every connection, touched by this thread alone.
 class StoreLoop {
  public:
-  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port,
-            std::chrono::milliseconds stalled_client_timeout)
-      : epoll_(epoll), listener_(listener), wakeup_(wakeup), stalled_client_timeout_(stalled_client_timeout) {
+  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port, SlowClientRule slow_client)
+      : epoll_(epoll), listener_(listener), wakeup_(wakeup), slow_client_(slow_client) {
     if (forward_port != 0) forwarder_.emplace(epoll_, forward_port);
     Watch(epoll_, listener_, EPOLLIN);
     Watch(epoll_, wakeup_, EPOLLIN);
@@ -116,12 +118,12 @@ class StoreLoop {
   void Close(int fd);
   void Flush(int fd);
   void ResumeWaiting();
-  int CloseStalled();
+  int CloseSlowClients();
 
   const int epoll_;
   const int listener_;
   const int wakeup_;
-  const std::chrono::milliseconds stalled_client_timeout_;
+  const SlowClientRule slow_client_;
   const size_t max_conns_ = MaxConnections();
   StoreCore core_;
   std::map<int, Connection> conns_;  // keyed by fd
@@ -137,7 +139,7 @@ class StoreLoop {
 void StoreLoop::Run() {
   epoll_event events[64];
   for (;;) {
-    int n = ::epoll_wait(epoll_, events, 64, CloseStalled());
+    int n = ::epoll_wait(epoll_, events, 64, CloseSlowClients());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return;
     for (int i = 0; i < n; ++i) {
@@ -225,7 +227,12 @@ void StoreLoop::Flush(int fd) {
   conn.pending.Append(core_.TakeOutput(Id(fd)));
   const size_t before = conn.pending.size();
   if (!conn.pending.SendTo(fd)) return Close(fd);
-  if (held == 0 || conn.pending.size() < before) conn.stalled_since = Clock::now();
+  if (held == 0) {
+    conn.period_start = Clock::now();
+    conn.taken_in_period = 0;
+  } else {
+    conn.taken_in_period += before - conn.pending.size();
+  }
   if (conn.pending.empty()) {
     backlogged_.erase(fd);
   } else {
@@ -257,37 +264,45 @@ void StoreLoop::ResumeWaiting() {
   for (int fd : unpaused) Flush(fd);
 }
 
-// Closes each client that has read nothing of its replies for the timeout. Returns the wait in ms
-// until the next such deadline, for epoll_wait (-1: none).
-int StoreLoop::CloseStalled() {
+// Judges each backlogged client whose period is over: one that took its floor starts another, one
+// that did not is closed. Returns the wait in ms until the next period ends, for epoll_wait (-1: none).
+int StoreLoop::CloseSlowClients() {
   const Clock::time_point now = Clock::now();
   std::optional<Clock::time_point> next;
-  std::vector<int> stalled;
+  std::vector<int> slow;
   for (int fd : backlogged_) {
-    const Clock::time_point deadline = conns_[fd].stalled_since + stalled_client_timeout_;
-    if (deadline <= now) {
-      stalled.push_back(fd);
-    } else if (!next || deadline < *next) {
-      next = deadline;
+    Connection& conn = conns_[fd];
+    if (conn.period_start + slow_client_.period <= now) {
+      if (conn.taken_in_period < slow_client_.min_bytes) {
+        slow.push_back(fd);
+        continue;
+      }
+      conn.period_start = now;
+      conn.taken_in_period = 0;
     }
+    const Clock::time_point end = conn.period_start + slow_client_.period;
+    if (!next || end < *next) next = end;
   }
-  for (int fd : stalled) {
-    spdlog::warn("store: closing a client that read none of its {} bytes of replies for {} s",
-                 conns_[fd].pending.size(), stalled_client_timeout_.count() / 1000.0);
+  for (int fd : slow) {
+    spdlog::warn(
+        "store: closing a client that took {} of its {} bytes of replies in {} s (the floor is {} bytes, or all)",
+        conns_[fd].taken_in_period, conns_[fd].pending.size(), slow_client_.period.count() / 1000.0,
+        slow_client_.min_bytes);
     // A reset, not a FIN queued behind what it never reads: the kernel drops those bytes too.
     linger reset{1, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
     Close(fd);
   }
-  if (!stalled.empty()) ResumeWaiting();
+  if (!slow.empty()) ResumeWaiting();
   if (!next) return -1;
   return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(*next - now).count());
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
-    const std::string& host, uint16_t port, uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout) {
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, uint16_t port,
+                                                                      uint16_t forward_port,
+                                                                      SlowClientRule slow_client) {
   DT_ASSIGN_OR_RETURN(UniqueFd listener, BindListener(host, port));
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wakeup(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -296,8 +311,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
   }
   uint16_t bound = BoundPort(listener.get());
   std::unique_ptr<TcpStoreServer> server(
-      new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup), bound, forward_port,
-                         stalled_client_timeout));
+      new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup), bound, forward_port, slow_client));
   server->thread_ = std::thread([s = server.get()] {
     RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {
       spdlog::error("{}; the workers' next store call fails and the job ends with their failure",
@@ -307,10 +321,14 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
   return server;
 }
 
-TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port,
-                               uint16_t forward_port, std::chrono::milliseconds stalled_client_timeout)
-    : listener_(std::move(listener)), epoll_(std::move(epoll)), wakeup_(std::move(wakeup)), port_(port),
-      forward_port_(forward_port), stalled_client_timeout_(stalled_client_timeout) {}
+TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
+                               SlowClientRule slow_client)
+    : listener_(std::move(listener)),
+      epoll_(std::move(epoll)),
+      wakeup_(std::move(wakeup)),
+      port_(port),
+      forward_port_(forward_port),
+      slow_client_(slow_client) {}
 
 TcpStoreServer::~TcpStoreServer() {
   uint64_t one = 1;
@@ -320,7 +338,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 void TcpStoreServer::Serve() {
-  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, stalled_client_timeout_).Run();
+  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, slow_client_).Run();
 }
 
 }  // namespace dtrun

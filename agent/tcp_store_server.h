@@ -15,6 +15,15 @@
 
 namespace dtrun {
 
+// A client holding replies its socket has not taken must take `min_bytes` of them (or all it holds)
+// in each `period`, or the store closes it (with replies past StoreCore's backlog caps, its further
+// requests already wait unrun). A floor, not "any byte": a reader that trickled a byte or a TCP
+// segment per period would otherwise hold its backlog, and with it the store's total cap, for ever.
+struct SlowClientRule {
+  std::chrono::milliseconds period = std::chrono::seconds(30);
+  uint64_t min_bytes = uint64_t{1} << 20;  // 35 KB/s: far below any network a store is used over
+};
+
 class TcpStoreServer {
  public:
   // Binds `host:port` (a name or a literal address; port 0 picks a free port) and starts serving
@@ -24,19 +33,16 @@ class TcpStoreServer {
   // TCPStore request: an HTTP/2 preface, a TLS handshake) are relayed to 127.0.0.1:forward_port,
   // so the rendezvous service and the workers' store share the one declared port. Known at start,
   // so that no early connection is mistaken for a TCPStore client.
-  // A client that has not read any of its queued replies for `stalled_client_timeout` is closed
-  // (with replies past StoreCore's backlog caps, its further requests already wait unrun).
-  static constexpr std::chrono::milliseconds kStalledClientTimeout = std::chrono::seconds(30);
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
-      const std::string& host, uint16_t port, uint16_t forward_port = 0,
-      std::chrono::milliseconds stalled_client_timeout = kStalledClientTimeout);
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, uint16_t port,
+                                                               uint16_t forward_port = 0,
+                                                               SlowClientRule slow_client = SlowClientRule());
   ~TcpStoreServer();  // stops the thread and closes every connection
 
   uint16_t port() const { return port_; }
 
  private:
   TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
-                 std::chrono::milliseconds stalled_client_timeout);
+                 SlowClientRule slow_client);
   void Serve();
 
   UniqueFd listener_;
@@ -44,7 +50,7 @@ class TcpStoreServer {
   UniqueFd wakeup_;  // eventfd: written by the destructor to stop Serve()
   uint16_t port_;
   uint16_t forward_port_;
-  std::chrono::milliseconds stalled_client_timeout_;
+  SlowClientRule slow_client_;
   std::thread thread_;
 };
 

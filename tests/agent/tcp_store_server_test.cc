@@ -131,7 +131,7 @@ size_t ResidentBytes() {
 // caps): the store holds at most its backlog cap for it, serves others meanwhile, and closes it
 // once it has read nothing for the stalled-client timeout.
 TEST(TcpStoreServerTest, AClientThatNeverReadsItsRepliesIsBoundedThenClosed) {
-  auto server = TcpStoreServer::Start("127.0.0.1", 0, 0, std::chrono::seconds(2));
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, 0, SlowClientRule{std::chrono::seconds(2)});
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string big(8 << 20, 'v');
   int setter = Connect((*server)->port());
@@ -163,6 +163,41 @@ TEST(TcpStoreServerTest, AClientThatNeverReadsItsRepliesIsBoundedThenClosed) {
   ASSERT_EQ(::poll(&hangup, 1, 20000), 1) << "not closed within 20 s";
   EXPECT_TRUE(hangup.revents & (POLLHUP | POLLERR)) << hangup.revents;
   ::close(hog);
+  ::close(setter);
+}
+
+// A client that keeps reading, but below the floor, is closed all the same: before the floor, any
+// byte taken restarted the clock, so a reader that took a segment now and then held its backlog
+// (and with it part of the store's total cap) for as long as it liked. Here the floor is 64 MiB a
+// second and the reader takes at most 1 MiB every 100 ms; with "any byte" (a floor of 1) it kept
+// its connection until it had read all 512 MiB, 51 s.
+TEST(TcpStoreServerTest, AClientThatReadsBelowTheFloorIsClosed) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, 0, SlowClientRule{std::chrono::seconds(1), uint64_t{64} << 20});
+  ASSERT_TRUE(server.ok()) << server.status();
+  int setter = Connect((*server)->port());
+  const std::string big(8 << 20, 'v');
+  std::string set = Raw<uint8_t>(0) + Str("big") + Str(big) + Raw<uint8_t>(4) + Raw<uint64_t>(1) + Str("big");
+  ASSERT_EQ(::send(setter, set.data(), set.size(), 0), static_cast<ssize_t>(set.size()));
+  ASSERT_EQ(ReadN(setter, 1).size(), 1u);  // CHECK: the value is in
+  int slow = Connect((*server)->port());
+  std::string gets;
+  for (int i = 0; i < 64; ++i) gets += Raw<uint8_t>(2) + Str("big");
+  ASSERT_EQ(::send(slow, gets.data(), gets.size(), 0), static_cast<ssize_t>(gets.size()));
+  std::string buf(1 << 20, '\0');
+  size_t read = 0;
+  bool closed = false;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!closed && std::chrono::steady_clock::now() < give_up) {
+    ssize_t n = ::recv(slow, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n > 0) read += static_cast<size_t>(n);
+    closed = n == 0 || (n < 0 && errno != EAGAIN);
+    pollfd hangup{slow, POLLRDHUP, 0};  // the reader's pace: 100 ms, or at once when reset
+    closed = closed || ::poll(&hangup, 1, 100) == 1;
+  }
+  EXPECT_TRUE(closed) << "a reader below the floor kept its connection for a minute";
+  EXPECT_GT(read, 0u) << "the client did read: this is not the never-reading case";
+  EXPECT_LT(read, size_t{64} * (8 << 20)) << "it had not read all its replies";
+  ::close(slow);
   ::close(setter);
 }
 
