@@ -26,7 +26,7 @@ struct nvmlProcessInfo_t {  // nvmlProcessInfo_v2_t, taken by the _v2 and _v3 pr
   unsigned int computeInstanceId;
 };
 constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
-constexpr unsigned kMaxProcessesPerDevice = 256;
+constexpr unsigned kMaxProcessesPerDevice = 4096;  // MPS allows 48 clients a GPU; this is far past it
 
 }  // namespace
 
@@ -42,8 +42,8 @@ struct GpuProbe::Api {
 
 bool GpuProbe::DriverLoaded() { return ::access("/proc/driver/nvidia/version", F_OK) == 0; }
 
-std::unique_ptr<GpuProbe> GpuProbe::Open() {
-  absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({"libnvidia-ml.so.1"}, "the NVIDIA driver");
+std::unique_ptr<GpuProbe> GpuProbe::Open(const std::string& library) {
+  absl::StatusOr<SharedLibrary> lib = SharedLibrary::Open({library}, "the NVIDIA driver");
   if (!lib.ok()) return nullptr;
   auto api = std::make_unique<Api>(std::move(*lib));
   auto init = api->lib.Find<nvmlReturn_t (*)()>("nvmlInit_v2");
@@ -70,16 +70,22 @@ std::map<pid_t, GpuUsage> GpuProbe::Sample(const std::vector<pid_t>& pids) {
   const std::set<pid_t> wanted(pids.begin(), pids.end());
   unsigned count = 0;
   if (api_->device_count(&count) != kNvmlSuccess) return out;
-  std::vector<nvmlProcessInfo_t> procs(kMaxProcessesPerDevice);
+  std::vector<nvmlProcessInfo_t> procs(64);
   for (unsigned i = 0; i < std::min(count, 64u); ++i) {
     nvmlDevice_t device = nullptr;
     if (api_->device_by_index(i, &device) != kNvmlSuccess) continue;
-    unsigned n = kMaxProcessesPerDevice;
+    unsigned n = static_cast<unsigned>(procs.size());
     nvmlReturn_t r = api_->processes(device, &n, procs.data());
-    if (r != kNvmlSuccess && r != kNvmlInsufficientSize) continue;
+    // Too small a buffer: NVML wrote nothing and says how many there are (fewer or more by now).
+    if (r == kNvmlInsufficientSize && n <= kMaxProcessesPerDevice) {
+      procs.resize(n + 8);
+      n = static_cast<unsigned>(procs.size());
+      r = api_->processes(device, &n, procs.data());
+    }
+    if (r != kNvmlSuccess) continue;
     nvmlUtilization_t util{};
     const bool has_util = api_->utilization(device, &util) == kNvmlSuccess;
-    for (unsigned k = 0; k < std::min(n, kMaxProcessesPerDevice); ++k) {
+    for (unsigned k = 0; k < std::min<size_t>(n, procs.size()); ++k) {
       const pid_t pid = static_cast<pid_t>(procs[k].pid);
       if (!wanted.count(pid)) continue;
       const int64_t mem = procs[k].usedGpuMemory == kNvmlValueNotAvailable ? -1
@@ -87,7 +93,7 @@ std::map<pid_t, GpuUsage> GpuProbe::Sample(const std::vector<pid_t>& pids) {
       GpuUsage& u = out[pid];
       if (u.mem_bytes >= mem && u.util_percent >= 0) continue;
       u.mem_bytes = mem;
-      u.util_percent = has_util ? util.gpu : -1;
+      u.util_percent = has_util ? static_cast<double>(util.gpu) : -1.0;  // not `: -1`, an unsigned 2^32-1
     }
   }
   return out;

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace dtrun::status {
@@ -19,7 +20,8 @@ struct GpuUsage {
 class GpuProbe {
  public:
   // Null when NVML cannot be loaded or initialised (no driver, no GPU): the caller shows "-".
-  static std::unique_ptr<GpuProbe> Open();
+  // `library`: another NVML to load (a test's stand-in).
+  static std::unique_ptr<GpuProbe> Open(const std::string& library = "libnvidia-ml.so.1");
   // Whether NVIDIA's kernel driver is loaded (/proc/driver/nvidia): without it Open() cannot
   // succeed, and a caller need not start a thread to find that out.
   static bool DriverLoaded();
