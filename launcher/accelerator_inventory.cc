@@ -3,14 +3,13 @@
 #include <dirent.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/kfd_topology.h"
 #include "base/untrusted_file.h"
 
 namespace dtrun {
@@ -43,11 +42,6 @@ std::string LineValue(const std::string& text, absl::string_view key) {
   return "";
 }
 
-int64_t LineNumber(const std::string& text, absl::string_view key, int64_t fallback) {
-  int64_t value = 0;
-  return absl::SimpleAtoi(LineValue(text, key), &value) ? value : fallback;
-}
-
 int NumaNodeOf(const std::string& root, const std::string& bus_id) {
   if (bus_id.empty()) return -1;
   int node = -1;
@@ -68,29 +62,10 @@ std::vector<PciGpu> ReadNvidia(const std::string& root) {
   return gpus;
 }
 
-// ROCm: the KFD topology's nodes with SIMDs are GPUs (CPU nodes have none). `location_id` is the
-// PCI bus and devfn (bus << 8 | device << 3 | function), `domain` the PCI domain.
+// ROCm: the KFD topology's GPU nodes (base/kfd_topology.h), in ROCm's order.
 std::vector<PciGpu> ReadAmd(const std::string& root) {
-  const std::string dir = root + "/sys/class/kfd/kfd/topology/nodes/";
-  std::vector<int> nodes;
-  for (const std::string& name : Entries(dir)) {
-    int node = 0;
-    if (absl::SimpleAtoi(name, &node) && node >= 0) nodes.push_back(node);
-  }
-  std::sort(nodes.begin(), nodes.end());  // "10" after "9"
   std::vector<PciGpu> gpus;
-  for (int node : nodes) {
-    const std::string properties = ReadDriverFile(absl::StrFormat("%s%d/properties", dir, node));
-    if (LineNumber(properties, "simd_count ", 0) <= 0) continue;
-    const int64_t location = LineNumber(properties, "location_id ", -1);
-    const int64_t domain = LineNumber(properties, "domain ", 0);
-    PciGpu gpu;
-    if (location >= 0 && location <= 0xffff && domain >= 0 && domain <= 0xffff) {
-      gpu.bus_id = absl::StrFormat("%04x:%02x:%02x.%x", domain, location >> 8, (location >> 3) & 0x1f, location & 7);
-    }
-    gpu.numa_node = NumaNodeOf(root, gpu.bus_id);
-    gpus.push_back(std::move(gpu));
-  }
+  for (const KfdGpu& kfd : ReadKfdGpus(root)) gpus.push_back(PciGpu{"", kfd.bus_id, NumaNodeOf(root, kfd.bus_id)});
   return gpus;
 }
 

@@ -36,8 +36,8 @@ struct RankStatus {
   double heartbeat_age_s = -1;   // since its last report
   double cpu_percent = -1;       // over the last sample interval; 100 = one core
   int64_t rss_bytes = -1;
-  double gpu_util_percent = -1;  // of the GPU it runs on (NVML)
-  int64_t gpu_mem_bytes = -1;    // what it holds on that GPU (NVML)
+  double gpu_util_percent = -1;  // of the GPU it runs on (NVML, or the KFD's files)
+  int64_t gpu_mem_bytes = -1;    // what it holds on that GPU (NVML, or the KFD's files)
   int64_t snapshot_step = -1;    // its newest in-memory snapshot (docs/DESIGN.md, "Snapshots")
   int64_t snapshot_bytes = -1;   // and that snapshot's size
   int64_t buddy_step = -1;       // the newest step of it that the node's buddy holds a copy of

@@ -1,18 +1,20 @@
-// The NVML probe behind `dtrun status`'s GPU columns, against a stand-in library
-// (tests/support/fake_nvml.cc): the real one needs NVIDIA's driver, which only scripts/gpu-check.sh
-// has (its status_gpu row).
-#include "status/gpu_probe.h"
-
+// The probes behind `dtrun status`'s GPU columns: NVML's against a stand-in library
+// (tests/support/fake_nvml.cc; the real one needs NVIDIA's driver, which only scripts/gpu-check.sh
+// has, in its status_gpu row), and the KFD's on a fake sysfs root.
 #include <stdlib.h>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "status/kfd_probe.h"
+#include "status/nvml_probe.h"
+#include "tests/support/fake_root.h"
 
 namespace dtrun::status {
 namespace {
 
 std::unique_ptr<GpuProbe> OpenFake(const char* gpus) {
   ::setenv("FAKE_NVML_GPUS", gpus, 1);
-  return GpuProbe::Open(DTRUN_FAKE_NVML);
+  return NvmlProbe::Open(DTRUN_FAKE_NVML);
 }
 
 TEST(GpuProbeTest, EachWorkerGetsTheUtilisationAndMemoryOfTheGpuWhereItHoldsMost) {
@@ -52,10 +54,55 @@ TEST(GpuProbeTest, AGpuWithManyProcessesIsAskedAgainWithRoomForThem) {
 }
 
 TEST(GpuProbeTest, NoLibraryOrAFailedInitialisationIsNoProbe) {
-  EXPECT_EQ(GpuProbe::Open("libdtrun-no-such-nvml.so.1"), nullptr);
+  EXPECT_EQ(NvmlProbe::Open("libdtrun-no-such-nvml.so.1"), nullptr);
   ::setenv("FAKE_NVML_INIT", "fail", 1);
   EXPECT_EQ(OpenFake("80:1=1"), nullptr);
   ::unsetenv("FAKE_NVML_INIT");
+}
+
+// An 8-GPU ROCm node: KFD node 0 is the CPU, nodes 1-8 the GPUs (gpu_id as the driver makes them
+// up, render minors 128 on). A worker holds memory on every GPU it opened, most on its own.
+void MakeRocmNode(const testing::FakeRoot& root) {
+  const std::string nodes = "/sys/class/kfd/kfd/topology/nodes/";
+  root.Write(nodes + "0/properties", "cpu_cores_count 96\nsimd_count 0\n");
+  root.Write(nodes + "0/gpu_id", "0\n");
+  for (int node = 1; node <= 8; ++node) {
+    root.Write(absl::StrCat(nodes, node, "/properties"),
+               absl::StrCat("simd_count 1216\nlocation_id ", node << 8, "\ndrm_render_minor ", 127 + node, "\n"));
+    root.Write(absl::StrCat(nodes, node, "/gpu_id"), absl::StrCat(40000 + node, "\n"));
+    root.Write(absl::StrCat("/sys/class/drm/renderD", 127 + node, "/device/gpu_busy_percent"),
+               absl::StrCat(node * 10, "\n"));
+  }
+}
+
+TEST(KfdProbeTest, EachWorkerGetsTheBusyPercentAndMemoryOfTheAmdGpuWhereItHoldsMost) {
+  testing::FakeRoot root;
+  MakeRocmNode(root);
+  const std::string proc = "/sys/class/kfd/kfd/proc/";
+  root.Write(proc + "100/vram_40003", "17179869184\n");  // rank 0 on GPU 3 (node 3)
+  root.Write(proc + "100/vram_40001", "4096\n");         // and the runtime's bit on GPU 1
+  root.Write(proc + "200/vram_40008", "1024\n");
+  root.Write(proc + "300/vram_40002", "garbage\n");  // a file that is not a number counts for nothing
+  std::unique_ptr<GpuProbe> probe = KfdProbe::Open(root.root());
+  ASSERT_NE(probe, nullptr);
+  std::map<pid_t, GpuUsage> usage = probe->Sample({100, 200, 300, 400});
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[100].mem_bytes, int64_t{16} << 30);
+  EXPECT_EQ(usage[100].util_percent, 30);
+  EXPECT_EQ(usage[200].mem_bytes, 1024);
+  EXPECT_EQ(usage[200].util_percent, 80);
+  // A device that stops saying how busy it is (a reset under way): memory still, busy unknown.
+  root.Write("/sys/class/drm/renderD135/device/gpu_busy_percent", "");
+  usage = probe->Sample({200});
+  EXPECT_EQ(usage[200].mem_bytes, 1024);
+  EXPECT_EQ(usage[200].util_percent, -1);
+}
+
+TEST(KfdProbeTest, AMachineWithoutRocmGpusHasNoProbe) {
+  testing::FakeRoot root;
+  EXPECT_EQ(KfdProbe::Open(root.root()), nullptr);
+  root.Write("/sys/class/kfd/kfd/topology/nodes/0/properties", "cpu_cores_count 8\nsimd_count 0\n");
+  EXPECT_EQ(KfdProbe::Open(root.root()), nullptr);  // a CPU node only (an APU's driver without its GPU)
 }
 
 }  // namespace
