@@ -80,7 +80,7 @@ kit_setup || exit 1
 cap=$("$py" -c 'import torch; print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null || echo 9.0)
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$cap}
 # No unity builds here: a GPU session is rare, and an unknown compiler that trips on a batch (GCC 14
-# did on gpu_probe.cc, see status/CMakeLists.txt) must not cost it; 16 cores build it quickly.
+# did on nvml_probe.cc, see status/CMakeLists.txt) must not cost it; 16 cores build it quickly.
 # cuDNN's header and library for the fused batch norm + ReLU (the wheel's nvidia-cudnn package).
 cudnn_args=()
 cudnn_dir=$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null) &&
