@@ -83,6 +83,10 @@ int VisibleEntries(const std::string& list, const std::vector<std::string>& uuid
   return static_cast<int>(VisibleIndices(list, uuids).size());
 }
 
+DeviceKind CudaDeviceKind(const AcceleratorInventory& inventory) {
+  return inventory.nvidia.empty() && !inventory.amd.empty() ? DeviceKind::kAmd : DeviceKind::kNvidia;
+}
+
 VisibleGpus FindVisibleGpus(DeviceKind kind, const AcceleratorInventory& inventory,
                             const std::map<std::string, std::string>& env) {
   std::vector<std::pair<const char*, const std::string*>> lists;

@@ -20,6 +20,10 @@ struct DeviceCount {
   std::string source;  // e.g. "CUDA_VISIBLE_DEVICES=0,3 of 8 NVIDIA GPUs in /proc/driver/nvidia/gpus"
 };
 
+// Which GPUs PyTorch's "cuda" devices are here: NVIDIA's, or AMD's under ROCm on a machine that has
+// only those.
+DeviceKind CudaDeviceKind(const AcceleratorInventory& inventory);
+
 // The GPUs of `kind` (NVIDIA or AMD) the workers will see, given the environment they inherit, in
 // the workers' numbering: each one's index in the inventory's list, -1 for one the driver's files
 // cannot confirm (a MIG instance; an AMD GPU named by UUID). ROCm applies ROCR_VISIBLE_DEVICES, then

@@ -212,9 +212,9 @@ absl::Status ResolveProgram(const RawFlags& f, const std::vector<std::string>& r
 // NVIDIA's, else AMD's under ROCm.
 absl::StatusOr<std::vector<GpuSeat>> SeatsOfVisibleGpus(const AcceleratorInventory& inv,
                                                         const std::map<std::string, std::string>& env) {
-  const bool amd = inv.nvidia.empty() && !inv.amd.empty();
-  const std::vector<PciGpu>& gpus = amd ? inv.amd : inv.nvidia;
-  const VisibleGpus visible = FindVisibleGpus(amd ? DeviceKind::kAmd : DeviceKind::kNvidia, inv, env);
+  const DeviceKind kind = CudaDeviceKind(inv);
+  const std::vector<PciGpu>& gpus = kind == DeviceKind::kAmd ? inv.amd : inv.nvidia;
+  const VisibleGpus visible = FindVisibleGpus(kind, inv, env);
   std::vector<GpuSeat> seats;
   for (int i : visible.physical) {
     if (i < 0 || gpus[i].bus_id.empty()) {

@@ -43,7 +43,7 @@ absl::StatusOr<NprocPerNode> ParseNprocPerNode(const std::string& value, const H
   // PyTorch's "cuda" devices are NVIDIA's, or AMD's under ROCm.
   std::vector<DeviceKind> kinds;
   if (gpu || value == "auto") {
-    kinds.push_back(inventory.nvidia.empty() && !inventory.amd.empty() ? DeviceKind::kAmd : DeviceKind::kNvidia);
+    kinds.push_back(CudaDeviceKind(inventory));
   }
   if (value == "xpu" || value == "auto") kinds.push_back(DeviceKind::kIntel);
   std::vector<std::string> looked;
