@@ -2,7 +2,7 @@
 // comes from the environment), and the hosts of `dtrun -H` / `--hostfile` (a file another tool
 // wrote) with the control lines of a dtrun started by it. Any bytes: nothing crashes or throws,
 // counts stay within their bounds, and no host that is accepted could reach ssh as an option or a
-// shell as anything but a name.
+// shell as anything but a name (IPv6 addresses in brackets included).
 #include <cstddef>
 #include <cstdint>
 
@@ -18,10 +18,16 @@ void CheckHosts(const absl::StatusOr<std::vector<dtrun::HostSlots>>& hosts) {
   if (hosts->empty() || hosts->size() > static_cast<size_t>(dtrun::kMaxHosts)) __builtin_trap();
   for (const dtrun::HostSlots& h : *hosts) {
     if (h.name.empty() || h.name[0] == '-' || h.address().empty() || h.slots < 0 || h.slots > 64) __builtin_trap();
-    for (char c : h.name) {
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != '@') {
+    for (char c : h.name) {  // ':' and '%' only in IPv6 addresses (and zones): no shell reads them
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' && c != '@' &&
+          c != ':' && c != '%') {
         __builtin_trap();
       }
+    }
+    // As the user would write it again, it means the same host.
+    absl::StatusOr<std::vector<dtrun::HostSlots>> again = dtrun::ParseHostList(h.spec(), 64);
+    if (!again.ok() || again->size() != 1 || (*again)[0].name != h.name || (*again)[0].slots != h.slots) {
+      __builtin_trap();
     }
   }
 }

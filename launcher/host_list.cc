@@ -1,8 +1,12 @@
 #include "launcher/host_list.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,21 +38,54 @@ absl::StatusOr<int> ParseSlots(absl::string_view text, int max_slots) {
   return slots;
 }
 
-// "HOST" or "HOST:N".
+// An IPv6 address as ssh and connect() take it: what inet_pton reads, with an optional zone
+// ("fe80::1%eth0") of a host name's letters. Nothing a shell or ssh would read as more.
+bool IsIpv6Address(absl::string_view text) {
+  const size_t percent = text.find('%');
+  if (percent != absl::string_view::npos) {
+    const absl::string_view zone = text.substr(percent + 1);
+    if (!IsHostName(zone) || absl::StrContains(zone, '@')) return false;
+  }
+  const std::string address(text.substr(0, percent));
+  // inet_pton reads a C string: an embedded NUL would end it early and let what follows through.
+  for (char c : address) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return false;
+  }
+  in6_addr parsed{};
+  return address.size() < INET6_ADDRSTRLEN && ::inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
+}
+
+// "HOST", "HOST:N", "[IPV6]" or "[IPV6]:N", each with an optional USER@.
 absl::StatusOr<HostSlots> ParseEntry(absl::string_view entry, int max_slots) {
   HostSlots h;
-  absl::string_view name = entry;
-  if (size_t colon = entry.rfind(':'); colon != absl::string_view::npos) {
-    name = entry.substr(0, colon);
+  absl::string_view host = entry;
+  // ":N" follows the last ':', unless that is inside an IPv6 address's brackets.
+  const size_t colon = entry.rfind(':'), close = entry.rfind(']');
+  if (colon != absl::string_view::npos && (close == absl::string_view::npos || colon > close)) {
+    host = entry.substr(0, colon);
     absl::StatusOr<int> slots = ParseSlots(entry.substr(colon + 1), max_slots);
     if (!slots.ok()) return slots.status();
     h.slots = *slots;
   }
-  if (!IsHostName(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", name, "' is not a host name (letters, digits, '.', '-', '_', an optional USER@)"));
+  const size_t at = host.find('@');
+  const absl::string_view user = at == absl::string_view::npos ? "" : host.substr(0, at + 1);
+  absl::string_view address = host.substr(user.size());
+  if (absl::ConsumePrefix(&address, "[")) {
+    if (!absl::ConsumeSuffix(&address, "]") || !IsIpv6Address(address)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", host, "' is not an IPv6 address in brackets ([fd00::2])"));
+    }
+    if (!user.empty() && !IsHostName(user.substr(0, user.size() - 1))) {
+      return absl::InvalidArgumentError(absl::StrCat("'", user, "' is not a user name"));
+    }
+    h.name = absl::StrCat(user, address);  // as ssh takes it: no brackets
+    return h;
   }
-  h.name = std::string(name);
+  if (!IsHostName(host)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", host,
+                                                   "' is not a host name (letters, digits, '.', '-', '_', an "
+                                                   "optional USER@) or an IPv6 address in brackets"));
+  }
+  h.name = std::string(host);
   return h;
 }
 
@@ -72,6 +109,17 @@ absl::Status CheckList(const std::vector<HostSlots>& hosts, const std::string& w
 std::string HostSlots::address() const {
   size_t at = name.find('@');
   return at == std::string::npos ? name : name.substr(at + 1);
+}
+
+std::string HostSlots::endpoint_host() const {
+  const std::string a = address();
+  return a.find(':') == std::string::npos ? a : absl::StrCat("[", a, "]");
+}
+
+std::string HostSlots::spec() const {
+  const size_t at = name.find('@');
+  const std::string host = absl::StrCat(at == std::string::npos ? "" : name.substr(0, at + 1), endpoint_host());
+  return slots > 0 ? absl::StrCat(host, ":", slots) : host;
 }
 
 absl::StatusOr<std::vector<HostSlots>> ParseHostList(absl::string_view value, int max_slots) {

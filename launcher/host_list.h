@@ -12,19 +12,25 @@
 namespace dtrun {
 
 struct HostSlots {
-  std::string name;  // as ssh takes it: HOST or USER@HOST
+  std::string name;  // as ssh takes it: HOST or USER@HOST (an IPv6 address without brackets)
   int slots = 0;     // workers on it; 0: --nproc-per-node decides
   // The part after USER@: what the other hosts connect to.
   std::string address() const;
+  // The address as HOST:PORT needs it: an IPv6 address in brackets.
+  std::string endpoint_host() const;
+  // As the user wrote it: HOST:N, or [IPV6]:N.
+  std::string spec() const;
 };
 
 inline constexpr int kMaxHosts = 10000;  // what the rendezvous is tested with
 
-// "a:4,b:4,c" (horovodrun -H). InvalidArgument naming -H and the fix.
+// "a:4,b:4,c" (horovodrun -H); an IPv6 address in brackets, "[fd00::2]:4" or "USER@[fd00::2]".
+// InvalidArgument naming -H and the fix.
 absl::StatusOr<std::vector<HostSlots>> ParseHostList(absl::string_view value, int max_slots);
 
 // A hostfile: one host a line, "HOST slots=N" (mpirun, DeepSpeed, horovodrun), "HOST:N" or
-// "HOST"; "#" starts a comment. `path` names the file in errors, with the line.
+// "HOST" (an IPv6 address in brackets, as for -H); "#" starts a comment. `path` names the file in
+// errors, with the line.
 absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view text, const std::string& path, int max_slots);
 
 }  // namespace dtrun

@@ -213,7 +213,7 @@ absl::Status SetHosts(SshLaunch& l, std::vector<HostSlots> hosts) {
   }
   l.min_nodes = nodes.first;
   l.max_nodes = nodes.second;
-  l.endpoint = absl::StrCat(l.hosts[0].address(), ":", l.port);
+  l.endpoint = absl::StrCat(l.hosts[0].endpoint_host(), ":", l.port);
   return absl::OkStatus();
 }
 

@@ -175,8 +175,7 @@ class SshLauncher {
   void SayStart() const {
     std::vector<std::string> names;
     for (size_t i = 0; i < launch_.hosts.size() && i < 8; ++i) {
-      const HostSlots& h = launch_.hosts[i];
-      names.push_back(h.slots > 0 ? absl::StrCat(h.name, ":", h.slots) : h.name);
+      names.push_back(launch_.hosts[i].spec());
     }
     if (launch_.hosts.size() > names.size()) names.push_back("...");
     spdlog::info("starting the job on {} host{} over ssh ({}); rendezvous on {}, run id {}", launch_.hosts.size(),

@@ -50,7 +50,7 @@ class SshLaunchTest : public NetnsTest {
     const std::string runtime = MakeTempDir();
     std::string cases;
     for (int i = 0; i < hosts; ++i) {
-      absl::StrAppend(&cases, "  ", cluster_->address(i), ") ns=", cluster_->Exec(i).back(),
+      absl::StrAppend(&cases, "  ", cluster_->address(i), "|", cluster_->address6(i), ") ns=", cluster_->Exec(i).back(),
                       "; export DTRUN_RUNTIME_DIR=", runtime, "/host", i, " SSH_TEST_HOST=", i, " ;;\n");
     }
     ssh_ = WriteExecutable(MakeTempDir() + "/ssh",
@@ -113,6 +113,22 @@ TEST_F(SshLaunchTest, OneCommandStartsAPythonJobOnTwoHostsWithTheirOwnWorkerCoun
   EXPECT_THAT(job->err(), HasSubstr("starting the job on 2 hosts over ssh"));
   // Each host's dtrun lines say which host they come from.
   EXPECT_THAT(job->err(), HasSubstr(absl::StrCat("[dtrun ", Host(0), "] hosting the rendezvous")));
+  ExpectAllGone(Started(job->pid()));
+}
+
+// Hosts named by their IPv6 addresses, in brackets: ssh gets the bare address, the nodes meet at
+// [ADDR]:PORT, and the workers' process group forms over IPv6.
+TEST_F(SshLaunchTest, HostsNamedByIpv6AddressesRunOneJob) {
+  Cluster(2);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  const std::string first = cluster_->address6(0), second = cluster_->address6(1);
+  auto job = Launch(absl::StrCat("[", first, "]:1,[", second, "]:2"), {Worker("gloo_allreduce.py")});
+  EXPECT_EQ(job->Wait(seconds(180)), 0) << job->all();
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(job->out(), HasSubstr(absl::StrCat("[default", rank, "]:ALLREDUCE_OK rank=", rank, " world=3 sum=6")));
+  }
+  EXPECT_THAT(job->err(), HasSubstr(absl::StrCat("rendezvous on [", first, "]:")));
+  EXPECT_THAT(job->err(), HasSubstr(absl::StrCat("[dtrun ", first, "] hosting the rendezvous")));
   ExpectAllGone(Started(job->pid()));
 }
 

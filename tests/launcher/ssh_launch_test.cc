@@ -91,6 +91,31 @@ TEST(SshLaunchPlanTest, EveryHostIsANodeOfOneJobWhoseRendezvousTheFirstHostServe
                                           "ServerAliveCountMax=6", "me@gpu2", RemoteCommand(*l, 1)));
 }
 
+// IPv6 addresses come in brackets, as in URLs and torchrun's --master-addr: ssh gets the bare
+// address, the rendezvous endpoint the bracketed one.
+TEST(HostListTest, IPv6AddressesInBrackets) {
+  auto hosts = ParseHostList("[fd00::1]:4,me@[fd00::2],[fe80::3%eth0]:2", 64);
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  EXPECT_THAT(Names(*hosts), ElementsAre("fd00::1/4/fd00::1", "me@fd00::2/0/fd00::2", "fe80::3%eth0/2/fe80::3%eth0"));
+  EXPECT_EQ((*hosts)[0].endpoint_host(), "[fd00::1]");
+  EXPECT_EQ((*hosts)[1].spec(), "me@[fd00::2]");
+  EXPECT_EQ((*hosts)[2].spec(), "[fe80::3%eth0]:2");
+  auto file = ParseHostfile("[::1] slots=2\n[2001:db8::7]:3\n", "hosts.txt", 64);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(Names(*file), ElementsAre("::1/2/::1", "2001:db8::7/3/2001:db8::7"));
+  for (const char* bad : {"fd00::1", "[fd00::1", "[fd00::1]x", "[fd00::1]:", "[zz::1]", "[::1%]", "[::1%a;b]",
+                          "[::1]:0", "[1.2.3.4]", "-x@[::1]", "[::1%-oProxyCommand=x]"}) {
+    EXPECT_THAT(ParseHostList(bad, 64), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-H"))) << bad;
+  }
+  // The fuzzer's find: inet_pton stops at a NUL, and the bytes after it came through in the name.
+  EXPECT_THAT(ParseHostList(std::string("[::1\0;reboot]", 14), 64),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("IPv6")));
+  auto l = Plan({"-H", "[fd00::1]:2,[fd00::2]:2", "train.py"});
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->endpoint, "[fd00::1]:29400");
+  EXPECT_EQ(SshArgv(*l, 1)[7], "fd00::2");
+}
+
 TEST(SshLaunchPlanTest, TheUsersRendezvousSettingsAndElasticRangeAreKept) {
   auto l = Plan({"--hosts=a:1,b:1,c:1", "--nnodes", "2:3", "--rdzv-id", "job7", "--master-port", "29999", "--rdzv-conf",
                  "join_timeout=60", "--rdzv-token", "secret", "--ssh-command", "ssh -p 2222",

@@ -46,6 +46,8 @@ std::string NetnsCluster::Unavailable() {
 NetnsCluster::NetnsCluster(int hosts) {
   prefix_ = "dt" + std::to_string(::getpid() % 100000);
   const std::string subnet = "198.18." + std::to_string(::getpid() % 250 + 1) + ".";
+  // RFC 4193 unique local addresses; "nodad": usable at once, with no duplicate detection to wait for.
+  const std::string subnet6 = "fd00:" + std::to_string(::getpid() % 9000 + 1) + "::";
   const std::string sw = prefix_ + "sw";
   ok_ = Ip({"netns", "add", sw});
   namespaces_.push_back(sw);
@@ -54,6 +56,7 @@ NetnsCluster::NetnsCluster(int hosts) {
   for (int i = 0; ok_ && i < hosts; ++i) {
     const std::string ns = prefix_ + "h" + std::to_string(i);
     const std::string addr = subnet + std::to_string(10 + i);
+    const std::string addr6 = subnet6 + std::to_string(10 + i);
     ok_ = Ip({"netns", "add", ns});
     namespaces_.push_back(ns);
     ok_ = ok_ && Ip({"link", "add", Veth(prefix_, i, false), "type", "veth", "peer", "name", Veth(prefix_, i, true)}) &&
@@ -61,8 +64,10 @@ NetnsCluster::NetnsCluster(int hosts) {
           Ip({"link", "set", Veth(prefix_, i, true), "netns", sw}) &&
           Ip({"-n", sw, "link", "set", Veth(prefix_, i, true), "master", "br0", "up"}) &&
           Ip({"-n", ns, "addr", "add", addr + "/24", "dev", "eth0"}) &&
+          Ip({"-n", ns, "addr", "add", addr6 + "/64", "dev", "eth0", "nodad"}) &&
           Ip({"-n", ns, "link", "set", "eth0", "up"}) && Ip({"-n", ns, "link", "set", "lo", "up"});
     addrs_.push_back(addr);
+    addrs6_.push_back(addr6);
   }
 }
 

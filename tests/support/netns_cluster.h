@@ -1,7 +1,7 @@
 // Test hosts on one machine: N network namespaces, each with its own address on a bridge that
 // lives in a further "switch" namespace (nothing touches the test machine's own network).
-// Addresses are from 198.18.0.0/15 (RFC 2544, reserved for network tests) and exist only inside
-// these namespaces. Needs root and iproute2; Available() says why not.
+// Addresses are from 198.18.0.0/15 (RFC 2544, reserved for network tests), and IPv6 ones from
+// fd00::/8, and exist only inside these namespaces. Needs root and iproute2; Available() says why not.
 #pragma once
 
 #include <memory>
@@ -24,6 +24,8 @@ class NetnsCluster {
 
   bool ok() const { return ok_; }
   const std::string& address(int host) const { return addrs_[host]; }
+  // The host's IPv6 address (fd00:…, a unique local address), beside its IPv4 one.
+  const std::string& address6(int host) const { return addrs6_[host]; }
   // argv prefix that runs a command inside host `i`'s namespace.
   std::vector<std::string> Exec(int host) const;
   // Takes host `i`'s link down (a cut cable) or back up.
@@ -40,6 +42,7 @@ class NetnsCluster {
  private:
   std::string prefix_;
   std::vector<std::string> addrs_;
+  std::vector<std::string> addrs6_;
   std::vector<std::string> namespaces_;
   bool ok_ = false;
 };
