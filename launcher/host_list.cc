@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -38,21 +39,25 @@ absl::StatusOr<int> ParseSlots(absl::string_view text, int max_slots) {
   return slots;
 }
 
-// An IPv6 address as ssh and connect() take it: what inet_pton reads, with an optional zone
-// ("fe80::1%eth0") of a host name's letters. Nothing a shell or ssh would read as more.
-bool IsIpv6Address(absl::string_view text) {
+// An IPv6 address as ssh and connect() take it, in its canonical form (so "[0::1]" and "[::1]" are
+// one host): what inet_pton reads, with an optional zone ("fe80::1%eth0") of a host name's letters.
+// Nothing a shell or ssh would read as more. nullopt if `text` is no such address.
+std::optional<std::string> CanonicalIpv6(absl::string_view text) {
   const size_t percent = text.find('%');
-  if (percent != absl::string_view::npos) {
-    const absl::string_view zone = text.substr(percent + 1);
-    if (!IsHostName(zone) || absl::StrContains(zone, '@')) return false;
-  }
+  const absl::string_view zone = percent == absl::string_view::npos ? "" : text.substr(percent);
+  if (!zone.empty() && (!IsHostName(zone.substr(1)) || absl::StrContains(zone, '@'))) return std::nullopt;
   const std::string address(text.substr(0, percent));
   // inet_pton reads a C string: an embedded NUL would end it early and let what follows through.
   for (char c : address) {
-    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return false;
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return std::nullopt;
   }
   in6_addr parsed{};
-  return address.size() < INET6_ADDRSTRLEN && ::inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
+  char canonical[INET6_ADDRSTRLEN];
+  if (address.size() >= INET6_ADDRSTRLEN || ::inet_pton(AF_INET6, address.c_str(), &parsed) != 1 ||
+      !::inet_ntop(AF_INET6, &parsed, canonical, sizeof(canonical))) {
+    return std::nullopt;
+  }
+  return absl::StrCat(canonical, zone);
 }
 
 // "HOST", "HOST:N", "[IPV6]" or "[IPV6]:N", each with an optional USER@.
@@ -71,13 +76,15 @@ absl::StatusOr<HostSlots> ParseEntry(absl::string_view entry, int max_slots) {
   const absl::string_view user = at == absl::string_view::npos ? "" : host.substr(0, at + 1);
   absl::string_view address = host.substr(user.size());
   if (absl::ConsumePrefix(&address, "[")) {
-    if (!absl::ConsumeSuffix(&address, "]") || !IsIpv6Address(address)) {
+    std::optional<std::string> canonical;
+    if (absl::ConsumeSuffix(&address, "]")) canonical = CanonicalIpv6(address);
+    if (!canonical) {
       return absl::InvalidArgumentError(absl::StrCat("'", host, "' is not an IPv6 address in brackets ([fd00::2])"));
     }
     if (!user.empty() && !IsHostName(user.substr(0, user.size() - 1))) {
       return absl::InvalidArgumentError(absl::StrCat("'", user, "' is not a user name"));
     }
-    h.name = absl::StrCat(user, address);  // as ssh takes it: no brackets
+    h.name = absl::StrCat(user, *canonical);  // as ssh takes it: no brackets
     return h;
   }
   if (!IsHostName(host)) {

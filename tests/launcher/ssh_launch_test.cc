@@ -100,9 +100,11 @@ TEST(HostListTest, IPv6AddressesInBrackets) {
   EXPECT_EQ((*hosts)[0].endpoint_host(), "[fd00::1]");
   EXPECT_EQ((*hosts)[1].spec(), "me@[fd00::2]");
   EXPECT_EQ((*hosts)[2].spec(), "[fe80::3%eth0]:2");
-  auto file = ParseHostfile("[::1] slots=2\n[2001:db8::7]:3\n", "hosts.txt", 64);
+  auto file = ParseHostfile("[::1] slots=2\n[2001:DB8:0::7]:3\n", "hosts.txt", 64);
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_THAT(Names(*file), ElementsAre("::1/2/::1", "2001:db8::7/3/2001:db8::7"));
+  EXPECT_THAT(Names(*file), ElementsAre("::1/2/::1", "2001:db8::7/3/2001:db8::7"));  // in canonical form
+  EXPECT_THAT(ParseHostList("[::1]:2,[0:0::1]:2", 64),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
   for (const char* bad : {"fd00::1", "[fd00::1", "[fd00::1]x", "[fd00::1]:", "[zz::1]", "[::1%]", "[::1%a;b]",
                           "[::1]:0", "[1.2.3.4]", "-x@[::1]", "[::1%-oProxyCommand=x]"}) {
     EXPECT_THAT(ParseHostList(bad, 64), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-H"))) << bad;
