@@ -10,17 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "base/untrusted_file.h"
+#include "base/kernel_file.h"
 
 namespace dtrun {
 namespace {
-
-constexpr size_t kMaxPropertiesFile = 64 << 10;  // a few hundred bytes in practice
-
-std::string ReadSmall(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxPropertiesFile);
-  return text.ok() ? *std::move(text) : "";
-}
 
 std::vector<int> NodeNumbers(const std::string& dir) {
   std::vector<int> nodes;
@@ -40,8 +33,7 @@ std::string BusId(int64_t domain, int64_t location) {
   return absl::StrFormat("%04x:%02x:%02x.%x", domain, location >> 8, (location >> 3) & 0x1f, location & 7);
 }
 
-}  // namespace
-
+// The value of the line `key VALUE` in a KFD properties file, or `fallback`.
 int64_t KfdProperty(const std::string& text, const std::string& key, int64_t fallback) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(line, absl::MaxSplits(' ', 1));
@@ -51,17 +43,16 @@ int64_t KfdProperty(const std::string& text, const std::string& key, int64_t fal
   return fallback;
 }
 
+}  // namespace
+
 std::vector<KfdGpu> ReadKfdGpus(const std::string& root) {
   const std::string dir = root + "/sys/class/kfd/kfd/topology/nodes/";
   std::vector<KfdGpu> gpus;
   for (int node : NodeNumbers(dir)) {
-    const std::string properties = ReadSmall(absl::StrCat(dir, node, "/properties"));
+    const std::string properties = ReadKernelFile(absl::StrCat(dir, node, "/properties"));
     if (KfdProperty(properties, "simd_count", 0) <= 0) continue;
     KfdGpu gpu;
-    gpu.node = node;
-    int64_t id = -1;
-    gpu.gpu_id =
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadSmall(absl::StrCat(dir, node, "/gpu_id"))), &id) ? id : -1;
+    gpu.gpu_id = ReadKernelNumber(absl::StrCat(dir, node, "/gpu_id")).value_or(-1);
     gpu.bus_id = BusId(KfdProperty(properties, "domain", 0), KfdProperty(properties, "location_id", -1));
     const int64_t minor = KfdProperty(properties, "drm_render_minor", -1);
     gpu.drm_render_minor = minor >= 0 && minor < (1 << 20) ? static_cast<int>(minor) : -1;

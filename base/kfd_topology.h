@@ -12,7 +12,6 @@ namespace dtrun {
 
 // One GPU, or one partition of an MI300 (each is a device of its own to ROCm).
 struct KfdGpu {
-  int node = 0;               // the topology node's number
   int64_t gpu_id = -1;        // the KFD's id: names its files under /sys/class/kfd/kfd/proc/PID
   std::string bus_id;         // "0000:c3:00.0" ("" where the properties do not give it)
   int drm_render_minor = -1;  // /sys/class/drm/renderD<minor> (-1: not given)
@@ -22,8 +21,5 @@ struct KfdGpu {
 // machine), in node order, which is ROCm's device order. Missing or malformed files leave a GPU
 // out, or a field at its default.
 std::vector<KfdGpu> ReadKfdGpus(const std::string& root);
-
-// The value of the line `key VALUE` in a KFD properties-style file, or `fallback`.
-int64_t KfdProperty(const std::string& text, const std::string& key, int64_t fallback);
 
 }  // namespace dtrun

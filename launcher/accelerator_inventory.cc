@@ -7,15 +7,12 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "base/kernel_file.h"
 #include "base/kfd_topology.h"
-#include "base/untrusted_file.h"
 
 namespace dtrun {
 namespace {
-
-constexpr size_t kMaxDriverFile = 64 << 10;  // these files are a few hundred bytes
 
 // The names in a directory (none if it cannot be read), sorted.
 std::vector<std::string> Entries(const std::string& dir) {
@@ -29,11 +26,6 @@ std::vector<std::string> Entries(const std::string& dir) {
   return out;
 }
 
-std::string ReadDriverFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxDriverFile);
-  return text.ok() ? *std::move(text) : "";
-}
-
 // The value of the line that starts with `key` ("GPU UUID:  GPU-…" -> "GPU-…"), trimmed.
 std::string LineValue(const std::string& text, absl::string_view key) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -44,11 +36,8 @@ std::string LineValue(const std::string& text, absl::string_view key) {
 
 int NumaNodeOf(const std::string& root, const std::string& bus_id) {
   if (bus_id.empty()) return -1;
-  int node = -1;
-  return absl::SimpleAtoi(
-             absl::StripAsciiWhitespace(ReadDriverFile(root + "/sys/bus/pci/devices/" + bus_id + "/numa_node")), &node)
-             ? node
-             : -1;
+  std::optional<int64_t> node = ReadKernelNumber(root + "/sys/bus/pci/devices/" + bus_id + "/numa_node");
+  return node && *node >= 0 && *node <= 65535 ? static_cast<int>(*node) : -1;
 }
 
 // NVIDIA: a directory per GPU named by its PCI address, its `information` naming the UUID.
@@ -56,7 +45,7 @@ std::vector<PciGpu> ReadNvidia(const std::string& root) {
   std::vector<PciGpu> gpus;
   const std::string dir = root + "/proc/driver/nvidia/gpus/";
   for (const std::string& bus_id : Entries(dir)) {
-    gpus.push_back(PciGpu{LineValue(ReadDriverFile(dir + bus_id + "/information"), "GPU UUID:"), bus_id,
+    gpus.push_back(PciGpu{LineValue(ReadKernelFile(dir + bus_id + "/information"), "GPU UUID:"), bus_id,
                           NumaNodeOf(root, bus_id)});
   }
   return gpus;
@@ -75,7 +64,7 @@ int CountIntel(const std::string& root) {
   const std::string dir = root + "/sys/class/drm/";
   for (const std::string& card : Entries(dir)) {
     count +=
-        absl::StartsWith(card, "renderD") && absl::StartsWith(ReadDriverFile(dir + card + "/device/vendor"), "0x8086");
+        absl::StartsWith(card, "renderD") && absl::StartsWith(ReadKernelFile(dir + card + "/device/vendor"), "0x8086");
   }
   return count;
 }

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <memory>
 
@@ -13,28 +14,21 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "base/untrusted_file.h"
+#include "base/kernel_file.h"
 
 namespace dtrun {
 namespace {
 
 constexpr int kMaxCpuId = 65535;
-constexpr size_t kMaxSysfsFile = 64 << 10;  // a CPU list of thousands of CPUs is a few KiB
-
-std::string ReadSysfs(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadUntrustedFile(path, kMaxSysfsFile);
-  return text.ok() ? std::string(absl::StripAsciiWhitespace(*text)) : "";
-}
-
 // The lowest CPU of a list file, or `fallback` where it is missing or malformed.
 int FirstOfList(const std::string& path, int fallback) {
-  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(ReadSysfs(path));
+  absl::StatusOr<std::vector<int>> cpus = ParseCpuList(ReadKernelFile(path));
   return cpus.ok() && !cpus->empty() ? cpus->front() : fallback;
 }
 
 int IntFile(const std::string& path, int fallback) {
-  int value = 0;
-  return absl::SimpleAtoi(ReadSysfs(path), &value) ? value : fallback;
+  std::optional<int64_t> value = ReadKernelNumber(path);
+  return value && *value >= INT_MIN && *value <= INT_MAX ? static_cast<int>(*value) : fallback;
 }
 
 // NUMA node of each CPU, from node*/cpulist (none on a kernel without NUMA).
@@ -46,7 +40,7 @@ std::map<int, int> NodeOfCpus(const std::string& root) {
   while (dirent* e = ::readdir(d.get())) {
     int node = 0;
     if (!absl::StartsWith(e->d_name, "node") || !absl::SimpleAtoi(e->d_name + 4, &node) || node < 0) continue;
-    absl::StatusOr<std::vector<int>> cpus = ParseCpuList(ReadSysfs(absl::StrCat(dir, "/", e->d_name, "/cpulist")));
+    absl::StatusOr<std::vector<int>> cpus = ParseCpuList(ReadKernelFile(absl::StrCat(dir, "/", e->d_name, "/cpulist")));
     if (!cpus.ok()) continue;
     for (int cpu : *cpus) node_of[cpu] = node;
   }

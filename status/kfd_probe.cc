@@ -2,24 +2,10 @@
 
 #include <optional>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/untrusted_file.h"
+#include "base/kernel_file.h"
 
 namespace dtrun::status {
-namespace {
-
-// The number a one-line sysfs file holds, if it holds one.
-std::optional<int64_t> ReadNumber(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadUntrustedFile(path, 4096);
-  int64_t value = 0;
-  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &value) || value < 0) return std::nullopt;
-  return value;
-}
-
-}  // namespace
-
 std::unique_ptr<GpuProbe> KfdProbe::Open(const std::string& root) {
   std::vector<KfdGpu> gpus = ReadKfdGpus(root);
   if (gpus.empty()) return nullptr;
@@ -33,10 +19,10 @@ std::map<pid_t, GpuUsage> KfdProbe::Sample(const std::vector<pid_t>& pids) {
     if (busy[g] == kNotRead) {
       std::optional<int64_t> percent;
       if (gpus_[g].drm_render_minor >= 0) {
-        percent = ReadNumber(
+        percent = ReadKernelNumber(
             absl::StrCat(root_, "/sys/class/drm/renderD", gpus_[g].drm_render_minor, "/device/gpu_busy_percent"));
       }
-      busy[g] = percent ? static_cast<double>(*percent) : -1.0;
+      busy[g] = percent && *percent >= 0 ? static_cast<double>(*percent) : -1.0;
     }
     return busy[g];
   };
@@ -47,8 +33,8 @@ std::map<pid_t, GpuUsage> KfdProbe::Sample(const std::vector<pid_t>& pids) {
     int64_t most = -1;
     for (size_t g = 0; g < gpus_.size(); ++g) {
       if (gpus_[g].gpu_id < 0) continue;
-      std::optional<int64_t> vram = ReadNumber(absl::StrCat(vram_of, gpus_[g].gpu_id));
-      if (vram && *vram > most) {
+      std::optional<int64_t> vram = ReadKernelNumber(absl::StrCat(vram_of, gpus_[g].gpu_id));
+      if (vram && *vram >= 0 && *vram > most) {
         most = *vram;
         best = g;
       }
