@@ -347,8 +347,8 @@ bool Replicator::Push(int local_rank, const Round& round, replica::BuddyChannel*
     queued = ThisThreadRunqueueWait();  // not the pause, nor the wake-up after it
     return go_on;
   };
-  absl::StatusOr<int64_t> kept =
-      channel->Push(header, absl::string_view(pinned->Payload(slot), header.payload_bytes), pace);
+  absl::StatusOr<int64_t> kept = channel->Push(
+      header, {absl::string_view(pinned->Payload(slot), header.payload_bytes), replica_maps_[local_rank]}, pace);
   resume_at_ =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pacer_.TakeOwed()));
   bool first = false;

@@ -134,7 +134,8 @@ class Replicator {
   // By local rank, mapped once at construction (null where a region could not be mapped). The
   // worker regions are read by the pinner only; the replica regions written under regions_mu_.
   std::vector<std::unique_ptr<snapshot::MappedRegion>> worker_maps_;
-  std::vector<std::unique_ptr<snapshot::MappedRegion>> replica_maps_;
+  // Shared: gRPC reads a copy in place and may hold its last chunks after the push has ended.
+  std::vector<std::shared_ptr<snapshot::MappedRegion>> replica_maps_;
   std::vector<int64_t> failed_step_;  // the sender thread's own: by local rank, the last step that failed
   replica::SendPacer pacer_;          // the sender thread's own
   std::chrono::steady_clock::time_point resume_at_;  // the sender thread's own: when the next copy may start

@@ -48,14 +48,15 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<dtrun::replica::BuddyChannel> buddy =
       dtrun::replica::ConnectBuddy("127.0.0.1", (*server)->port(), job, kJob, cap);
-  std::string payload(mb << 20, '\0');
+  auto owned = std::make_shared<std::string>(mb << 20, '\0');
+  std::string& payload = *owned;
   for (size_t i = 0; i < payload.size(); i += 64) payload[i] = static_cast<char>(i >> 6);
   for (int r = 0; r < repeat; ++r) {
     dtrun::snapshot::SlotHeader h{kJob, 0, 2, r + 1, 0, payload.size(),
                                   dtrun::snapshot::PayloadHash(payload.data(), payload.size()), 0};
     const auto start = std::chrono::steady_clock::now();
     const double process = Seconds(CLOCK_PROCESS_CPUTIME_ID), thread = Seconds(CLOCK_THREAD_CPUTIME_ID);
-    absl::StatusOr<int64_t> kept = buddy->Push(h, payload, [](double) { return true; });
+    absl::StatusOr<int64_t> kept = buddy->Push(h, {payload, owned}, [](double) { return true; });
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!kept.ok()) {
       std::fprintf(stderr, "replica_push_bench: %s\n", std::string(kept.status().message()).c_str());

@@ -1,9 +1,13 @@
 #include "replica/replica_grpc.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/impl/rpc_service_method.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <grpcpp/support/method_handler.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include <chrono>
 
@@ -13,6 +17,7 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/wire.h"
+#include "replica/chunk_wire.h"
 
 namespace dtrun::replica {
 namespace {
@@ -70,42 +75,70 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const rdzv::TlsC
   return grpc::experimental::TlsCredentials(options);
 }
 
-// Writes `copy` as chunks: the header with the first.
-bool WriteCopy(const Copy& copy, grpc::ServerWriter<v1::ReplicaChunk>* writer) {
+// The Replica service's methods (proto/rendezvous.proto), registered by hand below so that their
+// chunks are OutgoingChunk and IncomingChunk (replica/chunk_wire.h) rather than the generated
+// message, whose data field would copy each chunk twice more. The stubs are built the way gRPC's
+// generated code builds them (the same grpcpp headers it includes).
+const std::string& PushMethod() {
+  static const std::string name = absl::StrCat("/", v1::Replica::service_full_name(), "/Push");
+  return name;
+}
+const std::string& FetchMethod() {
+  static const std::string name = absl::StrCat("/", v1::Replica::service_full_name(), "/Fetch");
+  return name;
+}
+
+// Writes `copy` as chunks, the header with the first, each read by gRPC from the copy itself.
+bool WriteCopy(const CopyPtr& copy, grpc::ServerWriter<OutgoingChunk>* writer) {
   size_t offset = 0;
-  v1::ReplicaChunk chunk;  // one message for every chunk: its data buffer is reused, not remade
+  v1::ReplicaChunk head;
+  ToWire(copy->header, head.mutable_header());
+  OutgoingChunk chunk{&head, {}, copy};
   do {
-    if (offset == 0) {
-      ToWire(copy.header, chunk.mutable_header());
-    } else {
-      chunk.clear_header();
-    }
-    const size_t n = std::min(kChunkBytes, copy.payload.size() - offset);
-    chunk.set_data(copy.payload.data() + offset, n);
+    if (offset > 0) head.clear_header();
+    const size_t n = std::min(kChunkBytes, copy->payload.size() - offset);
+    chunk.data = absl::string_view(copy->payload).substr(offset, n);
     offset += n;
     if (!writer->Write(chunk)) return false;
-  } while (offset < copy.payload.size());
+  } while (offset < copy->payload.size());
   return true;
 }
 
-class Service final : public v1::Replica::Service {
+class Service final : public grpc::Service {
  public:
-  Service(rdzv::ClientOptions job, std::shared_ptr<ReplicaKeeper> keeper) : job_(std::move(job)), keeper_(std::move(keeper)) {}
+  Service(rdzv::ClientOptions job, std::shared_ptr<ReplicaKeeper> keeper)
+      : job_(std::move(job)), keeper_(std::move(keeper)) {
+    using grpc::internal::RpcMethod;
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        PushMethod().c_str(), RpcMethod::CLIENT_STREAMING,
+        new grpc::internal::ClientStreamingHandler<Service, IncomingChunk, v1::PushResponse>(
+            [](Service* s, grpc::ServerContext* ctx, grpc::ServerReader<IncomingChunk>* reader,
+               v1::PushResponse* response) { return s->Push(ctx, reader, response); },
+            this)));
+    AddMethod(new grpc::internal::RpcServiceMethod(
+        FetchMethod().c_str(), RpcMethod::SERVER_STREAMING,
+        new grpc::internal::ServerStreamingHandler<Service, v1::FetchRequest, OutgoingChunk>(
+            [](Service* s, grpc::ServerContext* ctx, const v1::FetchRequest* request,
+               grpc::ServerWriter<OutgoingChunk>* writer) { return s->Fetch(ctx, request, writer); },
+            this)));
+  }
 
-  grpc::Status Push(grpc::ServerContext*, grpc::ServerReader<v1::ReplicaChunk>* reader,
-                    v1::PushResponse* response) override {
-    v1::ReplicaChunk chunk;
+  grpc::Status Push(grpc::ServerContext*, grpc::ServerReader<IncomingChunk>* reader, v1::PushResponse* response) {
+    IncomingChunk chunk;
     if (!reader->Read(&chunk)) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "an empty snapshot copy");
-    if (absl::Status st = rdzv::CheckJobCredentials(chunk.auth(), job_.run_id, job_.token); !st.ok()) {
+    if (absl::Status st = rdzv::CheckJobCredentials(chunk.head().auth(), job_.run_id, job_.token); !st.ok()) {
       return rdzv::ToGrpc(st);
     }
-    if (!chunk.has_header()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a snapshot copy without its header");
+    if (!chunk.head().has_header()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a snapshot copy without its header");
+    }
     CopyAssembler copy(keeper_->job(), keeper_->max_payload_bytes());
-    if (absl::Status st = copy.Begin(FromWire(chunk.header()), keeper_->SpareBuffer()); !st.ok()) {
+    if (absl::Status st = copy.Begin(FromWire(chunk.head().header()), keeper_->SpareBuffer()); !st.ok()) {
       return rdzv::ToGrpc(st);
     }
+    auto add = [&copy](absl::string_view piece) { return copy.Add(piece); };
     do {
-      if (absl::Status st = copy.Add(chunk.data()); !st.ok()) return rdzv::ToGrpc(st);
+      if (absl::Status st = chunk.ForEachDataPiece(add); !st.ok()) return rdzv::ToGrpc(st);
     } while (reader->Read(&chunk));
     absl::StatusOr<Copy> done = copy.Finish();
     if (!done.ok()) return rdzv::ToGrpc(done.status());
@@ -113,13 +146,12 @@ class Service final : public v1::Replica::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Fetch(grpc::ServerContext*, const v1::FetchRequest* request,
-                     grpc::ServerWriter<v1::ReplicaChunk>* writer) override {
+  grpc::Status Fetch(grpc::ServerContext*, const v1::FetchRequest* request, grpc::ServerWriter<OutgoingChunk>* writer) {
     if (absl::Status st = rdzv::CheckJobCredentials(request->auth(), job_.run_id, job_.token); !st.ok()) {
       return rdzv::ToGrpc(st);
     }
     for (const CopyPtr& copy : keeper_->Copies(request->rank(), request->world_size())) {
-      if (!WriteCopy(*copy, writer)) return grpc::Status(grpc::StatusCode::CANCELLED, "the fetching node went away");
+      if (!WriteCopy(copy, writer)) return grpc::Status(grpc::StatusCode::CANCELLED, "the fetching node went away");
     }
     return grpc::Status::OK;
   }
@@ -150,33 +182,35 @@ class Channel final : public BuddyChannel {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(2 * kChunkBytes + 4096);
-    stub_ = v1::Replica::NewStub(grpc::CreateCustomChannel(endpoint, ChannelCredentialsFor(job.tls), args));
+    channel_ = grpc::CreateCustomChannel(endpoint, ChannelCredentialsFor(job.tls), args);
+    push_ = std::make_unique<grpc::internal::RpcMethod>(PushMethod().c_str(),
+                                                        grpc::internal::RpcMethod::CLIENT_STREAMING, channel_);
+    fetch_ = std::make_unique<grpc::internal::RpcMethod>(FetchMethod().c_str(),
+                                                         grpc::internal::RpcMethod::SERVER_STREAMING, channel_);
     auth_.set_run_id(job.run_id);
     auth_.set_token(job.token);
     auth_.set_protocol_version(rdzv::kProtocolVersion);
   }
 
-  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, absl::string_view payload,
+  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, const SharedBytes& payload,
                                const std::function<bool(double)>& pace) override {
     grpc::ClientContext ctx;
     // Paced sending takes long by design; a buddy that stops reading must still end it.
-    ctx.set_deadline(Clock::now() + std::chrono::seconds(60 + payload.size() / (1 << 20)));
+    ctx.set_deadline(Clock::now() + std::chrono::seconds(60 + payload.bytes.size() / (1 << 20)));
     if (!Begin(&ctx)) return Cancelled();
     v1::PushResponse response;
-    std::unique_ptr<grpc::ClientWriter<v1::ReplicaChunk>> writer = stub_->Push(&ctx, &response);
+    std::unique_ptr<grpc::ClientWriter<OutgoingChunk>> writer(
+        grpc::internal::ClientWriterFactory<OutgoingChunk>::Create(channel_.get(), *push_, &ctx, &response));
     size_t offset = 0;
     bool sent = true;
-    v1::ReplicaChunk chunk;  // one message for every chunk: its data buffer is reused, not remade
+    v1::ReplicaChunk head;
+    *head.mutable_auth() = auth_;
+    ToWire(header, head.mutable_header());
+    OutgoingChunk chunk{&head, {}, payload.owner};
     do {
-      if (offset == 0) {
-        *chunk.mutable_auth() = auth_;
-        ToWire(header, chunk.mutable_header());
-      } else {
-        chunk.clear_auth();
-        chunk.clear_header();
-      }
-      const size_t n = std::min(kChunkBytes, payload.size() - offset);
-      chunk.set_data(payload.data() + offset, n);
+      if (offset > 0) head.Clear();
+      const size_t n = std::min(kChunkBytes, payload.bytes.size() - offset);
+      chunk.data = payload.bytes.substr(offset, n);
       offset += n;
       const Clock::time_point start = Clock::now();
       sent = writer->Write(chunk);
@@ -184,7 +218,7 @@ class Channel final : public BuddyChannel {
         ctx.TryCancel();
         sent = false;
       }
-    } while (sent && offset < payload.size());
+    } while (sent && offset < payload.bytes.size());
     if (sent) writer->WritesDone();
     grpc::Status st = writer->Finish();
     End(&ctx);
@@ -200,7 +234,8 @@ class Channel final : public BuddyChannel {
     *request.mutable_auth() = auth_;
     request.set_rank(rank);
     request.set_world_size(world_size);
-    std::unique_ptr<grpc::ClientReader<v1::ReplicaChunk>> reader = stub_->Fetch(&ctx, request);
+    std::unique_ptr<grpc::ClientReader<IncomingChunk>> reader(
+        grpc::internal::ClientReaderFactory<IncomingChunk>::Create(channel_.get(), *fetch_, &ctx, request));
     std::vector<Copy> copies;
     CopyAssembler copy(job_hash_, max_payload_bytes_);
     absl::Status bad;
@@ -213,14 +248,15 @@ class Channel final : public BuddyChannel {
       copies.push_back(std::move(done));
       return absl::OkStatus();
     };
-    v1::ReplicaChunk chunk;
+    IncomingChunk chunk;
+    auto add = [&copy](absl::string_view piece) { return copy.Add(piece); };
     while (bad.ok() && reader->Read(&chunk)) {
-      if (chunk.has_header()) {
+      if (chunk.head().has_header()) {
         if (copy.started()) bad = finish();
         if (bad.ok() && copies.size() >= ReplicaKeeper::kCopiesPerRank) bad = absl::OutOfRangeError("the buddy sent more copies than it keeps");
-        if (bad.ok()) bad = copy.Begin(FromWire(chunk.header()));
+        if (bad.ok()) bad = copy.Begin(FromWire(chunk.head().header()));
       }
-      if (bad.ok()) bad = copy.Add(chunk.data());
+      if (bad.ok()) bad = chunk.ForEachDataPiece(add);
     }
     if (!bad.ok()) ctx.TryCancel();
     grpc::Status st = reader->Finish();
@@ -258,7 +294,9 @@ class Channel final : public BuddyChannel {
   const std::string endpoint_;
   const uint64_t job_hash_;
   const uint64_t max_payload_bytes_;
-  std::unique_ptr<v1::Replica::Stub> stub_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<grpc::internal::RpcMethod> push_;
+  std::unique_ptr<grpc::internal::RpcMethod> fetch_;
   v1::Credentials auth_;
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

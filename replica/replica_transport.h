@@ -18,6 +18,13 @@ namespace dtrun::replica {
 // Bytes per chunk on the wire: small enough to pace, large enough to cost little per message.
 inline constexpr size_t kChunkBytes = 1 << 20;
 
+// Bytes that gRPC reads where they lie, and what keeps them there: gRPC may hold them after the
+// call that sent them has ended (a cancelled stream's last frames).
+struct SharedBytes {
+  absl::string_view bytes;
+  std::shared_ptr<const void> owner;
+};
+
 // Serves Push and Fetch for `keeper` until destroyed.
 class ReplicaServer {
  public:
@@ -29,10 +36,9 @@ class ReplicaServer {
 class BuddyChannel {
  public:
   virtual ~BuddyChannel() = default;
-  // Sends one copy. `pace` runs after each chunk with the seconds it took to send; it may sleep,
-  // and returns false to abandon the copy (stopping). Returns the newest step the buddy now holds
-  // for the rank.
-  virtual absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, absl::string_view payload,
+  // Sends one copy of `payload`, read in place. `pace` runs after each chunk with the seconds it took to send; it may
+  // sleep, and returns false to abandon the copy (stopping). Returns the newest step the buddy now holds for the rank.
+  virtual absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, const SharedBytes& payload,
                                        const std::function<bool(double)>& pace) = 0;
   // The buddy's copies of `rank` in a job of `world_size`, newest first, each checked as a pushed
   // copy is (cap, job, checksum).

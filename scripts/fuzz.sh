@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-30}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(store_core_fuzz error_file_fuzz rendezvous_fuzz decode_fuzz tar_shards_fuzz progress_fuzz status_json_fuzz hostlist_fuzz ratings_fuzz snapshot_fuzz replica_fuzz zip_check_fuzz command_line_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(store_core_fuzz error_file_fuzz rendezvous_fuzz decode_fuzz tar_shards_fuzz progress_fuzz status_json_fuzz hostlist_fuzz ratings_fuzz snapshot_fuzz replica_fuzz replica_chunk_fuzz zip_check_fuzz command_line_fuzz)
 build=build-asan
 scripts/clang-configure.sh asan
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"

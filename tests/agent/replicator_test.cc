@@ -36,7 +36,7 @@ struct BuddyLog {
 class FakeBuddy : public replica::BuddyChannel {
  public:
   explicit FakeBuddy(std::shared_ptr<BuddyLog> log) : log_(std::move(log)) {}
-  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, absl::string_view payload,
+  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader& header, const replica::SharedBytes& payload,
                                const std::function<bool(double)>& pace) override {
     if (!pace(0.001)) return absl::CancelledError("stopping");
     CheckedMutexLock lock(&log_->mu);
@@ -45,7 +45,7 @@ class FakeBuddy : public replica::BuddyChannel {
       --log_->failures_left;
       return absl::UnavailableError("the buddy 10.0.0.2:1 is unreachable");
     }
-    log_->kept.emplace_back(payload);
+    log_->kept.emplace_back(payload.bytes);
     return header.step;
   }
   absl::StatusOr<std::vector<replica::Copy>> Fetch(int64_t, int64_t, std::chrono::milliseconds) override {

@@ -20,6 +20,12 @@ snapshot::SlotHeader HeaderOf(int64_t rank, int64_t step, const std::string& pay
                               snapshot::PayloadHash(payload.data(), payload.size()), 0};
 }
 
+// Bytes for Push, owned by themselves.
+SharedBytes Shared(std::string bytes) {
+  auto owned = std::make_shared<const std::string>(std::move(bytes));
+  return {*owned, owned};
+}
+
 class ReplicaGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,11 +57,12 @@ TEST_F(ReplicaGrpcTest, APushedCopyIsKeptAndFetchedBackWhole) {
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 31);
   std::unique_ptr<BuddyChannel> buddy = Connect();
   int chunks = 0;
-  absl::StatusOr<int64_t> kept = buddy->Push(HeaderOf(1, 12, payload), payload, [&](double) { return ++chunks > 0; });
+  absl::StatusOr<int64_t> kept =
+      buddy->Push(HeaderOf(1, 12, payload), Shared(payload), [&](double) { return ++chunks > 0; });
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(*kept, 12);
   EXPECT_EQ(chunks, 4);
-  ASSERT_TRUE(buddy->Push(HeaderOf(1, 14, "newer"), "newer", NoPause).ok());
+  ASSERT_TRUE(buddy->Push(HeaderOf(1, 14, "newer"), Shared("newer"), NoPause).ok());
   absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(1, 2, std::chrono::seconds(10));
   ASSERT_TRUE(copies.ok()) << copies.status();
   ASSERT_EQ(copies->size(), 2u);
@@ -68,11 +75,11 @@ TEST_F(ReplicaGrpcTest, APushedCopyIsKeptAndFetchedBackWhole) {
 }
 
 TEST_F(ReplicaGrpcTest, RefusesTheWrongTokenAndACorruptedCopy) {
-  absl::StatusOr<int64_t> wrong = Connect("guess")->Push(HeaderOf(0, 1, "x"), "x", NoPause);
+  absl::StatusOr<int64_t> wrong = Connect("guess")->Push(HeaderOf(0, 1, "x"), Shared("x"), NoPause);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kUnauthenticated) << wrong.status();
   EXPECT_EQ(Connect("guess")->Fetch(0, 2, std::chrono::seconds(10)).status().code(), absl::StatusCode::kUnauthenticated);
   snapshot::SlotHeader h = HeaderOf(0, 1, "payload");
-  absl::StatusOr<int64_t> corrupt = Connect()->Push(h, "pAyload", NoPause);
+  absl::StatusOr<int64_t> corrupt = Connect()->Push(h, Shared("pAyload"), NoPause);
   EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss) << corrupt.status();
   EXPECT_NE(corrupt.status().message().find("checksum"), std::string::npos) << corrupt.status();
   EXPECT_TRUE(keeper_->Copies(0, 2).empty());
@@ -98,7 +105,7 @@ TEST_F(ReplicaGrpcTest, WithTlsOnlyBuddiesOfTheJobsCaTalkWhateverAddressTheirCer
   tls_job.tls = job_files.Credentials();
   Serve(tls_job);
   std::unique_ptr<BuddyChannel> buddy = Connect("secret", tls_job.tls);
-  absl::StatusOr<int64_t> kept = buddy->Push(HeaderOf(1, 3, "over tls"), "over tls", NoPause);
+  absl::StatusOr<int64_t> kept = buddy->Push(HeaderOf(1, 3, "over tls"), Shared("over tls"), NoPause);
   ASSERT_TRUE(kept.ok()) << kept.status();
   absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(1, 2, std::chrono::seconds(10));
   ASSERT_TRUE(copies.ok()) << copies.status();
@@ -108,9 +115,9 @@ TEST_F(ReplicaGrpcTest, WithTlsOnlyBuddiesOfTheJobsCaTalkWhateverAddressTheirCer
   // A certificate from another CA, and no certificate at all, get nothing and leave nothing.
   EXPECT_THAT(Connect("secret", stranger.Credentials())->Fetch(1, 2, std::chrono::seconds(10)),
               ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
-  EXPECT_THAT(Connect("secret", stranger.Credentials())->Push(HeaderOf(0, 1, "x"), "x", NoPause),
+  EXPECT_THAT(Connect("secret", stranger.Credentials())->Push(HeaderOf(0, 1, "x"), Shared("x"), NoPause),
               ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
-  EXPECT_THAT(Connect("secret")->Push(HeaderOf(0, 2, "x"), "x", NoPause),
+  EXPECT_THAT(Connect("secret")->Push(HeaderOf(0, 2, "x"), Shared("x"), NoPause),
               ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
   EXPECT_TRUE(keeper_->Copies(0, 2).empty());
 }
