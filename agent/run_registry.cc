@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -42,6 +44,10 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
                       {"nproc_per_node", r.nproc_per_node}, {"command", r.command},
                       {"started_unix", r.started_unix}};
   if (!r.endpoint.empty()) j["endpoint"] = r.endpoint;
+  if (r.node_rank >= 0) {
+    j["node_rank"] = r.node_rank;
+    j["service"] = r.service;
+  }
   DT_ASSIGN_OR_RETURN(std::string dir, RuntimeDir());
   std::string path = launch_layout::RegistryEntry(dir, r.launch_id);
   DT_RETURN_IF_ERROR(WriteFileAtomically(path, j.dump() + "\n", 0600));
@@ -59,7 +65,9 @@ std::optional<LaunchRecord> ReadRecord(const std::string& path) {
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;
   auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : ""; };
-  auto num = [&](const char* k) { return j.contains(k) && j[k].is_number_integer() ? j[k].get<long long>() : 0; };
+  auto num = [&](const char* k, long long absent = 0) {
+    return j.contains(k) && j[k].is_number_integer() ? j[k].get<long long>() : absent;
+  };
   LaunchRecord r;
   r.launch_id = str("launch_id");
   r.run_id = str("run_id");
@@ -69,6 +77,9 @@ std::optional<LaunchRecord> ReadRecord(const std::string& path) {
   r.command = str("command");
   r.started_unix = num("started_unix");
   r.endpoint = str("endpoint");
+  const long long node_rank = num("node_rank", -1);
+  r.node_rank = node_rank >= 0 && node_rank <= INT32_MAX ? static_cast<int>(node_rank) : -1;
+  r.service = str("service");
   if (r.pid <= 0) return std::nullopt;
   return r;
 }
@@ -95,6 +106,13 @@ std::vector<LaunchRecord> ListLaunches() {
     if (r && !RemoveIfGone(entry.path().string(), *r)) out.push_back(std::move(*r));
   }
   return out;
+}
+
+bool AnotherLaunchRunsNode(const std::string& run_id, const std::string& service, int node_rank) {
+  const std::vector<LaunchRecord> live = ListLaunches();
+  return std::any_of(live.begin(), live.end(), [&](const LaunchRecord& r) {
+    return r.pid != ::getpid() && r.node_rank == node_rank && r.run_id == run_id && r.service == service;
+  });
 }
 
 int RemoveLeftoversOfGoneLaunches() {

@@ -147,6 +147,11 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
   return r;
 }
 
+// The rendezvous a node with a static rank joins, as its registry entry names it.
+std::string ServiceOf(const LaunchConfig& config) {
+  return absl::StrCat(config.service_host, ":", config.service_port);
+}
+
 // Starts this node's store and round source (the rendezvous service, hosted here if this node
 // hosts it), then runs the agent.
 absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& paths,
@@ -176,6 +181,9 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
                       config.rdzv.static_ranks ? a.node_rank : a.rank_hint,
                       "",
                       0};
+  // No other agent of this node alive here: one that holds the rank from this address is this
+  // node's earlier agent, dead (killed, restarted by a supervisor), and need not be waited out.
+  node.predecessor_dead = config.rdzv.static_ranks && !AnotherLaunchRunsNode(a.run_id, ServiceOf(config), a.node_rank);
   std::optional<BuddyReplication> replication = ServeBuddyCopies(config, *grpc, copts);
   if (replication) {
     node.replica_addr = a.local_addr;
@@ -263,10 +271,15 @@ absl::StatusOr<std::string> LogRootFor(const LaunchConfig& config) {
       absl::StrCat("cannot create a log directory in ", base, ": ", strerror(errno), "; give one with --log-dir"));
 }
 
-// This launch's entry in the registry `dtrun kill` and `dtrun status` read.
+// This launch's entry in the registry `dtrun kill` and `dtrun status` read (and a restarted agent
+// of the same node: RunAgent).
 LaunchRecord RecordOf(const LaunchConfig& config, const std::string& command_line) {
   LaunchRecord record = RecordOfThisProcess(config.agent.launch_id, config.agent.run_id, command_line);
   record.nproc_per_node = config.agent.nproc_per_node;
+  if (config.multi_node() && config.rdzv.static_ranks) {
+    record.node_rank = config.agent.node_rank;
+    record.service = ServiceOf(config);
+  }
   return record;
 }
 

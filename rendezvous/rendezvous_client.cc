@@ -121,6 +121,7 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_store_addr(node.store_addr);
   req.set_store_port(node.store_port);
   req.set_node_rank(node.requested_rank);
+  req.set_predecessor_dead(node.predecessor_dead);
   req.set_replica_addr(node.replica_addr);
   req.set_replica_port(node.replica_port);
   std::string last_reason;
@@ -414,7 +415,11 @@ std::optional<status::StragglerStatus> GrpcRoundSource::Straggler() {
 
 void GrpcRoundSource::Rejoin() {
   spdlog::warn("the rendezvous declared this node lost; joining again");
-  absl::StatusOr<JoinResult> join = client_->Join(node_, Clock::now() + std::chrono::seconds(30));
+  // This agent is the one the service forgot, no predecessor of anyone's: if a restart of this
+  // node took the rank meanwhile, this join is refused, and this agent ends.
+  NodeInfo again = node_;
+  again.predecessor_dead = false;
+  absl::StatusOr<JoinResult> join = client_->Join(again, Clock::now() + std::chrono::seconds(30));
   if (!join.ok()) return Fatal(join.status());
   bool left;
   {

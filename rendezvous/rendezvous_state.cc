@@ -51,6 +51,14 @@ status::StragglerKind KindOf(straggler::Culprit culprit) {
   return status::StragglerKind::kRank;
 }
 
+// `joiner` is the agent of `holder`'s machine started again after `holder` died: the same
+// address, and no other agent of the rank alive there. (A supervisor restarts a killed dtrun in a
+// second or two; the holder's lease would keep the rank for keep_alive_interval x
+// keep_alive_max_attempt, 15 s by default, and the restarted node used to be refused.)
+bool IsRestartOf(const NodeInfo& joiner, const NodeInfo& holder) {
+  return joiner.predecessor_dead && !joiner.store_addr.empty() && joiner.store_addr == holder.store_addr;
+}
+
 }  // namespace
 
 std::string PhaseName(JobPhase phase) {
@@ -90,9 +98,13 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
                                                      " is out of range; use 0..", options_.max_nodes - 1));
     }
     if (auto held = by_rank_.find(node.requested_rank); held != by_rank_.end()) {
-      return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank, " has already joined from ",
-                                                   NodeLabel(nodes_.at(held->second).info),
-                                                   "; give every node its own --node-rank"));
+      auto holder = nodes_.find(held->second);
+      if (!IsRestartOf(node, holder->second.info)) {
+        return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank, " has already joined from ",
+                                                     NodeLabel(holder->second.info),
+                                                     "; give every node its own --node-rank"));
+      }
+      DropNode(holder, "was started again: its earlier agent is gone", now);
     }
   }
   if (node.nproc < 0 || static_cast<size_t>(node.nproc) > status::kMaxRanksPerNode) {

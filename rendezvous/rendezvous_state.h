@@ -44,6 +44,9 @@ struct NodeInfo {
   // Elastic mode: --node-rank as a preference. A round places the nodes that were in no earlier
   // one by it (then by join order), so `dtrun -H a,b` has rank 0 on a. -1: none.
   int rank_hint = -1;
+  // Static ranks: no other agent of this run and node rank is alive on this machine, so an agent
+  // holding the rank from the same address is dead (a restarted node; see Join).
+  bool predecessor_dead = false;
 };
 
 struct Assignment {
@@ -139,7 +142,9 @@ class RendezvousState {
   RendezvousState(RendezvousOptions options, TimePoint now);
 
   // Adds a node. Returns its id. Errors: InvalidArgument (rank out of range), AlreadyExists
-  // (static rank held by a live node), FailedPrecondition (the job is over).
+  // (static rank held by a live node), FailedPrecondition (the job is over). A static rank held
+  // by a node at the same address as a joiner that says its predecessor is dead is taken over:
+  // the holder is dropped as a lost node would be, without waiting out its lease.
   absl::StatusOr<std::string> Join(const NodeInfo& node, TimePoint now);
   // Renews the node's lease. NotFound if the node was declared lost (it must join again).
   absl::Status KeepAlive(const std::string& node_id, TimePoint now);

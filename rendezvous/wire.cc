@@ -58,8 +58,10 @@ void ToWire(const FailureInfo& in, v1::Failure* out) {
 }
 
 NodeInfo FromWire(const v1::JoinRequest& in) {
-  return NodeInfo{in.host(), in.nproc(), in.store_addr(), in.store_port(), in.node_rank(),
-                  in.replica_addr(), in.replica_port()};
+  NodeInfo node{in.host(),      in.nproc(),        in.store_addr(),  in.store_port(),
+                in.node_rank(), in.replica_addr(), in.replica_port()};
+  node.predecessor_dead = in.predecessor_dead();
+  return node;
 }
 
 std::vector<FailureInfo> FailuresFromWire(const v1::OutcomeRequest& in) {

@@ -110,5 +110,34 @@ TEST(RunRegistryTest, LeftoversOfGoneLaunchesAreRemovedOthersKept) {
   EXPECT_EQ(::stat((dir + "/" + other).c_str(), &st), 0);
 }
 
+// A restarted agent asks whether the agent of its node is still alive here: only a live launch
+// other than itself, of the same run, rendezvous and node rank, counts.
+TEST(RunRegistryTest, AnotherLaunchRunsNodeFindsOnlyALiveAgentOfThatNode) {
+  const std::string dir = testing::MakeTempDir() + "/rt";
+  ScopedRuntimeDir scoped(dir);
+  auto record = [](const std::string& id, pid_t pid, unsigned long long ticks) {
+    LaunchRecord r;
+    r.launch_id = id;
+    r.run_id = "job";
+    r.pid = pid;
+    r.start_ticks = ticks;
+    r.node_rank = 1;
+    r.service = "master:29500";
+    return r;
+  };
+  const pid_t parent = ::getppid();  // alive for the test's length, and not this process
+  ASSERT_TRUE(RegisterLaunch(record("mine", ::getpid(), ProcessStartTicks(::getpid()).value_or(0))).ok());
+  EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29500", 1));  // this process itself
+  auto [rc, out] = testing::RunToEnd({"/bin/sh", "-c", "echo $$"});
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(RegisterLaunch(record(out.substr(0, out.size() - 1) + "-dead", std::stoi(out), 1)).ok());
+  EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29500", 1));  // a SIGKILLed one's leftover
+  ASSERT_TRUE(RegisterLaunch(record("alive", parent, ProcessStartTicks(parent).value_or(0))).ok());
+  EXPECT_TRUE(AnotherLaunchRunsNode("job", "master:29500", 1));
+  EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29500", 0));
+  EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29501", 1));
+  EXPECT_FALSE(AnotherLaunchRunsNode("other", "master:29500", 1));
+}
+
 }  // namespace
 }  // namespace dtrun

@@ -37,17 +37,30 @@ class MultiNodeTest : public NetnsTest {
                                 std::map<std::string, std::string> env = {}, int nnodes = 2, int rank = -1,
                                 const std::string& token = "tok") {
     std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> base = {DtrunBinary(), "--nnodes", std::to_string(nnodes), "--node-rank",
-                                     std::to_string(rank < 0 ? i : rank), "--master-addr", cluster_->address(0),
-                                     "--master-port", "29511", "--rdzv-id", "mn", "--local-addr",
-                                     cluster_->address(i), "--rdzv-token", token, "--rdzv-conf",
-                                     "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=20"};
+    std::vector<std::string> base = {DtrunBinary(),
+                                     "--nnodes",
+                                     std::to_string(nnodes),
+                                     "--node-rank",
+                                     std::to_string(rank < 0 ? i : rank),
+                                     "--master-addr",
+                                     cluster_->address(0),
+                                     "--master-port",
+                                     "29511",
+                                     "--rdzv-id",
+                                     "mn",
+                                     "--local-addr",
+                                     cluster_->address(i),
+                                     "--rdzv-token",
+                                     token,
+                                     "--rdzv-conf",
+                                     rdzv_conf_};
     argv.insert(argv.end(), base.begin(), base.end());
     argv.insert(argv.end(), launch.begin(), launch.end());
     argv.insert(argv.end(), program.begin(), program.end());
     env.emplace("PYTHON_EXEC", TorchPython().value_or("/usr/bin/python3"));
     return std::make_unique<Harness>(argv, env);
   }
+  std::string rdzv_conf_ = "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=20";
   // dtrun on host `i` in an elastic job of 2 nodes of one worker each (a third host is a spare),
   // whose rendezvous host 0 serves on `port`; quick keep-alives (a lost node is noticed in 0.6 s).
   std::unique_ptr<Harness> ElasticNode(int i, int port, const std::string& id, std::vector<std::string> rest) {
@@ -395,6 +408,35 @@ TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
   // Static membership: the survivor waits for the node to come back; it does, and a new round runs.
   auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(back->WaitForOutput("READY 1")) << back->all();
+  ::kill(n0->pid(), SIGTERM);
+  ::kill(back->pid(), SIGTERM);
+  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
+  EXPECT_TRUE(back->Wait().has_value());
+}
+
+// A node's dtrun SIGKILLed and started again at once, as a supervisor restarts it (systemd, a
+// Kubernetes container restart): the new agent takes the rank over from its dead predecessor, and a
+// new round runs without waiting out that agent's lease (60 s here, longer than the bound below).
+// Before, the rank stayed taken for the whole lease and the restarted node was refused ("node rank
+// 1 has already joined ... give every node its own --node-rank") and exited.
+TEST_F(MultiNodeTest, ANodeStartedAgainRightAfterItsAgentDiedTakesItsRankWithoutWaitingOutTheLease) {
+  Cluster(2);
+  rdzv_conf_ = "keep_alive_interval=2,keep_alive_max_attempt=30,join_timeout=60";
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  ASSERT_TRUE(n0->WaitForOutput("READY 0")) << n0->all();
+  ASSERT_TRUE(n1->WaitForOutput("READY 1")) << n1->all();
+  ::kill(n1->pid(), SIGKILL);
+  ASSERT_TRUE(n1->Wait(seconds(10)).has_value());  // reaped, as a supervisor does before it restarts
+  auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  ASSERT_TRUE(back->WaitForOutput("READY 1", seconds(50))) << back->all() << "\nnode 0:\n" << n0->all();
+  const std::string node1 = "node 1 (" + LocalHostName() + ", " + cluster_->address(1) + ")";
+  EXPECT_TRUE(n0->WaitForOutput(node1 + " was started again: its earlier agent is gone", seconds(10))) << n0->all();
+  EXPECT_EQ(n0->err().find("lost: no keep-alive"), std::string::npos) << n0->all();
+  // A second dtrun for rank 1 on that machine while the first lives is still a duplicate.
+  auto dup = Node(1, {"--nproc-per-node", "1"}, {"/bin/true"});
+  EXPECT_EQ(dup->Wait(seconds(60)), 1) << dup->all();
+  EXPECT_NE(dup->err().find("node rank 1 has already joined"), std::string::npos) << dup->all();
   ::kill(n0->pid(), SIGTERM);
   ::kill(back->pid(), SIGTERM);
   EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();

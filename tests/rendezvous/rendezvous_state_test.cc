@@ -218,6 +218,40 @@ TEST_F(RendezvousStateTest, LostStaticNodeEndsTheRoundAndIsAwaitedUntilJoinTimeo
   EXPECT_EQ(s.View(b2)->awaited, "");  // running again: nobody is awaited
 }
 
+// A node's dtrun killed and started again at once (a supervisor's restart) joins while its dead
+// predecessor still holds the rank: it takes the rank over and a new round forms at once, where it
+// used to be refused until the lease lapsed. Only from the same address, and only when it says no
+// other agent of the rank lives on its machine; anything else is a duplicate --node-rank.
+TEST_F(RendezvousStateTest, ANodeStartedAgainTakesItsRankFromItsDeadPredecessorAtOnce) {
+  RendezvousOptions o = Static(2);
+  o.keep_alive_interval = seconds(5);
+  o.keep_alive_max_attempt = 3;
+  RendezvousState s(o, now_);
+  const std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  ASSERT_EQ(s.View(a)->round, 0);
+
+  NodeInfo again = Node("b", 1);
+  EXPECT_EQ(s.Join(again, now_).status().code(), absl::StatusCode::kAlreadyExists);  // not said dead
+  NodeInfo elsewhere = Node("b2", 1);
+  elsewhere.predecessor_dead = true;
+  absl::StatusOr<std::string> dup = s.Join(elsewhere, now_);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);  // another machine: a duplicate rank
+  EXPECT_NE(dup.status().message().find("give every node its own --node-rank"), std::string::npos) << dup.status();
+  EXPECT_EQ(s.View(a)->round, 0);  // neither disturbed the round
+
+  Advance(s, seconds(1));  // well within b's 15 s lease
+  again.predecessor_dead = true;
+  const std::string b2 = MustJoin(s, again);
+  EXPECT_EQ(s.KeepAlive(b, now_).code(), absl::StatusCode::kNotFound);  // the predecessor is out
+  const NodeView v = *s.View(b2);
+  EXPECT_EQ(v.phase, JobPhase::kRunning);
+  EXPECT_EQ(v.round, 1);
+  EXPECT_EQ(v.assignment->group_rank, 1);
+  EXPECT_NE(v.reason.find("node 1 (b, b-addr) was started again: its earlier agent is gone"), std::string::npos)
+      << v.reason;
+  EXPECT_EQ(s.View(a)->round, 1);
+}
+
 TEST_F(RendezvousStateTest, AfterTheEndANodeThatMissesOneKeepAliveIsDroppedSoTheHostCanExit) {
   RendezvousOptions o = Static(2);
   o.keep_alive_interval = seconds(4);
