@@ -44,7 +44,7 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& r) {
                       {"nproc_per_node", r.nproc_per_node}, {"command", r.command},
                       {"started_unix", r.started_unix}};
   if (!r.endpoint.empty()) j["endpoint"] = r.endpoint;
-  if (r.node_rank >= 0) {
+  if (!r.service.empty()) {
     j["node_rank"] = r.node_rank;
     j["service"] = r.service;
   }
@@ -111,7 +111,8 @@ std::vector<LaunchRecord> ListLaunches() {
 bool AnotherLaunchRunsNode(const std::string& run_id, const std::string& service, int node_rank) {
   const std::vector<LaunchRecord> live = ListLaunches();
   return std::any_of(live.begin(), live.end(), [&](const LaunchRecord& r) {
-    return r.pid != ::getpid() && r.node_rank == node_rank && r.run_id == run_id && r.service == service;
+    return r.pid != ::getpid() && !service.empty() && r.service == service && r.node_rank == node_rank &&
+           r.run_id == run_id;
   });
 }
 

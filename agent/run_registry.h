@@ -23,8 +23,8 @@ struct LaunchRecord {
   // A `dtrun -H` launcher: the job's rendezvous HOST:PORT. No agent runs in that process; the
   // job's token, if dtrun made it, is in its private directory (launch_layout::TokenFile).
   std::string endpoint;
-  // An agent with a static --node-rank: its rank and the rendezvous HOST:PORT it joins (-1 and ""
-  // otherwise), so that an agent of the same node started again can tell whether this one lives.
+  // A multi-node agent: the rendezvous HOST:PORT it joins and its static --node-rank (-1: elastic),
+  // so that an agent of the same node started again can tell whether this one lives ("": none).
   int node_rank = -1;
   std::string service;
 };
@@ -36,8 +36,8 @@ absl::StatusOr<std::string> RegisterLaunch(const LaunchRecord& record);
 // Every record whose process is still alive (stale ones are removed). Records are read as
 // untrusted: regular files only, no links, at most 64 KiB, fields type-checked.
 std::vector<LaunchRecord> ListLaunches();
-// Whether a live launch other than this process runs node `node_rank` of `run_id` at the
-// rendezvous `service` on this machine (this user's registry).
+// Whether a live launch other than this process runs node `node_rank` (-1: an elastic node, any)
+// of `run_id` at the rendezvous `service` on this machine (this user's registry).
 bool AnotherLaunchRunsNode(const std::string& run_id, const std::string& service, int node_rank);
 // Removes what launches that are gone left (a crashed or killed dtrun cannot remove its own): the
 // private `<pid>-<hex>` directories and the records. Gone: its process has exited, or the pid now

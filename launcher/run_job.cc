@@ -111,6 +111,14 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
   options.workers_store_port = config.service_port;  // never 0 for multi-node jobs
   DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> s,
                       grpc.start_server("127.0.0.1", 0, options, config.tls));
+  if (s->port() == config.service_port) {
+    // The kernel gave this loopback service the declared port itself (one in the ephemeral
+    // range): the store could not bind it, and with it dropped no node would serve the job. A
+    // second service is started while the first holds it, then the first is let go.
+    DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> other,
+                        grpc.start_server("127.0.0.1", 0, options, config.tls));
+    s = std::move(other);
+  }
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared = TcpStoreServer::Start(
       config.service_host, static_cast<uint16_t>(config.service_port), static_cast<uint16_t>(s->port()));
   if (!shared.ok()) return config.topology == Topology::kHostIfFree ? absl::OkStatus() : shared.status();
@@ -181,9 +189,11 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
                       config.rdzv.static_ranks ? a.node_rank : a.rank_hint,
                       "",
                       0};
-  // No other agent of this node alive here: one that holds the rank from this address is this
-  // node's earlier agent, dead (killed, restarted by a supervisor), and need not be waited out.
-  node.predecessor_dead = config.rdzv.static_ranks && !AnotherLaunchRunsNode(a.run_id, ServiceOf(config), a.node_rank);
+  // No other agent of this node alive here (static: of its rank; elastic: of the run): one the
+  // service holds at this address is this node's earlier agent, dead (killed, restarted by a
+  // supervisor), and need not be waited out.
+  node.predecessor_dead =
+      !AnotherLaunchRunsNode(a.run_id, ServiceOf(config), config.rdzv.static_ranks ? a.node_rank : -1);
   std::optional<BuddyReplication> replication = ServeBuddyCopies(config, *grpc, copts);
   if (replication) {
     node.replica_addr = a.local_addr;
@@ -276,8 +286,8 @@ absl::StatusOr<std::string> LogRootFor(const LaunchConfig& config) {
 LaunchRecord RecordOf(const LaunchConfig& config, const std::string& command_line) {
   LaunchRecord record = RecordOfThisProcess(config.agent.launch_id, config.agent.run_id, command_line);
   record.nproc_per_node = config.agent.nproc_per_node;
-  if (config.multi_node() && config.rdzv.static_ranks) {
-    record.node_rank = config.agent.node_rank;
+  if (config.multi_node()) {
+    record.node_rank = config.rdzv.static_ranks ? config.agent.node_rank : -1;
     record.service = ServiceOf(config);
   }
   return record;

@@ -55,6 +55,8 @@ status::StragglerKind KindOf(straggler::Culprit culprit) {
 // address, and no other agent of the rank alive there. (A supervisor restarts a killed dtrun in a
 // second or two; the holder's lease would keep the rank for keep_alive_interval x
 // keep_alive_max_attempt, 15 s by default, and the restarted node used to be refused.)
+constexpr char kStartedAgain[] = "was started again: its earlier agent is gone";
+
 bool IsRestartOf(const NodeInfo& joiner, const NodeInfo& holder) {
   return joiner.predecessor_dead && !joiner.store_addr.empty() && joiner.store_addr == holder.store_addr;
 }
@@ -104,7 +106,11 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
                                                      NodeLabel(holder->second.info),
                                                      "; give every node its own --node-rank"));
       }
-      DropNode(holder, "was started again: its earlier agent is gone", now);
+      DropNode(holder, kStartedAgain, now);
+    }
+  } else if (node.predecessor_dead && !node.store_addr.empty()) {
+    for (auto at = by_addr_.find(node.store_addr); at != by_addr_.end(); at = by_addr_.find(node.store_addr)) {
+      DropNode(nodes_.find(at->second), kStartedAgain, now);
     }
   }
   if (node.nproc < 0 || static_cast<size_t>(node.nproc) > status::kMaxRanksPerNode) {
@@ -121,6 +127,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
   }
   n.join_seq = next_seq_++;
   by_join_.emplace(n.join_seq, id);
+  by_addr_.emplace(n.info.store_addr, id);
   if (n.info.requested_rank >= 0) {
     by_rank_[node.requested_rank] = id;
     last_known_[node.requested_rank] = node;
@@ -497,6 +504,12 @@ void RendezvousState::DropNode(Nodes::iterator it, const std::string& why, TimeP
   const bool unfinished_member = it->second.assignment && !it->second.succeeded;
   by_contact_.erase({it->second.last_contact, node_id});
   by_join_.erase(it->second.join_seq);
+  for (auto [at, end] = by_addr_.equal_range(info.store_addr); at != end; ++at) {
+    if (at->second == node_id) {
+      by_addr_.erase(at);
+      break;
+    }
+  }
   if (auto r = by_rank_.find(info.requested_rank); r != by_rank_.end() && r->second == node_id) by_rank_.erase(r);
   nodes_.erase(it);
   Touch(node_id);  // its watcher learns it is out

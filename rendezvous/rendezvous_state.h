@@ -44,8 +44,8 @@ struct NodeInfo {
   // Elastic mode: --node-rank as a preference. A round places the nodes that were in no earlier
   // one by it (then by join order), so `dtrun -H a,b` has rank 0 on a. -1: none.
   int rank_hint = -1;
-  // Static ranks: no other agent of this run and node rank is alive on this machine, so an agent
-  // holding the rank from the same address is dead (a restarted node; see Join).
+  // No other agent of this node is alive on its machine (static ranks: of this node rank; elastic:
+  // of this run), so one at the same address is dead: the node was started again (see Join).
   bool predecessor_dead = false;
 };
 
@@ -142,9 +142,10 @@ class RendezvousState {
   RendezvousState(RendezvousOptions options, TimePoint now);
 
   // Adds a node. Returns its id. Errors: InvalidArgument (rank out of range), AlreadyExists
-  // (static rank held by a live node), FailedPrecondition (the job is over). A static rank held
-  // by a node at the same address as a joiner that says its predecessor is dead is taken over:
-  // the holder is dropped as a lost node would be, without waiting out its lease.
+  // (static rank held by a live node), FailedPrecondition (the job is over). A joiner that says
+  // its predecessor is dead replaces it: with static ranks the holder of its rank at its address,
+  // elastic every node at its address, dropped as a lost node would be, without waiting out the
+  // lease.
   absl::StatusOr<std::string> Join(const NodeInfo& node, TimePoint now);
   // Renews the node's lease. NotFound if the node was declared lost (it must join again).
   absl::Status KeepAlive(const std::string& node_id, TimePoint now);
@@ -243,6 +244,7 @@ class RendezvousState {
   Nodes nodes_;
   std::map<uint64_t, std::string> by_join_;                 // join order
   std::map<int, std::string> by_rank_;                      // static ranks of live nodes
+  std::multimap<std::string, std::string> by_addr_;         // the nodes at each address
   std::set<std::pair<TimePoint, std::string>> by_contact_;  // lease order: the first expires first
   std::map<int, NodeInfo> last_known_;  // static rank → the node that last held it
   uint64_t next_seq_ = 0;

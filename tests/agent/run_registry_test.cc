@@ -137,6 +137,13 @@ TEST(RunRegistryTest, AnotherLaunchRunsNodeFindsOnlyALiveAgentOfThatNode) {
   EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29500", 0));
   EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29501", 1));
   EXPECT_FALSE(AnotherLaunchRunsNode("other", "master:29500", 1));
+  // An elastic node (no static rank) is any live agent of the run at that rendezvous.
+  LaunchRecord elastic = record("elastic", parent, ProcessStartTicks(parent).value_or(0));
+  elastic.node_rank = -1;
+  elastic.service = "master:29400";
+  ASSERT_TRUE(RegisterLaunch(elastic).ok());
+  EXPECT_TRUE(AnotherLaunchRunsNode("job", "master:29400", -1));
+  EXPECT_FALSE(AnotherLaunchRunsNode("job", "", -1));  // a launch that joins no rendezvous
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Multi-node jobs across network-namespace hosts: the real dtrun on each host, the real gRPC
 // rendezvous, real PyTorch (Python, Gloo) and LibTorch (C++) workers, and faults.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -437,6 +438,54 @@ TEST_F(MultiNodeTest, ANodeStartedAgainRightAfterItsAgentDiedTakesItsRankWithout
   auto dup = Node(1, {"--nproc-per-node", "1"}, {"/bin/true"});
   EXPECT_EQ(dup->Wait(seconds(60)), 1) << dup->all();
   EXPECT_NE(dup->err().find("node rank 1 has already joined"), std::string::npos) << dup->all();
+  ::kill(n0->pid(), SIGTERM);
+  ::kill(back->pid(), SIGTERM);
+  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
+  EXPECT_TRUE(back->Wait().has_value());
+}
+
+// The same in an elastic job at its maximum: the agent started again replaces the dead one at its
+// address and the round re-forms with it, where it used to wait as a spare while the round re-formed
+// with the dead node (joined earlier) until that one's lease ran out. Each host has a launch
+// registry of its own, as separate machines do.
+TEST_F(MultiNodeTest, AnElasticNodeStartedAgainRightAfterItsAgentDiedReplacesItWithoutWaitingOutTheLease) {
+  Cluster(2);
+  const std::string dir = MakeTempDir();
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {DtrunBinary(),
+                                     "--nnodes",
+                                     "2:2",
+                                     "--nproc-per-node",
+                                     "1",
+                                     "--rdzv-backend",
+                                     "c10d",
+                                     "--rdzv-endpoint",
+                                     cluster_->address(0) + ":29517",
+                                     "--rdzv-id",
+                                     "again",
+                                     "--local-addr",
+                                     cluster_->address(i),
+                                     "--rdzv-conf",
+                                     "keep_alive_interval=2,keep_alive_max_attempt=30,join_timeout=60",
+                                     Worker("idle_until_stopped.sh")};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    const std::string runtime = dir + "/host" + std::to_string(i);
+    ::mkdir(runtime.c_str(), 0700);
+    return std::make_unique<Harness>(argv, std::map<std::string, std::string>{{"DTRUN_RUNTIME_DIR", runtime}});
+  };
+  auto n0 = elastic(0);
+  auto n1 = elastic(1);
+  ASSERT_TRUE(n0->WaitForOutput("READY")) << n0->all();
+  ASSERT_TRUE(n1->WaitForOutput("READY")) << n1->all();
+  ::kill(n1->pid(), SIGKILL);
+  ASSERT_TRUE(n1->Wait(seconds(10)).has_value());
+  auto back = elastic(1);
+  ASSERT_TRUE(back->WaitForOutput("READY", seconds(50))) << back->all() << "\nnode 0:\n" << n0->all();
+  EXPECT_TRUE(
+      n0->WaitForOutput("(" + cluster_->address(1) + ") was started again: its earlier agent is gone", seconds(10)))
+      << n0->all();
+  EXPECT_EQ(n0->err().find("lost: no keep-alive"), std::string::npos) << n0->all();
   ::kill(n0->pid(), SIGTERM);
   ::kill(back->pid(), SIGTERM);
   EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();

@@ -252,6 +252,40 @@ TEST_F(RendezvousStateTest, ANodeStartedAgainTakesItsRankFromItsDeadPredecessorA
   EXPECT_EQ(s.View(a)->round, 1);
 }
 
+// Elastic: the agent started again on a machine with no other live agent of the run replaces
+// whatever the service holds at its address, and the round re-forms with it at once (at MAX it
+// would otherwise wait as a spare, and the round re-form with the dead node, joined earlier).
+TEST_F(RendezvousStateTest, AnElasticNodeStartedAgainReplacesTheDeadAgentAtItsAddressAtOnce) {
+  RendezvousOptions o = Elastic(2, 2);
+  o.keep_alive_interval = seconds(5);
+  o.keep_alive_max_attempt = 3;
+  RendezvousState s(o, now_);
+  const std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
+  ASSERT_EQ(s.View(a)->round, 0);
+  // Another live agent at b's address (the flag unset): a spare, nothing dropped.
+  const std::string beside = MustJoin(s, Node("b"));
+  EXPECT_EQ(s.View(beside)->role, NodeRole::kSpare);
+  EXPECT_EQ(s.View(a)->round, 0);
+  ASSERT_TRUE(s.Leave(beside, now_).ok());
+
+  Advance(s, seconds(1));
+  NodeInfo again = Node("b");
+  again.predecessor_dead = true;
+  const std::string b2 = MustJoin(s, again);
+  EXPECT_EQ(s.KeepAlive(b, now_).code(), absl::StatusCode::kNotFound);
+  const NodeView v = *s.View(b2);
+  EXPECT_EQ(v.phase, JobPhase::kRunning);
+  EXPECT_EQ(v.round, 1);
+  EXPECT_EQ(v.role, NodeRole::kMember);
+  EXPECT_NE(v.reason.find("node b (b-addr) was started again: its earlier agent is gone"), std::string::npos)
+      << v.reason;
+  // A first agent at a new address drops nothing.
+  NodeInfo fresh = Node("c");
+  fresh.predecessor_dead = true;
+  MustJoin(s, fresh);
+  EXPECT_EQ(s.View(a)->round, 1);
+}
+
 TEST_F(RendezvousStateTest, AfterTheEndANodeThatMissesOneKeepAliveIsDroppedSoTheHostCanExit) {
   RendezvousOptions o = Static(2);
   o.keep_alive_interval = seconds(4);
