@@ -51,12 +51,12 @@ status::StragglerKind KindOf(straggler::Culprit culprit) {
   return status::StragglerKind::kRank;
 }
 
+constexpr char kStartedAgain[] = "was started again: its earlier agent is gone";
+
 // `joiner` is the agent of `holder`'s machine started again after `holder` died: the same
 // address, and no other agent of the rank alive there. (A supervisor restarts a killed dtrun in a
 // second or two; the holder's lease would keep the rank for keep_alive_interval x
 // keep_alive_max_attempt, 15 s by default, and the restarted node used to be refused.)
-constexpr char kStartedAgain[] = "was started again: its earlier agent is gone";
-
 bool IsRestartOf(const NodeInfo& joiner, const NodeInfo& holder) {
   return joiner.predecessor_dead && !joiner.store_addr.empty() && joiner.store_addr == holder.store_addr;
 }
@@ -94,6 +94,11 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     return absl::FailedPreconditionError(
         absl::StrCat("the job is already over (", PhaseName(phase_), "); start a new run id"));
   }
+  if (node.nproc < 0 || static_cast<size_t>(node.nproc) > status::kMaxRanksPerNode) {
+    // The round's bookkeeping is per rank: a node's claim must not size it.
+    return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says it runs ", node.nproc,
+                                                   " workers; --nproc-per-node must be 0..", status::kMaxRanksPerNode));
+  }
   if (options_.static_ranks) {
     if (node.requested_rank < 0 || node.requested_rank >= options_.max_nodes) {
       return absl::InvalidArgumentError(absl::StrCat("--node-rank ", node.requested_rank,
@@ -112,11 +117,6 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     for (auto at = by_addr_.find(node.store_addr); at != by_addr_.end(); at = by_addr_.find(node.store_addr)) {
       DropNode(nodes_.find(at->second), kStartedAgain, now);
     }
-  }
-  if (node.nproc < 0 || static_cast<size_t>(node.nproc) > status::kMaxRanksPerNode) {
-    // The round's bookkeeping is per rank: a node's claim must not size it.
-    return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says it runs ", node.nproc,
-                                                   " workers; --nproc-per-node must be 0..", status::kMaxRanksPerNode));
   }
   std::string id = absl::StrCat("node", next_seq_, "-", node.host);
   Node& n = nodes_[id];
