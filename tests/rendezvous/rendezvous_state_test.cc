@@ -241,6 +241,10 @@ TEST_F(RendezvousStateTest, ANodeStartedAgainTakesItsRankFromItsDeadPredecessorA
 
   Advance(s, seconds(1));  // well within b's 15 s lease
   again.predecessor_dead = true;
+  NodeInfo refused = again;  // a join refused for another reason drops nothing
+  refused.nproc = -1;
+  EXPECT_EQ(s.Join(refused, now_).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(s.KeepAlive(b, now_).ok());
   const std::string b2 = MustJoin(s, again);
   EXPECT_EQ(s.KeepAlive(b, now_).code(), absl::StatusCode::kNotFound);  // the predecessor is out
   const NodeView v = *s.View(b2);
