@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -63,18 +64,18 @@ grpc::ByteBuffer SerializeChunk(const OutgoingChunk& chunk) {
       out.WriteVarint64(chunk.data.size());
     }
   }
-  if (chunk.data.empty()) {
-    grpc::Slice only(prefix);
-    return grpc::ByteBuffer(&only, 1);
+  std::vector<grpc::Slice> slices = {grpc::Slice(prefix)};
+  if (!chunk.data.empty()) {
+    // gRPC only reads the data (the slice type has no const constructor with a destroy callback).
+    slices.emplace_back(const_cast<char*>(chunk.data.data()), chunk.data.size(), &ReleaseOwner,
+                        new std::shared_ptr<const void>(chunk.owner));
   }
-  // gRPC only reads the data (the slice type has no const constructor with a destroy callback).
-  grpc::Slice slices[2] = {grpc::Slice(prefix),
-                           grpc::Slice(const_cast<char*>(chunk.data.data()), chunk.data.size(), &ReleaseOwner,
-                                       new std::shared_ptr<const void>(chunk.owner))};
-  return grpc::ByteBuffer(slices, 2);
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 absl::Status IncomingChunk::Parse(grpc::ByteBuffer* received) {
+  // Emptied first, so that `received` is left empty: gRPC forgets it after Deserialize without
+  // destroying it (as protobuf's own Deserialize clears it), and would leak what we swapped in.
   buffer_.Clear();
   buffer_.Swap(received);
   slices_.clear();

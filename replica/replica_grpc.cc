@@ -88,20 +88,27 @@ const std::string& FetchMethod() {
   return name;
 }
 
+// Hands `payload` to `write` in chunks of kChunkBytes (one, empty, for an empty payload), `head`
+// with the first only; stops when `write` returns false. Returns whether every chunk went.
+template <typename Write>
+bool WriteInChunks(v1::ReplicaChunk head, const SharedBytes& payload, Write write) {
+  OutgoingChunk chunk{&head, {}, payload.owner};
+  size_t offset = 0;
+  do {
+    if (offset > 0) head.Clear();
+    chunk.data = payload.bytes.substr(offset, kChunkBytes);
+    offset += chunk.data.size();
+    if (!write(chunk)) return false;
+  } while (offset < payload.bytes.size());
+  return true;
+}
+
 // Writes `copy` as chunks, the header with the first, each read by gRPC from the copy itself.
 bool WriteCopy(const CopyPtr& copy, grpc::ServerWriter<OutgoingChunk>* writer) {
-  size_t offset = 0;
   v1::ReplicaChunk head;
   ToWire(copy->header, head.mutable_header());
-  OutgoingChunk chunk{&head, {}, copy};
-  do {
-    if (offset > 0) head.clear_header();
-    const size_t n = std::min(kChunkBytes, copy->payload.size() - offset);
-    chunk.data = absl::string_view(copy->payload).substr(offset, n);
-    offset += n;
-    if (!writer->Write(chunk)) return false;
-  } while (offset < copy->payload.size());
-  return true;
+  return WriteInChunks(std::move(head), {copy->payload, copy},
+                       [writer](const OutgoingChunk& chunk) { return writer->Write(chunk); });
 }
 
 class Service final : public grpc::Service {
@@ -201,24 +208,16 @@ class Channel final : public BuddyChannel {
     v1::PushResponse response;
     std::unique_ptr<grpc::ClientWriter<OutgoingChunk>> writer(
         grpc::internal::ClientWriterFactory<OutgoingChunk>::Create(channel_.get(), *push_, &ctx, &response));
-    size_t offset = 0;
-    bool sent = true;
     v1::ReplicaChunk head;
     *head.mutable_auth() = auth_;
     ToWire(header, head.mutable_header());
-    OutgoingChunk chunk{&head, {}, payload.owner};
-    do {
-      if (offset > 0) head.Clear();
-      const size_t n = std::min(kChunkBytes, payload.bytes.size() - offset);
-      chunk.data = payload.bytes.substr(offset, n);
-      offset += n;
+    const bool sent = WriteInChunks(std::move(head), payload, [&](const OutgoingChunk& chunk) {
       const Clock::time_point start = Clock::now();
-      sent = writer->Write(chunk);
-      if (sent && !pace(std::chrono::duration<double>(Clock::now() - start).count())) {
-        ctx.TryCancel();
-        sent = false;
-      }
-    } while (sent && offset < payload.bytes.size());
+      if (!writer->Write(chunk)) return false;
+      if (pace(std::chrono::duration<double>(Clock::now() - start).count())) return true;
+      ctx.TryCancel();
+      return false;
+    });
     if (sent) writer->WritesDone();
     grpc::Status st = writer->Finish();
     End(&ctx);

@@ -144,6 +144,18 @@ TEST(RunRegistryTest, AnotherLaunchRunsNodeFindsOnlyALiveAgentOfThatNode) {
   ASSERT_TRUE(RegisterLaunch(elastic).ok());
   EXPECT_TRUE(AnotherLaunchRunsNode("job", "master:29400", -1));
   EXPECT_FALSE(AnotherLaunchRunsNode("job", "", -1));  // a launch that joins no rendezvous
+  // Records are read as untrusted: a rank of another type or out of range names no rank.
+  for (const std::string& rank : {std::string("\"2\""), std::string("4294967298"), std::string("2.0")}) {
+    SCOPED_TRACE(rank);
+    const std::string json = "{\"launch_id\": \"odd\", \"run_id\": \"job\", \"pid\": " + std::to_string(parent) +
+                             ", \"start_ticks\": " + std::to_string(ProcessStartTicks(parent).value_or(0)) +
+                             ", \"node_rank\": " + rank + ", \"service\": \"master:29500\"}";
+    std::FILE* f = std::fopen(launch_layout::RegistryEntry(dir, "odd").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+    EXPECT_FALSE(AnotherLaunchRunsNode("job", "master:29500", 2));
+  }
 }
 
 }  // namespace
