@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -122,9 +123,11 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_store_port(node.store_port);
   req.set_node_rank(node.requested_rank);
   req.set_predecessor_dead(node.predecessor_dead);
+  req.set_rounds_seen(node.rounds_seen);
   req.set_replica_addr(node.replica_addr);
   req.set_replica_port(node.replica_port);
   std::string last_reason;
+  bool claiming = false;
   for (;;) {
     v1::JoinResponse resp;
     grpc::Status st;
@@ -144,6 +147,11 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
       r.keep_alive_max_attempt = resp.keep_alive_max_attempt();
       r.exit_barrier_timeout = std::chrono::milliseconds(resp.exit_barrier_timeout_ms());
       return r;
+    }
+    if (st.error_code() == grpc::StatusCode::ABORTED) {
+      if (!std::exchange(claiming, true)) spdlog::warn("{}", st.error_message());
+      if (AwaitClaimRetry(deadline)) continue;
+      return absl::DeadlineExceededError(absl::StrCat(st.error_message(), "; still so when the join timeout ran out"));
     }
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       return FromGrpc(st);
@@ -170,6 +178,13 @@ void RendezvousClient::SayWhyNotConnected(const std::string& reason) const {
     spdlog::warn("cannot connect to the rendezvous at {}: {}; {}; retrying until the join timeout", options_.endpoint,
                  reason, hint);
   }
+}
+
+bool RendezvousClient::AwaitClaimRetry(Clock::time_point deadline) {
+  const Clock::time_point wake = std::min(deadline, Clock::now() + kClaimRetryDelay);
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&cancelled_), absl::FromChrono(wake - Clock::now()));
+  return cancelled_ || Clock::now() < deadline;  // cancelled: the next call returns kShutDown
 }
 
 bool RendezvousClient::AwaitReconnect(Clock::time_point deadline) {
@@ -323,6 +338,7 @@ absl::StatusOr<std::optional<NodeView>> GrpcRoundSource::Latest() {
 
 void GrpcRoundSource::WatchLoop() {
   uint64_t after = 0;
+  std::string watched;  // the node id `after` belongs to
   const auto max_wait = LeaseRules::WatchWait(join_.keep_alive_interval);
   for (;;) {
     std::string id;
@@ -331,6 +347,8 @@ void GrpcRoundSource::WatchLoop() {
       if (stopping_) return;
       id = node_id_;
     }
+    // Joined again: versions count anew when the service was started again.
+    if (id != std::exchange(watched, id)) after = 0;
     absl::StatusOr<NodeView> view = client_->Watch(id, after, max_wait);
     if (view.ok()) {
       after = view->version;
@@ -414,11 +432,19 @@ std::optional<status::StragglerStatus> GrpcRoundSource::Straggler() {
 }
 
 void GrpcRoundSource::Rejoin() {
-  spdlog::warn("the rendezvous declared this node lost; joining again");
+  spdlog::warn(
+      "the rendezvous service at {} does not know this node (it declared it lost, or it was started "
+      "again); joining again",
+      client_->endpoint());
   // This agent is the one the service forgot, no predecessor of anyone's: if a restart of this
   // node took the rank meanwhile, this join is refused, and this agent ends.
   NodeInfo again = node_;
   again.predecessor_dead = false;
+  {
+    // A service started again numbers its rounds from scratch: not at or below the one running here.
+    absl::MutexLock lock(&mu_);
+    if (latest_) again.rounds_seen = std::max<int64_t>(0, latest_->round + 1);
+  }
   absl::StatusOr<JoinResult> join = client_->Join(again, Clock::now() + std::chrono::seconds(30));
   if (!join.ok()) return Fatal(join.status());
   bool left;

@@ -37,7 +37,8 @@ class RendezvousClient {
   static absl::StatusOr<std::unique_ptr<RendezvousClient>> Create(const ClientOptions& options);
   ~RendezvousClient();
 
-  // Retries while the service is unreachable (it may start after this node) until `deadline`.
+  // Retries while the service is unreachable (it may start after this node), and while its static
+  // rank is held by a silent node at another address (RendezvousState::Join), until `deadline`.
   absl::StatusOr<JoinResult> Join(const NodeInfo& node, std::chrono::steady_clock::time_point deadline);
   // Returns the view once its version is newer than `after`; DeadlineExceeded after `max_wait`.
   absl::StatusOr<NodeView> Watch(const std::string& node_id, uint64_t after, std::chrono::milliseconds max_wait);
@@ -62,6 +63,8 @@ class RendezvousClient {
   // Join's wait for the service: one line on the first failed connect (and when the reason
   // changes), then wait for gRPC's reconnect; false at the deadline.
   void SayWhyNotConnected(const std::string& reason) const;
+  // Waits kClaimRetryDelay (or until CancelAll, or `deadline`); false at the deadline.
+  bool AwaitClaimRetry(std::chrono::steady_clock::time_point deadline);
   bool AwaitReconnect(std::chrono::steady_clock::time_point deadline);
   // One unary call with credentials, deadline and shutdown cancellation (defined in the .cc).
   template <typename StubT, typename Req, typename Resp>

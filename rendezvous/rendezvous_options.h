@@ -22,6 +22,10 @@ struct RendezvousOptions {
   bool replace_stragglers = false;
   std::string run_id = "none";
   std::string token;         // agents must present it; empty = no check
+  // In every node id this service gives ("node3.<instance>-host"), so an id given by an earlier
+  // instance of it (its host's dtrun started again) is unknown here, and its agent joins again
+  // instead of renewing a lease the new instance gave another node. Empty: "node3-host".
+  std::string instance;
   // The workers' TCPStore for every round, when the service host serves it on the declared port
   // (as torchrun's workers see MASTER_ADDR:MASTER_PORT = the endpoint). Empty: the store of the
   // agent of group rank 0 (a standalone `dtrun rdzv-server` hosts no store).

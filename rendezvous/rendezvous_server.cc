@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/random_hex.h"
 #include "base/status_macros.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
@@ -20,6 +21,12 @@
 
 namespace dtrun::rdzv {
 namespace {
+
+// Each start of the service gives node ids of its own (RendezvousOptions::instance).
+RendezvousOptions WithInstance(RendezvousOptions options) {
+  if (options.instance.empty()) options.instance = RandomHex(8);
+  return options;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -43,7 +50,7 @@ class WatchReactor : public grpc::ServerUnaryReactor {
 class Service final : public v1::Rendezvous::CallbackService {
  public:
   Service(const RendezvousOptions& options)
-      : options_(options), state_(options, Clock::now()), timer_([this] { TimerLoop(); }) {}
+      : options_(options), state_(WithInstance(options), Clock::now()), timer_([this] { TimerLoop(); }) {}
 
   ~Service() override {
     StopWatches();

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace dtrun::rdzv {
@@ -50,6 +51,13 @@ status::StragglerKind KindOf(straggler::Culprit culprit) {
   }
   return status::StragglerKind::kRank;
 }
+
+std::string FormatSeconds(std::chrono::steady_clock::duration d) {
+  return absl::StrFormat("%.1f s", std::chrono::duration<double>(d).count());
+}
+
+// A round a second for 30,000 years: what a joiner may say it has seen (rounds go above it).
+constexpr int64_t kMaxRoundsSeen = int64_t{1} << 40;
 
 constexpr char kStartedAgain[] = "was started again: its earlier agent is gone";
 
@@ -99,6 +107,10 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says it runs ", node.nproc,
                                                    " workers; --nproc-per-node must be 0..", status::kMaxRanksPerNode));
   }
+  if (node.rounds_seen < 0 || node.rounds_seen > kMaxRoundsSeen) {
+    return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says it has seen ", node.rounds_seen,
+                                                   " rounds; 0..", kMaxRoundsSeen, " is possible"));
+  }
   if (options_.static_ranks) {
     if (node.requested_rank < 0 || node.requested_rank >= options_.max_nodes) {
       return absl::InvalidArgumentError(absl::StrCat("--node-rank ", node.requested_rank,
@@ -106,11 +118,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     }
     if (auto held = by_rank_.find(node.requested_rank); held != by_rank_.end()) {
       auto holder = nodes_.find(held->second);
-      if (!IsRestartOf(node, holder->second.info)) {
-        return absl::AlreadyExistsError(absl::StrCat("node rank ", node.requested_rank, " has already joined from ",
-                                                     NodeLabel(holder->second.info),
-                                                     "; give every node its own --node-rank"));
-      }
+      if (!IsRestartOf(node, holder->second.info)) return RefuseClaim(holder->second, node, now);
       DropNode(holder, kStartedAgain, now);
     }
   } else if (node.predecessor_dead && !node.store_addr.empty()) {
@@ -118,7 +126,9 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
       DropNode(nodes_.find(at->second), kStartedAgain, now);
     }
   }
-  std::string id = absl::StrCat("node", next_seq_, "-", node.host);
+  rounds_seen_ = std::max(rounds_seen_, node.rounds_seen);
+  std::string id =
+      absl::StrCat("node", next_seq_, options_.instance.empty() ? "" : ".", options_.instance, "-", node.host);
   Node& n = nodes_[id];
   n.info = node;
   if (!options_.static_ranks && node.requested_rank >= 0) {
@@ -147,6 +157,34 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     MaybeFormRound(now, /*reforming=*/false);
   }
   return id;
+}
+
+// A node started again on another machine (a Kubernetes pod rescheduled, a spare host given the
+// rank) cannot tell whether the holder is dead; only the holder's silence can. So the joiner waits
+// while the holder is silent and gets the rank when its lease runs out (Tick drops it); the holder
+// heard from after the claim began is alive, and the joiner a duplicate. From the holder's own
+// address the joiner said no predecessor of it is dead: a duplicate at once.
+absl::Status RendezvousState::RefuseClaim(Node& holder, const NodeInfo& joiner, TimePoint now) {
+  const auto duplicate = [&](absl::string_view how) {
+    return absl::AlreadyExistsError(absl::StrCat("node rank ", joiner.requested_rank, " has already joined from ",
+                                                 NodeLabel(holder.info), how, "; give every node its own --node-rank"));
+  };
+  if (joiner.store_addr == holder.info.store_addr) return duplicate("");
+  std::optional<Node::Claim>& claim = holder.claim;
+  if (!claim || now - claim->latest > kClaimForgottenAfter) {
+    claim = Node::Claim{now, now};
+  } else if (holder.last_contact > claim->since) {
+    const auto after = holder.last_contact - claim->since;
+    claim.reset();  // settled: a later claim (this holder dead by then) starts afresh
+    return duplicate(absl::StrCat(", which is alive (heard from ", FormatSeconds(after), " after this node asked)"));
+  }
+  claim->latest = now;
+  const std::chrono::steady_clock::duration silent = now - holder.last_contact;
+  const std::chrono::steady_clock::duration left = options_.lease() - silent;
+  return absl::AbortedError(absl::StrCat(
+      "node rank ", joiner.requested_rank, " is held by ", NodeLabel(holder.info), ", silent for ",
+      FormatSeconds(silent), ": this node takes the rank if that one stays silent until its lease runs out (in ",
+      FormatSeconds(std::max(left, left.zero())), "), or stops if it answers first"));
 }
 
 void RendezvousState::Renew(Nodes::iterator it, TimePoint now) {
@@ -416,7 +454,7 @@ static std::vector<std::string> KeepGroupRanks(const std::vector<std::string>& l
 }
 
 void RendezvousState::FormRound(std::vector<std::string> members) {
-  ++round_;
+  round_ = std::max(round_ + 1, rounds_seen_);
   ClearRound(NodeRole::kSpare);  // the members are made members below
   if (!options_.static_ranks) {
     // Those without a place from the last round come in by their hint (no hint last), then in

@@ -47,7 +47,16 @@ struct NodeInfo {
   // No other agent of this node is alive on its machine (static ranks: of this node rank; elastic:
   // of this run), so one at the same address is dead: the node was started again (see Join).
   bool predecessor_dead = false;
+  // The newest round this agent has seen + 1 (0: none), from this service or an earlier instance
+  // of it (its host's dtrun started again): the next round formed is numbered above it.
+  int64_t rounds_seen = 0;
 };
+
+// A static rank asked for from another address than its holder's waits for the holder's lease
+// (RendezvousState::Join): the claimant asks again every kClaimRetryDelay, and a claim not asked
+// again for kClaimForgottenAfter is over (its claimant gave up), so a later one starts afresh.
+inline constexpr std::chrono::milliseconds kClaimRetryDelay{500};
+inline constexpr std::chrono::seconds kClaimForgottenAfter{5};
 
 struct Assignment {
   int64_t round = 0;
@@ -145,7 +154,9 @@ class RendezvousState {
   // (static rank held by a live node), FailedPrecondition (the job is over). A joiner that says
   // its predecessor is dead replaces it: with static ranks the holder of its rank at its address,
   // elastic every node at its address, dropped as a lost node would be, without waiting out the
-  // lease.
+  // lease. A static rank asked for from another address is a claim (Aborted: ask again within
+  // kClaimForgottenAfter): the rank goes to the claimant once the holder's lease runs out, and
+  // the claim is refused (AlreadyExists) once the holder is heard from after it began.
   absl::StatusOr<std::string> Join(const NodeInfo& node, TimePoint now);
   // Renews the node's lease. NotFound if the node was declared lost (it must join again).
   absl::Status KeepAlive(const std::string& node_id, TimePoint now);
@@ -208,6 +219,12 @@ class RendezvousState {
     std::optional<Assignment> assignment;  // a member of the current round
     bool succeeded = false;                // a member that reported success this round
     std::optional<status::NodeStatus> progress;  // the latest status summary it pushed
+    // Another address asks for this node's static rank: since when, and its latest ask.
+    struct Claim {
+      TimePoint since;
+      TimePoint latest;
+    };
+    std::optional<Claim> claim;
   };
   using Nodes = std::map<std::string, Node>;
 
@@ -223,6 +240,9 @@ class RendezvousState {
     for (const auto& [id, n] : nodes_) fn(id, n);
   }
 
+  // Why a join for the static rank `holder` holds is refused (never OK): Aborted while the claim
+  // of another address waits for the holder's lease, AlreadyExists for a duplicate.
+  absl::Status RefuseClaim(Node& holder, const NodeInfo& joiner, TimePoint now);
   void TouchAll();                      // every node's view changed: O(1)
   void Touch(const std::string& node);  // only this node's
   void MaybeFormRound(TimePoint now, bool reforming);
@@ -259,6 +279,7 @@ class RendezvousState {
   void WatchForStragglers(const Node& node, const status::NodeStatus& progress);
   JobPhase phase_ = JobPhase::kForming;
   int64_t round_ = -1;
+  int64_t rounds_seen_ = 0;  // the most any joiner has seen (NodeInfo::rounds_seen): rounds go above it
   int restarts_used_ = 0;
   std::vector<std::string> members_;  // current round, by group rank
   // The last round's members by group rank: an elastic round keeps each returning node's group

@@ -61,6 +61,7 @@ NodeInfo FromWire(const v1::JoinRequest& in) {
   NodeInfo node{in.host(),      in.nproc(),        in.store_addr(),  in.store_port(),
                 in.node_rank(), in.replica_addr(), in.replica_port()};
   node.predecessor_dead = in.predecessor_dead();
+  node.rounds_seen = in.rounds_seen();
   return node;
 }
 

@@ -444,6 +444,75 @@ TEST_F(MultiNodeTest, ANodeStartedAgainRightAfterItsAgentDiedTakesItsRankWithout
   EXPECT_TRUE(back->Wait().has_value());
 }
 
+// Node 1's dtrun SIGKILLed and node rank 1 started on another machine (a rescheduled pod, a spare
+// host): nothing there knows whether the first agent is dead, so the new one waits for that agent's
+// lease (10 s here) and then takes the rank, saying so. It used to be refused as a duplicate rank
+// and exit ("node rank 1 has already joined ... give every node its own --node-rank").
+TEST_F(MultiNodeTest, ANodeStartedOnAnotherMachineTakesTheRankWhenTheDeadAgentsLeaseRunsOut) {
+  Cluster(3);
+  rdzv_conf_ = "keep_alive_interval=1,keep_alive_max_attempt=10,join_timeout=60";
+  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+  ASSERT_TRUE(n0->WaitForOutput("READY 0")) << n0->all();
+  ASSERT_TRUE(n1->WaitForOutput("READY 1")) << n1->all();
+  ::kill(n1->pid(), SIGKILL);
+  ASSERT_TRUE(n1->Wait(seconds(10)).has_value());
+  auto moved = Node(2, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")}, {}, 2, /*rank=*/1);
+  ASSERT_TRUE(moved->WaitForOutput("READY 1", seconds(50))) << moved->all() << "\nnode 0:\n" << n0->all();
+  const std::string node1 = "node 1 (" + LocalHostName() + ", " + cluster_->address(1) + ")";
+  EXPECT_NE(moved->err().find("node rank 1 is held by " + node1 + ", silent for "), std::string::npos) << moved->all();
+  EXPECT_TRUE(n0->WaitForOutput(node1 + " lost: no keep-alive", seconds(10))) << n0->all();
+  ::kill(n0->pid(), SIGTERM);
+  ::kill(moved->pid(), SIGTERM);
+  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
+  EXPECT_TRUE(moved->Wait().has_value());
+}
+
+// The dtrun that hosts the rendezvous (node 0) SIGKILLed and started again at once, as a supervisor
+// restarts it: the other node's keep-alives find a new service at the same address within their
+// lease (10 s here), it joins that one, and the job goes on from the newest in-memory snapshot
+// (node 1's own; node 0's new rank takes its buddy copy, or rank 1's state). The new service numbers its round
+// above the one node 1 ran (1, not 0 again). Before, node 1 joined a round 0 of the new service
+// and took it for the one its workers already ran: it kept them, and node 0's new worker waited
+// for a rank 1 that would never come.
+TEST_F(MultiNodeTest, TheServiceHostsDtrunStartedAgainTakesTheJobBackFromTheInMemorySnapshots) {
+  Cluster(2);
+  const std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  rdzv_conf_ = "keep_alive_interval=0.5,keep_alive_max_attempt=20,join_timeout=60";
+  auto node = [&](int i) {
+    return Node(i, {"--nproc-per-node", "1", "--snapshot-every", "10"},
+                {Worker("snapshot_resume.py"), "150", "--first-attempt-runs-on", "--say-every", "10"});
+  };
+  auto a = node(0);
+  auto b = node(1);
+  ASSERT_TRUE(a->WaitForOutput("STEP 100", seconds(120))) << a->all() << "\nnode 1:\n" << b->all();
+  ::kill(a->pid(), SIGKILL);
+  ASSERT_TRUE(a->Wait(seconds(10)).has_value());
+  auto again = node(0);
+  EXPECT_EQ(again->Wait(seconds(120)), 0) << again->all() << "\nnode 1:\n" << b->all();
+  EXPECT_EQ(b->Wait(seconds(60)), 0) << b->all();
+  const std::string a_out = again->all(), b_out = b->all();
+  EXPECT_NE(b_out.find("does not know this node (it declared it lost, or it was started again); joining again"),
+            std::string::npos)
+      << b_out;
+  EXPECT_EQ(b_out.find("lost the rendezvous service"), std::string::npos) << b_out;
+  std::smatch on_a, on_b, digest_a, digest_b;
+  ASSERT_TRUE(std::regex_search(b_out, on_b, std::regex(R"(RESTORED step=(\d+))"))) << b_out;
+  ASSERT_TRUE(std::regex_search(a_out, on_a, std::regex(R"(RESTORED step=(\d+))"))) << a_out;
+  EXPECT_EQ(on_a[1], on_b[1]);
+  EXPECT_GE(std::stoi(on_b[1]), 100) << b_out;
+  // Node 0's new rank has the state of that step from its buddy copy, or else from rank 1.
+  const std::string step = on_b[1].str();
+  EXPECT_TRUE(a_out.find("rank 0: fetched the buddy copies of step " + step) != std::string::npos ||
+              a_out.find("rank 0 holds no in-memory snapshot of step " + step + "; receiving rank 1's copy") !=
+                  std::string::npos)
+      << a_out;
+  ASSERT_TRUE(std::regex_search(a_out, digest_a, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << a_out;
+  ASSERT_TRUE(std::regex_search(b_out, digest_b, std::regex(R"(DIGEST rank=1 ([0-9a-f]{16}))"))) << b_out;
+  EXPECT_EQ(digest_a[1], digest_b[1]);
+}
+
 // The same in an elastic job at its maximum: the agent started again replaces the dead one at its
 // address and the round re-forms with it, where it used to wait as a spare while the round re-formed
 // with the dead node (joined earlier) until that one's lease ran out. Each host has a launch
@@ -544,9 +613,13 @@ TEST_F(MultiNodeTest, WrongTokenAndDuplicateRankAreRejectedAndTheJobStillRuns) {
   EXPECT_NE(intruder->err().find("wrong rendezvous token"), std::string::npos) << intruder->all();
   auto n1 = Node(1, {"--nproc-per-node", "1"}, program);
   ASSERT_TRUE(n1->WaitForOutput("rank=1 world=2")) << n1->all();
+  // Rank 1 asked for from host 2: it waits for node 1's next keep-alive, then is a duplicate.
   auto dup = Node(2, {"--nproc-per-node", "1"}, {"/bin/true"}, {}, 2, /*rank=*/1);
   EXPECT_EQ(dup->Wait(), 1) << dup->all();
-  EXPECT_NE(dup->err().find("node rank 1 has already joined"), std::string::npos) << dup->all();
+  EXPECT_NE(dup->err().find("node rank 1 has already joined from node 1 (" + LocalHostName() + ", " +
+                            cluster_->address(1) + "), which is alive"),
+            std::string::npos)
+      << dup->all();
   // The running job was not disturbed: still round 0, still running.
   EXPECT_FALSE(WaitForPidExit(n0->pid(), std::chrono::milliseconds(0)));
   EXPECT_EQ(n0->all().find("round"), std::string::npos) << n0->all();

@@ -17,12 +17,12 @@ namespace {
 
 constexpr char kProgram[] = "echo READY $RANK world=$WORLD_SIZE; exec sleep 300";
 
-std::unique_ptr<Harness> Agent(int port, std::vector<std::string> extra = {}) {
+std::unique_ptr<Harness> Agent(int port, std::vector<std::string> extra = {}, const char* program = kProgram) {
   std::vector<std::string> argv = {DtrunBinary(), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                                    "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--rdzv-id", "rs",
                                    "--rdzv-token", "t", "--local-addr", "127.0.0.1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  for (const char* a : {"/bin/sh", "-c", kProgram}) argv.push_back(a);
+  for (const char* a : {"/bin/sh", "-c", program}) argv.push_back(a);
   return std::make_unique<Harness>(argv);
 }
 
@@ -72,6 +72,35 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   EXPECT_EQ(b->Wait(), 128 + SIGTERM) << b->all();
   EXPECT_NE(a->err().find("the job was killed"), std::string::npos) << a->all();
   EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0) << server.all();  // job over, nodes gone
+}
+
+// A dedicated service SIGKILLed and started again on its port (by systemd, say) within the agents'
+// lease: they join the new instance, which runs round 1, not a round 0 their workers already ran.
+TEST(RdzvServerTest, ADedicatedServiceStartedAgainWithinTheLeaseGetsItsNodesBack) {
+  const int port = UnusedPort();
+  ASSERT_GT(port, 0);
+  const std::vector<std::string> serve = {
+      DtrunBinary(),  "rdzv-server", "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port),
+      "--nnodes",     "2",           "--rdzv-id",       "rs",
+      "--rdzv-token", "t",           "--rdzv-conf",     "keep_alive_interval=0.5,keep_alive_max_attempt=20"};
+  auto server = std::make_unique<Harness>(serve);
+  ASSERT_EQ(ServingPort(*server), port) << server->all();
+  constexpr char kSaysRound[] = "echo READY $RANK round=$TORCHELASTIC_RESTART_COUNT; exec sleep 300";
+  auto a = Agent(port, {}, kSaysRound), b = Agent(port, {}, kSaysRound);
+  ASSERT_TRUE(a->WaitForOutput("round=0")) << a->all();
+  ASSERT_TRUE(b->WaitForOutput("round=0")) << b->all();
+  ::kill(server->pid(), SIGKILL);
+  ASSERT_TRUE(server->Wait(std::chrono::seconds(10)).has_value());
+  server = std::make_unique<Harness>(serve);
+  ASSERT_EQ(ServingPort(*server), port) << server->all();
+  EXPECT_TRUE(a->WaitForOutput("round=1", std::chrono::seconds(30))) << a->all() << server->all();
+  EXPECT_TRUE(b->WaitForOutput("round=1", std::chrono::seconds(30))) << b->all() << server->all();
+  EXPECT_NE(a->err().find("does not know this node (it declared it lost, or it was started again)"), std::string::npos)
+      << a->all();
+  ::kill(a->pid(), SIGTERM);
+  ::kill(b->pid(), SIGTERM);
+  EXPECT_EQ(a->Wait(), 128 + SIGTERM) << a->all();
+  EXPECT_EQ(b->Wait(), 128 + SIGTERM) << b->all();
 }
 
 // The TLS flags of a CA of its own and a certificate for 127.0.0.1 signed by it (files

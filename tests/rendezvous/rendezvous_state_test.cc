@@ -77,7 +77,9 @@ TEST_F(RendezvousStateTest, StaticRoundFormsWhenEveryRankHasJoined) {
 TEST_F(RendezvousStateTest, RejectsDuplicateAndOutOfRangeStaticRanks) {
   RendezvousState s(Static(2), now_);
   MustJoin(s, Node("a", 0));
-  EXPECT_EQ(s.Join(Node("a2", 0), now_).status().code(), absl::StatusCode::kAlreadyExists);
+  NodeInfo beside = Node("a2", 0);
+  beside.store_addr = "a-addr";  // another agent at a's address, which says a's is alive
+  EXPECT_EQ(s.Join(beside, now_).status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(s.Join(Node("c", 2), now_).status().code(), absl::StatusCode::kInvalidArgument);
   // A node's claim of workers sizes per-rank bookkeeping: out of range, it is refused (fuzzer finding).
   absl::StatusOr<std::string> huge = s.Join(Node("h", 1, 168'000'000), now_);
@@ -234,9 +236,8 @@ TEST_F(RendezvousStateTest, ANodeStartedAgainTakesItsRankFromItsDeadPredecessorA
   EXPECT_EQ(s.Join(again, now_).status().code(), absl::StatusCode::kAlreadyExists);  // not said dead
   NodeInfo elsewhere = Node("b2", 1);
   elsewhere.predecessor_dead = true;
-  absl::StatusOr<std::string> dup = s.Join(elsewhere, now_);
-  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);  // another machine: a duplicate rank
-  EXPECT_NE(dup.status().message().find("give every node its own --node-rank"), std::string::npos) << dup.status();
+  // Another machine knows nothing of b's agent: it claims the rank (below), and takes nothing now.
+  EXPECT_EQ(s.Join(elsewhere, now_).status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(s.View(a)->round, 0);  // neither disturbed the round
 
   Advance(s, seconds(1));  // well within b's 15 s lease
@@ -254,6 +255,96 @@ TEST_F(RendezvousStateTest, ANodeStartedAgainTakesItsRankFromItsDeadPredecessorA
   EXPECT_NE(v.reason.find("node 1 (b, b-addr) was started again: its earlier agent is gone"), std::string::npos)
       << v.reason;
   EXPECT_EQ(s.View(a)->round, 1);
+}
+
+// A node started again on another machine (a rescheduled pod) asks for its static rank while the
+// dead holder's lease runs: it is told to wait (Aborted, asking again), and takes the rank when the
+// lease runs out, where it used to be refused as a duplicate and exit. A holder heard from after
+// the claim began is alive: the claimant is then a duplicate, refused.
+TEST_F(RendezvousStateTest, AStaticRankClaimedFromAnotherAddressWaitsForTheSilentHoldersLease) {
+  RendezvousOptions o = Static(2);
+  o.keep_alive_interval = seconds(5);
+  o.keep_alive_max_attempt = 3;
+  RendezvousState s(o, now_);
+  const TimePoint start = now_;
+  const std::string a = MustJoin(s, Node("a", 0)), b = MustJoin(s, Node("b", 1));
+  NodeInfo moved = Node("c", 1);  // rank 1, at c-addr
+
+  // b is dead: the claim waits, asked again every half second, until b's lease runs out.
+  Advance(s, seconds(2));
+  absl::StatusOr<std::string> wait = s.Join(moved, now_);
+  ASSERT_EQ(wait.status().code(), absl::StatusCode::kAborted) << wait.status();
+  EXPECT_NE(
+      wait.status().message().find("node rank 1 is held by node 1 (b, b-addr), silent for 2.0 s: this node "
+                                   "takes the rank if that one stays silent until its lease runs out (in 13.0 s)"),
+      std::string::npos)
+      << wait.status();
+  ASSERT_TRUE(s.KeepAlive(a, now_).ok());
+  while (now_ < start + seconds(14)) {
+    Advance(s, kClaimRetryDelay);
+    ASSERT_TRUE(s.KeepAlive(a, now_).ok());
+    ASSERT_EQ(s.Join(moved, now_).status().code(), absl::StatusCode::kAborted);
+  }
+  Advance(s, seconds(1));  // 15 s: b's lease is over
+  EXPECT_EQ(s.KeepAlive(b, now_).code(), absl::StatusCode::kNotFound);
+  const std::string c = MustJoin(s, moved);
+  const NodeView v = *s.View(c);
+  EXPECT_EQ(v.phase, JobPhase::kRunning);
+  EXPECT_EQ(v.round, 1);
+  EXPECT_EQ(v.assignment->group_rank, 1);
+
+  // c is alive: a claim from d waits only until c is heard from, then is refused as a duplicate.
+  NodeInfo dup = Node("d", 1);
+  Advance(s, seconds(1));
+  ASSERT_TRUE(s.KeepAlive(a, now_).ok());
+  EXPECT_EQ(s.Join(dup, now_).status().code(), absl::StatusCode::kAborted);
+  Advance(s, kClaimRetryDelay);
+  ASSERT_TRUE(s.KeepAlive(c, now_).ok());
+  absl::StatusOr<std::string> refused = s.Join(dup, now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("node rank 1 has already joined from node 1 (c, c-addr), which is alive "
+                                            "(heard from 0.5 s after this node asked); give every node its own "
+                                            "--node-rank"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_EQ(s.View(c)->round, 1);  // the running round was not disturbed
+
+  // That claim is settled, and one left off for longer than kClaimForgottenAfter is over: c's
+  // contact since then does not make a new claimant a duplicate at its first ask.
+  EXPECT_EQ(s.Join(dup, now_).status().code(), absl::StatusCode::kAborted);
+  Advance(s, kClaimForgottenAfter + seconds(1));
+  ASSERT_TRUE(s.KeepAlive(a, now_).ok());
+  ASSERT_TRUE(s.KeepAlive(c, now_).ok());
+  Advance(s, seconds(1));
+  EXPECT_EQ(s.Join(dup, now_).status().code(), absl::StatusCode::kAborted);
+}
+
+// The service's host started again: a new instance of the service, whose nodes join again saying
+// which rounds they saw. Its first round is numbered above them, so no agent takes it for the round
+// its workers already run (a report of that old round is then refused as stale), and its node ids
+// are its own, so an id of the earlier instance is unknown here (the agent joins again).
+TEST_F(RendezvousStateTest, AServiceStartedAgainNumbersItsRoundsAboveThoseItsNodesSaw) {
+  RendezvousOptions o = Static(2);
+  o.instance = "i2";
+  RendezvousState s(o, now_);
+  EXPECT_EQ(s.KeepAlive("node1-b", now_).code(), absl::StatusCode::kNotFound);  // an id of the old one
+  NodeInfo b = Node("b", 1);
+  b.rounds_seen = 4;  // it ran round 3
+  const std::string a_id = MustJoin(s, Node("a", 0)), b_id = MustJoin(s, b);
+  EXPECT_EQ(b_id.find("node1.i2-"), 0u) << b_id;
+  const NodeView v = *s.View(b_id);
+  EXPECT_EQ(v.phase, JobPhase::kRunning);
+  EXPECT_EQ(v.round, 4);
+  EXPECT_EQ(v.assignment->round, 4);
+  FailureInfo f;
+  EXPECT_EQ(s.ReportFailure(b_id, 3, {f}, now_).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.View(a_id)->round, 4);
+
+  NodeInfo wild = Node("c", 1);
+  wild.rounds_seen = int64_t{1} << 62;  // bytes from the network: the round counter must not wrap
+  EXPECT_EQ(s.Join(wild, now_).status().code(), absl::StatusCode::kInvalidArgument);
+  wild.rounds_seen = -1;
+  EXPECT_EQ(s.Join(wild, now_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Elastic: the agent started again on a machine with no other live agent of the run replaces
