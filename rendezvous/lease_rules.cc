@@ -37,9 +37,13 @@ LeaseRules::Next LeaseRules::OnAnswer(const absl::Status& answer, Clock::time_po
 absl::Status LeaseRules::Verdict(const std::string& endpoint) const {
   if (!stop_.ok()) return stop_;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(stopped_at_ - last_ok_);
-  return absl::UnavailableError(absl::StrCat("lost the rendezvous service (master) at ", endpoint,
-                                             ": no answer for ", silent.count() / 1000.0, " s (", misses_,
-                                             " keep-alives missed); stopping this node"));
+  // A master started again within this silence would have been joined again (Rejoin): say how to
+  // give a supervisor's restart longer.
+  return absl::UnavailableError(
+      absl::StrCat("lost the rendezvous service (master) at ", endpoint, ": no answer for ", silent.count() / 1000.0,
+                   " s (", misses_,
+                   " keep-alives missed); stopping this node. A master started again in that time is joined again; "
+                   "--rdzv-conf keep_alive_max_attempt=N gives it longer"));
 }
 
 std::chrono::milliseconds LeaseRules::WatchWait(std::chrono::milliseconds keep_alive_interval) {
