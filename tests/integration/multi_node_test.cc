@@ -653,6 +653,51 @@ TEST_F(MultiNodeTest, ElasticLateJoinerEntersAtTheNextRound) {
   EXPECT_EQ(b->Wait(), 128 + SIGTERM);
 }
 
+// The same for an elastic job's agent-hosted service: the endpoint host's dtrun SIGKILLed and
+// started again; the other node joins the new service, whose round is 1.
+TEST_F(MultiNodeTest, AnElasticJobsServiceHostStartedAgainGetsTheOtherNodeBackInANewRound) {
+  Cluster(2);
+  auto elastic = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(),
+        "--nnodes",
+        "2:2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        cluster_->address(0) + ":29512",
+        "--rdzv-id",
+        "el",
+        "--local-addr",
+        cluster_->address(i),
+        "--rdzv-conf",
+        "keep_alive_interval=0.5,keep_alive_max_attempt=20",
+        "/bin/sh",
+        "-c",
+        "echo round=$TORCHELASTIC_RESTART_COUNT world=$WORLD_SIZE rank=$RANK; exec sleep 300"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  };
+  auto a = elastic(0);
+  auto b = elastic(1);
+  ASSERT_TRUE(a->WaitForOutput("round=0 world=2")) << a->all();
+  ASSERT_TRUE(b->WaitForOutput("round=0 world=2")) << b->all();
+  ::kill(a->pid(), SIGKILL);
+  ASSERT_TRUE(a->Wait(seconds(10)).has_value());
+  auto again = elastic(0);
+  EXPECT_TRUE(b->WaitForOutput("round=1 world=2", seconds(30))) << b->all() << again->all();
+  EXPECT_TRUE(again->WaitForOutput("round=1 world=2", seconds(30))) << again->all();
+  EXPECT_NE(b->err().find("does not know this node (it declared it lost, or it was started again)"), std::string::npos)
+      << b->all();
+  ::kill(again->pid(), SIGTERM);
+  ::kill(b->pid(), SIGTERM);
+  EXPECT_EQ(again->Wait(), 128 + SIGTERM) << again->all();
+  EXPECT_EQ(b->Wait(), 128 + SIGTERM) << b->all();
+}
+
 TEST_F(MultiNodeTest, ElasticSpareIsPromotedWhenAMemberDies) {
   Cluster(3);
   auto elastic = [&](int i) {
