@@ -7,7 +7,9 @@ host writes its own --output-dir). After every host is stepping and the victim's
 has arrived, one fault is injected on a host other than the rendezvous host:
   kill    SIGKILL of every process of the host (its dtrun and its workers): the node is gone;
   cut     its link goes down (the agent lives on, cut off);
-  freeze  SIGSTOP of one of its workers (caught by --heartbeat-timeout; the node stays).
+  freeze  SIGSTOP of one of its workers (caught by --heartbeat-timeout; the node stays);
+  master  SIGKILL of every process of the rendezvous host (host 0), whose dtrun a supervisor
+          starts again --restart-after seconds later (no spare: the job needs that host back).
 Measured per trial, from the nodes' event logs (`recovered` records, wall clock; the namespaces
 share one clock): fault -> every rank stepping again (the last node's first step), where each
 node's state came from (memory, buddy, disk, none), and lost steps (the step rank 0 had printed
@@ -27,8 +29,8 @@ world, from the in-memory snapshot the larger one took (the ranks are replicas),
 --peers off (DTRUN_SNAPSHOT_PEERS=off, as dtrun did before a world-size change could restore
 memory), from the last disk checkpoint (train_recsys writes one per epoch here).
 
-  sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze]
-                          [--launcher dtrun|torchrun] [--shrink [--peers on|off]]
+  sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
+                          [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
 """
 import argparse
 import json
@@ -211,6 +213,12 @@ def find_printer(nodes, step_line):
     raise SystemExit("the job did not start:\n" + nodes[0].text()[-3000:])
 
 
+def restart_master(args, fault_ms, start):
+    """As a supervisor restarts the killed rendezvous host's launcher: --restart-after the fault."""
+    time.sleep(max(0.0, fault_ms / 1000 + args.restart_after - time.time()))  # stands for the supervisor's delay
+    return start(0)
+
+
 def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng):
     """The fault at a random step 1..2 x buddy_every after the one rank 0 printed last (between two
     buddy copies); returns that step and the fault's time (ms since the epoch)."""
@@ -226,8 +234,8 @@ def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng):
 def inject(cluster, fault, victim):
     """The fault on host `victim`; returns its time (ms since the epoch)."""
     fault_ms = time.time() * 1000
-    if fault == "kill":
-        cluster.kill_all(victim)
+    if fault in ("kill", "master"):
+        cluster.kill_all(victim, wait=fault == "master")  # a restarted master binds the same port
     elif fault == "cut":
         cluster.link(victim, False)
     else:
@@ -262,16 +270,18 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
         spare = None
         try:
             printer = find_printer(nodes, REF_STEP)
-            victim = rng.randrange(1, n)
+            victim = 0 if fault == "master" else rng.randrange(1, n)
             if printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= args.buddy_every else None,
                                   120) is None:
                 raise SystemExit("no checkpoint was written:\n" + printer.text()[-3000:])
-            if not args.shrink:
+            if not args.shrink and fault != "master":
                 spare = start(n)
                 # The spare's agent says it joined (LOGLEVEL=INFO) and waits for the next round.
                 if not spare.wait_for(re.compile(r"rendezvous", re.I), 120):
                     raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
             reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
+            if fault == "master":
+                nodes[0] = restart_master(args, fault_ms, start)
             # The new round's rank 0 says where it starts, then prints its first step.
             deadline = time.time() + args.recovery_timeout
             result = None
@@ -312,11 +322,13 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
     with tempfile.TemporaryDirectory() as tmp:
         endpoint = f"{cluster.addrs[0]}:{PORT}"
 
+        events = {i: f"{tmp}/events{i}.jsonl" for i in range(n + 1)}
+
         def start(i):
             argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", nnodes(n, args), "--nproc-per-node", "2",
                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"nl{trial}",
                     "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
-                    "--max-restarts", "3", "--event-log", f"{tmp}/events{i}.jsonl", "--heartbeat-timeout",
+                    "--max-restarts", "3", "--event-log", events[i], "--heartbeat-timeout",
                     str(args.heartbeat_timeout), "--snapshot-buddy-every", str(args.buddy_every),
                     "--warm-workers", args.warm_workers,
                     os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100", "-b", "256",
@@ -328,10 +340,10 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         try:
             # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
             printer = find_printer(nodes, STEP)
-            victim = rng.randrange(1, n)
+            victim = 0 if fault == "master" else rng.randrange(1, n)
             if not nodes[victim].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
                 raise SystemExit(f"host {victim} never placed a buddy copy:\n" + nodes[victim].text()[-3000:])
-            if not args.shrink:
+            if not args.shrink and fault != "master":
                 spare = start(n)
                 if not spare.wait_for(re.compile(r"spare"), 120):
                     raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
@@ -339,9 +351,13 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 m = STEP.search(line)
                 return global_step(m) if m else None
             reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
-            # Every node that runs the next round logs `recovered` once its ranks step again.
-            runners = [i for i in range(n) if i != victim or fault == "freeze"] + ([n] if spare and fault != "freeze" else [])
-            logs = {i: f"{tmp}/events{i}.jsonl" for i in runners}
+            if fault == "master":
+                nodes[0] = restart_master(args, fault_ms, start)
+            # Every node that runs the next round logs `recovered` once its ranks step again; a
+            # restarted master's node starts afresh (nothing to recover), and steps with the others.
+            runners = [i for i in range(n) if i != victim or fault == "freeze"] + \
+                ([n] if spare and fault != "freeze" else [])
+            logs = {i: events[i] for i in runners}
             deadline = time.time() + 180
             records = {}
             while time.time() < deadline and len(records) < len(runners):
@@ -365,8 +381,8 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
                         with node.cond:
                             f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
-                    if os.path.exists(f"{tmp}/events{i}.jsonl"):
-                        with open(f"{tmp}/events{i}.jsonl") as src, open(f"{args.keep_logs}/{fault}{trial}_events{i}.jsonl", "w") as dst:
+                    if os.path.exists(events[i]):
+                        with open(events[i]) as src, open(f"{args.keep_logs}/{fault}{trial}_events{i}.jsonl", "w") as dst:
                             for line in src:
                                 r = json.loads(line)
                                 r["t_from_fault_s"] = round(r["ts_ms"] / 1000 - fault_ms / 1000, 3)
@@ -422,6 +438,8 @@ def main():
     ap.add_argument("--keep-all", action="store_true", help="with --keep-logs: for every trial")
     ap.add_argument("--shrink", action="store_true", help="no spare: the job goes on with one node fewer")
     ap.add_argument("--peers", default="on", choices=["on", "off"], help="dtrun's DTRUN_SNAPSHOT_PEERS")
+    ap.add_argument("--restart-after", type=float, default=1.0,
+                    help="master fault: seconds from the kill to the supervisor's restart of host 0's launcher")
     args = ap.parse_args()
     if args.shrink and "freeze" in args.faults.split(","):
         raise SystemExit("--shrink: a frozen worker's node stays in the job; use --faults kill,cut")
