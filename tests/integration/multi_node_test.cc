@@ -62,6 +62,26 @@ class MultiNodeTest : public NetnsTest {
     return std::make_unique<Harness>(argv, env);
   }
   std::string rdzv_conf_ = "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=20";
+  // Nodes 0 and 1 of a static job of idle workers, then node 1's dtrun SIGKILLed and reaped (as a
+  // supervisor does before it restarts it). Returns node 0, still running; null after a failure.
+  std::unique_ptr<Harness> RunTwoThenKillNode1() {
+    auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+    auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
+    if (!n0->WaitForOutput("READY 0") || !n1->WaitForOutput("READY 1")) {
+      ADD_FAILURE() << "node 0:\n" << n0->all() << "\nnode 1:\n" << n1->all();
+      return nullptr;
+    }
+    ::kill(n1->pid(), SIGKILL);
+    if (!n1->Wait(std::chrono::seconds(10)).has_value()) ADD_FAILURE() << "node 1's dtrun outlived SIGKILL";
+    return n0;
+  }
+  // SIGTERM to node 0 and to the node that took rank 1; both end.
+  static void StopBoth(Harness& n0, Harness& n1) {
+    ::kill(n0.pid(), SIGTERM);
+    ::kill(n1.pid(), SIGTERM);
+    EXPECT_EQ(n0.Wait(), 128 + SIGTERM) << n0.all();
+    EXPECT_TRUE(n1.Wait().has_value()) << n1.all();
+  }
   // dtrun on host `i` in an elastic job of 2 nodes of one worker each (a third host is a spare),
   // whose rendezvous host 0 serves on `port`; quick keep-alives (a lost node is noticed in 0.6 s).
   std::unique_ptr<Harness> ElasticNode(int i, int port, const std::string& id, std::vector<std::string> rest) {
@@ -423,12 +443,8 @@ TEST_F(MultiNodeTest, SigkilledAgentIsDetectedAndTheSurvivorStopsItsWorkers) {
 TEST_F(MultiNodeTest, ANodeStartedAgainRightAfterItsAgentDiedTakesItsRankWithoutWaitingOutTheLease) {
   Cluster(2);
   rdzv_conf_ = "keep_alive_interval=2,keep_alive_max_attempt=30,join_timeout=60";
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
-  ASSERT_TRUE(n0->WaitForOutput("READY 0")) << n0->all();
-  ASSERT_TRUE(n1->WaitForOutput("READY 1")) << n1->all();
-  ::kill(n1->pid(), SIGKILL);
-  ASSERT_TRUE(n1->Wait(seconds(10)).has_value());  // reaped, as a supervisor does before it restarts
+  auto n0 = RunTwoThenKillNode1();
+  ASSERT_TRUE(n0);
   auto back = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
   ASSERT_TRUE(back->WaitForOutput("READY 1", seconds(50))) << back->all() << "\nnode 0:\n" << n0->all();
   const std::string node1 = "node 1 (" + LocalHostName() + ", " + cluster_->address(1) + ")";
@@ -438,10 +454,7 @@ TEST_F(MultiNodeTest, ANodeStartedAgainRightAfterItsAgentDiedTakesItsRankWithout
   auto dup = Node(1, {"--nproc-per-node", "1"}, {"/bin/true"});
   EXPECT_EQ(dup->Wait(seconds(60)), 1) << dup->all();
   EXPECT_NE(dup->err().find("node rank 1 has already joined"), std::string::npos) << dup->all();
-  ::kill(n0->pid(), SIGTERM);
-  ::kill(back->pid(), SIGTERM);
-  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
-  EXPECT_TRUE(back->Wait().has_value());
+  StopBoth(*n0, *back);
 }
 
 // Node 1's dtrun SIGKILLed and node rank 1 started on another machine (a rescheduled pod, a spare
@@ -451,30 +464,23 @@ TEST_F(MultiNodeTest, ANodeStartedAgainRightAfterItsAgentDiedTakesItsRankWithout
 TEST_F(MultiNodeTest, ANodeStartedOnAnotherMachineTakesTheRankWhenTheDeadAgentsLeaseRunsOut) {
   Cluster(3);
   rdzv_conf_ = "keep_alive_interval=1,keep_alive_max_attempt=10,join_timeout=60";
-  auto n0 = Node(0, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
-  auto n1 = Node(1, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")});
-  ASSERT_TRUE(n0->WaitForOutput("READY 0")) << n0->all();
-  ASSERT_TRUE(n1->WaitForOutput("READY 1")) << n1->all();
-  ::kill(n1->pid(), SIGKILL);
-  ASSERT_TRUE(n1->Wait(seconds(10)).has_value());
+  auto n0 = RunTwoThenKillNode1();
+  ASSERT_TRUE(n0);
   auto moved = Node(2, {"--nproc-per-node", "1"}, {Worker("idle_until_stopped.sh")}, {}, 2, /*rank=*/1);
   ASSERT_TRUE(moved->WaitForOutput("READY 1", seconds(50))) << moved->all() << "\nnode 0:\n" << n0->all();
   const std::string node1 = "node 1 (" + LocalHostName() + ", " + cluster_->address(1) + ")";
   EXPECT_NE(moved->err().find("node rank 1 is held by " + node1 + ", silent for "), std::string::npos) << moved->all();
   EXPECT_TRUE(n0->WaitForOutput(node1 + " lost: no keep-alive", seconds(10))) << n0->all();
-  ::kill(n0->pid(), SIGTERM);
-  ::kill(moved->pid(), SIGTERM);
-  EXPECT_EQ(n0->Wait(), 128 + SIGTERM) << n0->all();
-  EXPECT_TRUE(moved->Wait().has_value());
+  StopBoth(*n0, *moved);
 }
 
 // The dtrun that hosts the rendezvous (node 0) SIGKILLed and started again at once, as a supervisor
 // restarts it: the other node's keep-alives find a new service at the same address within their
 // lease (10 s here), it joins that one, and the job goes on from the newest in-memory snapshot
-// (node 1's own; node 0's new rank takes its buddy copy, or rank 1's state). The new service numbers its round
-// above the one node 1 ran (1, not 0 again). Before, node 1 joined a round 0 of the new service
-// and took it for the one its workers already ran: it kept them, and node 0's new worker waited
-// for a rank 1 that would never come.
+// (node 1's own; node 0's new rank takes its buddy copy, or rank 1's state). The new service
+// numbers its round above the one node 1 ran (1, not 0 again). Before, node 1 joined a round 0 of
+// the new service and took it for the one its workers already ran: it kept them, their failure
+// (their peer was gone) was charged to the new round, and with no restarts left both nodes exited 1.
 TEST_F(MultiNodeTest, TheServiceHostsDtrunStartedAgainTakesTheJobBackFromTheInMemorySnapshots) {
   Cluster(2);
   const std::optional<std::string> py = TorchPython();
