@@ -83,16 +83,30 @@ class MultiNodeTest : public NetnsTest {
     EXPECT_TRUE(n1.Wait().has_value()) << n1.all();
   }
   // dtrun on host `i` in an elastic job of 2 nodes of one worker each (a third host is a spare),
-  // whose rendezvous host 0 serves on `port`; quick keep-alives (a lost node is noticed in 0.6 s).
-  std::unique_ptr<Harness> ElasticNode(int i, int port, const std::string& id, std::vector<std::string> rest) {
+  // whose rendezvous host 0 serves on `port`; quick keep-alives (a lost node is noticed in 0.6 s)
+  // unless `conf` says otherwise.
+  std::unique_ptr<Harness> ElasticNode(int i, int port, const std::string& id, std::vector<std::string> rest,
+                                       const std::string& conf = "keep_alive_interval=0.2,keep_alive_max_attempt=3",
+                                       std::map<std::string, std::string> env = {}) {
     std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> base = {
-        DtrunBinary(), "--nnodes", "2:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-        cluster_->address(0) + ":" + std::to_string(port), "--rdzv-id", id, "--local-addr", cluster_->address(i),
-        "--rdzv-conf", "keep_alive_interval=0.2,keep_alive_max_attempt=3"};
+    std::vector<std::string> base = {DtrunBinary(),
+                                     "--nnodes",
+                                     "2:2",
+                                     "--nproc-per-node",
+                                     "1",
+                                     "--rdzv-backend",
+                                     "c10d",
+                                     "--rdzv-endpoint",
+                                     cluster_->address(0) + ":" + std::to_string(port),
+                                     "--rdzv-id",
+                                     id,
+                                     "--local-addr",
+                                     cluster_->address(i),
+                                     "--rdzv-conf",
+                                     conf};
     argv.insert(argv.end(), base.begin(), base.end());
     argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(argv);
+    return std::make_unique<Harness>(argv, env);
   }
   // train_imagenet on hosts 0 and 1, one worker each, each with its own output dir DIR/host<i>
   // (no shared filesystem): 240 images / 2 ranks / 16 = 8 steps per epoch, a checkpoint every step.
@@ -527,27 +541,11 @@ TEST_F(MultiNodeTest, AnElasticNodeStartedAgainRightAfterItsAgentDiedReplacesItW
   Cluster(2);
   const std::string dir = MakeTempDir();
   auto elastic = [&](int i) {
-    std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> rest = {DtrunBinary(),
-                                     "--nnodes",
-                                     "2:2",
-                                     "--nproc-per-node",
-                                     "1",
-                                     "--rdzv-backend",
-                                     "c10d",
-                                     "--rdzv-endpoint",
-                                     cluster_->address(0) + ":29517",
-                                     "--rdzv-id",
-                                     "again",
-                                     "--local-addr",
-                                     cluster_->address(i),
-                                     "--rdzv-conf",
-                                     "keep_alive_interval=2,keep_alive_max_attempt=30,join_timeout=60",
-                                     Worker("idle_until_stopped.sh")};
-    argv.insert(argv.end(), rest.begin(), rest.end());
     const std::string runtime = dir + "/host" + std::to_string(i);
     ::mkdir(runtime.c_str(), 0700);
-    return std::make_unique<Harness>(argv, std::map<std::string, std::string>{{"DTRUN_RUNTIME_DIR", runtime}});
+    return ElasticNode(i, 29517, "again", {Worker("idle_until_stopped.sh")},
+                       "keep_alive_interval=2,keep_alive_max_attempt=30,join_timeout=60",
+                       {{"DTRUN_RUNTIME_DIR", runtime}});
   };
   auto n0 = elastic(0);
   auto n1 = elastic(1);
@@ -664,28 +662,9 @@ TEST_F(MultiNodeTest, ElasticLateJoinerEntersAtTheNextRound) {
 TEST_F(MultiNodeTest, AnElasticJobsServiceHostStartedAgainGetsTheOtherNodeBackInANewRound) {
   Cluster(2);
   auto elastic = [&](int i) {
-    std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> rest = {
-        DtrunBinary(),
-        "--nnodes",
-        "2:2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        cluster_->address(0) + ":29512",
-        "--rdzv-id",
-        "el",
-        "--local-addr",
-        cluster_->address(i),
-        "--rdzv-conf",
-        "keep_alive_interval=0.5,keep_alive_max_attempt=20",
-        "/bin/sh",
-        "-c",
-        "echo round=$TORCHELASTIC_RESTART_COUNT world=$WORLD_SIZE rank=$RANK; exec sleep 300"};
-    argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(argv);
+    return ElasticNode(i, 29512, "el",
+                       {"/bin/sh", "-c", "echo round=$TORCHELASTIC_RESTART_COUNT world=$WORLD_SIZE; exec sleep 300"},
+                       "keep_alive_interval=0.5,keep_alive_max_attempt=20");
   };
   auto a = elastic(0);
   auto b = elastic(1);
