@@ -83,13 +83,15 @@ void StatusPublisher::NoteStraggler(const std::optional<status::StragglerStatus>
     return;
   }
   named_ = who;
+  // A spare, or a node whose ranks have not stepped yet, has no step of its own to say.
+  const std::string at = step >= 0 ? absl::StrCat(" (step ", step, ")") : "";
   if (!now_named) {
-    spdlog::info("no rank is holding the job back any more (step {})", step);
+    spdlog::info("no rank is holding the job back any more{}", at);
     events_.Record("straggler_cleared", round, {{"step", step}});
     return;
   }
   const std::string line = status::DescribeStraggler(*now_named);
-  spdlog::warn("straggler: {} (step {})", line, step);
+  spdlog::warn("straggler: {}{}", line, at);
   events_.Record("straggler", round,
                  {{"rank", now_named->global_rank}, {"node", now_named->host},
                   {"kind", status::StragglerKindName(now_named->kind)}, {"step", step},
