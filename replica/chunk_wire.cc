@@ -105,6 +105,11 @@ absl::Status IncomingChunk::Parse(grpc::ByteBuffer* received) {
           data_size_ = static_cast<size_t>(length);
           ok = in.Skip(length);
         }
+      } else if (delimited) {
+        // An unknown field's length too is refused past 5 bytes: CodedInputStream's skip reads
+        // up to 10 and keeps the low 32 bits (the fuzzer found 7 << 35 skipped as 0).
+        int length = 0;
+        ok = ReadLength(&in, &length) && in.Skip(length);
       } else if (WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_START_GROUP) {
         // Skipping one would read the tags inside it as CodedInputStream does, not as protobuf's
         // parser does. No protobuf serialiser writes a group into a proto3 message.
