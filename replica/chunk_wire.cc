@@ -90,6 +90,8 @@ absl::Status IncomingChunk::Parse(grpc::ByteBuffer* received) {
       if (tag == 0) break;
       if (in.CurrentPosition() - at > kMaxVarint32Bytes) return NotAChunk("a tag longer than 5 bytes");
       const int field = WireFormatLite::GetTagFieldNumber(tag);
+      // No serialiser writes field 0, and protobuf refuses some of its wire types.
+      if (field == 0) return NotAChunk("field number 0");
       // A known field number with another wire type is an unknown field to protobuf, and skipped.
       const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
       bool ok = true;

@@ -145,6 +145,7 @@ TEST(ChunkWireTest, RefusesWhatProtobufRefuses) {
            std::string("\x0a\x03\x0a\x01\x80", 5),          // a run id that is not UTF-8
            std::string("\x98\x80\x80\x80\x80\x00\x01", 7),  // a tag of 6 bytes (fuzz/replica_chunk_fuzz)
            std::string("\x1a\x81\x80\x80\x80\x00x", 7),     // a length of 6 bytes
+           std::string("\x02\x00", 2),                      // field number 0
            // An unknown field's length of 6 bytes, 7 << 35: 0 in its low 32 bits (the fuzzer).
            std::string("\x2a\x80\x80\x80\x80\x80\x07\x0d\x50\x50\x40\x50\x50\x50", 14),
        }) {
