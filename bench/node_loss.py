@@ -31,6 +31,7 @@ memory), from the last disk checkpoint (train_recsys writes one per epoch here).
 
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
                           [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
+                          [--keep-alive S]
 """
 import argparse
 import json
@@ -49,7 +50,12 @@ import time
 PORT = 29600
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCHRUN = os.path.join(HERE, "..", "..", "shared", "tools", "torchrun")
-KEEP_ALIVE = "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=120"
+KEEP_ALIVE_INTERVAL = 0.5  # the benches' (and node_loss.py's default --keep-alive)
+
+
+def keep_alive_conf(interval=KEEP_ALIVE_INTERVAL):
+    """dtrun's --rdzv-conf: keep-alives `interval` s apart (dtrun's default is 5), 4 misses."""
+    return f"keep_alive_interval={interval:g},keep_alive_max_attempt=4,join_timeout=120"
 
 
 def ip(*args, check=True):
@@ -327,7 +333,8 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         def start(i):
             argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", nnodes(n, args), "--nproc-per-node", "2",
                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"nl{trial}",
-                    "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
+                    "--local-addr", cluster.addrs[i], "--rdzv-token", "tok",
+                    "--rdzv-conf", keep_alive_conf(args.keep_alive),
                     "--max-restarts", "3", "--event-log", events[i], "--heartbeat-timeout",
                     str(args.heartbeat_timeout), "--snapshot-buddy-every", str(args.buddy_every),
                     "--warm-workers", args.warm_workers,
@@ -440,6 +447,8 @@ def main():
     ap.add_argument("--peers", default="on", choices=["on", "off"], help="dtrun's DTRUN_SNAPSHOT_PEERS")
     ap.add_argument("--restart-after", type=float, default=1.0,
                     help="master fault: seconds from the kill to the supervisor's restart of host 0's launcher")
+    ap.add_argument("--keep-alive", type=float, default=KEEP_ALIVE_INTERVAL,
+                    help="dtrun's keep-alive interval in seconds (its default: 5)")
     args = ap.parse_args()
     if args.shrink and "freeze" in args.faults.split(","):
         raise SystemExit("--shrink: a frozen worker's node stays in the job; use --faults kill,cut")
@@ -451,8 +460,8 @@ def main():
         setup = (f"torch {torch_version()}'s rendezvous defaults (keep-alive 5 s, 3 misses); a checkpoint every "
                  f"{args.buddy_every} steps on shared storage; recovery awaited {args.recovery_timeout:.0f} s")
     else:
-        setup = (f"keep-alive {KEEP_ALIVE}; heartbeat timeout {args.heartbeat_timeout} s; buddy every "
-                 f"{args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
+        setup = (f"--rdzv-conf {keep_alive_conf(args.keep_alive)}; heartbeat timeout {args.heartbeat_timeout} s; "
+                 f"buddy every {args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
     layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare"
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers {layout}, {job}; {setup}")
     rng = random.Random(args.seed)

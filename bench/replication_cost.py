@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_loss import KEEP_ALIVE, PORT, STEP, Cluster, Node, find_printer, global_step, make_ratings  # noqa: E402
+from node_loss import keep_alive_conf, PORT, STEP, Cluster, Node, find_printer, global_step, make_ratings  # noqa: E402
 
 MODES = [("off", ["--snapshot-memory", "0"]), ("snapshots", ["--snapshot-buddy-every", "0"]), ("buddy", [])]
 
@@ -52,7 +52,7 @@ def steps_per_second(args, cluster, ratings, tmp, tag, flags):
     for i in range(n):
         argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", str(n), "--node-rank", str(i),
                 "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{cluster.addrs[0]}:{PORT}",
-                "--rdzv-id", tag, "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
+                "--rdzv-id", tag, "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", keep_alive_conf(),
                 *flags, *trainer(args, ratings), "-p", "1", "--save-every-minutes", "1000", "--output-dir",
                 f"{tmp}/{tag}.out{i}"]
         nodes.append(Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1")))

@@ -31,7 +31,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from node_loss import KEEP_ALIVE, PORT, Cluster, Node, make_ratings  # noqa: E402
+from node_loss import keep_alive_conf, PORT, Cluster, Node, make_ratings  # noqa: E402
 
 
 CGROUP = "/sys/fs/cgroup/cpu/dtrun_straggler_bench"
@@ -45,7 +45,7 @@ def run_job(args, cluster, ratings, tmp, steps, env_extra, tag, slow_host=-1):
     for i in range(n):
         argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", str(n), "--node-rank", str(i),
                 "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", tag,
-                "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", KEEP_ALIVE,
+                "--local-addr", cluster.addrs[i], "--rdzv-token", "tok", "--rdzv-conf", keep_alive_conf(),
                 "--event-log", f"{tmp}/{tag}.events{i}.jsonl",
                 os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100000", "-b", "256",
                 "--warmup-iters", "20", "--timed-iters", str(steps), "--no-tensorboard",
@@ -102,7 +102,7 @@ def main():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     world = 2 * args.nodes
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers of train_recsys (batch 256), "
-          f"keep-alive {KEEP_ALIVE}", flush=True)
+          f"--rdzv-conf {keep_alive_conf()}", flush=True)
     rng = random.Random(args.seed)
     cluster = Cluster(args.nodes)
     try:

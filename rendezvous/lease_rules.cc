@@ -50,9 +50,17 @@ std::chrono::milliseconds LeaseRules::WatchWait(std::chrono::milliseconds keep_a
   return std::max(keep_alive_interval * 2, std::chrono::milliseconds(2000));
 }
 
+static std::chrono::milliseconds Doubling(int attempt, std::chrono::milliseconds cap) {
+  const int doublings = std::clamp(attempt - 1, 0, 5);  // 100 ms << 5 is past either cap
+  return std::min(std::chrono::milliseconds(100 << doublings), cap);
+}
+
 std::chrono::milliseconds LeaseRules::ReportRetryDelay(int attempt) {
-  const int doublings = std::clamp(attempt - 1, 0, 5);  // 100 ms << 5 is past the 2 s cap
-  return std::min(std::chrono::milliseconds(100 << doublings), std::chrono::milliseconds(2000));
+  return Doubling(attempt, std::chrono::seconds(2));
+}
+
+std::chrono::milliseconds LeaseRules::WatchRetryDelay(int attempt) {
+  return Doubling(attempt, std::chrono::seconds(1));
 }
 
 }  // namespace dtrun::rdzv

@@ -339,6 +339,7 @@ absl::StatusOr<std::optional<NodeView>> GrpcRoundSource::Latest() {
 void GrpcRoundSource::WatchLoop() {
   uint64_t after = 0;
   std::string watched;  // the node id `after` belongs to
+  int unavailable = 0;  // watches answered Unavailable in a row
   const auto max_wait = LeaseRules::WatchWait(join_.keep_alive_interval);
   for (;;) {
     std::string id;
@@ -351,20 +352,40 @@ void GrpcRoundSource::WatchLoop() {
     if (id != std::exchange(watched, id)) after = 0;
     absl::StatusOr<NodeView> view = client_->Watch(id, after, max_wait);
     if (view.ok()) {
+      unavailable = 0;
       after = view->version;
       absl::MutexLock lock(&mu_);
       latest_ = *view;
       Post();
       continue;
     }
-    if (view.status().code() == absl::StatusCode::kNotFound) after = 0;  // the keep-alive loop re-joins
-    if (view.status().code() != absl::StatusCode::kDeadlineExceeded) {
-      // Unreachable: the keep-alive loop decides when the service counts as lost. Wait a
-      // keep-alive interval before asking again (or until stopped).
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(join_.keep_alive_interval));
+    switch (view.status().code()) {
+      case absl::StatusCode::kDeadlineExceeded:
+        break;  // nothing new within max_wait: ask again
+      case absl::StatusCode::kNotFound:
+        after = 0;
+        AwaitRejoin(id);
+        break;
+      default: {
+        // Unavailable: the service is down, unreachable, or stopping (the keep-alive loop decides
+        // when it counts as lost). Asked again within a second, a service started again is found
+        // then, not at the next keep-alive (5 s apart by default).
+        const auto delay = view.status().code() == absl::StatusCode::kUnavailable
+                               ? LeaseRules::WatchRetryDelay(unavailable = std::min(unavailable + 1, 64))
+                               : join_.keep_alive_interval;
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(delay));
+      }
     }
   }
+}
+
+void GrpcRoundSource::AwaitRejoin(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  if (node_id_ != id) return;  // joined again already
+  forgotten_ = true;           // the keep-alive loop asks now
+  mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRoundSource::StoppingOrRemembered),
+                       absl::FromChrono(join_.keep_alive_interval));
 }
 
 void GrpcRoundSource::KeepAliveLoop() {
@@ -400,6 +421,8 @@ void GrpcRoundSource::KeepAliveLoop() {
       case LeaseRules::Next::kEnd:
         return;
     }
+    absl::MutexLock lock(&mu_);
+    forgotten_ = false;  // answered (and joined again if the service said NotFound)
   }
 }
 
@@ -410,9 +433,10 @@ bool GrpcRoundSource::AwaitKeepAliveDue(const LeaseRules& lease, std::string& no
     if (stopping_ || left_) return false;
     const Clock::time_point now = Clock::now();
     const Clock::time_point due = lease.NextDue(status_.has_value());
-    if (now >= due) break;
+    if (now >= due || forgotten_) break;
     // Without a status waiting, one published meanwhile may be due at once.
-    mu_.AwaitWithTimeout(status_ ? absl::Condition(&stopping_) : absl::Condition(this, &GrpcRoundSource::StoppingOrStatus),
+    mu_.AwaitWithTimeout(status_ ? absl::Condition(this, &GrpcRoundSource::KeepAliveWake)
+                                 : absl::Condition(this, &GrpcRoundSource::KeepAliveWakeOrStatus),
                          absl::FromChrono(due - now));
   }
   node_id = node_id_;

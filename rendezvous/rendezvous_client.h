@@ -115,13 +115,22 @@ class GrpcRoundSource : public RoundSource {
   void Post();
   void Fatal(const absl::Status& status);
   void Rejoin();
+  // The watch of `id` was answered NotFound: has the keep-alive loop ask now, and waits until it
+  // has been answered (or an interval, or stopping).
+  void AwaitRejoin(const std::string& id);
   void Queue(Report report);
   void ReportLoop();
   // Sends `report` until delivered, superseded by a newer one, or stopping. False if fatal.
   bool Deliver(const Report& report);
   std::string NodeId();
   bool JoinSettled() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return joined_ || stopping_ || !fatal_.ok(); }
-  bool StoppingOrStatus() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || status_.has_value(); }
+  // What ends the keep-alive loop's wait before the next keep-alive is due (with a status
+  // waiting, the due time already counts it).
+  bool KeepAliveWake() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || forgotten_; }
+  bool KeepAliveWakeOrStatus() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return KeepAliveWake() || status_.has_value();
+  }
+  bool StoppingOrRemembered() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !forgotten_; }
   // Waits until `lease` says a keep-alive is due (or stopping: false); takes the status to send
   // with it.
   bool AwaitKeepAliveDue(const LeaseRules& lease, std::string& node_id, std::optional<status::NodeStatus>& status);
@@ -141,6 +150,10 @@ class GrpcRoundSource : public RoundSource {
   uint64_t reports_queued_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<status::NodeStatus> status_ ABSL_GUARDED_BY(mu_);  // not yet pushed
   std::optional<status::StragglerStatus> straggler_ ABSL_GUARDED_BY(mu_);  // from the last keep-alive
+  // The watch was answered NotFound for the current node id: the service declared this node lost,
+  // or was started again. The keep-alive loop asks at once (and joins again on the same answer)
+  // instead of at its next keep-alive, up to an interval later; its answer clears this.
+  bool forgotten_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watcher_;
   std::thread keeper_;
   std::thread reporter_;

@@ -1,6 +1,8 @@
 // GrpcRoundSource against a scripted service: outcome reports never block the agent's loop, and a
-// report the service could not take is sent again until it is.
+// report the service could not take is sent again until it is. Against the real service: one
+// started again is joined again as soon as it answers.
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
 
 #include <thread>
 
@@ -9,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -93,6 +96,59 @@ TEST(GrpcRoundSourceTest, AFailureReportReturnsAtOnceAndIsRetriedUntilTheService
   }
   source.reset();
   server->Shutdown(std::chrono::system_clock::now() + seconds(2));
+}
+
+// Waits on the source's eventfd for a view that satisfies `wanted`; the last view seen otherwise.
+template <typename Pred>
+std::optional<NodeView> AwaitView(GrpcRoundSource& source, Pred wanted,
+                                  std::chrono::steady_clock::time_point deadline) {
+  std::optional<NodeView> last;
+  for (auto now = std::chrono::steady_clock::now(); now < deadline; now = std::chrono::steady_clock::now()) {
+    pollfd fd{source.event_fd(), POLLIN, 0};
+    ::poll(&fd, 1, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
+    absl::StatusOr<std::optional<NodeView>> view = source.Latest();
+    if (!view.ok()) {
+      ADD_FAILURE() << view.status();
+      return last;
+    }
+    if (*view) last = **view;
+    if (last && wanted(*last)) return last;
+  }
+  return last;
+}
+
+// The service's host started again (its dtrun restarted by a supervisor): the new service knows
+// no node. The node finds it as soon as gRPC reconnects and joins again then, not at its next
+// keep-alive: a minute away here, past this test's bound.
+TEST(GrpcRoundSourceTest, ANodeJoinsAServiceStartedAgainWithoutWaitingForItsNextKeepAlive) {
+  using Clock = std::chrono::steady_clock;
+  RendezvousOptions options;
+  options.min_nodes = options.max_nodes = 1;
+  options.static_ranks = false;
+  options.run_id = "job";
+  options.keep_alive_interval = seconds(60);
+  auto first = RendezvousServer::Start("127.0.0.1", 0, options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int port = (*first)->port();
+  ClientOptions client_options;
+  client_options.endpoint = "127.0.0.1:" + std::to_string(port);
+  client_options.run_id = "job";
+  auto client = RendezvousClient::Create(client_options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::unique_ptr<GrpcRoundSource> source = GrpcRoundSource::Start(
+      std::move(*client), NodeInfo{"h0", 1, "127.0.0.1", 1, -1, "", 0}, Clock::now() + seconds(20));
+  auto running = [](const NodeView& v) { return v.phase == JobPhase::kRunning && v.assignment.has_value(); };
+  std::optional<NodeView> before = AwaitView(*source, running, Clock::now() + seconds(20));
+  ASSERT_TRUE(before && running(*before)) << "the first round did not form";
+
+  first->reset();  // its host's dtrun is gone
+  auto second = RendezvousServer::Start("127.0.0.1", port, options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto newer = [&](const NodeView& v) { return running(v) && v.round > before->round; };
+  std::optional<NodeView> after = AwaitView(*source, newer, Clock::now() + seconds(30));
+  ASSERT_TRUE(after && newer(*after)) << "not joined again within 30 s; the next keep-alive is 60 s after the last";
+  EXPECT_EQ(after->assignment->world_size, 1);
+  source.reset();
 }
 
 }  // namespace
