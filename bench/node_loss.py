@@ -462,7 +462,7 @@ def main():
     else:
         setup = (f"--rdzv-conf {keep_alive_conf(args.keep_alive)}; heartbeat timeout {args.heartbeat_timeout} s; "
                  f"buddy every {args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
-    layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare"
+    layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare (none for master)"
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers {layout}, {job}; {setup}")
     rng = random.Random(args.seed)
     cluster = Cluster(args.nodes + 1)
