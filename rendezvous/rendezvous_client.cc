@@ -124,6 +124,7 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_node_rank(node.requested_rank);
   req.set_predecessor_dead(node.predecessor_dead);
   req.set_rounds_seen(node.rounds_seen);
+  req.set_restarts_used(node.restarts_used);
   req.set_replica_addr(node.replica_addr);
   req.set_replica_port(node.replica_port);
   std::string last_reason;
@@ -339,7 +340,7 @@ absl::StatusOr<std::optional<NodeView>> GrpcRoundSource::Latest() {
 void GrpcRoundSource::WatchLoop() {
   uint64_t after = 0;
   std::string watched;  // the node id `after` belongs to
-  int unavailable = 0;  // watches answered Unavailable in a row
+  int unavailable = 0;  // watches in a row that found the service gone
   const auto max_wait = LeaseRules::WatchWait(join_.keep_alive_interval);
   for (;;) {
     std::string id;
@@ -367,12 +368,14 @@ void GrpcRoundSource::WatchLoop() {
         AwaitRejoin(id);
         break;
       default: {
-        // Unavailable: the service is down, unreachable, or stopping (the keep-alive loop decides
-        // when it counts as lost). Asked again within a second, a service started again is found
-        // then, not at the next keep-alive (5 s apart by default).
-        const auto delay = view.status().code() == absl::StatusCode::kUnavailable
-                               ? LeaseRules::WatchRetryDelay(unavailable = std::min(unavailable + 1, 64))
-                               : join_.keep_alive_interval;
+        // Unavailable, or Cancelled by the service's shutdown: it is down, unreachable, or
+        // stopping (the keep-alive loop decides when it counts as lost). Asked again within a
+        // second, a service started again is found then, not at the next keep-alive (5 s apart
+        // by default).
+        const bool gone = view.status().code() == absl::StatusCode::kUnavailable ||
+                          view.status().code() == absl::StatusCode::kCancelled;
+        const auto delay =
+            gone ? LeaseRules::WatchRetryDelay(unavailable = std::min(unavailable + 1, 64)) : join_.keep_alive_interval;
         absl::MutexLock lock(&mu_);
         mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(delay));
       }
@@ -465,9 +468,13 @@ void GrpcRoundSource::Rejoin() {
   NodeInfo again = node_;
   again.predecessor_dead = false;
   {
-    // A service started again numbers its rounds from scratch: not at or below the one running here.
+    // A service started again numbers its rounds from scratch: not at or below the one running here;
+    // and counts restarts from zero: not below those the job has spent.
     absl::MutexLock lock(&mu_);
-    if (latest_) again.rounds_seen = std::max<int64_t>(0, latest_->round + 1);
+    if (latest_) {
+      again.rounds_seen = std::max<int64_t>(0, latest_->round + 1);
+      again.restarts_used = static_cast<int>(std::clamp<int64_t>(latest_->restarts_used, 0, again.rounds_seen));
+    }
   }
   absl::StatusOr<JoinResult> join = client_->Join(again, Clock::now() + std::chrono::seconds(30));
   if (!join.ok()) return Fatal(join.status());

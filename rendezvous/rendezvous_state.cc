@@ -111,6 +111,12 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says it has seen ", node.rounds_seen,
                                                    " rounds; 0..", kMaxRoundsSeen, " is possible"));
   }
+  if (node.restarts_used < 0 || node.restarts_used > node.rounds_seen) {
+    // Each restart began a round: more than it saw is a lie, and would spend the others' budget.
+    return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), " says its job spent ", node.restarts_used,
+                                                   " restarts in ", node.rounds_seen, " rounds; 0..", node.rounds_seen,
+                                                   " is possible"));
+  }
   if (options_.static_ranks) {
     if (node.requested_rank < 0 || node.requested_rank >= options_.max_nodes) {
       return absl::InvalidArgumentError(absl::StrCat("--node-rank ", node.requested_rank,
@@ -127,6 +133,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
     }
   }
   rounds_seen_ = std::max(rounds_seen_, node.rounds_seen);
+  restarts_used_ = std::max(restarts_used_, node.restarts_used);
   std::string id =
       absl::StrCat("node", next_seq_, options_.instance.empty() ? "" : ".", options_.instance, "-", node.host);
   Node& n = nodes_[id];
@@ -295,6 +302,7 @@ absl::StatusOr<NodeView> RendezvousState::View(const std::string& node_id) const
   v.exit_code = exit_code_;
   v.stacks_round = stacks_round_;
   v.program_parks = program_parks_;
+  v.restarts_used = restarts_used_;
   return v;
 }
 

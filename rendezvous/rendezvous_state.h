@@ -50,6 +50,9 @@ struct NodeInfo {
   // The newest round this agent has seen + 1 (0: none), from this service or an earlier instance
   // of it (its host's dtrun started again): the next round formed is numbered above it.
   int64_t rounds_seen = 0;
+  // The restarts its job had spent, as its newest view said (0..rounds_seen): a service started
+  // again goes on from the most any joiner says, so a restart of its host grants no new budget.
+  int restarts_used = 0;
 };
 
 // A static rank asked for from another address than its holder's waits for the holder's lease
@@ -128,6 +131,7 @@ struct NodeView {
   // Some node's workers said their program may be started parked (worker/warm_start.h): a spare,
   // which has run nothing yet, parks its workers too.
   bool program_parks = false;
+  int restarts_used = 0;  // of --max-restarts, spent by the job so far
 };
 
 struct JobSummary {

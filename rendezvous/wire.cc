@@ -62,6 +62,7 @@ NodeInfo FromWire(const v1::JoinRequest& in) {
                 in.node_rank(), in.replica_addr(), in.replica_port()};
   node.predecessor_dead = in.predecessor_dead();
   node.rounds_seen = in.rounds_seen();
+  node.restarts_used = in.restarts_used();
   return node;
 }
 
@@ -112,6 +113,7 @@ void ToWire(const NodeView& in, v1::WatchResponse* out) {
   out->set_exit_code(in.exit_code);
   if (in.stacks_round >= 0) out->set_stacks_round(in.stacks_round);
   out->set_program_parks(in.program_parks);
+  out->set_restarts_used(in.restarts_used);
 }
 
 NodeView FromWire(const v1::WatchResponse& in) {
@@ -132,6 +134,7 @@ NodeView FromWire(const v1::WatchResponse& in) {
   v.exit_code = in.exit_code();
   v.stacks_round = in.has_stacks_round() ? in.stacks_round() : -1;
   v.program_parks = in.program_parks();
+  v.restarts_used = in.restarts_used();
   return v;
 }
 

@@ -347,6 +347,38 @@ TEST_F(RendezvousStateTest, AServiceStartedAgainNumbersItsRoundsAboveThoseItsNod
   EXPECT_EQ(s.Join(wild, now_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The budget is the job's: a service started again (its host's dtrun restarted) goes on from the
+// restarts its nodes saw spent, so a job that crashes and takes its host down with it still ends.
+TEST_F(RendezvousStateTest, AServiceStartedAgainGoesOnFromTheRestartsItsNodesSawSpent) {
+  RendezvousOptions o = Static(2, /*max_restarts=*/3);
+  o.instance = "i2";
+  RendezvousState s(o, now_);
+  NodeInfo a = Node("a", 0), b = Node("b", 1);
+  a.rounds_seen = b.rounds_seen = 3;
+  a.restarts_used = 1;  // an older view
+  b.restarts_used = 2;
+  const std::string a_id = MustJoin(s, a), b_id = MustJoin(s, b);
+  EXPECT_EQ(s.View(a_id)->restarts_used, 2);
+  FailureInfo f;
+  ASSERT_TRUE(s.ReportFailure(a_id, 3, {f}, now_).ok());
+  EXPECT_NE(s.View(a_id)->reason.find("restart 3/3"), std::string::npos) << s.View(a_id)->reason;
+  EXPECT_EQ(s.View(b_id)->restarts_used, 3);
+  ASSERT_TRUE(s.ReportFailure(b_id, 4, {f}, now_).ok());
+  EXPECT_EQ(s.View(a_id)->phase, JobPhase::kFailed);
+  EXPECT_NE(s.View(a_id)->reason.find("no restarts left (--max-restarts 3)"), std::string::npos)
+      << s.View(a_id)->reason;
+
+  RendezvousState fresh(o, now_);
+  NodeInfo liar = Node("c", 0);
+  liar.rounds_seen = 2;
+  liar.restarts_used = 3;  // more restarts than rounds: it would spend the others' budget
+  absl::StatusOr<std::string> refused = fresh.Join(liar, now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("3 restarts in 2 rounds"), std::string::npos) << refused.status();
+  liar.restarts_used = -1;
+  EXPECT_EQ(fresh.Join(liar, now_).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Elastic: the agent started again on a machine with no other live agent of the run replaces
 // whatever the service holds at its address, and the round re-forms with it at once (at MAX it
 // would otherwise wait as a spare, and the round re-form with the dead node, joined earlier).

@@ -119,14 +119,15 @@ std::optional<NodeView> AwaitView(GrpcRoundSource& source, Pred wanted,
 
 // The service's host started again (its dtrun restarted by a supervisor): the new service knows
 // no node. The node finds it as soon as gRPC reconnects and joins again then, not at its next
-// keep-alive: a minute away here, past this test's bound.
-TEST(GrpcRoundSourceTest, ANodeJoinsAServiceStartedAgainWithoutWaitingForItsNextKeepAlive) {
+// keep-alive (a minute away here, past this test's bound), and brings the restarts spent.
+TEST(GrpcRoundSourceTest, ANodeJoinsAServiceStartedAgainAtOnceWithTheRestartsSpent) {
   using Clock = std::chrono::steady_clock;
   RendezvousOptions options;
   options.min_nodes = options.max_nodes = 1;
   options.static_ranks = false;
   options.run_id = "job";
   options.keep_alive_interval = seconds(60);
+  options.max_restarts = 3;
   auto first = RendezvousServer::Start("127.0.0.1", 0, options);
   ASSERT_TRUE(first.ok()) << first.status();
   const int port = (*first)->port();
@@ -138,8 +139,15 @@ TEST(GrpcRoundSourceTest, ANodeJoinsAServiceStartedAgainWithoutWaitingForItsNext
   std::unique_ptr<GrpcRoundSource> source = GrpcRoundSource::Start(
       std::move(*client), NodeInfo{"h0", 1, "127.0.0.1", 1, -1, "", 0}, Clock::now() + seconds(20));
   auto running = [](const NodeView& v) { return v.phase == JobPhase::kRunning && v.assignment.has_value(); };
-  std::optional<NodeView> before = AwaitView(*source, running, Clock::now() + seconds(20));
-  ASSERT_TRUE(before && running(*before)) << "the first round did not form";
+  std::optional<NodeView> first_round = AwaitView(*source, running, Clock::now() + seconds(20));
+  ASSERT_TRUE(first_round && running(*first_round)) << "the first round did not form";
+  FailureInfo failure;
+  failure.exit_code = 1;
+  source->ReportFailure(first_round->round, {failure});  // one restart spent
+  auto restarted = [&](const NodeView& v) { return running(v) && v.round > first_round->round; };
+  std::optional<NodeView> before = AwaitView(*source, restarted, Clock::now() + seconds(20));
+  ASSERT_TRUE(before && restarted(*before)) << "the failure did not restart the round";
+  ASSERT_EQ(before->restarts_used, 1);
 
   first->reset();  // its host's dtrun is gone
   auto second = RendezvousServer::Start("127.0.0.1", port, options);
@@ -148,6 +156,7 @@ TEST(GrpcRoundSourceTest, ANodeJoinsAServiceStartedAgainWithoutWaitingForItsNext
   std::optional<NodeView> after = AwaitView(*source, newer, Clock::now() + seconds(30));
   ASSERT_TRUE(after && newer(*after)) << "not joined again within 30 s; the next keep-alive is 60 s after the last";
   EXPECT_EQ(after->assignment->world_size, 1);
+  EXPECT_EQ(after->restarts_used, 1);  // the new instance goes on from the job's budget
   source.reset();
 }
 
