@@ -44,7 +44,7 @@ class LeaseRules {
   static std::chrono::milliseconds WatchWait(std::chrono::milliseconds keep_alive_interval);
   // The delay before the `attempt`-th retry of an outcome report (1-based): 100 ms doubling to 2 s.
   static std::chrono::milliseconds ReportRetryDelay(int attempt);
-  // The delay before the `attempt`-th watch after the service answered Unavailable (1-based):
+  // The delay before the `attempt`-th watch after one failed (1-based; Unavailable, mostly):
   // 100 ms doubling to 1 s, gRPC's reconnect backoff here, so a service that is back is found
   // within about a second.
   static std::chrono::milliseconds WatchRetryDelay(int attempt);

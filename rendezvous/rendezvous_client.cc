@@ -340,7 +340,7 @@ absl::StatusOr<std::optional<NodeView>> GrpcRoundSource::Latest() {
 void GrpcRoundSource::WatchLoop() {
   uint64_t after = 0;
   std::string watched;  // the node id `after` belongs to
-  int unavailable = 0;  // watches in a row that found the service gone
+  int failed = 0;       // watches in a row that failed (the service gone, most likely)
   const auto max_wait = LeaseRules::WatchWait(join_.keep_alive_interval);
   for (;;) {
     std::string id;
@@ -353,7 +353,7 @@ void GrpcRoundSource::WatchLoop() {
     if (id != std::exchange(watched, id)) after = 0;
     absl::StatusOr<NodeView> view = client_->Watch(id, after, max_wait);
     if (view.ok()) {
-      unavailable = 0;
+      failed = 0;
       after = view->version;
       absl::MutexLock lock(&mu_);
       latest_ = *view;
@@ -368,14 +368,11 @@ void GrpcRoundSource::WatchLoop() {
         AwaitRejoin(id);
         break;
       default: {
-        // Unavailable, or Cancelled by the service's shutdown: it is down, unreachable, or
-        // stopping (the keep-alive loop decides when it counts as lost). Asked again within a
-        // second, a service started again is found then, not at the next keep-alive (5 s apart
-        // by default).
-        const bool gone = view.status().code() == absl::StatusCode::kUnavailable ||
-                          view.status().code() == absl::StatusCode::kCancelled;
-        const auto delay =
-            gone ? LeaseRules::WatchRetryDelay(unavailable = std::min(unavailable + 1, 64)) : join_.keep_alive_interval;
+        // Unavailable, Cancelled by the service's shutdown, or a stream the dying service reset:
+        // it is down, unreachable, or stopping (the keep-alive loop decides when it counts as
+        // lost, and stops on a refusal). Asked again within a second, a service started again is
+        // found then, not at the next keep-alive (5 s apart by default).
+        const auto delay = LeaseRules::WatchRetryDelay(failed = std::min(failed + 1, 64));
         absl::MutexLock lock(&mu_);
         mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(delay));
       }
