@@ -364,17 +364,16 @@ void GrpcRoundSource::WatchLoop() {
       case absl::StatusCode::kDeadlineExceeded:
         break;  // nothing new within max_wait: ask again
       case absl::StatusCode::kNotFound:
-        after = 0;
-        AwaitRejoin(id);
+        AwaitRejoin(id);  // joined again: the new id's watch starts from version 0 (above)
         break;
       default: {
         // Unavailable, Cancelled by the service's shutdown, or a stream the dying service reset:
         // it is down, unreachable, or stopping (the keep-alive loop decides when it counts as
         // lost, and stops on a refusal). Asked again within a second, a service started again is
         // found then, not at the next keep-alive (5 s apart by default).
-        const auto delay = LeaseRules::WatchRetryDelay(failed = std::min(failed + 1, 64));
+        failed = std::min(failed + 1, 64);
         absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(delay));
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(LeaseRules::WatchRetryDelay(failed)));
       }
     }
   }

@@ -83,8 +83,8 @@ TEST(LeaseRulesTest, TheWatchWaitsTwoIntervalsAndReportsBackOffTo2s) {
   EXPECT_EQ(LeaseRules::ReportRetryDelay(1000), ms(2000));
 }
 
-// A watch answered Unavailable asks again within gRPC's 1 s reconnect cap: a service started
-// again is found then, whatever the keep-alive interval.
+// A watch that failed (the service unavailable, most likely) asks again within gRPC's 1 s
+// reconnect cap: a service started again is found then, whatever the keep-alive interval.
 TEST(LeaseRulesTest, AWatchOfAnUnavailableServiceAsksAgainWithinASecond) {
   EXPECT_EQ(LeaseRules::WatchRetryDelay(1), ms(100));
   EXPECT_EQ(LeaseRules::WatchRetryDelay(4), ms(800));
