@@ -78,7 +78,7 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
   if (!grpc.ok()) return fail(grpc.status());
   absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
-      (*grpc)->start_server(ep->first, ep->second, o, creds->tls);
+      (*grpc)->start_server(ep->first, ep->second, o, creds->tls, /*copies=*/nullptr);
   if (!server.ok()) return fail(server.status());
   std::printf("dtrun rdzv-server: serving run %s on %s:%d\n", f.run_id.c_str(), ep->first.c_str(), (*server)->port());
   std::fflush(stdout);

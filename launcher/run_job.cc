@@ -98,25 +98,34 @@ absl::StatusOr<int> RunLocalAgent(const LaunchConfig& config, const AttemptPaths
   return Agent(a, paths, env, std::move(rounds), stdio).Run();
 }
 
+// The copies this node keeps for the node before it (agent/replicator.h); null without buddy copies.
+std::shared_ptr<replica::ReplicaKeeper> BuddyKeeper(const AgentOptions& a) {
+  if (a.snapshot_bytes_per_worker == 0 || a.snapshot_buddy_every == 0) return nullptr;
+  const uint64_t cap = a.snapshot_bytes_per_worker / 2;  // one slot of a worker's region
+  // Copies for up to twice this node's ranks (a buddy may have more workers), two each.
+  return std::make_shared<replica::ReplicaKeeper>(snapshot::JobHash(a.run_id), cap, std::max(2 * a.nproc_per_node, 8));
+}
+
 // The node that hosts the rendezvous serves the workers' store and the gRPC service on the one
 // declared port (the service itself listens on loopback behind it), so clusters that open only
 // that port between nodes work, and workers see MASTER_PORT = the declared port, as under
-// torchrun. Returns the store (null if another local agent already holds the port and this one
-// may join it instead) and the service.
+// torchrun. The service also serves this node's buddy copies (`copies`, if any). Returns the
+// store (null if another local agent already holds the port and this one may join it instead)
+// and the service.
 absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
-                            std::unique_ptr<TcpStoreServer>& store,
-                            std::unique_ptr<rdzv::RendezvousServer>& server) {
+                            const std::shared_ptr<replica::ReplicaKeeper>& copies,
+                            std::unique_ptr<TcpStoreServer>& store, std::unique_ptr<rdzv::RendezvousServer>& server) {
   rdzv::RendezvousOptions options = config.rdzv;
   options.workers_store_addr = config.service_host;
   options.workers_store_port = config.service_port;  // never 0 for multi-node jobs
   DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> s,
-                      grpc.start_server("127.0.0.1", 0, options, config.tls));
+                      grpc.start_server("127.0.0.1", 0, options, config.tls, copies));
   if (s->port() == config.service_port) {
     // The kernel gave this loopback service the declared port itself (one in the ephemeral
     // range): the store could not bind it, and with it dropped no node would serve the job. A
     // second service is started while the first holds it, then the first is let go.
     DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> other,
-                        grpc.start_server("127.0.0.1", 0, options, config.tls));
+                        grpc.start_server("127.0.0.1", 0, options, config.tls, copies));
     s = std::move(other);
   }
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared = TcpStoreServer::Start(
@@ -130,24 +139,44 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
 }
 
 // Buddy copies of in-memory snapshots (agent/replicator.h): this node keeps copies for the node
-// before it, served on a port of its own with the job's token. Not with TLS yet: the agents' own
-// certificates are not checked between agents, so the copies would travel outside it.
+// before it, with the job's token and TLS files. They are served on the declared port's number, so
+// that a firewall which opens that one port between nodes lets them through: by the rendezvous
+// service on the node that hosts it (`hosted`), on this node's own address elsewhere. Where that
+// port is taken (another job's, or several nodes on one address), on any free port. Sets `node`'s
+// replica endpoint.
 std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
-                                                 const rdzv::ClientOptions& job) {
+                                                 const rdzv::ClientOptions& job,
+                                                 std::shared_ptr<replica::ReplicaKeeper> keeper, bool hosted,
+                                                 rdzv::NodeInfo& node) {
   const AgentOptions& a = config.agent;
-  if (a.snapshot_bytes_per_worker == 0 || a.snapshot_buddy_every == 0) return std::nullopt;
+  if (!keeper) return std::nullopt;
   BuddyReplication r;
-  const uint64_t job_hash = snapshot::JobHash(a.run_id);
-  const uint64_t cap = a.snapshot_bytes_per_worker / 2;  // one slot of a worker's region
-  // Copies for up to twice this node's ranks (a buddy may have more workers), two each.
-  r.keeper = std::make_shared<replica::ReplicaKeeper>(job_hash, cap, std::max(2 * a.nproc_per_node, 8));
-  absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server = grpc.start_replica_server(a.local_addr, 0, job, r.keeper);
-  if (!server.ok()) {
-    spdlog::warn("{}; training without buddy copies (a lost node's ranks restore from disk)",
-                 std::string(server.status().message()));
-    return std::nullopt;
+  if (hosted) {
+    node.replica_addr = config.service_host;
+    node.replica_port = config.service_port;
+  } else {
+    absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server =
+        grpc.start_replica_server(a.local_addr, config.service_port, job, keeper);
+    if (!server.ok()) {
+      server = grpc.start_replica_server(a.local_addr, 0, job, keeper);
+      if (server.ok()) {
+        spdlog::info(
+            "buddy copies are served on port {}, as port {} is taken on {}: a firewall between nodes must "
+            "open port {} too",
+            (*server)->port(), config.service_port, a.local_addr, (*server)->port());
+      }
+    }
+    if (!server.ok()) {
+      spdlog::warn("{}; training without buddy copies (a lost node's ranks restore from disk)",
+                   std::string(server.status().message()));
+      return std::nullopt;
+    }
+    node.replica_addr = a.local_addr;
+    node.replica_port = (*server)->port();
+    r.server = std::move(*server);
   }
-  r.server = std::move(*server);
+  r.keeper = std::move(keeper);
+  const uint64_t job_hash = r.keeper->job(), cap = r.keeper->max_payload_bytes();
   r.connect = [&grpc, job, cap, job_hash](const std::string& host, int port) {
     return grpc.connect_buddy(host, port, job, job_hash, cap);
   };
@@ -169,7 +198,8 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   DT_ASSIGN_OR_RETURN(const rdzv::GrpcModuleApi* grpc, rdzv::LoadGrpcModule());
   std::unique_ptr<TcpStoreServer> store;
   std::unique_ptr<rdzv::RendezvousServer> server;
-  if (config.hosts_service()) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, store, server));
+  std::shared_ptr<replica::ReplicaKeeper> keeper = BuddyKeeper(a);
+  if (config.hosts_service()) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, keeper, store, server));
   if (!store) {
     // Used when no service host serves the store (a standalone `dtrun rdzv-server`).
     DT_ASSIGN_OR_RETURN(store, TcpStoreServer::Start(a.local_addr, 0));
@@ -194,11 +224,8 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   // supervisor), and need not be waited out.
   node.predecessor_dead =
       !AnotherLaunchRunsNode(a.run_id, ServiceOf(config), config.rdzv.static_ranks ? a.node_rank : -1);
-  std::optional<BuddyReplication> replication = ServeBuddyCopies(config, *grpc, copts);
-  if (replication) {
-    node.replica_addr = a.local_addr;
-    node.replica_port = replication->server->port();
-  }
+  std::optional<BuddyReplication> replication =
+      ServeBuddyCopies(config, *grpc, copts, std::move(keeper), server != nullptr, node);
   DT_ASSIGN_OR_RETURN(
       std::unique_ptr<rdzv::RoundSource> rounds,
       grpc->start_round_source(copts, node, std::chrono::steady_clock::now() + config.rdzv.join_timeout));

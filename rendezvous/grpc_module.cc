@@ -25,8 +25,19 @@ absl::StatusOr<JobSummary> JobStatus(const ClientOptions& options) {
   return client->Status();
 }
 
-constexpr GrpcModuleApi kApi = {&RendezvousServer::Start, &StartRoundSource, &KillJob, &JobStatus,
-                                 &CheckTlsCredentials, &replica::StartReplicaServer, &replica::ConnectBuddy};
+absl::StatusOr<std::unique_ptr<RendezvousServer>> StartServer(const std::string& host, int port,
+                                                              const RendezvousOptions& options,
+                                                              const TlsCredentials& tls,
+                                                              std::shared_ptr<replica::ReplicaKeeper> copies) {
+  std::shared_ptr<grpc::Service> beside;
+  if (copies)
+    beside = replica::NewReplicaService(ClientOptions{"", options.run_id, options.token, tls}, std::move(copies));
+  return RendezvousServer::Start(host, port, options, tls, std::move(beside));
+}
+
+constexpr GrpcModuleApi kApi = {
+    &StartServer,          &StartRoundSource, &KillJob, &JobStatus, &CheckTlsCredentials, &replica::StartReplicaServer,
+    &replica::ConnectBuddy};
 
 }  // namespace
 }  // namespace dtrun::rdzv

@@ -16,9 +16,11 @@
 namespace dtrun::rdzv {
 
 struct GrpcModuleApi {
+  // `copies`, if any: the host's buddy copies, served on the same port (replica/replica_grpc.h).
   absl::StatusOr<std::unique_ptr<RendezvousServer>> (*start_server)(const std::string& host, int port,
-                                                                   const RendezvousOptions& options,
-                                                                   const TlsCredentials& tls);
+                                                                    const RendezvousOptions& options,
+                                                                    const TlsCredentials& tls,
+                                                                    std::shared_ptr<replica::ReplicaKeeper> copies);
   // Joins in the background; see GrpcRoundSource.
   absl::StatusOr<std::unique_ptr<RoundSource>> (*start_round_source)(
       const ClientOptions& options, const NodeInfo& node, std::chrono::steady_clock::time_point join_deadline);

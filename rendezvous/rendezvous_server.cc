@@ -292,8 +292,9 @@ void WatchReactor::OnCancel() { service_->Cancel(this); }
 
 class ServerImpl final : public RendezvousServer {
  public:
-  ServerImpl(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server, int port)
-      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  ServerImpl(std::unique_ptr<Service> service, std::shared_ptr<grpc::Service> beside,
+             std::unique_ptr<grpc::Server> server, int port)
+      : service_(std::move(service)), beside_(std::move(beside)), server_(std::move(server)), port_(port) {}
   ~ServerImpl() override {
     service_->StopWatches();  // parked long-polls are answered, so Shutdown does not wait on them
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -307,6 +308,7 @@ class ServerImpl final : public RendezvousServer {
 
  private:
   std::unique_ptr<Service> service_;
+  std::shared_ptr<grpc::Service> beside_;
   std::unique_ptr<grpc::Server> server_;
   int port_;
 };
@@ -314,8 +316,9 @@ class ServerImpl final : public RendezvousServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const std::string& host, int port,
-                                                                         const RendezvousOptions& options,
-                                                                         const TlsCredentials& tls) {
+                                                                          const RendezvousOptions& options,
+                                                                          const TlsCredentials& tls,
+                                                                          std::shared_ptr<grpc::Service> beside) {
   RouteGrpcLogs();
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (tls.enabled()) {
@@ -336,12 +339,14 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const 
                                                          : absl::StrCat(host, ":", port);
   builder.AddListeningPort(addr, creds, &selected);
   builder.RegisterService(service.get());
+  if (beside) builder.RegisterService(beside.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || selected == 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve the rendezvous on ", addr,
                                                " (address in use or not on this host); choose another port"));
   }
-  return std::unique_ptr<RendezvousServer>(new ServerImpl(std::move(service), std::move(server), selected));
+  return std::unique_ptr<RendezvousServer>(
+      new ServerImpl(std::move(service), std::move(beside), std::move(server), selected));
 }
 
 }  // namespace dtrun::rdzv

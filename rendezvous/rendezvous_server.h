@@ -11,15 +11,21 @@
 #include "absl/status/statusor.h"
 #include "rendezvous/rendezvous_options.h"
 
+namespace grpc {
+class Service;
+}
+
 namespace dtrun::rdzv {
 
 class RendezvousServer {
  public:
   // Listens on `host:port` (port 0 picks one). Errors: Unavailable (cannot bind),
-  // InvalidArgument (unreadable TLS files).
+  // InvalidArgument (unreadable TLS files). `beside`, if any, is served on the same port for as
+  // long as the server runs (the host's buddy copies, replica/replica_grpc.h).
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& host, int port,
                                                                  const RendezvousOptions& options,
-                                                                 const TlsCredentials& tls = {});
+                                                                 const TlsCredentials& tls = {},
+                                                                 std::shared_ptr<grpc::Service> beside = nullptr);
   virtual ~RendezvousServer() = default;  // shuts down: parked calls are answered, threads joined
   virtual int port() const = 0;
   // Waits until every node has left (they leave once they have seen the job's end) or `timeout`

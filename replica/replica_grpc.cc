@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
+#include "base/tcp_port.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/wire.h"
@@ -170,13 +171,13 @@ class Service final : public grpc::Service {
 
 class Server final : public ReplicaServer {
  public:
-  Server(std::unique_ptr<Service> service, std::unique_ptr<grpc::Server> server, int port)
+  Server(std::shared_ptr<grpc::Service> service, std::unique_ptr<grpc::Server> server, int port)
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~Server() override { server_->Shutdown(Clock::now() + std::chrono::seconds(1)); }
   int port() const override { return port_; }
 
  private:
-  std::unique_ptr<Service> service_;
+  std::shared_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_;
 };
@@ -304,16 +305,23 @@ class Channel final : public BuddyChannel {
 
 }  // namespace
 
+std::shared_ptr<grpc::Service> NewReplicaService(const rdzv::ClientOptions& job,
+                                                 std::shared_ptr<ReplicaKeeper> keeper) {
+  return std::make_shared<Service>(job, std::move(keeper));
+}
+
 absl::StatusOr<std::unique_ptr<ReplicaServer>> StartReplicaServer(const std::string& host, int port,
                                                                  const rdzv::ClientOptions& job,
                                                                  std::shared_ptr<ReplicaKeeper> keeper) {
   rdzv::RouteGrpcLogs();
-  auto service = std::make_unique<Service>(job, std::move(keeper));
+  const std::string addr = Endpoint(host, port);
+  // Asked first: gRPC would log a failed bind as an error, and the caller has a free port to fall back on.
+  if (port != 0 && TcpPortTaken(host, port)) return absl::UnavailableError(absl::StrCat(addr, " is in use"));
+  std::shared_ptr<grpc::Service> service = NewReplicaService(job, std::move(keeper));
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(2 * kChunkBytes + 4096);
   int selected = 0;
-  const std::string addr = Endpoint(host, port);
   builder.AddListeningPort(addr, ServerCredentialsFor(job.tls), &selected);
   builder.RegisterService(service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

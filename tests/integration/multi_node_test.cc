@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <regex>
+#include <set>
 
 #include "base/host_name.h"
 #include "base/process_table.h"
@@ -188,6 +189,14 @@ class MultiNodeTest : public NetnsTest {
       return with_buddy == 2 && copies >= 1 && snapshotted == 2;
     });
     EXPECT_EQ(status["nodes"].size(), 2u) << status.dump();
+    // Each node keeps its buddy's copies on the declared port's number, the rendezvous host through
+    // the port itself: a firewall that opens only that port lets them through.
+    std::set<std::string> buddies;
+    for (const nlohmann::json& node : status.value("nodes", nlohmann::json::array())) {
+      buddies.insert(node.value("buddy", ""));
+    }
+    EXPECT_EQ(buddies, (std::set<std::string>{cluster_->address(0) + ":29514", cluster_->address(1) + ":29514"}))
+        << status.dump();
     auto spare = elastic(2);
     EXPECT_TRUE(spare->WaitForOutput("spare", seconds(60))) << spare->all();
     ::kill(b->pid(), SIGKILL);

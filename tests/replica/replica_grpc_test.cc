@@ -1,11 +1,16 @@
 // Buddy copies over real gRPC on loopback: a pushed copy is kept and fetched back whole; the
 // wrong token, a corrupted copy and a dead buddy are refused with a message; with the job's TLS
 // files, buddies whose certificates chain to the job's CA talk whatever address the certificates
-// name, and others do not.
+// name, and others do not. The rendezvous host serves its copies beside the rendezvous, through
+// the declared port its store relays from; a port that is taken is refused, for the caller to
+// take another.
 #include "replica/replica_grpc.h"
 
+#include "agent/tcp_store_server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rendezvous/rendezvous_client.h"
+#include "rendezvous/rendezvous_server.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/status_matchers.h"
 #include "tests/support/tls_files.h"
@@ -120,6 +125,53 @@ TEST_F(ReplicaGrpcTest, WithTlsOnlyBuddiesOfTheJobsCaTalkWhateverAddressTheirCer
   EXPECT_THAT(Connect("secret")->Push(HeaderOf(0, 2, "x"), Shared("x"), NoPause),
               ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
   EXPECT_TRUE(keeper_->Copies(0, 2).empty());
+}
+
+// As on the node that hosts the rendezvous: the service runs on loopback, the store on the declared
+// port relays gRPC connections to it, and the Replica service beside it keeps that node's copies.
+TEST_F(ReplicaGrpcTest, TheRendezvousHostKeepsCopiesReceivedThroughTheDeclaredPort) {
+  rdzv::RendezvousOptions options;
+  options.run_id = job_.run_id;
+  options.token = job_.token;
+  auto keeper = std::make_shared<ReplicaKeeper>(kJob, 64 << 20, 4);
+  absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> rendezvous =
+      rdzv::RendezvousServer::Start("127.0.0.1", 0, options, {}, NewReplicaService(job_, keeper));
+  ASSERT_TRUE(rendezvous.ok()) << rendezvous.status();
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> declared =
+      TcpStoreServer::Start("127.0.0.1", 0, static_cast<uint16_t>((*rendezvous)->port()));
+  ASSERT_TRUE(declared.ok()) << declared.status();
+  const int port = (*declared)->port();
+
+  std::string payload(2 * kChunkBytes + 7, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 13);
+  std::unique_ptr<BuddyChannel> buddy = ConnectBuddy("127.0.0.1", port, job_, kJob, 64 << 20);
+  absl::StatusOr<int64_t> kept = buddy->Push(HeaderOf(1, 9, payload), Shared(payload), NoPause);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, 9);
+  ASSERT_EQ(keeper->Copies(1, 2).size(), 1u);
+  absl::StatusOr<std::vector<Copy>> copies = buddy->Fetch(1, 2, std::chrono::seconds(10));
+  ASSERT_TRUE(copies.ok()) << copies.status();
+  ASSERT_EQ(copies->size(), 1u);
+  EXPECT_EQ((*copies)[0].payload, payload);
+  EXPECT_EQ(ConnectBuddy("127.0.0.1", port, rdzv::ClientOptions{"", "job", "guess", {}}, kJob, 64 << 20)
+                ->Fetch(1, 2, std::chrono::seconds(10))
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+
+  // The rendezvous still answers on the same port.
+  absl::StatusOr<std::unique_ptr<rdzv::RendezvousClient>> client =
+      rdzv::RendezvousClient::Create(rdzv::ClientOptions{"127.0.0.1:" + std::to_string(port), "job", "secret", {}});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Status().ok());
+}
+
+TEST_F(ReplicaGrpcTest, APortThatIsTakenIsRefusedForTheCallerToTakeAnother) {
+  absl::StatusOr<std::unique_ptr<ReplicaServer>> second =
+      StartReplicaServer("127.0.0.1", server_->port(), job_, std::make_shared<ReplicaKeeper>(kJob, 64 << 20, 4));
+  EXPECT_THAT(second, ::dtrun::testing::StatusIs(absl::StatusCode::kUnavailable, ::testing::HasSubstr("in use")));
+  // The first still serves.
+  EXPECT_TRUE(Connect()->Push(HeaderOf(0, 1, "x"), Shared("x"), NoPause).ok());
 }
 
 }  // namespace
