@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord_buffer.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun {
@@ -81,16 +82,27 @@ void StreamForwarder::OnEvent(int fd, uint32_t events) {
 }
 
 void StreamForwarder::Pump(Stream& s) {
-  char buf[65536];
   for (int i = 0; i < 2; ++i) {
     Side& from = s.sides[i];
     Side& to = s.sides[1 - i];
     if (i == 1 && !s.connected) continue;
     while (!from.read_done && to.outbox.size() < kMaxBuffered) {
-      size_t room = std::min(sizeof(buf), kMaxBuffered - to.outbox.size());
-      ssize_t n = ::recv(from.fd.get(), buf, room, 0);
+      // Received straight into a block the outbox then holds: a bulk stream through the relay
+      // (a buddy copy of a snapshot, to the rendezvous host) is copied in and out, not also between.
+      absl::CordBuffer block =
+          absl::CordBuffer::CreateWithCustomLimit(absl::CordBuffer::kCustomLimit, kMaxBuffered - to.outbox.size());
+      absl::Span<char> room = block.available();
+      ssize_t n = ::recv(from.fd.get(), room.data(), room.size(), 0);
       if (n > 0) {
-        to.outbox.Append(absl::string_view(buf, static_cast<size_t>(n)));
+        const size_t got = static_cast<size_t>(n);
+        // A block at most half empty is kept; fewer bytes are copied out of it, so that a peer
+        // trickling small reads cannot make kMaxBuffered of data hold far more memory in blocks.
+        if (2 * got >= block.capacity()) {
+          block.IncreaseLengthBy(got);
+          to.outbox.Append(std::move(block));
+        } else {
+          to.outbox.Append(absl::string_view(room.data(), got));
+        }
       } else if (n == 0) {
         from.read_done = true;
       } else if (errno == EINTR) {

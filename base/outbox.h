@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/cord_buffer.h"
 #include "absl/strings/string_view.h"
 
 namespace dtrun {
@@ -18,6 +19,7 @@ class Outbox {
   void Append(absl::string_view bytes) { bytes_.Append(bytes); }
   void Append(std::string&& bytes) { bytes_.Append(std::move(bytes)); }  // adopts large strings
   void Append(absl::Cord&& bytes) { bytes_.Append(std::move(bytes)); }
+  void Append(absl::CordBuffer&& block) { bytes_.Append(std::move(block)); }  // adopts the block
   size_t size() const { return bytes_.size(); }
   bool empty() const { return bytes_.empty(); }
   void Clear() { bytes_.Clear(); }
