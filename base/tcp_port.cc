@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include <string>
@@ -26,6 +28,33 @@ bool TcpPortTaken(const std::string& host, int port) {
   }
   ::freeaddrinfo(found);
   return taken;
+}
+
+bool ResolvesTo(const std::string& host, const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* want = nullptr;
+  if (::getaddrinfo(addr.c_str(), nullptr, &hints, &want) != 0) return false;
+  hints.ai_flags = 0;
+  addrinfo* found = nullptr;
+  bool same = false;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) == 0) {
+    for (const addrinfo* a = found; a != nullptr && !same; a = a->ai_next) {
+      if (a->ai_family != want->ai_family) continue;
+      if (a->ai_family == AF_INET) {
+        same = reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in*>(want->ai_addr)->sin_addr.s_addr;
+      } else if (a->ai_family == AF_INET6) {
+        same = ::memcmp(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr,
+                        &reinterpret_cast<const sockaddr_in6*>(want->ai_addr)->sin6_addr, sizeof(in6_addr)) == 0;
+      }
+    }
+    ::freeaddrinfo(found);
+  }
+  ::freeaddrinfo(want);
+  return same;
 }
 
 }  // namespace dtrun

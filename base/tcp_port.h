@@ -1,5 +1,5 @@
 // Whether a TCP port is free to listen on, asked before a library that would log its own failed
-// bind (gRPC does, as an error) is given the port.
+// bind (gRPC does, as an error) is given the port; and whether a host name is a given address.
 #pragma once
 
 #include <string>
@@ -10,5 +10,9 @@ namespace dtrun {
 // (EADDRINUSE). `host` is a numeric address. Any other failure says false and is left to the real
 // bind to report. Another process may still take the port between this probe and that bind.
 bool TcpPortTaken(const std::string& host, int port);
+
+// True if `host` (a name or a numeric address) resolves to the numeric address `addr` (IPv4 or
+// IPv6, compared as addresses, not as text). False if either cannot be resolved.
+bool ResolvesTo(const std::string& host, const std::string& addr);
 
 }  // namespace dtrun

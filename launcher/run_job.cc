@@ -25,6 +25,7 @@
 #include "base/launch_layout.h"
 #include "base/random_hex.h"
 #include "base/status_macros.h"
+#include "base/tcp_port.h"
 #include "launcher/host_probe.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
@@ -141,8 +142,9 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
 // Buddy copies of in-memory snapshots (agent/replicator.h): this node keeps copies for the node
 // before it, with the job's token and TLS files. They are served on the declared port's number, so
 // that a firewall which opens that one port between nodes lets them through: by the rendezvous
-// service on the node that hosts it (`hosted`), on this node's own address elsewhere. Where that
-// port is taken (another job's, or several nodes on one address), on any free port. Sets `node`'s
+// service on the node that hosts it (`hosted`), on this node's own address elsewhere. On any free
+// port where that one is taken (another job's), or is the rendezvous host's address (several
+// nodes on one host: the node that hosts the service may not have bound it yet). Sets `node`'s
 // replica endpoint.
 std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
                                                  const rdzv::ClientOptions& job,
@@ -155,11 +157,13 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
     node.replica_addr = config.service_host;
     node.replica_port = config.service_port;
   } else {
+    const bool hosts_address = ResolvesTo(config.service_host, a.local_addr);
     absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server =
-        grpc.start_replica_server(a.local_addr, config.service_port, job, keeper);
+        hosts_address ? absl::UnavailableError("the rendezvous host's address")
+                      : grpc.start_replica_server(a.local_addr, config.service_port, job, keeper);
     if (!server.ok()) {
       server = grpc.start_replica_server(a.local_addr, 0, job, keeper);
-      if (server.ok()) {
+      if (server.ok() && !hosts_address) {
         spdlog::info(
             "buddy copies are served on port {}, as port {} is taken on {}: a firewall between nodes must "
             "open port {} too",
