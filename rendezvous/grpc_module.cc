@@ -30,8 +30,10 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> StartServer(const std::string&
                                                               const TlsCredentials& tls,
                                                               std::shared_ptr<replica::ReplicaKeeper> copies) {
   std::shared_ptr<grpc::Service> beside;
-  if (copies)
-    beside = replica::NewReplicaService(ClientOptions{"", options.run_id, options.token, tls}, std::move(copies));
+  if (copies) {
+    const ClientOptions job{/*endpoint=*/"", options.run_id, options.token, tls};
+    beside = replica::NewReplicaService(job, std::move(copies));
+  }
   return RendezvousServer::Start(host, port, options, tls, std::move(beside));
 }
 
