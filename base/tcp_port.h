@@ -1,5 +1,5 @@
 // Whether a TCP port is free to listen on, asked before a library that would log its own failed
-// bind (gRPC does, as an error) is given the port; and whether a host name is a given address.
+// bind (gRPC does, as an error) is given the port; and whether two host names share an address.
 #pragma once
 
 #include <string>
@@ -7,12 +7,13 @@
 namespace dtrun {
 
 // True if a listening socket cannot bind `host`:`port` now because another socket holds it
-// (EADDRINUSE). `host` is a numeric address. Any other failure says false and is left to the real
-// bind to report. Another process may still take the port between this probe and that bind.
+// (EADDRINUSE). `host` is a name or a numeric address (its first address is tried). Any other
+// failure says false and is left to the real bind to report. Another process may still take the
+// port between this probe and that bind.
 bool TcpPortTaken(const std::string& host, int port);
 
-// True if `host` (a name or a numeric address) resolves to the numeric address `addr` (IPv4 or
+// True if some address `a` resolves to is one `b` resolves to (names or numeric addresses, IPv4 or
 // IPv6, compared as addresses, not as text). False if either cannot be resolved.
-bool ResolvesTo(const std::string& host, const std::string& addr);
+bool ShareAnAddress(const std::string& a, const std::string& b);
 
 }  // namespace dtrun

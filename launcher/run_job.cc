@@ -157,7 +157,7 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
     node.replica_addr = config.service_host;
     node.replica_port = config.service_port;
   } else {
-    const bool hosts_address = ResolvesTo(config.service_host, a.local_addr);
+    const bool hosts_address = ShareAnAddress(config.service_host, a.local_addr);
     absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server =
         hosts_address ? absl::UnavailableError("the rendezvous host's address")
                       : grpc.start_replica_server(a.local_addr, config.service_port, job, keeper);

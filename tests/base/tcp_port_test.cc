@@ -1,5 +1,5 @@
-// A port held by a listening socket is taken, and free again once it is closed; a host name is
-// compared with an address as an address.
+// A port held by a listening socket is taken, and free again once it is closed; host names are
+// compared by their addresses.
 #include "base/tcp_port.h"
 
 #include <arpa/inet.h>
@@ -26,18 +26,18 @@ TEST(TcpPortTest, APortHeldByAListenerIsTakenAndFreeOnceItCloses) {
   EXPECT_TRUE(TcpPortTaken("127.0.0.1", port));
   listener.Reset();
   EXPECT_FALSE(TcpPortTaken("127.0.0.1", port));
-  // Not an address of this host, or not numeric: not "taken", left to the real bind to report.
+  // Not an address of this host: not "taken", left to the real bind to report.
   EXPECT_FALSE(TcpPortTaken("192.0.2.1", port));
-  EXPECT_FALSE(TcpPortTaken("localhost", port));
+  EXPECT_FALSE(TcpPortTaken("", port));
 }
 
-TEST(TcpPortTest, AHostIsItsAddressWhateverItsSpelling) {
-  EXPECT_TRUE(ResolvesTo("127.0.0.1", "127.0.0.1"));
-  EXPECT_TRUE(ResolvesTo("::1", "::1"));
-  EXPECT_TRUE(ResolvesTo("0:0::1", "::1"));
-  EXPECT_FALSE(ResolvesTo("127.0.0.2", "127.0.0.1"));
-  EXPECT_FALSE(ResolvesTo("127.0.0.1", "::1"));
-  EXPECT_FALSE(ResolvesTo("127.0.0.1", "not an address"));
+TEST(TcpPortTest, HostsAreComparedByTheirAddressesWhateverTheirSpelling) {
+  EXPECT_TRUE(ShareAnAddress("127.0.0.1", "127.0.0.1"));
+  EXPECT_TRUE(ShareAnAddress("::1", "0:0::1"));
+  EXPECT_TRUE(ShareAnAddress("localhost", "127.0.0.1") || ShareAnAddress("localhost", "::1"));
+  EXPECT_FALSE(ShareAnAddress("127.0.0.2", "127.0.0.1"));
+  EXPECT_FALSE(ShareAnAddress("127.0.0.1", "::1"));
+  EXPECT_FALSE(ShareAnAddress("127.0.0.1", ""));
 }
 
 }  // namespace
