@@ -1,5 +1,5 @@
 // Whether a TCP port is free to listen on, asked before a library that would log its own failed
-// bind (gRPC does, as an error) is given the port; and whether two host names share an address.
+// bind (gRPC does, as an error) is given the port.
 #pragma once
 
 #include <string>
@@ -11,9 +11,5 @@ namespace dtrun {
 // failure says false and is left to the real bind to report. Another process may still take the
 // port between this probe and that bind.
 bool TcpPortTaken(const std::string& host, int port);
-
-// True if some address `a` resolves to is one `b` resolves to (names or numeric addresses, IPv4 or
-// IPv6, compared as addresses, not as text). False if either cannot be resolved.
-bool ShareAnAddress(const std::string& a, const std::string& b);
 
 }  // namespace dtrun

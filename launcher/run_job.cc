@@ -25,7 +25,6 @@
 #include "base/launch_layout.h"
 #include "base/random_hex.h"
 #include "base/status_macros.h"
-#include "base/tcp_port.h"
 #include "launcher/host_probe.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
@@ -143,9 +142,9 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
 // before it, with the job's token and TLS files. They are served on the declared port's number, so
 // that a firewall which opens that one port between nodes lets them through: by the rendezvous
 // service on the node that hosts it (`hosted`), on this node's own address elsewhere. On any free
-// port where that one is taken (another job's), or is the rendezvous host's address (several
-// nodes on one host: the node that hosts the service may not have bound it yet). Sets `node`'s
-// replica endpoint.
+// port where that one is taken (another job's), or on the rendezvous host's machine (several nodes
+// on one host: the node that hosts the service may not have bound it yet). Sets `node`'s replica
+// endpoint.
 std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
                                                  const rdzv::ClientOptions& job,
                                                  std::shared_ptr<replica::ReplicaKeeper> keeper, bool hosted,
@@ -157,17 +156,17 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
     node.replica_addr = config.service_host;
     node.replica_port = config.service_port;
   } else {
-    const bool hosts_address = ShareAnAddress(config.service_host, a.local_addr);
+    // Several nodes on the rendezvous host's machine: the port is the host's, bound or not yet.
+    const int port = ThisHost().IsThisHost(config.service_host) ? 0 : config.service_port;
     absl::StatusOr<std::unique_ptr<replica::ReplicaServer>> server =
-        hosts_address ? absl::UnavailableError("the rendezvous host's address")
-                      : grpc.start_replica_server(a.local_addr, config.service_port, job, keeper);
-    if (!server.ok()) {
+        grpc.start_replica_server(a.local_addr, port, job, keeper);
+    if (!server.ok() && port != 0) {
       server = grpc.start_replica_server(a.local_addr, 0, job, keeper);
-      if (server.ok() && !hosts_address) {
+      if (server.ok()) {
         spdlog::info(
             "buddy copies are served on port {}, as port {} is taken on {}: a firewall between nodes must "
             "open port {} too",
-            (*server)->port(), config.service_port, a.local_addr, (*server)->port());
+            (*server)->port(), port, a.local_addr, (*server)->port());
       }
     }
     if (!server.ok()) {

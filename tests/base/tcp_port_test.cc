@@ -1,5 +1,4 @@
-// A port held by a listening socket is taken, and free again once it is closed; host names are
-// compared by their addresses.
+// A port held by a listening socket is taken, and free again once it is closed.
 #include "base/tcp_port.h"
 
 #include <arpa/inet.h>
@@ -29,15 +28,6 @@ TEST(TcpPortTest, APortHeldByAListenerIsTakenAndFreeOnceItCloses) {
   // Not an address of this host: not "taken", left to the real bind to report.
   EXPECT_FALSE(TcpPortTaken("192.0.2.1", port));
   EXPECT_FALSE(TcpPortTaken("", port));
-}
-
-TEST(TcpPortTest, HostsAreComparedByTheirAddressesWhateverTheirSpelling) {
-  EXPECT_TRUE(ShareAnAddress("127.0.0.1", "127.0.0.1"));
-  EXPECT_TRUE(ShareAnAddress("::1", "0:0::1"));
-  EXPECT_TRUE(ShareAnAddress("localhost", "127.0.0.1") || ShareAnAddress("localhost", "::1"));
-  EXPECT_FALSE(ShareAnAddress("127.0.0.2", "127.0.0.1"));
-  EXPECT_FALSE(ShareAnAddress("127.0.0.1", "::1"));
-  EXPECT_FALSE(ShareAnAddress("127.0.0.1", ""));
 }
 
 }  // namespace
