@@ -102,9 +102,10 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 // The server's thread: the store's state and every connection, touched by this thread alone.
 class StoreLoop {
  public:
-  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port, SlowClientRule slow_client)
-      : epoll_(epoll), listener_(listener), wakeup_(wakeup), slow_client_(slow_client) {
-    if (forward_port != 0) forwarder_.emplace(epoll_, forward_port);
+  StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port, SlowClientRule slow_client,
+            std::function<void(int fd)> hand_off)
+      : epoll_(epoll), listener_(listener), wakeup_(wakeup), slow_client_(slow_client), hand_off_(std::move(hand_off)) {
+    if (forward_port != 0 && !hand_off_) forwarder_.emplace(epoll_, forward_port);
     Watch(epoll_, listener_, EPOLLIN);
     Watch(epoll_, wakeup_, EPOLLIN);
   }
@@ -115,6 +116,9 @@ class StoreLoop {
   static StoreClientId Id(int fd) { return static_cast<StoreClientId>(fd); }  // the fd is the id
   void Accept();
   void OnClientEvent(int fd, uint32_t events);
+  // A new connection whose first byte (peeked, not read) is no TCPStore request goes to
+  // hand_off_; true if it went.
+  bool HandedOff(int fd);
   void Close(int fd);
   void Flush(int fd);
   void ResumeWaiting();
@@ -128,6 +132,7 @@ class StoreLoop {
   StoreCore core_;
   std::map<int, Connection> conns_;  // keyed by fd
   std::optional<StreamForwarder> forwarder_;
+  const std::function<void(int fd)> hand_off_;
   // Connections holding replies their socket did not take: the only ones the stall deadline looks
   // at (a scan of every connection at each wake would cost O(clients) per request).
   std::set<int> backlogged_;
@@ -185,6 +190,7 @@ void StoreLoop::OnClientEvent(int fd, uint32_t events) {
   if (conns_.find(fd) == conns_.end()) return;  // closed by an earlier event of this wake
   if (events & EPOLLOUT) Flush(fd);
   if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || conns_.find(fd) == conns_.end()) return;
+  if (HandedOff(fd)) return;
   ssize_t got = ::recv(fd, buf_, sizeof(buf_), 0);
   if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
   if (got > 0 && forwarder_) {
@@ -205,6 +211,21 @@ void StoreLoop::OnClientEvent(int fd, uint32_t events) {
   for (StoreClientId id : core_.TakeClientsWithOutput()) Flush(static_cast<int>(id));
   auto it = conns_.find(fd);  // a client that added no output may wait all the same (the total cap)
   if (it != conns_.end() && !it->second.paused && core_.Waiting(Id(fd))) Flush(fd);
+}
+
+bool StoreLoop::HandedOff(int fd) {
+  if (!hand_off_) return false;
+  Connection& conn = conns_[fd];
+  if (conn.classified) return false;
+  char first = 0;
+  if (::recv(fd, &first, 1, MSG_PEEK) != 1) return false;  // closed or failed: recv() below says which
+  conn.classified = true;
+  if (SpeaksTcpStore(first)) return false;
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  const int handed = conn.fd.Release();
+  conns_.erase(fd);
+  hand_off_(handed);
+  return true;
 }
 
 void StoreLoop::Close(int fd) {
@@ -301,8 +322,8 @@ int StoreLoop::CloseSlowClients() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, uint16_t port,
-                                                                      uint16_t forward_port,
-                                                                      SlowClientRule slow_client) {
+                                                                      uint16_t forward_port, SlowClientRule slow_client,
+                                                                      std::function<void(int fd)> hand_off) {
   DT_ASSIGN_OR_RETURN(UniqueFd listener, BindListener(host, port));
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wakeup(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -310,8 +331,8 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
     return absl::ResourceExhaustedError(absl::StrCat("store: epoll/eventfd: ", strerror(errno)));
   }
   uint16_t bound = BoundPort(listener.get());
-  std::unique_ptr<TcpStoreServer> server(
-      new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup), bound, forward_port, slow_client));
+  std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup),
+                                                            bound, forward_port, slow_client, std::move(hand_off)));
   server->thread_ = std::thread([s = server.get()] {
     RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {
       spdlog::error("{}; the workers' next store call fails and the job ends with their failure",
@@ -322,13 +343,14 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
 }
 
 TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
-                               SlowClientRule slow_client)
+                               SlowClientRule slow_client, std::function<void(int fd)> hand_off)
     : listener_(std::move(listener)),
       epoll_(std::move(epoll)),
       wakeup_(std::move(wakeup)),
       port_(port),
       forward_port_(forward_port),
-      slow_client_(slow_client) {}
+      slow_client_(slow_client),
+      hand_off_(std::move(hand_off)) {}
 
 TcpStoreServer::~TcpStoreServer() {
   uint64_t one = 1;
@@ -338,7 +360,7 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 void TcpStoreServer::Serve() {
-  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, slow_client_).Run();
+  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, slow_client_, hand_off_).Run();
 }
 
 }  // namespace dtrun

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -33,16 +34,21 @@ class TcpStoreServer {
   // TCPStore request: an HTTP/2 preface, a TLS handshake) are relayed to 127.0.0.1:forward_port,
   // so the rendezvous service and the workers' store share the one declared port. Known at start,
   // so that no early connection is mistaken for a TCPStore client.
+  // `hand_off` (set): such connections are given to it instead, their bytes unread, and it owns
+  // the socket from then on: an in-process gRPC server takes plaintext connections this way, with
+  // no copy and no second socket. Called on the store's thread, so what it calls must outlive
+  // this server.
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, uint16_t port,
                                                                uint16_t forward_port = 0,
-                                                               SlowClientRule slow_client = SlowClientRule());
+                                                               SlowClientRule slow_client = SlowClientRule(),
+                                                               std::function<void(int fd)> hand_off = nullptr);
   ~TcpStoreServer();  // stops the thread and closes every connection
 
   uint16_t port() const { return port_; }
 
  private:
   TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
-                 SlowClientRule slow_client);
+                 SlowClientRule slow_client, std::function<void(int fd)> hand_off);
   void Serve();
 
   UniqueFd listener_;
@@ -51,6 +57,7 @@ class TcpStoreServer {
   uint16_t port_;
   uint16_t forward_port_;
   SlowClientRule slow_client_;
+  std::function<void(int fd)> hand_off_;
   std::thread thread_;
 };
 

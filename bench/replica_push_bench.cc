@@ -3,14 +3,17 @@
 // the CPU seconds per copy of the whole process (sender and receiver) and of the sending thread;
 // the sender's share is what --snapshot-buddy-every's 25% duty cycle is applied to.
 // --declared-port 1: as on the node that hosts the rendezvous, the copies go to the store's port,
-// which relays them to the rendezvous server's Replica service (the relay's CPU is the process's).
-//   replica_push_bench [--mb 90] [--repeat 5] [--declared-port 0|1]
+// which hands the connection to the rendezvous server's Replica service (plaintext); 2: the store
+// relays it there instead, as it does with TLS (here without TLS: the relay's CPU alone, the
+// process's).
+//   replica_push_bench [--mb 90] [--repeat 5] [--declared-port 0|1|2]
 #include <time.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "agent/tcp_store_server.h"
@@ -30,11 +33,11 @@ double Seconds(clockid_t clock) {
 int main(int argc, char** argv) {
   size_t mb = 90;
   int repeat = 5;
-  bool declared_port = false;
+  int declared_port = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--mb") == 0) mb = std::strtoul(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--declared-port") == 0) declared_port = std::atoi(argv[i + 1]) != 0;
+    if (std::strcmp(argv[i], "--declared-port") == 0) declared_port = std::atoi(argv[i + 1]);
   }
   if (mb == 0 || mb > 4096 || repeat <= 0) {
     std::fprintf(stderr, "replica_push_bench: --mb must be 1..4096 and --repeat positive\n");
@@ -62,7 +65,10 @@ int main(int argc, char** argv) {
                                                         dtrun::replica::NewReplicaService(job, keeper));
     if (!started.ok()) return fail(started.status());
     rendezvous = std::move(*started);
-    auto relay = dtrun::TcpStoreServer::Start("127.0.0.1", 0, static_cast<uint16_t>(rendezvous->port()));
+    std::function<void(int)> hand_off;
+    if (declared_port == 1) hand_off = [r = rendezvous.get()](int fd) { r->Adopt(fd); };
+    auto relay = dtrun::TcpStoreServer::Start("127.0.0.1", 0, static_cast<uint16_t>(rendezvous->port()),
+                                              dtrun::SlowClientRule(), hand_off);
     if (!relay.ok()) return fail(relay.status());
     store = std::move(*relay);
     port = store->port();

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "base/endpoint.h"
 #include "base/random_hex.h"
 #include "base/status_macros.h"
 #include "rendezvous/rendezvous_options.h"

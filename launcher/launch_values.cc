@@ -82,26 +82,6 @@ absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& fla
   return out;
 }
 
-absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port) {
-  std::string host = value;
-  std::string port_str;
-  if (!value.empty() && value[0] == '[') {
-    size_t close = value.find(']');
-    if (close == std::string::npos) return BadFlag(absl::StrCat("endpoint '", value, "': missing ']'"));
-    host = value.substr(1, close - 1);
-    if (close + 1 < value.size() && value[close + 1] == ':') port_str = value.substr(close + 2);
-  } else if (size_t colon = value.rfind(':'); colon != std::string::npos && value.find(':') == colon) {
-    host = value.substr(0, colon);
-    port_str = value.substr(colon + 1);
-  }
-  int port = default_port;
-  if (!port_str.empty() && (!absl::SimpleAtoi(port_str, &port) || port < 0 || port > 65535)) {
-    return BadFlag(absl::StrCat("endpoint '", value, "': '", port_str, "' is not a port"));
-  }
-  if (host.empty()) return BadFlag(absl::StrCat("endpoint '", value, "': missing host"));
-  return std::make_pair(host, port);
-}
-
 absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> ParseSectionTimeouts(const std::string& value) {
   std::map<std::string, std::chrono::milliseconds> out;
   for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipWhitespace())) {

@@ -27,7 +27,5 @@ absl::StatusOr<std::map<int, StreamMask>> ParseStreamSpec(const std::string& fla
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
 // --section-timeout "step=60,checkpoint=900".
 absl::StatusOr<std::map<std::string, std::chrono::milliseconds>> ParseSectionTimeouts(const std::string& value);
-// "HOST[:PORT]" (IPv6 in brackets) with a default port.
-absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port);
 
 }  // namespace dtrun

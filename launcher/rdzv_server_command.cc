@@ -7,10 +7,13 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
-#include "launcher/credentials.h"
-#include "launcher/subcommand_cli.h"
 #include "absl/strings/str_cat.h"
+#include "base/endpoint.h"
+#include "base/tcp_port.h"
+#include "launcher/credentials.h"
 #include "launcher/launch_config.h"
+#include "launcher/rendezvous_host.h"
+#include "launcher/subcommand_cli.h"
 #include "rendezvous/grpc_module.h"
 
 namespace dtrun {
@@ -77,19 +80,26 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before the module's threads start
   absl::StatusOr<const rdzv::GrpcModuleApi*> grpc = rdzv::LoadGrpcModule();
   if (!grpc.ok()) return fail(grpc.status());
-  absl::StatusOr<std::unique_ptr<rdzv::RendezvousServer>> server =
-      (*grpc)->start_server(ep->first, ep->second, o, creds->tls, /*copies=*/nullptr);
-  if (!server.ok()) return fail(server.status());
-  std::printf("dtrun rdzv-server: serving run %s on %s:%d\n", f.run_id.c_str(), ep->first.c_str(), (*server)->port());
+  if (ep->second != 0 && TcpPortTaken(ep->first, ep->second)) {
+    return fail(absl::UnavailableError(absl::StrCat("--rdzv-endpoint ", f.endpoint,
+                                                    ": the port is taken (another service or job holds it); "
+                                                    "choose another port")));
+  }
+  // The workers' store shares the endpoint, as with a service hosted by an agent.
+  absl::StatusOr<HostedRendezvous> hosted =
+      HostRendezvousWithStore(**grpc, ep->first, ep->second, o, creds->tls, /*copies=*/nullptr);
+  if (!hosted.ok()) return fail(hosted.status());
+  std::printf("dtrun rdzv-server: serving run %s on %s:%d (the rendezvous and the workers' store)\n", f.run_id.c_str(),
+              ep->first.c_str(), hosted->store->port());
   std::fflush(stdout);
   // Ends on SIGINT/SIGTERM, or once the job is over and every node has left.
-  std::thread watcher([s = server->get()] {
+  std::thread watcher([s = hosted->service.get()] {
     s->AwaitJobOver();
     ::kill(::getpid(), SIGTERM);
   });
   int sig = 0;
   ::sigwait(&set, &sig);
-  (*server)->Stop();
+  hosted->service->Stop();
   watcher.join();
   return 0;
 }

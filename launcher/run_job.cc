@@ -26,6 +26,7 @@
 #include "base/random_hex.h"
 #include "base/status_macros.h"
 #include "launcher/host_probe.h"
+#include "launcher/rendezvous_host.h"
 #include "rendezvous/grpc_module.h"
 #include "rendezvous/round_source.h"
 #include "snapshot/snapshot_region.h"
@@ -107,32 +108,21 @@ std::shared_ptr<replica::ReplicaKeeper> BuddyKeeper(const AgentOptions& a) {
 }
 
 // The node that hosts the rendezvous serves the workers' store and the gRPC service on the one
-// declared port (the service itself listens on loopback behind it), so clusters that open only
-// that port between nodes work, and workers see MASTER_PORT = the declared port, as under
-// torchrun. The service also serves this node's buddy copies (`copies`, if any). Returns the
-// store (null if another local agent already holds the port and this one may join it instead)
-// and the service.
+// declared port (launcher/rendezvous_host.h). The service also serves this node's buddy copies
+// (`copies`, if any). Returns the store (null if another local agent already holds the port and
+// this one may join it instead) and the service.
 absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleApi& grpc,
                             const std::shared_ptr<replica::ReplicaKeeper>& copies,
                             std::unique_ptr<TcpStoreServer>& store, std::unique_ptr<rdzv::RendezvousServer>& server) {
-  rdzv::RendezvousOptions options = config.rdzv;
-  options.workers_store_addr = config.service_host;
-  options.workers_store_port = config.service_port;  // never 0 for multi-node jobs
-  DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> s,
-                      grpc.start_server("127.0.0.1", 0, options, config.tls, copies));
-  if (s->port() == config.service_port) {
-    // The kernel gave this loopback service the declared port itself (one in the ephemeral
-    // range): the store could not bind it, and with it dropped no node would serve the job. A
-    // second service is started while the first holds it, then the first is let go.
-    DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> other,
-                        grpc.start_server("127.0.0.1", 0, options, config.tls, copies));
-    s = std::move(other);
+  absl::StatusOr<HostedRendezvous> hosted =
+      HostRendezvousWithStore(grpc, config.service_host, config.service_port, config.rdzv, config.tls, copies);
+  if (!hosted.ok()) {
+    // Only the store's bind fails this way; the service itself binds a free loopback port.
+    if (config.topology == Topology::kHostIfFree && absl::IsUnavailable(hosted.status())) return absl::OkStatus();
+    return hosted.status();
   }
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> shared = TcpStoreServer::Start(
-      config.service_host, static_cast<uint16_t>(config.service_port), static_cast<uint16_t>(s->port()));
-  if (!shared.ok()) return config.topology == Topology::kHostIfFree ? absl::OkStatus() : shared.status();
-  store = std::move(*shared);
-  server = std::move(s);
+  store = std::move(hosted->store);
+  server = std::move(hosted->service);
   spdlog::info("hosting the rendezvous and the workers' store for run {} on {}:{}", config.agent.run_id,
                config.service_host, store->port());
   return absl::OkStatus();
@@ -199,18 +189,16 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   if (!config.multi_node()) return RunLocalAgent(config, paths, env, stdio);
   const AgentOptions& a = config.agent;
   DT_ASSIGN_OR_RETURN(const rdzv::GrpcModuleApi* grpc, rdzv::LoadGrpcModule());
-  std::unique_ptr<TcpStoreServer> store;
+  // The service before the store: the store's thread hands it connections, so the store goes first.
   std::unique_ptr<rdzv::RendezvousServer> server;
+  std::unique_ptr<TcpStoreServer> store;
   std::shared_ptr<replica::ReplicaKeeper> keeper = BuddyKeeper(a);
+  // Only here: the workers' store is on the service's endpoint, wherever that runs.
   if (config.hosts_service()) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, keeper, store, server));
-  if (!store) {
-    // Used when no service host serves the store (a standalone `dtrun rdzv-server`).
-    DT_ASSIGN_OR_RETURN(store, TcpStoreServer::Start(a.local_addr, 0));
-  }
   rdzv::ClientOptions copts;
-  copts.endpoint = absl::StrCat(config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]"
-                                                                                     : config.service_host,
-                                ":", server ? store->port() : config.service_port);
+  copts.endpoint = absl::StrCat(
+      config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]" : config.service_host, ":",
+      config.service_port);
   copts.run_id = a.run_id;
   copts.token = config.rdzv.token;
   copts.tls = config.tls;
@@ -218,7 +206,7 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   rdzv::NodeInfo node{LocalHostName(),
                       a.nproc_per_node,
                       a.local_addr,
-                      store->port(),
+                      store ? store->port() : 0,
                       config.rdzv.static_ranks ? a.node_rank : a.rank_hint,
                       "",
                       0};

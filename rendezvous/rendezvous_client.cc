@@ -15,6 +15,7 @@
 #include "rendezvous/grpc_log.h"
 #include "rendezvous/tls_check.h"
 #include "rendezvous/wire.h"
+#include "rendezvous/workers_store.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun::rdzv {
@@ -222,7 +223,9 @@ absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uin
   req.set_after_version(after);
   v1::WatchResponse resp;
   DT_RETURN_IF_ERROR(Invoke(&v1::Rendezvous::Stub::Watch, req, &resp, max_wait));
-  return FromWire(resp);
+  NodeView view = FromWire(resp);
+  if (view.assignment) PlaceWorkersStoreAtEndpoint(*view.assignment, options_.endpoint);
+  return view;
 }
 
 absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout,

@@ -26,11 +26,13 @@ struct RendezvousOptions {
   // instance of it (its host's dtrun started again) is unknown here, and its agent joins again
   // instead of renewing a lease the new instance gave another node. Empty: "node3-host".
   std::string instance;
-  // The workers' TCPStore for every round, when the service host serves it on the declared port
-  // (as torchrun's workers see MASTER_ADDR:MASTER_PORT = the endpoint). Empty: the store of the
-  // agent of group rank 0 (a standalone `dtrun rdzv-server` hosts no store).
-  std::string workers_store_addr;
-  int workers_store_port = 0;
+  // The workers' TCPStore for every round is served on the service's own endpoint (the agent that
+  // hosts the service, or `dtrun rdzv-server`, relays gRPC from that port to the service), as
+  // torchrun's workers see MASTER_ADDR:MASTER_PORT = the rendezvous endpoint. Assignments then
+  // name no store address: each agent puts the endpoint it reaches the service at in its place
+  // (WorkersStoreAt). False: the store of the agent of group rank 0 (the in-process rounds of a
+  // single-node job).
+  bool workers_store_at_endpoint = false;
 
   Duration join_timeout{600000};       // a round must form within this (and a lost static node return)
   Duration last_call_timeout{30000};   // elastic: extra wait for more nodes once min is reached

@@ -1,6 +1,8 @@
 #include "rendezvous/rendezvous_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -293,8 +295,12 @@ void WatchReactor::OnCancel() { service_->Cancel(this); }
 class ServerImpl final : public RendezvousServer {
  public:
   ServerImpl(std::unique_ptr<Service> service, std::shared_ptr<grpc::Service> beside,
-             std::unique_ptr<grpc::Server> server, int port)
-      : service_(std::move(service)), beside_(std::move(beside)), server_(std::move(server)), port_(port) {}
+             std::unique_ptr<grpc::Server> server, int port, bool plaintext)
+      : service_(std::move(service)),
+        beside_(std::move(beside)),
+        server_(std::move(server)),
+        port_(port),
+        plaintext_(plaintext) {}
   ~ServerImpl() override {
     service_->StopWatches();  // parked long-polls are answered, so Shutdown does not wait on them
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -305,12 +311,21 @@ class ServerImpl final : public RendezvousServer {
   void AwaitNodesLeft(std::chrono::milliseconds timeout) override { service_->AwaitNoNodes(timeout); }
   void AwaitJobOver() override { service_->AwaitOver(); }
   void Stop() override { service_->StopWatches(); }
+  bool adopts_connections() const override { return plaintext_; }
+  void Adopt(int fd) override {
+    if (!plaintext_) {
+      ::close(fd);
+      return;
+    }
+    grpc::AddInsecureChannelFromFd(server_.get(), fd);
+  }
 
  private:
   std::unique_ptr<Service> service_;
   std::shared_ptr<grpc::Service> beside_;
   std::unique_ptr<grpc::Server> server_;
   int port_;
+  bool plaintext_;
 };
 
 }  // namespace
@@ -346,7 +361,7 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const 
                                                " (address in use or not on this host); choose another port"));
   }
   return std::unique_ptr<RendezvousServer>(
-      new ServerImpl(std::move(service), std::move(beside), std::move(server), selected));
+      new ServerImpl(std::move(service), std::move(beside), std::move(server), selected, !tls.enabled()));
 }
 
 }  // namespace dtrun::rdzv

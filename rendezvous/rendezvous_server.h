@@ -35,6 +35,12 @@ class RendezvousServer {
   virtual void AwaitJobOver() = 0;
   // Answers parked calls and releases AwaitJobOver; the destructor then shuts down.
   virtual void Stop() = 0;
+  // Whether Adopt can serve connections accepted elsewhere: plaintext only, as gRPC does TLS only
+  // on ports it listens on itself (a TLS connection is relayed to port() instead).
+  virtual bool adopts_connections() const = 0;
+  // Serves `fd`, a connected socket whose bytes (an HTTP/2 preface first) are still unread; takes
+  // it. Thread-safe; not after the destructor has begun.
+  virtual void Adopt(int fd) = 0;
 };
 
 }  // namespace dtrun::rdzv

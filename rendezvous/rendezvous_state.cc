@@ -492,9 +492,9 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
     stragglers_.Reset(0);  // past what the watch keeps: nobody is named
   }
   NodeInfo master = nodes_.at(members_[0]).info;
-  if (!options_.workers_store_addr.empty()) {
-    master.store_addr = options_.workers_store_addr;
-    master.store_port = options_.workers_store_port;
+  if (options_.workers_store_at_endpoint) {
+    master.store_addr.clear();
+    master.store_port = 0;
   }
   int offset = 0;
   for (size_t i = 0; i < members_.size(); ++i) {

@@ -67,7 +67,9 @@ struct Assignment {
   int group_world_size = 1;
   int rank_offset = 0;  // global rank of this node's local rank 0
   int world_size = 1;
-  std::string master_addr;  // the workers' store: the agent of group rank 0
+  // The workers' store: the agent of group rank 0, or ("", 0) the service's own endpoint, as
+  // each agent reaches it (RendezvousOptions::workers_store_at_endpoint).
+  std::string master_addr;
   int master_port = 0;
   // The node of the next group rank, as its agent takes buddy copies ("": none, or one node).
   std::string buddy_addr;

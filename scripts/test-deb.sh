@@ -31,7 +31,7 @@ trainers=$(basename "$work"/cpack/dtrun-trainers_*.deb)
 base=$(scripts/bookworm-base.sh "$build")
 root=$work/root
 mkdir "$root"
-tar -C "$root" -xzf "$base"
+tar -C "$root" -xf "$base"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 # The host's Debian sources (bookworm with its updates and security, as on a cluster's nodes): the
 # package's versioned dependencies come from this host's libraries.

@@ -1,6 +1,7 @@
 #include "agent/tcp_store_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -107,6 +108,39 @@ TEST(TcpStoreServerTest, OtherProtocolsOnTheSamePortAreRelayedToTheForwardPort) 
   EXPECT_EQ(::recv(h2, &c, 1, 0), 0);  // and the upstream's close reached the client
   ::close(h2);
   ::close(store);
+}
+
+// With a hand-off (the in-process gRPC server, plaintext), such a connection is given away with
+// its bytes unread and no relay in between; TCPStore clients are still the store's.
+TEST(TcpStoreServerTest, OtherProtocolsAreHandedOffWithTheirBytesUnread) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  // The store's thread writes the socket it hands off into a pipe; the test reads it there.
+  auto server = TcpStoreServer::Start("127.0.0.1", 0, 0, SlowClientRule(), [w = pipe_fds[1]](int fd) {
+    EXPECT_EQ(::write(w, &fd, sizeof(fd)), static_cast<ssize_t>(sizeof(fd)));
+  });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  int h2 = Connect((*server)->port());
+  ASSERT_EQ(::send(h2, preface.data(), preface.size(), 0), static_cast<ssize_t>(preface.size()));
+  pollfd p{pipe_fds[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1);
+  int handed = -1;
+  ASSERT_EQ(::read(pipe_fds[0], &handed, sizeof(handed)), static_cast<ssize_t>(sizeof(handed)));
+  ASSERT_GE(handed, 0);
+  timeval tv{10, 0};
+  ::setsockopt(handed, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  int flags = ::fcntl(handed, F_GETFL);
+  ::fcntl(handed, F_SETFL, flags & ~O_NONBLOCK);
+  EXPECT_EQ(ReadN(handed, preface.size()), preface);  // nothing was read before the hand-off
+  ASSERT_EQ(::send(handed, "settings", 8, 0), 8);
+  EXPECT_EQ(ReadN(h2, 8), "settings");  // the client talks to whoever took it, directly
+  int store = Connect((*server)->port());
+  std::string set = Raw<uint8_t>(0) + Str("k") + Str("v"), get = Raw<uint8_t>(2) + Str("k");
+  ASSERT_EQ(::send(store, (set + get).data(), set.size() + get.size(), 0),
+            static_cast<ssize_t>(set.size() + get.size()));
+  EXPECT_EQ(ReadN(store, 9), Str("v"));
+  for (int fd : {handed, h2, store, pipe_fds[0], pipe_fds[1]}) ::close(fd);
 }
 
 TEST(TcpStoreServerTest, PortInUseIsUnavailable) {

@@ -233,6 +233,57 @@ TEST_F(MultiNodeTest, OnlyTheDeclaredPortIsNeededBetweenHostsAndWorkersSeeIt) {
   EXPECT_NE(n1->out().find("STORE_OK rank=1 master=" + master), std::string::npos) << n1->all();
 }
 
+// The same with a dedicated `dtrun rdzv-server` on host 0 and the job's nodes on hosts 1 and 2:
+// the server serves the workers' store on its endpoint too, so the one port is still all that a
+// firewall on every host must open. (It was group rank 0's agent's store, on a port of the
+// kernel's that the firewall closed.)
+TEST_F(MultiNodeTest, ADedicatedServiceServesTheWorkersStoreOnItsOwnPort) {
+  Cluster(3);
+  if (!TorchPython()) GTEST_SKIP() << "no Python with torch";
+  for (int host : {0, 1, 2}) {
+    if (!cluster_->AllowOnlyTcpPort(host, 29511)) GTEST_SKIP() << "nftables (nft) is not available";
+  }
+  const std::string endpoint = cluster_->address(0) + ":29511";
+  std::vector<std::string> serve = cluster_->Exec(0);
+  for (const std::string& arg : {DtrunBinary(), std::string("rdzv-server"), std::string("--rdzv-endpoint"), endpoint,
+                                 std::string("--nnodes"), std::string("2"), std::string("--rdzv-id"),
+                                 std::string("ded"), std::string("--rdzv-token"), std::string("tok")}) {
+    serve.push_back(arg);
+  }
+  Harness server(serve);
+  ASSERT_TRUE(server.WaitForOutput("serving run ded on " + endpoint)) << server.all();
+  auto node = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {DtrunBinary(),
+                                     "--nnodes",
+                                     "2",
+                                     "--nproc-per-node",
+                                     "1",
+                                     "--rdzv-backend",
+                                     "c10d",
+                                     "--rdzv-endpoint",
+                                     endpoint,
+                                     "--rdzv-id",
+                                     "ded",
+                                     "--rdzv-token",
+                                     "tok",
+                                     "--local-addr",
+                                     cluster_->address(i),
+                                     "--rdzv-conf",
+                                     rdzv_conf_,
+                                     Worker("store_exchange.py")};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv);
+  };
+  auto n1 = node(1), n2 = node(2);
+  EXPECT_EQ(n1->Wait(seconds(60)), 0) << n1->all() << server.all();
+  EXPECT_EQ(n2->Wait(seconds(60)), 0) << n2->all() << server.all();
+  const std::string both = n1->out() + n2->out();  // which node is group rank 0 is the service's choice
+  EXPECT_NE(both.find("STORE_OK rank=0 master=" + endpoint), std::string::npos) << n1->all() << n2->all();
+  EXPECT_NE(both.find("STORE_OK rank=1 master=" + endpoint), std::string::npos) << n1->all() << n2->all();
+  EXPECT_EQ(server.Wait(seconds(30)), 0) << server.all();  // the job is over and both nodes left
+}
+
 TEST_F(MultiNodeTest, CppLibTorchJobAcrossThreeHosts) {
   Cluster(3);
   std::string bin = BinDir() + "/allreduce_check";

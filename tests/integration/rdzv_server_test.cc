@@ -15,7 +15,7 @@
 namespace dtrun::testing {
 namespace {
 
-constexpr char kProgram[] = "echo READY $RANK world=$WORLD_SIZE; exec sleep 300";
+constexpr char kProgram[] = "echo READY $RANK world=$WORLD_SIZE store=$MASTER_ADDR:$MASTER_PORT; exec sleep 300";
 
 std::unique_ptr<Harness> Agent(int port, std::vector<std::string> extra = {}, const char* program = kProgram) {
   std::vector<std::string> argv = {DtrunBinary(), "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
@@ -61,6 +61,10 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   auto a = Agent(port), b = Agent(port);
   ASSERT_TRUE(a->WaitForOutput("world=2")) << a->all();
   ASSERT_TRUE(b->WaitForOutput("world=2")) << b->all();
+  // The workers' store is the server's endpoint, as under torchrun, not a node's.
+  const std::string store = "store=127.0.0.1:" + std::to_string(port);
+  EXPECT_NE(a->out().find(store), std::string::npos) << a->all();
+  EXPECT_NE(b->out().find(store), std::string::npos) << b->all();
   auto [src, status] = RunToEnd({DtrunBinary(), "status", "--endpoint", "127.0.0.1:" + std::to_string(port),
                                  "--run-id", "rs", "--rdzv-token", "t"});
   EXPECT_EQ(src, 0) << status;
@@ -72,6 +76,21 @@ TEST(RdzvServerTest, DedicatedServiceFormsTheJobAndRemoteKillStopsEveryNode) {
   EXPECT_EQ(b->Wait(), 128 + SIGTERM) << b->all();
   EXPECT_NE(a->err().find("the job was killed"), std::string::npos) << a->all();
   EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0) << server.all();  // job over, nodes gone
+}
+
+TEST(RdzvServerTest, ATakenEndpointIsNamedWithTheFix) {
+  Harness first({DtrunBinary(), "rdzv-server", "--rdzv-endpoint", "127.0.0.1:0", "--nnodes", "2", "--rdzv-id", "rs"});
+  const int port = ServingPort(first);
+  ASSERT_GT(port, 0) << first.all();
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port);
+  auto [rc, out] = RunToEnd({DtrunBinary(), "rdzv-server", "--rdzv-endpoint", endpoint, "--nnodes", "2"});
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("dtrun rdzv-server: error: --rdzv-endpoint " + endpoint +
+                     ": the port is taken (another service or job holds it); choose another port"),
+            std::string::npos)
+      << out;
+  ::kill(first.pid(), SIGTERM);
+  EXPECT_EQ(first.Wait(), 0) << first.all();
 }
 
 // A dedicated service SIGKILLed and started again on its port (by systemd, say) within the agents'

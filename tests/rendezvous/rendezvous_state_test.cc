@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "gtest/gtest.h"
+#include "rendezvous/workers_store.h"
 
 namespace dtrun::rdzv {
 namespace {
@@ -72,6 +73,44 @@ TEST_F(RendezvousStateTest, StaticRoundFormsWhenEveryRankHasJoined) {
   EXPECT_EQ(vb.assignment->world_size, 5);
   EXPECT_EQ(vb.assignment->master_addr, "a-addr");  // store of group rank 0
   EXPECT_EQ(vb.assignment->master_port, 1000);
+}
+
+// A service that shares its endpoint with the workers' store (the agent that hosts it, or
+// `dtrun rdzv-server`) names no store in assignments: each agent puts in the endpoint it reaches
+// the service at, so the store does not depend on which node is group rank 0.
+TEST_F(RendezvousStateTest, AServiceWhoseEndpointServesTheStoreLeavesItToEachAgentsEndpoint) {
+  RendezvousOptions o = Static(2);
+  o.workers_store_at_endpoint = true;
+  RendezvousState s(o, now_);
+  std::string a = MustJoin(s, Node("a", 0));
+  std::string b = MustJoin(s, Node("b", 1));
+  for (const std::string& id : {a, b}) {
+    const NodeView v = *s.View(id);
+    ASSERT_TRUE(v.assignment.has_value());
+    EXPECT_EQ(v.assignment->master_addr, "");
+    EXPECT_EQ(v.assignment->master_port, 0);
+  }
+  Assignment placed = *s.View(b)->assignment;
+  PlaceWorkersStoreAtEndpoint(placed, "rdzv.example:29400");
+  EXPECT_EQ(placed.master_addr, "rdzv.example");
+  EXPECT_EQ(placed.master_port, 29400);
+}
+
+TEST(PlaceWorkersStoreTest, TakesTheEndpointsHostAndPortOnlyWhereNoStoreIsNamed) {
+  Assignment v6;
+  PlaceWorkersStoreAtEndpoint(v6, "[fd00::1]:29511");
+  EXPECT_EQ(v6.master_addr, "fd00::1");  // as MASTER_ADDR, without brackets
+  EXPECT_EQ(v6.master_port, 29511);
+  Assignment named;
+  named.master_addr = "a-addr";
+  named.master_port = 1000;
+  PlaceWorkersStoreAtEndpoint(named, "rdzv.example:29400");
+  EXPECT_EQ(named.master_addr, "a-addr");  // group rank 0's store, as the service said
+  EXPECT_EQ(named.master_port, 1000);
+  Assignment unparsed;
+  PlaceWorkersStoreAtEndpoint(unparsed, "[fd00::1");
+  EXPECT_EQ(unparsed.master_addr, "");
+  EXPECT_EQ(unparsed.master_port, 0);
 }
 
 TEST_F(RendezvousStateTest, RejectsDuplicateAndOutOfRangeStaticRanks) {

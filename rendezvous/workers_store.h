@@ -1,0 +1,17 @@
+// Where a round's workers find their TCPStore, as the agent tells them (MASTER_ADDR/MASTER_PORT).
+#pragma once
+
+#include <string>
+
+#include "rendezvous/rendezvous_state.h"
+
+namespace dtrun::rdzv {
+
+// An assignment that names no workers' store (RendezvousOptions::workers_store_at_endpoint: the
+// store shares the service's endpoint) gets the host and port of `endpoint`, where this node
+// reaches the service; a node that names the host differently from the others (another DNS name,
+// an address behind NAT) still finds it. An endpoint that does not parse (the launcher builds it,
+// so it does) leaves the assignment as it is.
+void PlaceWorkersStoreAtEndpoint(Assignment& assignment, const std::string& endpoint);
+
+}  // namespace dtrun::rdzv
