@@ -245,35 +245,12 @@ TEST_F(MultiNodeTest, ADedicatedServiceServesTheWorkersStoreOnItsOwnPort) {
   }
   const std::string endpoint = cluster_->address(0) + ":29511";
   std::vector<std::string> serve = cluster_->Exec(0);
-  for (const std::string& arg : {DtrunBinary(), std::string("rdzv-server"), std::string("--rdzv-endpoint"), endpoint,
-                                 std::string("--nnodes"), std::string("2"), std::string("--rdzv-id"),
-                                 std::string("ded"), std::string("--rdzv-token"), std::string("tok")}) {
-    serve.push_back(arg);
-  }
+  serve.insert(serve.end(), {DtrunBinary(), "rdzv-server", "--rdzv-endpoint", endpoint, "--nnodes", "2", "--rdzv-id",
+                             "ded", "--rdzv-token", "tok"});
   Harness server(serve);
   ASSERT_TRUE(server.WaitForOutput("serving run ded on " + endpoint)) << server.all();
   auto node = [&](int i) {
-    std::vector<std::string> argv = cluster_->Exec(i);
-    std::vector<std::string> rest = {DtrunBinary(),
-                                     "--nnodes",
-                                     "2",
-                                     "--nproc-per-node",
-                                     "1",
-                                     "--rdzv-backend",
-                                     "c10d",
-                                     "--rdzv-endpoint",
-                                     endpoint,
-                                     "--rdzv-id",
-                                     "ded",
-                                     "--rdzv-token",
-                                     "tok",
-                                     "--local-addr",
-                                     cluster_->address(i),
-                                     "--rdzv-conf",
-                                     rdzv_conf_,
-                                     Worker("store_exchange.py")};
-    argv.insert(argv.end(), rest.begin(), rest.end());
-    return std::make_unique<Harness>(argv);
+    return ElasticNode(i, 29511, "ded", {"--rdzv-token", "tok", Worker("store_exchange.py")}, rdzv_conf_);
   };
   auto n1 = node(1), n2 = node(2);
   EXPECT_EQ(n1->Wait(seconds(60)), 0) << n1->all() << server.all();
