@@ -35,9 +35,7 @@ ctest_run() {
 for kind in "${kinds[@]}"; do
   targets=()  # the whole tree
   case "$kind" in
-    # SlurmTest's jobs spend their time in Slurm's daemons (133 test-s under ASan); the code of ours
-    # they run (SLURM_* parsing, hostlists) is unit-tested here and fuzzed (hostlist_fuzz).
-    asan) select=(-E "Torch|Training|Ddp|Cuda|LibTorch|^SlurmTest\\.|$python_only") ;;
+    asan) select=(-E "Torch|Training|Ddp|Cuda|LibTorch|$python_only") ;;
     tsan) select=(-L '^(unit|component|integration)$' -E "$python_only") ;;
     tsan-torch)
       targets=(--target dtrun_worker_tests)
