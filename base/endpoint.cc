@@ -28,4 +28,8 @@ absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& val
   return std::make_pair(host, port);
 }
 
+std::string FormatEndpoint(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
 }  // namespace dtrun

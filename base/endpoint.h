@@ -14,4 +14,7 @@ namespace dtrun {
 // outside 0-65535.
 absl::StatusOr<std::pair<std::string, int>> ParseEndpoint(const std::string& value, int default_port);
 
+// The inverse: "host:port", an IPv6 host (one with a ':') in brackets, as gRPC and users write it.
+std::string FormatEndpoint(const std::string& host, int port);
+
 }  // namespace dtrun

@@ -19,6 +19,7 @@
 #include "agent/run_registry.h"
 #include "agent/snapshot_dir.h"
 #include "agent/tcp_store_server.h"
+#include "base/endpoint.h"
 #include "base/env_names.h"
 #include "base/executable.h"
 #include "base/host_name.h"
@@ -196,9 +197,7 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   // Only here: the workers' store is on the service's endpoint, wherever that runs.
   if (config.hosts_service()) DT_RETURN_IF_ERROR(HostRendezvous(config, *grpc, keeper, store, server));
   rdzv::ClientOptions copts;
-  copts.endpoint = absl::StrCat(
-      config.service_host.find(':') != std::string::npos ? "[" + config.service_host + "]" : config.service_host, ":",
-      config.service_port);
+  copts.endpoint = FormatEndpoint(config.service_host, config.service_port);
   copts.run_id = a.run_id;
   copts.token = config.rdzv.token;
   copts.tls = config.tls;

@@ -27,11 +27,11 @@ struct RendezvousOptions {
   // instead of renewing a lease the new instance gave another node. Empty: "node3-host".
   std::string instance;
   // The workers' TCPStore for every round is served on the service's own endpoint (the agent that
-  // hosts the service, or `dtrun rdzv-server`, relays gRPC from that port to the service), as
-  // torchrun's workers see MASTER_ADDR:MASTER_PORT = the rendezvous endpoint. Assignments then
-  // name no store address: each agent puts the endpoint it reaches the service at in its place
-  // (WorkersStoreAt). False: the store of the agent of group rank 0 (the in-process rounds of a
-  // single-node job).
+  // hosts the service, or `dtrun rdzv-server`, passes gRPC from that port on to the service:
+  // launcher/rendezvous_host.h), as torchrun's workers see MASTER_ADDR:MASTER_PORT = the
+  // rendezvous endpoint. Assignments then name no store address: each agent puts the endpoint it
+  // reaches the service at in its place (rendezvous/workers_store.h). False: the store of the
+  // agent of group rank 0 (the in-process rounds of a single-node job).
   bool workers_store_at_endpoint = false;
 
   Duration join_timeout{600000};       // a round must form within this (and a lost static node return)

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/endpoint.h"
 #include "base/random_hex.h"
 #include "base/status_macros.h"
 #include "proto/rendezvous.grpc.pb.h"
@@ -350,8 +351,7 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(const 
   // the nodes between two rendezvous. One port, one service.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int selected = 0;
-  std::string addr = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                                         : absl::StrCat(host, ":", port);
+  std::string addr = FormatEndpoint(host, port);
   builder.AddListeningPort(addr, creds, &selected);
   builder.RegisterService(service.get());
   if (beside) builder.RegisterService(beside.get());

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/endpoint.h"
 #include "base/status_macros.h"
 #include "base/tcp_port.h"
 #include "proto/rendezvous.grpc.pb.h"
@@ -40,10 +41,6 @@ void ToWire(const snapshot::SlotHeader& h, v1::ReplicaHeader* out) {
 snapshot::SlotHeader FromWire(const v1::ReplicaHeader& h) {
   return snapshot::SlotHeader{h.job(), h.rank(), h.world_size(), h.step(), h.attempt(),
                               h.payload_bytes(), h.payload_hash(), h.unix_ms()};
-}
-
-std::string Endpoint(const std::string& host, int port) {
-  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 
 // Mutual TLS between buddies with the job's CA (--rdzv-tls-*): each side must present a
@@ -314,7 +311,7 @@ absl::StatusOr<std::unique_ptr<ReplicaServer>> StartReplicaServer(const std::str
                                                                  const rdzv::ClientOptions& job,
                                                                  std::shared_ptr<ReplicaKeeper> keeper) {
   rdzv::RouteGrpcLogs();
-  const std::string addr = Endpoint(host, port);
+  const std::string addr = FormatEndpoint(host, port);
   // Asked first: gRPC would log a failed bind as an error, and the caller has a free port to fall back on.
   if (port != 0 && TcpPortTaken(host, port)) return absl::UnavailableError(absl::StrCat(addr, " is in use"));
   std::shared_ptr<grpc::Service> service = NewReplicaService(job, std::move(keeper));
@@ -334,7 +331,7 @@ absl::StatusOr<std::unique_ptr<ReplicaServer>> StartReplicaServer(const std::str
 std::unique_ptr<BuddyChannel> ConnectBuddy(const std::string& host, int port, const rdzv::ClientOptions& job,
                                            uint64_t job_hash, uint64_t max_payload_bytes) {
   rdzv::RouteGrpcLogs();
-  return std::make_unique<Channel>(Endpoint(host, port), job, job_hash, max_payload_bytes);
+  return std::make_unique<Channel>(FormatEndpoint(host, port), job, job_hash, max_payload_bytes);
 }
 
 }  // namespace dtrun::replica

@@ -15,6 +15,14 @@ TEST(EndpointTest, SplitsHostAndPortWithTheDefaultWhereNoneIsGiven) {
   EXPECT_EQ(ParseEndpoint("host:0", 1).value(), Ep("host", 0));
 }
 
+TEST(EndpointTest, FormattingBracketsIpv6AndParsesBack) {
+  EXPECT_EQ(FormatEndpoint("node0", 29400), "node0:29400");
+  EXPECT_EQ(FormatEndpoint("fd00::1", 29511), "[fd00::1]:29511");
+  for (const std::string host : {"node0", "10.0.0.1", "fd00::1"}) {
+    EXPECT_EQ(ParseEndpoint(FormatEndpoint(host, 7), 1).value(), std::make_pair(host, 7));
+  }
+}
+
 TEST(EndpointTest, MistakesAreNamedWithTheValue) {
   for (const char* bad : {"[fd00::1:29400", "host:http", "host:65536", "host:-1", ":29400", ""}) {
     absl::StatusOr<std::pair<std::string, int>> ep = ParseEndpoint(bad, 1);
