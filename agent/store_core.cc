@@ -326,7 +326,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
       return true;
     }
     case kCancelWait:
-      CancelWait(id, c);
+      CancelWait(c);
       Reply(id, c, Raw<uint8_t>(kWaitCanceled));
       return true;
     case kPing: {
@@ -375,8 +375,8 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
         Reply(id, c, Raw<uint8_t>(kStopWaiting));
       } else {
         kv_[key] = absl::Cord(absl::StrCat(count));  // counted without waking anyone, as LibTorch's server
-        waiters_[key].push_back(id);
-        c.keys_awaited = 1;
+        CancelWait(c);
+        AwaitKey(id, c, key);
       }
       return true;
     }
@@ -390,13 +390,18 @@ void StoreCore::Set(const std::string& key, absl::Cord value) {
   kv_[key] = std::move(value);
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
-  std::vector<StoreClientId> ids = std::move(it->second);
+  std::map<uint64_t, StoreClientId> line = std::move(it->second);
   waiters_.erase(it);
-  for (StoreClientId waiter : ids) {
-    auto cit = clients_.find(waiter);
-    if (cit == clients_.end() || cit->second.keys_awaited == 0) continue;
-    if (--cit->second.keys_awaited == 0) Reply(waiter, cit->second, Raw<uint8_t>(kStopWaiting));
-  }
+  for (const auto& [arrival, waiter] : line) KeyArrived(waiter);
+}
+
+void StoreCore::KeyArrived(StoreClientId waiter) {
+  auto it = clients_.find(waiter);
+  if (it == clients_.end() || it->second.keys_awaited == 0) return;
+  Client& c = it->second;
+  if (--c.keys_awaited > 0) return;
+  c.waits.clear();
+  Reply(waiter, c, Raw<uint8_t>(kStopWaiting));
 }
 
 int64_t StoreCore::CounterAt(const std::string& key) const {
@@ -415,30 +420,36 @@ bool StoreCore::Present(const std::string& key) const {
 
 void StoreCore::WakeOne(const std::string& key) {
   auto it = waiters_.find(key);
-  while (it != waiters_.end() && !it->second.empty()) {
-    const StoreClientId waiter = it->second.front();
-    it->second.erase(it->second.begin());
-    auto cit = clients_.find(waiter);
-    if (cit == clients_.end() || cit->second.keys_awaited == 0) continue;
-    if (--cit->second.keys_awaited == 0) Reply(waiter, cit->second, Raw<uint8_t>(kStopWaiting));
-    break;  // one item, one waiter
-  }
-  if (it != waiters_.end() && it->second.empty()) waiters_.erase(it);
+  if (it == waiters_.end()) return;
+  const StoreClientId first = it->second.begin()->second;  // a line is erased when it empties
+  it->second.erase(it->second.begin());
+  if (it->second.empty()) waiters_.erase(it);
+  KeyArrived(first);  // one item, one waiter
 }
 
 void StoreCore::StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys) {
-  size_t missing = 0;
+  CancelWait(c);  // a client waits for one thing at a time, as LibTorch's server counts it
   for (const std::string& k : keys) {
-    if (Present(k)) continue;
-    waiters_[k].push_back(id);
-    ++missing;
+    if (!Present(k)) AwaitKey(id, c, k);
   }
-  c.keys_awaited = missing;
-  if (missing == 0) Reply(id, c, Raw<uint8_t>(kStopWaiting));
+  if (c.keys_awaited == 0) Reply(id, c, Raw<uint8_t>(kStopWaiting));
 }
 
-void StoreCore::CancelWait(StoreClientId id, Client& c) {
-  for (auto& [key, ids] : waiters_) ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+void StoreCore::AwaitKey(StoreClientId id, Client& c, const std::string& key) {
+  const uint64_t arrival = arrivals_++;
+  waiters_[key].emplace(arrival, id);
+  c.waits.emplace_back(key, arrival);
+  ++c.keys_awaited;
+}
+
+void StoreCore::CancelWait(Client& c) {
+  for (const auto& [key, arrival] : c.waits) {
+    auto it = waiters_.find(key);
+    if (it == waiters_.end()) continue;  // set since: the whole line was answered
+    it->second.erase(arrival);
+    if (it->second.empty()) waiters_.erase(it);
+  }
+  c.waits.clear();
   c.keys_awaited = 0;
 }
 
@@ -460,7 +471,7 @@ void StoreCore::ReplyValue(StoreClientId id, Client& c, const absl::Cord& value)
 void StoreCore::OnDisconnect(StoreClientId id) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
-  CancelWait(id, it->second);
+  CancelWait(it->second);
   buffered_ -= it->second.in.size();
   backlog_ -= it->second.out.size() + it->second.unsent;
   held_.erase(id);

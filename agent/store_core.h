@@ -74,6 +74,9 @@ class StoreCore {
     absl::Cord out;
     size_t unsent = 0;        // replies the server took but could not send yet
     size_t keys_awaited = 0;  // > 0 while a WAIT is pending
+    // Where this client stands in waiters_ for each key of its pending WAIT (some perhaps set
+    // already): a disconnect leaves those lines without a scan of every waiter.
+    std::vector<std::pair<std::string, uint64_t>> waits;
   };
   class Reader;
 
@@ -86,19 +89,25 @@ class StoreCore {
   bool Execute(StoreClientId id, Client& c, int op, Reader& r);
   void Set(const std::string& key, absl::Cord value);
   void StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys);
+  // Puts `id` in line for `key` (its pending WAIT or BARRIER awaits it).
+  void AwaitKey(StoreClientId id, Client& c, const std::string& key);
+  // One awaited key of `waiter` arrived: answers STOP_WAITING when it was the last.
+  void KeyArrived(StoreClientId waiter);
   // ADD's and BARRIER's counter: the key's value as a number, 0 if it has none or another.
   int64_t CounterAt(const std::string& key) const;
   // A key is there for CHECK and WAIT when it has a value or a non-empty queue.
   bool Present(const std::string& key) const;
   // A queue got an item: the first client waiting on `key` is woken (one item, one waiter).
   void WakeOne(const std::string& key);
-  void CancelWait(StoreClientId id, Client& c);
+  void CancelWait(Client& c);
   void Reply(StoreClientId id, Client& c, absl::string_view bytes);
   void ReplyValue(StoreClientId id, Client& c, const absl::Cord& value);  // length-prefixed
 
   std::unordered_map<std::string, absl::Cord> kv_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;  // QUEUE_PUSH/POP (2.x)
-  std::unordered_map<std::string, std::vector<StoreClientId>> waiters_;
+  // The clients awaiting each key, by arrival (QUEUE_POP's waiters get items in that order).
+  std::unordered_map<std::string, std::map<uint64_t, StoreClientId>> waiters_;
+  uint64_t arrivals_ = 0;
   std::map<StoreClientId, Client> clients_;
   std::set<StoreClientId> pending_output_;
   uint64_t buffered_ = 0;  // sum of clients_[*].in sizes

@@ -87,12 +87,9 @@ struct Connection {
   bool classified = false;          // its first byte has been seen
 };
 
-// At most half the descriptors this process may open (the rest are for the workers' pipes and
-// dtrun itself), and never more than 16,384.
-size_t MaxConnections() {
+size_t OpenFileLimit() {
   rlimit lim{};
-  size_t nofile = ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<size_t>(lim.rlim_cur) : 1024;
-  return std::clamp<size_t>(nofile / 2, 16, 16384);
+  return ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<size_t>(lim.rlim_cur) : 1024;
 }
 
 // A TCPStore client's first byte is VALIDATE (0) or an older client's request (0..11); HTTP/2 starts
@@ -103,8 +100,14 @@ bool SpeaksTcpStore(char first_byte) { return static_cast<unsigned char>(first_b
 class StoreLoop {
  public:
   StoreLoop(int epoll, int listener, int wakeup, uint16_t forward_port, SlowClientRule slow_client,
-            std::function<void(int fd)> hand_off)
-      : epoll_(epoll), listener_(listener), wakeup_(wakeup), slow_client_(slow_client), hand_off_(std::move(hand_off)) {
+            std::function<void(int fd)> hand_off, size_t open_file_limit)
+      : epoll_(epoll),
+        listener_(listener),
+        wakeup_(wakeup),
+        slow_client_(slow_client),
+        open_file_limit_(open_file_limit),
+        max_conns_(StoreConnectionCap(open_file_limit)),
+        hand_off_(std::move(hand_off)) {
     if (forward_port != 0 && !hand_off_) forwarder_.emplace(epoll_, forward_port);
     Watch(epoll_, listener_, EPOLLIN);
     Watch(epoll_, wakeup_, EPOLLIN);
@@ -128,7 +131,8 @@ class StoreLoop {
   const int listener_;
   const int wakeup_;
   const SlowClientRule slow_client_;
-  const size_t max_conns_ = MaxConnections();
+  const size_t open_file_limit_;
+  const size_t max_conns_;
   StoreCore core_;
   std::map<int, Connection> conns_;  // keyed by fd
   std::optional<StreamForwarder> forwarder_;
@@ -167,7 +171,13 @@ void StoreLoop::Accept() {
   while ((c = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0) {
     if (conns_.size() + (forwarder_ ? forwarder_->num_streams() * 2 : 0) >= max_conns_) {
       ::close(c);  // keeps file descriptors for the workers' pipes on the next restart
-      if (!refusing_) spdlog::warn("store: {} connections open; refusing more", max_conns_);
+      if (!refusing_) {
+        spdlog::error(
+            "store: refusing connections past {} (half of this process's limit of {} open files): a job of more "
+            "workers needs a higher hard limit on this host (ulimit -Hn as root, LimitNOFILE= in a systemd unit, "
+            "nofile in /etc/security/limits.conf, docker run --ulimit nofile=N:N)",
+            max_conns_, open_file_limit_);
+      }
       refusing_ = true;
       continue;
     }
@@ -321,6 +331,8 @@ int StoreLoop::CloseSlowClients() {
 
 }  // namespace
 
+size_t StoreConnectionCap(size_t open_file_limit) { return std::max<size_t>(open_file_limit / 2, 16); }
+
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, uint16_t port,
                                                                       uint16_t forward_port, SlowClientRule slow_client,
                                                                       std::function<void(int fd)> hand_off) {
@@ -333,6 +345,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   uint16_t bound = BoundPort(listener.get());
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup),
                                                             bound, forward_port, slow_client, std::move(hand_off)));
+  server->open_file_limit_ = OpenFileLimit();
   server->thread_ = std::thread([s = server.get()] {
     RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {
       spdlog::error("{}; the workers' next store call fails and the job ends with their failure",
@@ -360,7 +373,8 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 void TcpStoreServer::Serve() {
-  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, slow_client_, hand_off_).Run();
+  StoreLoop(epoll_.get(), listener_.get(), wakeup_.get(), forward_port_, slow_client_, hand_off_, open_file_limit_)
+      .Run();
 }
 
 }  // namespace dtrun

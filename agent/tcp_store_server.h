@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +25,12 @@ struct SlowClientRule {
   std::chrono::milliseconds period = std::chrono::seconds(30);
   uint64_t min_bytes = uint64_t{1} << 20;  // 35 KB/s: far below any network a store is used over
 };
+
+// The most connections the store takes in a process that may open `open_file_limit` files: half
+// (the rest are for the workers' pipes, the rendezvous' own connections and dtrun itself). dtrun
+// lifts its soft limit to the hard one at start, so the hard limit decides: under torchrun's
+// c10d every worker of the job holds one. Past it the store refuses, and says how to lift it.
+size_t StoreConnectionCap(size_t open_file_limit);
 
 class TcpStoreServer {
  public:
@@ -45,6 +52,8 @@ class TcpStoreServer {
   ~TcpStoreServer();  // stops the thread and closes every connection
 
   uint16_t port() const { return port_; }
+  // StoreConnectionCap of the open-file limit at Start.
+  size_t max_connections() const { return StoreConnectionCap(open_file_limit_); }
 
  private:
   TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
@@ -58,6 +67,7 @@ class TcpStoreServer {
   uint16_t forward_port_;
   SlowClientRule slow_client_;
   std::function<void(int fd)> hand_off_;
+  size_t open_file_limit_ = 0;  // at Start
   std::thread thread_;
 };
 

@@ -27,7 +27,9 @@ struct RdzvServerFlags {
 };
 
 void DefineRdzvServerFlags(CLI::App& app, RdzvServerFlags& f) {
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", f.endpoint, "HOST:PORT to listen on")->required();
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", f.endpoint,
+                 "HOST:PORT to listen on: the rendezvous, and the workers' store (MASTER_ADDR:MASTER_PORT)")
+      ->required();
   app.add_option("--nnodes", f.nnodes, "N or MIN:MAX")->capture_default_str();
   app.add_option("--rdzv-backend,--rdzv_backend", f.backend, "c10d (elastic ranks) or static")->capture_default_str();
   app.add_option("--rdzv-id,--rdzv_id", f.run_id, "The job's run id")->capture_default_str();

@@ -218,6 +218,33 @@ TEST(StoreCoreTest, DisconnectDropsPendingWaits) {
   EXPECT_TRUE(core.TakeClientsWithOutput().empty());
 }
 
+// LibTorch's server counts a socket's awaited keys anew at each WAIT: a key of an earlier WAIT
+// does not answer a later one.
+TEST(StoreCoreTest, ASecondWaitReplacesTheFirst) {
+  StoreCore core;
+  ASSERT_TRUE(
+      core.OnData(1, Op(kWait) + Raw<uint64_t>(1) + Str("first") + Op(kWait) + Raw<uint64_t>(1) + Str("second")));
+  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("first") + Str("v")));
+  EXPECT_EQ(Out(core, 1), "");
+  ASSERT_TRUE(core.OnData(2, Op(kSet) + Str("second") + Str("v")));
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(0));
+}
+
+// Waiters that leave give up their place: the rest are still answered, a key's line ends with
+// its last waiter, and every waiter of a key that is set is answered once.
+TEST(StoreCoreTest, WaitersThatDisconnectLeaveTheOthersWaiting) {
+  StoreCore core;
+  for (StoreClientId id = 1; id <= 6; ++id) {
+    ASSERT_TRUE(core.OnData(id, Op(kWait) + Raw<uint64_t>(2) + Str("go") + Str(id % 2 ? "odd" : "even")));
+  }
+  for (StoreClientId id : {1, 2, 5}) core.OnDisconnect(id);
+  ASSERT_TRUE(core.OnData(9, Op(kSet) + Str("odd") + Str("v") + Op(kSet) + Str("go") + Str("v")));
+  EXPECT_EQ(core.TakeClientsWithOutput(), (std::vector<StoreClientId>{3}));
+  ASSERT_TRUE(core.OnData(9, Op(kSet) + Str("even") + Str("v")));
+  EXPECT_EQ(core.TakeClientsWithOutput(), (std::vector<StoreClientId>{4, 6}));
+  for (StoreClientId id : {3, 4, 6}) EXPECT_EQ(Out(core, id), Raw<uint8_t>(0));
+}
+
 }  // namespace
 }  // namespace dtrun
 
@@ -290,6 +317,19 @@ TEST(StoreCoreNewestTest, QueuesPushPopAndCountAndWakeOneWaiterPerItem) {
   EXPECT_EQ(Out(core, 3), Raw<int64_t>(1) + Str("b"));
   ASSERT_TRUE(core.OnData(3, Op(kVQueuePop) + Str("jobs")));
   EXPECT_EQ(Out(core, 3), Raw<int64_t>(0)) << "empty: the size alone";
+}
+
+TEST(StoreCoreNewestTest, AnItemGoesToTheFirstWaiterStillThere) {
+  StoreCore core;
+  for (StoreClientId id : {1, 2, 3, 4}) ASSERT_TRUE(core.OnData(id, Validate()));
+  for (StoreClientId id : {2, 3, 4}) ASSERT_TRUE(core.OnData(id, Op(kVWait) + Raw<uint64_t>(1) + Str("jobs")));
+  core.OnDisconnect(2);
+  ASSERT_TRUE(core.OnData(3, Op(12)));  // CANCEL_WAIT
+  EXPECT_EQ(Out(core, 3), Raw<uint8_t>(1));
+  core.TakeClientsWithOutput();
+  ASSERT_TRUE(core.OnData(1, Op(kVQueuePush) + Str("jobs") + Str("a")));
+  EXPECT_EQ(core.TakeClientsWithOutput(), std::vector<StoreClientId>{4});
+  EXPECT_EQ(Out(core, 4), Raw<uint8_t>(0));
 }
 
 TEST(StoreCoreNewestTest, ListKeysNamesEveryKeyAndABarrierReleasesEveryRankAtTheLast) {

@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -266,6 +268,38 @@ TEST(TcpStoreServerTest, PipelinedGetsOfALargeValueAreAllAnsweredToAReaderThatKe
   }
   EXPECT_EQ(got, expected);
   ::close(client);
+}
+
+TEST(StoreConnectionCapTest, HalfTheOpenFileLimitWithNoCeiling) {
+  EXPECT_EQ(StoreConnectionCap(20000), 10000u);
+  EXPECT_GE(StoreConnectionCap(1048576), 80000u) << "10,000 nodes of 8 workers under Docker's default limit";
+  EXPECT_EQ(StoreConnectionCap(10), 16u);
+}
+
+// The cap follows the limit at Start; connections past it are closed at once (the workers' pipes of
+// the next restart keep their descriptors), and those within it are served.
+TEST(TcpStoreServerTest, ConnectionsPastTheCapAreClosedAndTheOthersServed) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 64;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto server = TcpStoreServer::Start("127.0.0.1", 0);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_EQ((*server)->max_connections(), 32u);
+  std::vector<int> clients;
+  for (int i = 0; i < 32; ++i) {
+    clients.push_back(Connect((*server)->port()));
+    std::string add = Raw<uint8_t>(3) + Str("n") + Raw<int64_t>(1);  // legacy ADD
+    ASSERT_EQ(::send(clients.back(), add.data(), add.size(), 0), static_cast<ssize_t>(add.size()));
+    ASSERT_EQ(ReadN(clients.back(), 8), Raw<int64_t>(i + 1)) << "connection " << i << " is within the cap";
+  }
+  const int refused = Connect((*server)->port());
+  char byte = 0;
+  EXPECT_EQ(::recv(refused, &byte, 1, 0), 0) << "the connection past the cap is closed";
+  ::close(refused);
+  for (int fd : clients) ::close(fd);
 }
 
 TEST(TcpStoreServerTest, UnresolvableHostIsInvalidArgument) {
