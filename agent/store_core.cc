@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -227,6 +228,7 @@ long StoreCore::RunOne(StoreClientId id, Client& c, absl::string_view input) {
     if (r.too_large()) last_error_ = "a request claimed more bytes than a request may have (64 MiB)";
     return r.too_large() ? -1 : 0;
   }
+  if (std::exchange(refused_, false)) return -1;  // complete, and past a limit: last_error_ says which
   if (op != kWatchKey) c.ran_other_than_watch = true;
   return static_cast<long>(r.pos());
 }
@@ -286,7 +288,7 @@ bool StoreCore::Execute(StoreClientId id, Client& c, int op, Reader& r) {
     }
     case kWait:
       if (!r.Get(&n) || !r.Strs(n, &keys)) return false;
-      StartWait(id, c, keys);
+      StartWait(id, c, std::move(keys));
       return true;
     case kGetNumKeys:
       Reply(id, c, Raw<int64_t>(static_cast<int64_t>(kv_.size())));
@@ -400,7 +402,7 @@ void StoreCore::KeyArrived(StoreClientId waiter) {
   if (it == clients_.end() || it->second.keys_awaited == 0) return;
   Client& c = it->second;
   if (--c.keys_awaited > 0) return;
-  c.waits.clear();
+  ClearWaits(c);
   Reply(waiter, c, Raw<uint8_t>(kStopWaiting));
 }
 
@@ -427,19 +429,38 @@ void StoreCore::WakeOne(const std::string& key) {
   KeyArrived(first);  // one item, one waiter
 }
 
-void StoreCore::StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys) {
+void StoreCore::StartWait(StoreClientId id, Client& c, std::vector<std::string> keys) {
   CancelWait(c);  // a client waits for one thing at a time, as LibTorch's server counts it
+  // A key named twice is awaited once: the answer is the same, and a hostile WAIT of one key
+  // repeated millions of times holds one place, not millions.
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   for (const std::string& k : keys) {
-    if (!Present(k)) AwaitKey(id, c, k);
+    if (!Present(k) && !AwaitKey(id, c, k)) return;
   }
   if (c.keys_awaited == 0) Reply(id, c, Raw<uint8_t>(kStopWaiting));
 }
 
-void StoreCore::AwaitKey(StoreClientId id, Client& c, const std::string& key) {
+bool StoreCore::AwaitKey(StoreClientId id, Client& c, const std::string& key) {
+  const uint64_t bytes = key.size() + kWaitOverheadBytes;
+  if (wait_bytes_ + bytes > max_wait_bytes_) {
+    last_error_ = absl::StrCat("the clients' pending WAITs would hold more than ", max_wait_bytes_, " bytes");
+    refused_ = true;
+    return false;
+  }
   const uint64_t arrival = arrivals_++;
   waiters_[key].emplace(arrival, id);
   c.waits.emplace_back(key, arrival);
+  c.wait_bytes += bytes;
+  wait_bytes_ += bytes;
   ++c.keys_awaited;
+  return true;
+}
+
+void StoreCore::ClearWaits(Client& c) {
+  c.waits.clear();
+  wait_bytes_ -= c.wait_bytes;
+  c.wait_bytes = 0;
 }
 
 void StoreCore::CancelWait(Client& c) {
@@ -449,7 +470,7 @@ void StoreCore::CancelWait(Client& c) {
     it->second.erase(arrival);
     if (it->second.empty()) waiters_.erase(it);
   }
-  c.waits.clear();
+  ClearWaits(c);
   c.keys_awaited = 0;
 }
 

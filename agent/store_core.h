@@ -38,6 +38,13 @@ class StoreCore {
   // closes the clients that do not read.
   static constexpr uint64_t kMaxClientBacklogBytes = 64ull << 20;
   static constexpr uint64_t kMaxBacklogBytes = 256ull << 20;
+  // What every client's pending WAITs and BARRIERs hold, counting each awaited key as its bytes
+  // plus kWaitOverheadBytes (its place in the key's line and in the client's): a WAIT past it
+  // closes its client. A job of 80,000 workers each awaiting a key holds ~13 MB.
+  static constexpr uint64_t kMaxWaitBytes = 256ull << 20;
+  static constexpr uint64_t kWaitOverheadBytes = 160;
+
+  explicit StoreCore(uint64_t max_wait_bytes = kMaxWaitBytes) : max_wait_bytes_(max_wait_bytes) {}
 
   // Appends `data` from `client` and executes every complete request in it. Returns false on a
   // protocol violation; the caller then closes the connection (and calls OnDisconnect).
@@ -77,6 +84,7 @@ class StoreCore {
     // Where this client stands in waiters_ for each key of its pending WAIT (some perhaps set
     // already): a disconnect leaves those lines without a scan of every waiter.
     std::vector<std::pair<std::string, uint64_t>> waits;
+    uint64_t wait_bytes = 0;  // what `waits` counts against max_wait_bytes_
   };
   class Reader;
 
@@ -88,9 +96,11 @@ class StoreCore {
   long RunOne(StoreClientId id, Client& c, absl::string_view input);
   bool Execute(StoreClientId id, Client& c, int op, Reader& r);
   void Set(const std::string& key, absl::Cord value);
-  void StartWait(StoreClientId id, Client& c, const std::vector<std::string>& keys);
-  // Puts `id` in line for `key` (its pending WAIT or BARRIER awaits it).
-  void AwaitKey(StoreClientId id, Client& c, const std::string& key);
+  void StartWait(StoreClientId id, Client& c, std::vector<std::string> keys);
+  // Puts `id` in line for `key` (its pending WAIT or BARRIER awaits it). Past max_wait_bytes_:
+  // false, and the request is refused (refused_).
+  bool AwaitKey(StoreClientId id, Client& c, const std::string& key);
+  void ClearWaits(Client& c);
   // One awaited key of `waiter` arrived: answers STOP_WAITING when it was the last.
   void KeyArrived(StoreClientId waiter);
   // ADD's and BARRIER's counter: the key's value as a number, 0 if it has none or another.
@@ -108,12 +118,15 @@ class StoreCore {
   // The clients awaiting each key, by arrival (QUEUE_POP's waiters get items in that order).
   std::unordered_map<std::string, std::map<uint64_t, StoreClientId>> waiters_;
   uint64_t arrivals_ = 0;
+  const uint64_t max_wait_bytes_;
+  uint64_t wait_bytes_ = 0;  // sum of clients_[*].wait_bytes
   std::map<StoreClientId, Client> clients_;
   std::set<StoreClientId> pending_output_;
   uint64_t buffered_ = 0;  // sum of clients_[*].in sizes
   uint64_t backlog_ = 0;   // sum of clients_[*].out and .unsent sizes
   std::set<StoreClientId> held_;  // clients whose requests wait for their replies to be read
   std::string last_error_;
+  bool refused_ = false;  // the request being run went past a limit: its client is closed
 };
 
 }  // namespace dtrun

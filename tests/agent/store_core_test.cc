@@ -245,6 +245,24 @@ TEST(StoreCoreTest, WaitersThatDisconnectLeaveTheOthersWaiting) {
   for (StoreClientId id : {3, 4, 6}) EXPECT_EQ(Out(core, id), Raw<uint8_t>(0));
 }
 
+// A key named many times in one WAIT holds one place; what all pending waits hold is bounded,
+// a WAIT past it closes its client, and what leaving clients held is free again.
+TEST(StoreCoreTest, PendingWaitsAreBounded) {
+  constexpr uint64_t kPlace = 1 + StoreCore::kWaitOverheadBytes;  // a one-byte key
+  StoreCore core(4 * kPlace);
+  std::string repeated = Op(kWait) + Raw<uint64_t>(100000);
+  for (int i = 0; i < 100000; ++i) repeated += Str("a");
+  ASSERT_TRUE(core.OnData(1, repeated));
+  ASSERT_TRUE(core.OnData(2, Op(kWait) + Raw<uint64_t>(3) + Str("b") + Str("c") + Str("d")));
+  EXPECT_FALSE(core.OnData(3, Op(kWait) + Raw<uint64_t>(1) + Str("e")));
+  EXPECT_NE(core.last_error().find("pending WAITs"), std::string::npos) << core.last_error();
+  core.OnDisconnect(3);
+  core.OnDisconnect(2);
+  ASSERT_TRUE(core.OnData(4, Op(kWait) + Raw<uint64_t>(3) + Str("e") + Str("f") + Str("g")));
+  ASSERT_TRUE(core.OnData(5, Op(kSet) + Str("a") + Str("v")));
+  EXPECT_EQ(Out(core, 1), Raw<uint8_t>(0)) << "answered once, for its one place";
+}
+
 }  // namespace
 }  // namespace dtrun
 
