@@ -91,8 +91,10 @@ int RdzvServerCommand(const std::vector<std::string>& args) {
   absl::StatusOr<HostedRendezvous> hosted =
       HostRendezvousWithStore(**grpc, ep->first, ep->second, o, creds->tls, /*copies=*/nullptr);
   if (!hosted.ok()) return fail(hosted.status());
-  std::printf("dtrun rdzv-server: serving run %s on %s:%d (the rendezvous and the workers' store)\n", f.run_id.c_str(),
-              ep->first.c_str(), hosted->store->port());
+  std::printf(
+      "dtrun rdzv-server: serving run %s on %s:%d (the rendezvous, and the workers' store for up to %zu workers: half "
+      "the open-file limit)\n",
+      f.run_id.c_str(), ep->first.c_str(), hosted->store->port(), hosted->store->max_connections());
   std::fflush(stdout);
   // Ends on SIGINT/SIGTERM, or once the job is over and every node has left.
   std::thread watcher([s = hosted->service.get()] {

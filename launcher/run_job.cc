@@ -124,8 +124,10 @@ absl::Status HostRendezvous(const LaunchConfig& config, const rdzv::GrpcModuleAp
   }
   store = std::move(hosted->store);
   server = std::move(hosted->service);
-  spdlog::info("hosting the rendezvous and the workers' store for run {} on {}:{}", config.agent.run_id,
-               config.service_host, store->port());
+  spdlog::info(
+      "hosting the rendezvous and the workers' store (up to {} workers: half the open-file limit) for run {} "
+      "on {}:{}",
+      store->max_connections(), config.agent.run_id, config.service_host, store->port());
   return absl::OkStatus();
 }
 
