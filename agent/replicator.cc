@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/endpoint.h"
 #include "base/format_bytes.h"
 #include "base/process_table.h"
 #include "base/status_macros.h"
@@ -92,6 +93,7 @@ Replicator::~Replicator() {
     CheckedMutexLock lock(&mu_);
     stopping_ = true;
     if (channel_) channel_->Cancel();
+    if (fetch_channel_) fetch_channel_->Cancel();
   }
   pinner_.join();
   pusher_.join();
@@ -128,7 +130,7 @@ std::vector<std::string> Replicator::TakeFetchNotes() {
 Replicator::BuddyView Replicator::View() const {
   CheckedMutexLock lock(&mu_);
   BuddyView view;
-  if (!round_.buddy_host.empty()) view.endpoint = absl::StrCat(round_.buddy_host, ":", round_.buddy_port);
+  view.endpoint = BuddyEndpoint(round_.buddy_host, round_.buddy_port);
   view.kept_steps = kept_;
   return view;
 }
@@ -143,9 +145,22 @@ bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size)
   return false;
 }
 
+void Replicator::CancelFetch() {
+  if (!fetch_channel_) return;
+  spdlog::info("replica: this node's buddy changed while fetching copies from {}; fetching from the new one",
+               BuddyEndpoint(round_.buddy_host, round_.buddy_port));
+  fetch_channel_->Cancel();  // for good: the next round that needs this endpoint opens another channel
+  if (channel_ == fetch_channel_) channel_.reset();
+  fetch_channel_.reset();
+}
+
+std::string Replicator::BuddyEndpoint(const std::string& host, int port) {
+  return host.empty() ? "" : FormatEndpoint(host, port);
+}
+
 std::shared_ptr<replica::BuddyChannel> Replicator::ChannelFor(const Round& round) {
   if (round.buddy_host.empty()) return nullptr;
-  const std::string endpoint = absl::StrCat(round.buddy_host, ":", round.buddy_port);
+  const std::string endpoint = BuddyEndpoint(round.buddy_host, round.buddy_port);
   if (!channel_ || channel_endpoint_ != endpoint) {
     channel_ = r_.connect(round.buddy_host, round.buddy_port);
     channel_endpoint_ = endpoint;
@@ -156,7 +171,16 @@ std::shared_ptr<replica::BuddyChannel> Replicator::ChannelFor(const Round& round
 bool Replicator::ReadyFor(const rdzv::Assignment& a) {
   CheckedMutexLock lock(&mu_);
   if (a.round == fetched_round_) return true;
-  if (fetching_) return false;  // an earlier round's fetch: it ends within its timeout
+  if (fetching_) {
+    // An earlier round's fetch. A newer round that gives this node another buddy ends it now: the
+    // old buddy left the job, and if its host went silent the fetch would wait out gRPC's 20 s
+    // connect. With the same buddy (alive, then) it ends within its timeout.
+    if (a.round > round_.round &&
+        BuddyEndpoint(a.buddy_addr, a.buddy_port) != BuddyEndpoint(round_.buddy_host, round_.buddy_port)) {
+      CancelFetch();
+    }
+    return false;
+  }
   round_ = Round{a.round, a.rank_offset, a.world_size, a.buddy_addr, a.buddy_port};
   // A new round may have gone back past what was pinned: pins start over from its snapshots.
   pinned_.assign(store_.nproc(), -1);
@@ -175,6 +199,7 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
     return true;
   }
   fetching_ = true;
+  fetch_channel_ = channel;
   if (fetcher_.joinable()) fetcher_.join();  // finished: fetching_ was false
   fetcher_ = std::thread([this, round = round_, missing, channel] { Fetch(round, missing, channel); });
   return false;
@@ -182,7 +207,7 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
 
 void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel) {
   std::vector<std::string> notes;
-  const std::string from = absl::StrCat(round.buddy_host, ":", round.buddy_port);
+  const std::string from = BuddyEndpoint(round.buddy_host, round.buddy_port);
   for (int lr : local_ranks) {
     const int64_t rank = round.rank_offset + lr;
     absl::StatusOr<std::vector<replica::Copy>> copies = channel->Fetch(rank, round.world_size, r_.fetch_timeout);
@@ -218,6 +243,7 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
   }
   CheckedMutexLock lock(&mu_);
   fetching_ = false;
+  fetch_channel_.reset();
   fetched_round_ = std::max(fetched_round_, round.round);
   fetch_notes_ = std::move(notes);
   const uint64_t one = 1;

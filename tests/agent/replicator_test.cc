@@ -59,6 +59,37 @@ class FakeBuddy : public replica::BuddyChannel {
   std::shared_ptr<BuddyLog> log_;
 };
 
+// A buddy whose host went silent: a fetch waits until the channel is cancelled (a minute at most,
+// where gRPC's connect would give up after 20 s).
+struct SilentHost {
+  CheckedMutex mu;
+  bool cancelled ABSL_GUARDED_BY(mu) = false;
+  int fetches ABSL_GUARDED_BY(mu) = 0;
+};
+
+class SilentBuddy : public replica::BuddyChannel {
+ public:
+  explicit SilentBuddy(std::shared_ptr<SilentHost> host) : host_(std::move(host)) {}
+  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader&, const replica::SharedBytes&,
+                               const std::function<bool(double)>&) override {
+    return absl::UnavailableError("silent");
+  }
+  absl::StatusOr<std::vector<replica::Copy>> Fetch(int64_t, int64_t, std::chrono::milliseconds) override {
+    CheckedMutexLock lock(&host_->mu);
+    ++host_->fetches;
+    auto cancelled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_->mu) { return host_->cancelled; };
+    host_->mu.AwaitWithTimeout(cancelled, std::chrono::seconds(60));
+    return absl::CancelledError("cancelled");
+  }
+  void Cancel() override {
+    CheckedMutexLock lock(&host_->mu);
+    host_->cancelled = true;
+  }
+
+ private:
+  std::shared_ptr<SilentHost> host_;
+};
+
 // Writes a snapshot of rank 0 (of 2) at `step` into the worker's region, as a worker would.
 void WriteSnapshot(int fd, int64_t step, const std::string& payload) {
   snapshot::SlotHeader h;
@@ -174,6 +205,43 @@ TEST_F(ReplicatorTest, ANodeWhoseWorldChangedRestoresWhatItHoldsWithoutAFetch) {
   }
   CheckedMutexLock lock(&log_->mu);
   EXPECT_EQ(log_->fetches, 1);
+}
+
+// A buddy that dies after the round forms holds this node's fetch. The next round, which gives
+// this node another buddy, ends that fetch at once and fetches from the new one; a newer round
+// with the same buddy leaves the fetch alone.
+TEST_F(ReplicatorTest, ANewBuddyEndsAFetchFromTheOldOne) {
+  auto silent = std::make_shared<SilentHost>();
+  BuddyReplication r = Replication();
+  r.connect = [log = log_, silent](const std::string& host, int) -> std::unique_ptr<replica::BuddyChannel> {
+    if (host == "10.0.0.2") return std::make_unique<SilentBuddy>(silent);
+    return std::make_unique<FakeBuddy>(log);
+  };
+  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Replicator replicator(std::move(r), *store, kJob);
+  ASSERT_FALSE(replicator.ReadyFor(RoundOf(1, 2))) << "holds nothing: fetches from 10.0.0.2";
+  rdzv::Assignment same_buddy = RoundOf(2, 2);
+  EXPECT_FALSE(replicator.ReadyFor(same_buddy));
+  {
+    CheckedMutexLock lock(&silent->mu);
+    EXPECT_FALSE(silent->cancelled) << "the same buddy: the fetch goes on";
+  }
+  rdzv::Assignment new_buddy = RoundOf(3, 2);
+  new_buddy.buddy_addr = "10.0.0.3";
+  EXPECT_FALSE(replicator.ReadyFor(new_buddy));
+  while (!replicator.ReadyFor(new_buddy)) {
+    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
+    replicator.Drain();
+  }
+  {
+    CheckedMutexLock lock(&silent->mu);
+    EXPECT_TRUE(silent->cancelled);
+    EXPECT_EQ(silent->fetches, 1);
+  }
+  CheckedMutexLock lock(&log_->mu);
+  EXPECT_EQ(log_->fetches, 1) << "the new buddy was asked";
 }
 
 }  // namespace
