@@ -9,7 +9,10 @@ has arrived, one fault is injected on a host other than the rendezvous host:
   cut     its link goes down (the agent lives on, cut off);
   freeze  SIGSTOP of one of its workers (caught by --heartbeat-timeout; the node stays);
   master  SIGKILL of every process of the rendezvous host (host 0), whose dtrun a supervisor
-          starts again --restart-after seconds later (no spare: the job needs that host back).
+          starts again --restart-after seconds later (no spare: the job needs that host back);
+  cut2    its link goes down, and --second-after seconds later that of the host that keeps its
+          buddy copies (a rack or switch failure: neighbours whose leases run out apart); the
+          job is elastic N-1:N, so it goes on with the survivors and the spare.
 Measured per trial, from the nodes' event logs (`recovered` records, wall clock; the namespaces
 share one clock): fault -> every rank stepping again (the last node's first step), where each
 node's state came from (memory, buddy, disk, none), and lost steps (the step rank 0 had printed
@@ -31,7 +34,7 @@ memory), from the last disk checkpoint (train_recsys writes one per epoch here).
 
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
                           [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
-                          [--keep-alive S]
+                          [--keep-alive S] [--second-after S]
 """
 import argparse
 import json
@@ -242,7 +245,7 @@ def inject(cluster, fault, victim):
     fault_ms = time.time() * 1000
     if fault in ("kill", "master"):
         cluster.kill_all(victim, wait=fault == "master")  # a restarted master binds the same port
-    elif fault == "cut":
+    elif fault in ("cut", "cut2"):
         cluster.link(victim, False)
     else:
         os.kill(workers_of(cluster, victim)[0], signal.SIGSTOP)
@@ -261,7 +264,7 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
 
         def start(i):
             argv = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', cluster.ns(i), "/usr/bin/python3",
-                    TORCHRUN, "--nnodes", nnodes(n, args), "--nproc_per_node", "2", "--rdzv_backend", "c10d",
+                    TORCHRUN, "--nnodes", nnodes(n, args, fault), "--nproc_per_node", "2", "--rdzv_backend", "c10d",
                     "--rdzv_endpoint", endpoint, "--rdzv_id", f"nl{trial}", "--max_restarts", "3",
                     "--monitor_interval", "0.1", os.path.join(HERE, "recsys_reference.py"), ratings, "--epochs",
                     "100", "-b", "256", "--checkpoint-dir", f"{tmp}/ckpt", "--checkpoint-every",
@@ -286,6 +289,9 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
                 if not spare.wait_for(re.compile(r"rendezvous", re.I), 120):
                     raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
             reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
+            if second is not None:
+                time.sleep(max(0.0, fault_ms / 1000 + args.second_after - time.time()))  # the fault's own timing
+                cluster.link(second, False)
             if fault == "master":
                 nodes[0] = restart_master(args, fault_ms, start)
             # The new round's rank 0 says where it starts, then prints its first step.
@@ -317,8 +323,10 @@ def one_trial_torchrun(args, cluster, ratings, fault, trial, rng):
                             f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
             return result
         finally:
-            if fault == "cut":
+            if fault in ("cut", "cut2"):
                 cluster.link(victim, True)
+            if second is not None:
+                cluster.link(second, True)
             for i in range(n + 1):
                 cluster.kill_all(i, wait=True)
 
@@ -331,7 +339,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         events = {i: f"{tmp}/events{i}.jsonl" for i in range(n + 1)}
 
         def start(i):
-            argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", nnodes(n, args), "--nproc-per-node", "2",
+            argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", nnodes(n, args, fault), "--nproc-per-node", "2",
                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"nl{trial}",
                     "--local-addr", cluster.addrs[i], "--rdzv-token", "tok",
                     "--rdzv-conf", keep_alive_conf(args.keep_alive),
@@ -344,10 +352,14 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
 
         nodes = [start(i) for i in range(n)]
         spare = None
+        second = None
         try:
             # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
             printer = find_printer(nodes, STEP)
-            victim = 0 if fault == "master" else rng.randrange(1, n)
+            if fault == "cut2":
+                victim, second = victim_and_its_buddy(cluster, nodes, rng)
+            else:
+                victim = 0 if fault == "master" else rng.randrange(1, n)
             if not nodes[victim].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
                 raise SystemExit(f"host {victim} never placed a buddy copy:\n" + nodes[victim].text()[-3000:])
             if not args.shrink and fault != "master":
@@ -358,11 +370,14 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 m = STEP.search(line)
                 return global_step(m) if m else None
             reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
+            if second is not None:
+                time.sleep(max(0.0, fault_ms / 1000 + args.second_after - time.time()))  # the fault's own timing
+                cluster.link(second, False)
             if fault == "master":
                 nodes[0] = restart_master(args, fault_ms, start)
             # Every node that runs the next round logs `recovered` once its ranks step again; a
             # restarted master's node starts afresh (nothing to recover), and steps with the others.
-            runners = [i for i in range(n) if i != victim or fault == "freeze"] + \
+            runners = [i for i in range(n) if (i != victim or fault == "freeze") and i != second] + \
                 ([n] if spare and fault != "freeze" else [])
             logs = {i: events[i] for i in runners}
             deadline = time.time() + 180
@@ -412,15 +427,36 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     "lost_steps": reached - restored,
                     "sources": sorted({r.get("source", "?") for r in records.values()})}
         finally:
-            if fault == "cut":
+            if fault in ("cut", "cut2"):
                 cluster.link(victim, True)
+            if second is not None:
+                cluster.link(second, True)
             for i in range(n + 1):
                 cluster.kill_all(i, wait=True)
 
 
-def nnodes(n, args):
-    """--nnodes: N:N with a spare waiting, N-1:N when the job goes on without the lost node."""
-    return f"{n - 1}:{n}" if args.shrink else f"{n}:{n}"
+def nnodes(n, args, fault):
+    """--nnodes: N:N with a spare waiting, N-1:N when the job goes on without a lost node (two lost:
+    the survivors and the spare)."""
+    return f"{n - 1}:{n}" if args.shrink or fault == "cut2" else f"{n}:{n}"
+
+
+BUDDY = re.compile(r"the buddy (\S+):\d+ holds a copy of its snapshot")
+
+
+def victim_and_its_buddy(cluster, nodes, rng):
+    """cut2: a host and the host keeping its buddy copies, neither of them the rendezvous host."""
+    pairs = []
+    for i in range(1, len(nodes)):
+        addr = nodes[i].wait_until(lambda l: m.group(1) if (m := BUDDY.search(l)) else None, 120)
+        if addr is None:
+            raise SystemExit(f"host {i} never placed a buddy copy:\n" + nodes[i].text()[-3000:])
+        buddy = cluster.addrs.index(addr)
+        if buddy != 0:
+            pairs.append((i, buddy))
+    if not pairs:
+        raise SystemExit("cut2: every host's buddy is the rendezvous host")
+    return rng.choice(pairs)
 
 
 def torch_version():
@@ -449,7 +485,11 @@ def main():
                     help="master fault: seconds from the kill to the supervisor's restart of host 0's launcher")
     ap.add_argument("--keep-alive", type=float, default=KEEP_ALIVE_INTERVAL,
                     help="dtrun's keep-alive interval in seconds (its default: 5)")
+    ap.add_argument("--second-after", type=float, default=0.5,
+                    help="cut2: seconds from the first host's cut to its buddy's")
     args = ap.parse_args()
+    if args.launcher == "torchrun" and "cut2" in args.faults.split(","):
+        raise SystemExit("cut2 is for dtrun: torchrun keeps no buddy copies")
     if args.shrink and "freeze" in args.faults.split(","):
         raise SystemExit("--shrink: a frozen worker's node stays in the job; use --faults kill,cut")
     if os.geteuid() != 0:
