@@ -85,6 +85,7 @@ struct Connection {
   uint64_t taken_in_period = 0;
   bool paused = false;              // not read: its requests wait for its replies to be read
   bool classified = false;          // its first byte has been seen
+  uint32_t watched = EPOLLIN;       // the events epoll reports for it (a flush changes them only when they differ)
 };
 
 size_t OpenFileLimit() {
@@ -273,7 +274,12 @@ void StoreLoop::Flush(int fd) {
   conn.paused = core_.Waiting(Id(fd));
   uint32_t events = conn.paused ? 0u : static_cast<uint32_t>(EPOLLIN);
   if (!conn.pending.empty()) events |= EPOLLOUT;
-  Watch(epoll_, fd, events);
+  if (events == conn.watched) return;  // the common case, a reply sent whole: no system call
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  ::epoll_ctl(epoll_, EPOLL_CTL_MOD, fd, &ev);
+  conn.watched = events;
 }
 
 // Replies were read (or clients closed): requests that waited run, and their clients are read again.
