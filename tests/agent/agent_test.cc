@@ -109,8 +109,11 @@ class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
     BlockAgentSignals({SIGTERM});  // before the console writers' threads (they take no signals)
-    null_ = UniqueFd(::open("/dev/null", O_WRONLY | O_CLOEXEC));
-    stdio_.out = stdio_.err = std::make_shared<ConsoleWriter>(null_.get());
+    // Open for the whole process, as a console is: a writer's thread may still be in write(2)
+    // when a test ends (~ConsoleWriter does not wait on a write in flight), and closing the
+    // descriptor under it was a race TSan caught.
+    static const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    stdio_.out = stdio_.err = std::make_shared<ConsoleWriter>(null_fd);
     paths_.error_root = testing::MakeTempDir();
   }
   AgentOptions Options(int nproc, const std::string& script) {
@@ -130,7 +133,6 @@ class AgentTest : public ::testing::Test {
         .Run();
   }
 
-  UniqueFd null_;
   StdioWriters stdio_;
   AttemptPaths paths_;
 };
