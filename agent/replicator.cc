@@ -93,7 +93,6 @@ Replicator::~Replicator() {
     CheckedMutexLock lock(&mu_);
     stopping_ = true;
     if (channel_) channel_->Cancel();
-    if (fetch_channel_) fetch_channel_->Cancel();
   }
   pinner_.join();
   pusher_.join();
@@ -146,12 +145,11 @@ bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size)
 }
 
 void Replicator::CancelFetch() {
-  if (!fetch_channel_) return;
+  if (!channel_) return;  // cancelled already, by a round before this one
   spdlog::info("replica: this node's buddy changed while fetching copies from {}; fetching from the new one",
                BuddyEndpoint(round_.buddy_host, round_.buddy_port));
-  fetch_channel_->Cancel();  // for good: the next round that needs this endpoint opens another channel
-  if (channel_ == fetch_channel_) channel_.reset();
-  fetch_channel_.reset();
+  channel_->Cancel();  // for good: the next round that needs this endpoint opens another channel
+  channel_.reset();
 }
 
 std::string Replicator::BuddyEndpoint(const std::string& host, int port) {
@@ -199,7 +197,6 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
     return true;
   }
   fetching_ = true;
-  fetch_channel_ = channel;
   if (fetcher_.joinable()) fetcher_.join();  // finished: fetching_ was false
   fetcher_ = std::thread([this, round = round_, missing, channel] { Fetch(round, missing, channel); });
   return false;
@@ -243,7 +240,6 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
   }
   CheckedMutexLock lock(&mu_);
   fetching_ = false;
-  fetch_channel_.reset();
   fetched_round_ = std::max(fetched_round_, round.round);
   fetch_notes_ = std::move(notes);
   const uint64_t one = 1;

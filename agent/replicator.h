@@ -103,7 +103,8 @@ class Replicator {
   // state it holds rather than fetch what its buddy keeps per (rank, world size).
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
   std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the fetch in flight at once, and forgets its channel (a cancelled channel stays so).
+  // Ends the fetch in flight at once, and forgets its channel (a cancelled channel stays so). While
+  // fetching_, channel_ is the fetch's: only a round that is not waiting on a fetch sets it.
   void CancelFetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string BuddyEndpoint(const std::string& host, int port);  // "" for no buddy
   bool PauseFor(std::chrono::duration<double> pause);  // the duty cycle's pause; false when stopping
@@ -125,8 +126,6 @@ class Replicator {
   std::string channel_endpoint_ ABSL_GUARDED_BY(mu_);
   int64_t fetched_round_ ABSL_GUARDED_BY(mu_) = -1;  // fetch done (or not needed) for this round
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
-  // The fetch's channel while fetching_ (channel_, unless a newer round has moved on from it).
-  std::shared_ptr<replica::BuddyChannel> fetch_channel_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> fetch_notes_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> pinned_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest pinned step
   std::vector<int64_t> reported_ ABSL_GUARDED_BY(mu_);  // by local rank: the last step reported this round

@@ -350,8 +350,8 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
   }
   uint16_t bound = BoundPort(listener.get());
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(std::move(listener), std::move(epoll), std::move(wakeup),
-                                                            bound, forward_port, slow_client, std::move(hand_off)));
-  server->open_file_limit_ = OpenFileLimit();
+                                                            bound, forward_port, slow_client, std::move(hand_off),
+                                                            OpenFileLimit()));
   server->thread_ = std::thread([s = server.get()] {
     RunGuarded("the workers' store", [s] { s->Serve(); }, [](const absl::Status& st) {
       spdlog::error("{}; the workers' next store call fails and the job ends with their failure",
@@ -362,14 +362,15 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std:
 }
 
 TcpStoreServer::TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
-                               SlowClientRule slow_client, std::function<void(int fd)> hand_off)
+                               SlowClientRule slow_client, std::function<void(int fd)> hand_off, size_t open_file_limit)
     : listener_(std::move(listener)),
       epoll_(std::move(epoll)),
       wakeup_(std::move(wakeup)),
       port_(port),
       forward_port_(forward_port),
       slow_client_(slow_client),
-      hand_off_(std::move(hand_off)) {}
+      hand_off_(std::move(hand_off)),
+      open_file_limit_(open_file_limit) {}
 
 TcpStoreServer::~TcpStoreServer() {
   uint64_t one = 1;

@@ -57,7 +57,7 @@ class TcpStoreServer {
 
  private:
   TcpStoreServer(UniqueFd listener, UniqueFd epoll, UniqueFd wakeup, uint16_t port, uint16_t forward_port,
-                 SlowClientRule slow_client, std::function<void(int fd)> hand_off);
+                 SlowClientRule slow_client, std::function<void(int fd)> hand_off, size_t open_file_limit);
   void Serve();
 
   UniqueFd listener_;
@@ -67,7 +67,7 @@ class TcpStoreServer {
   uint16_t forward_port_;
   SlowClientRule slow_client_;
   std::function<void(int fd)> hand_off_;
-  size_t open_file_limit_ = 0;  // at Start
+  const size_t open_file_limit_;  // at Start
   std::thread thread_;
 };
 
