@@ -94,6 +94,8 @@ struct AgentOptions {
   int snapshot_every = 0;
   // Multi-node: copy snapshots crossing a multiple of this many steps to the buddy node (0: off).
   int snapshot_buddy_every = 10;
+  // What this node shares with others that one fault takes down (--failure-domain; "": none).
+  std::string failure_domain;
   // --snapshot-dir: where a job that ends unfinished keeps its snapshots for the next run
   // (agent/snapshot_dir.h; empty: nowhere).
   std::string snapshot_dir;

@@ -145,11 +145,15 @@ bool Replicator::HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size)
 }
 
 void Replicator::CancelFetch() {
-  if (!channel_) return;  // cancelled already, by a round before this one
-  spdlog::info("replica: this node's buddy changed while fetching copies from {}; fetching from the new one",
-               BuddyEndpoint(round_.buddy_host, round_.buddy_port));
-  channel_->Cancel();  // for good: the next round that needs this endpoint opens another channel
-  channel_.reset();
+  fetch_cancelled_ = true;
+  if (!fetch_channel_) return;  // between two sources: the flag ends it
+  spdlog::info(
+      "replica: where this node's copies are changed while fetching them from {}; fetching from the new "
+      "places",
+      channel_endpoint_of_fetch_);
+  fetch_channel_->Cancel();
+  if (fetch_channel_ == channel_) channel_.reset();  // cancelled for good: a later round opens another
+  fetch_channel_.reset();
 }
 
 std::string Replicator::BuddyEndpoint(const std::string& host, int port) {
@@ -166,20 +170,46 @@ std::shared_ptr<replica::BuddyChannel> Replicator::ChannelFor(const Round& round
   return channel_;
 }
 
+Replicator::Round Replicator::RoundOf(const rdzv::Assignment& a) {
+  Round round{a.round, a.rank_offset, a.world_size, a.buddy_addr, a.buddy_port, {}};
+  for (const rdzv::ReplicaEndpoint& at : a.copies_at) {
+    if (!at.addr.empty()) round.sources.push_back(at);
+  }
+  const rdzv::ReplicaEndpoint buddy{a.buddy_addr, a.buddy_port};
+  if (!a.buddy_addr.empty() && std::find(round.sources.begin(), round.sources.end(), buddy) == round.sources.end()) {
+    round.sources.push_back(buddy);
+  }
+  return round;
+}
+
+void Replicator::SayBuddy(const rdzv::Assignment& a) const {
+  const std::string endpoint = BuddyEndpoint(a.buddy_addr, a.buddy_port);
+  if (endpoint.empty() || endpoint == BuddyEndpoint(round_.buddy_host, round_.buddy_port)) return;
+  if (r_.failure_domain.empty()) {
+    spdlog::info("replica: this node's snapshots are copied to {}", endpoint);
+  } else if (a.buddy_failure_domain != r_.failure_domain) {
+    spdlog::info("replica: this node's snapshots are copied to {}, in failure domain {}", endpoint,
+                 a.buddy_failure_domain.empty() ? "(none said)" : a.buddy_failure_domain.substr(0, 64));
+  } else {
+    spdlog::warn(
+        "replica: this node's snapshots are copied to {}, in its own failure domain {}: it holds more than half of "
+        "the round's nodes, so one fault there may take a node and its copies together",
+        endpoint, r_.failure_domain);
+  }
+}
+
 bool Replicator::ReadyFor(const rdzv::Assignment& a) {
   CheckedMutexLock lock(&mu_);
   if (a.round == fetched_round_) return true;
   if (fetching_) {
-    // An earlier round's fetch. A newer round that gives this node another buddy ends it now: the
-    // old buddy left the job, and if its host went silent the fetch would wait out gRPC's 20 s
-    // connect. With the same buddy (alive, then) it ends within its timeout.
-    if (a.round > round_.round &&
-        BuddyEndpoint(a.buddy_addr, a.buddy_port) != BuddyEndpoint(round_.buddy_host, round_.buddy_port)) {
-      CancelFetch();
-    }
+    // An earlier round's fetch. A newer round that looks elsewhere ends it now: a node it reads
+    // from left the job, and if its host went silent the fetch would wait out gRPC's 20 s connect.
+    // Looking at the same places (alive, then) it ends within its timeout.
+    if (a.round > round_.round && RoundOf(a).sources != round_.sources) CancelFetch();
     return false;
   }
-  round_ = Round{a.round, a.rank_offset, a.world_size, a.buddy_addr, a.buddy_port};
+  SayBuddy(a);
+  round_ = RoundOf(a);
   // A new round may have gone back past what was pinned: pins start over from its snapshots.
   pinned_.assign(store_.nproc(), -1);
   reported_.assign(store_.nproc(), -1);
@@ -192,28 +222,49 @@ bool Replicator::ReadyFor(const rdzv::Assignment& a) {
     if (!HoldsSnapshot(lr, a.rank_offset + lr, a.world_size)) missing.push_back(lr);
   }
   // Round 0 is a fresh start everywhere: no node holds anything to fetch.
-  if (missing.empty() || !channel || a.round == 0) {
+  if (missing.empty() || round_.sources.empty() || a.round == 0) {
     fetched_round_ = a.round;
     return true;
   }
   fetching_ = true;
+  fetch_cancelled_ = false;
   if (fetcher_.joinable()) fetcher_.join();  // finished: fetching_ was false
   fetcher_ = std::thread([this, round = round_, missing, channel] { Fetch(round, missing, channel); });
   return false;
 }
 
-void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel) {
-  std::vector<std::string> notes;
-  const std::string from = BuddyEndpoint(round.buddy_host, round.buddy_port);
-  for (int lr : local_ranks) {
+std::shared_ptr<replica::BuddyChannel> Replicator::FetchChannel(const Round& round, const rdzv::ReplicaEndpoint& source,
+                                                                const std::shared_ptr<replica::BuddyChannel>& buddy) {
+  const bool is_buddy = buddy && source.addr == round.buddy_host && source.port == round.buddy_port;
+  // Connecting makes no call: a channel is cheap, and the first Fetch is what may wait.
+  std::shared_ptr<replica::BuddyChannel> channel = is_buddy ? buddy : r_.connect(source.addr, source.port);
+  CheckedMutexLock lock(&mu_);
+  if (fetch_cancelled_ || stopping_) return nullptr;
+  fetch_channel_ = channel;
+  channel_endpoint_of_fetch_ = FormatEndpoint(source.addr, source.port);
+  return channel;
+}
+
+void Replicator::FetchFrom(const Round& round, const std::string& from, replica::BuddyChannel& channel,
+                           std::vector<int>& wanted, std::vector<std::string>& notes,
+                           std::vector<std::string>& misses) {
+  std::vector<int> still;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const int lr = wanted[i];
     const int64_t rank = round.rank_offset + lr;
-    absl::StatusOr<std::vector<replica::Copy>> copies = channel->Fetch(rank, round.world_size, r_.fetch_timeout);
-    if (!copies.ok()) {
-      notes.push_back(absl::StrCat("rank ", rank, ": no buddy copy (", copies.status().message(), ")"));
-      continue;
-    }
-    if (copies->empty()) {
-      notes.push_back(absl::StrCat("rank ", rank, ": the buddy ", from, " holds no copy of it"));
+    absl::StatusOr<std::vector<replica::Copy>> copies = channel.Fetch(rank, round.world_size, r_.fetch_timeout);
+    if (!copies.ok() || copies->empty()) {
+      absl::StrAppend(&misses[lr], misses[lr].empty() ? "" : "; ", from,
+                      copies.ok() ? " holds none" : absl::StrCat(": ", copies.status().message()));
+      still.push_back(lr);
+      // Unreachable or cancelled: the other ranks would wait on it too; they go to the next source.
+      if (!copies.ok()) {
+        for (size_t j = i + 1; j < wanted.size(); ++j) {
+          absl::StrAppend(&misses[wanted[j]], misses[wanted[j]].empty() ? "" : "; ", from, ": not asked");
+          still.push_back(wanted[j]);
+        }
+        break;
+      }
       continue;
     }
     CheckedMutexLock regions(&regions_mu_);
@@ -238,8 +289,25 @@ void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_pt
                                    FormatBytes(bytes), ") from ", from));
     }
   }
+  wanted = std::move(still);
+}
+
+void Replicator::Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> buddy) {
+  std::vector<std::string> notes;
+  std::vector<std::string> misses(static_cast<size_t>(store_.nproc()));
+  for (const rdzv::ReplicaEndpoint& source : round.sources) {
+    if (local_ranks.empty()) break;
+    std::shared_ptr<replica::BuddyChannel> channel = FetchChannel(round, source, buddy);
+    if (!channel) break;  // cancelled
+    FetchFrom(round, FormatEndpoint(source.addr, source.port), *channel, local_ranks, notes, misses);
+  }
+  for (int lr : local_ranks) {
+    notes.push_back(absl::StrCat("rank ", round.rank_offset + lr, ": no buddy copy (",
+                                 misses[lr].empty() ? "the fetch was cancelled" : misses[lr], ")"));
+  }
   CheckedMutexLock lock(&mu_);
   fetching_ = false;
+  fetch_channel_.reset();
   fetched_round_ = std::max(fetched_round_, round.round);
   fetch_notes_ = std::move(notes);
   const uint64_t one = 1;

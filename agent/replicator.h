@@ -45,6 +45,7 @@ struct BuddyReplication {
   // Opens a channel to a buddy's replica endpoint.
   std::function<std::unique_ptr<replica::BuddyChannel>(const std::string& host, int port)> connect;
   int every = 10;        // copy the snapshots that cross a multiple of this many steps
+  std::string failure_domain;  // this node's (--failure-domain; "": none said)
   // The share of wall time the sender may spend sending (it also runs at a low priority).
   double duty = 0.25;
   std::chrono::milliseconds fetch_timeout{30000};
@@ -84,7 +85,14 @@ class Replicator {
     int world_size = 0;
     std::string buddy_host;
     int buddy_port = 0;
+    // Where a fetch looks, in turn: where this node's ranks' copies were sent in the last rounds,
+    // then the buddy.
+    std::vector<rdzv::ReplicaEndpoint> sources;
   };
+  static Round RoundOf(const rdzv::Assignment& a);
+  // Says where this node's copies go when that changes: with failure domains, whether they leave
+  // this node's domain.
+  void SayBuddy(const rdzv::Assignment& a) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until `*due` is set (and clears it) or stopping (nullopt); the round and channel then.
   std::optional<std::pair<Round, std::shared_ptr<replica::BuddyChannel>>> AwaitWork(bool* due);
   void PinLoop();
@@ -97,14 +105,22 @@ class Replicator {
   // After a failed push: waits `backoff` (less if a newer pin comes), marks a push due, and
   // returns the next backoff.
   std::chrono::milliseconds RetryLater(std::chrono::milliseconds backoff);
-  void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> channel);
+  void Fetch(Round round, std::vector<int> local_ranks, std::shared_ptr<replica::BuddyChannel> buddy);
+  // Fetches what `from` holds of each rank in `wanted` into its replica region; the ranks it had
+  // nothing for stay in `wanted`, with why in `misses` (by local rank). A source that fails a call
+  // (unreachable, cancelled) is not asked for the other ranks.
+  void FetchFrom(const Round& round, const std::string& from, replica::BuddyChannel& channel, std::vector<int>& wanted,
+                 std::vector<std::string>& notes, std::vector<std::string>& misses);
+  // The channel of the fetch's next source, unless the fetch was cancelled (null then).
+  std::shared_ptr<replica::BuddyChannel> FetchChannel(const Round& round, const rdzv::ReplicaEndpoint& source,
+                                                      const std::shared_ptr<replica::BuddyChannel>& buddy);
   // Whether the rank's regions hold a snapshot it may restore (snapshot/peer_restores.h): with
   // peers on, any of the job's, in any world size: a node whose world grew or shrank restores the
   // state it holds rather than fetch what its buddy keeps per (rank, world size).
   bool HoldsSnapshot(int local_rank, int64_t rank, int64_t world_size) const;
   std::shared_ptr<replica::BuddyChannel> ChannelFor(const Round& round) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends the fetch in flight at once, and forgets its channel (a cancelled channel stays so). While
-  // fetching_, channel_ is the fetch's: only a round that is not waiting on a fetch sets it.
+  // Ends the fetch in flight at once: cancels the channel it is reading (a cancelled channel stays
+  // so: the buddy's is forgotten, and the next round that needs it opens another).
   void CancelFetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string BuddyEndpoint(const std::string& host, int port);  // "" for no buddy
   bool PauseFor(std::chrono::duration<double> pause);  // the duty cycle's pause; false when stopping
@@ -126,6 +142,9 @@ class Replicator {
   std::string channel_endpoint_ ABSL_GUARDED_BY(mu_);
   int64_t fetched_round_ ABSL_GUARDED_BY(mu_) = -1;  // fetch done (or not needed) for this round
   bool fetching_ ABSL_GUARDED_BY(mu_) = false;
+  bool fetch_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<replica::BuddyChannel> fetch_channel_ ABSL_GUARDED_BY(mu_);  // the source being read
+  std::string channel_endpoint_of_fetch_ ABSL_GUARDED_BY(mu_);                 // its "host:port"
   std::vector<std::string> fetch_notes_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> pinned_ ABSL_GUARDED_BY(mu_);  // by local rank: the newest pinned step
   std::vector<int64_t> reported_ ABSL_GUARDED_BY(mu_);  // by local rank: the last step reported this round

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,7 @@
 #include "launcher/slurm_env.h"
 #include "launcher/subcommand_cli.h"
 #include "progress/report_protocol.h"
+#include "rendezvous/rendezvous_state.h"
 
 namespace dtrun {
 namespace {
@@ -57,6 +59,14 @@ absl::Status FillHangOptions(const RawFlags& f, AgentOptions& a) {
   return absl::OkStatus();
 }
 
+// The rendezvous would refuse it at join: said here first.
+absl::Status CheckFailureDomainFlag(const std::string& domain) {
+  if (rdzv::IsFailureDomainName(domain)) return absl::OkStatus();
+  return BadFlag(absl::StrCat("--failure-domain \"", absl::CHexEscape(domain.substr(0, 32)),
+                              "\": expected a name of at most ", rdzv::kMaxFailureDomainBytes,
+                              " printable characters without spaces, such as the node's rack or leaf switch"));
+}
+
 absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
   if (f.snapshot_every < 0) {
     return BadFlag(absl::StrCat("--snapshot-every ", f.snapshot_every, ": expected 0 (adaptive) or a count of steps"));
@@ -66,6 +76,8 @@ absl::Status FillSnapshotOptions(const RawFlags& f, AgentOptions& a) {
     return BadFlag(absl::StrCat("--snapshot-buddy-every ", f.snapshot_buddy_every, ": expected 0 (off) or a count of steps"));
   }
   a.snapshot_buddy_every = f.snapshot_buddy_every;
+  if (absl::Status domain = CheckFailureDomainFlag(f.failure_domain); !domain.ok()) return domain;
+  a.failure_domain = f.failure_domain;
   if (f.warm_workers != "on" && f.warm_workers != "off") {
     return BadFlag(absl::StrCat("--warm-workers ", f.warm_workers.substr(0, 32), ": expected on or off"));
   }
@@ -154,6 +166,7 @@ absl::StatusOr<std::string> ApplySlurmLaunch(const CLI::App& app, const std::map
   f.meeting_point_given = f.meeting_point_given || (s.master_port && !single);
   take("--rdzv-id", s.run_id, f.rdzv_id, !f.standalone);
   take("--nproc-per-node", nproc, f.nproc, true);
+  take("--failure-domain", s.failure_domain, f.failure_domain, !single);
   if (!given("--signals-to-handle")) {
     // Slurm warns a job before preempting it (sbatch --signal=USR1@120): the workers get it.
     f.signals += ",SIGUSR1,SIGUSR2";

@@ -74,9 +74,13 @@ void DefineLaunchFlags(CLI::App& app, RawFlags& f) {
       "Take an in-memory snapshot every N steps (0: as often as costs under 2% of the step time)")
       ->capture_default_str();
   opt("snapshot-buddy-every", f.snapshot_buddy_every,
-      "Multi-node: copy a snapshot to the buddy node (the next node rank) about every N steps, so a lost node's "
-      "ranks restore from memory elsewhere (0: no buddy copies)")
+      "Multi-node: copy a snapshot to the buddy node (the next node rank, or with --failure-domain one in another "
+      "domain) about every N steps, so a lost node's ranks restore from memory elsewhere (0: no buddy copies)")
       ->capture_default_str();
+  opt("failure-domain", f.failure_domain,
+      "Multi-node: what this node shares with others that one fault takes down together (a rack, a leaf switch, "
+      "a power feed), as a name; buddy copies go to nodes of other domains, so a lost rack's ranks restore from "
+      "memory elsewhere (default under Slurm's topology/tree: the node's leaf switch, from SLURM_TOPOLOGY_ADDR)");
   opt("snapshot-dir", f.snapshot_dir,
       "When the job ends unfinished (interrupted, preempted, out of restarts), keep the newest in-memory snapshots "
       "in DIR; the next run with the same DIR starts from them, also on other nodes or with other --nproc-per-node "

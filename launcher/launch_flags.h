@@ -32,6 +32,7 @@ struct RawFlags {
   std::string snapshot_memory = "auto";
   int snapshot_every = 0;
   int snapshot_buddy_every = 10;
+  std::string failure_domain;
   std::string snapshot_dir;
   double snapshot_dir_every = 60;
   std::string warm_workers = "on";

@@ -177,6 +177,7 @@ std::optional<BuddyReplication> ServeBuddyCopies(const LaunchConfig& config, con
     return grpc.connect_buddy(host, port, job, job_hash, cap);
   };
   r.every = a.snapshot_buddy_every;
+  r.failure_domain = a.failure_domain;
   return r;
 }
 
@@ -214,6 +215,7 @@ absl::StatusOr<int> RunAgent(const LaunchConfig& config, const AttemptPaths& pat
   // No other agent of this node alive here (static: of its rank; elastic: of the run): one the
   // service holds at this address is this node's earlier agent, dead (killed, restarted by a
   // supervisor), and need not be waited out.
+  node.failure_domain = a.failure_domain;
   node.predecessor_dead =
       !AnotherLaunchRunsNode(a.run_id, ServiceOf(config), config.rdzv.static_ranks ? a.node_rank : -1);
   std::optional<BuddyReplication> replication =

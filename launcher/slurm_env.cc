@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "launcher/slurm_hostlist.h"
+#include "rendezvous/rendezvous_state.h"
 
 namespace dtrun {
 namespace {
@@ -107,6 +108,27 @@ absl::Status ReadWorkersPerNode(const Env& env, SlurmLaunch& s) {
   return absl::OkStatus();
 }
 
+// Under topology/tree Slurm names the switches from the top one down to the node's leaf switch, then
+// the node: SLURM_TOPOLOGY_ADDR "top.leaf3.n17" with SLURM_TOPOLOGY_ADDR_PATTERN
+// "switch.switch.node". Switch names are unique in a cluster, so the leaf's alone names the domain.
+// Anything else (no tree, a pattern it does not follow) says nothing.
+void ReadFailureDomain(const Env& env, SlurmLaunch& s) {
+  const std::string* addr = Find(env, "SLURM_TOPOLOGY_ADDR");
+  const std::string* pattern = Find(env, "SLURM_TOPOLOGY_ADDR_PATTERN");
+  if (!addr || !pattern) return;
+  const std::vector<absl::string_view> kinds = absl::StrSplit(*pattern, '.');
+  const std::vector<absl::string_view> parts = absl::StrSplit(*addr, '.');
+  // A node name with dots is several parts after the switches.
+  if (kinds.size() < 2 || kinds.back() != "node" || kinds[kinds.size() - 2] != "switch" ||
+      parts.size() < kinds.size()) {
+    return;
+  }
+  const std::string leaf(parts[kinds.size() - 2]);
+  if (leaf.empty() || !rdzv::IsFailureDomainName(leaf)) return;
+  s.failure_domain = leaf;
+  s.source["--failure-domain"] = "the leaf switch in SLURM_TOPOLOGY_ADDR";
+}
+
 }  // namespace
 
 int SlurmJobPort(const std::string& job_id) {
@@ -152,6 +174,7 @@ absl::StatusOr<std::optional<SlurmLaunch>> ReadSlurmLaunch(const std::map<std::s
   s.run_id = absl::StrCat("slurm-", s.job_id, s.in_step ? absl::StrCat(".", *step) : "");
   s.source["--rdzv-id"] = s.in_step ? "SLURM_JOB_ID.SLURM_STEP_ID" : "SLURM_JOB_ID";
   DT_RETURN_IF_ERROR(ReadWorkersPerNode(env, s));
+  ReadFailureDomain(env, s);
   return std::make_optional(std::move(s));
 }
 

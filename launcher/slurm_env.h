@@ -22,6 +22,8 @@ struct SlurmLaunch {
   std::optional<int> master_port;
   std::optional<std::string> run_id;
   std::optional<int> nproc_per_node;
+  // Under topology/tree: the node's leaf switch, whose fault takes every node under it down.
+  std::optional<std::string> failure_domain;
   std::map<std::string, std::string> source;  // flag → "SLURM_NODEID" etc.
 };
 

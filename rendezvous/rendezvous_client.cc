@@ -128,6 +128,7 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_restarts_used(node.restarts_used);
   req.set_replica_addr(node.replica_addr);
   req.set_replica_port(node.replica_port);
+  req.set_failure_domain(node.failure_domain);
   std::string last_reason;
   bool claiming = false;
   for (;;) {

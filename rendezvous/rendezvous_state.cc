@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "rendezvous/buddy_ring.h"
 
 namespace dtrun::rdzv {
 
@@ -69,7 +70,19 @@ bool IsRestartOf(const NodeInfo& joiner, const NodeInfo& holder) {
   return joiner.predecessor_dead && !joiner.store_addr.empty() && joiner.store_addr == holder.store_addr;
 }
 
+absl::Status CheckFailureDomain(const NodeInfo& node) {
+  if (IsFailureDomainName(node.failure_domain)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(NodeLabel(node), "'s --failure-domain is not a name of at most ",
+                                                 kMaxFailureDomainBytes,
+                                                 " printable characters without spaces; name its rack or switch"));
+}
+
 }  // namespace
+
+bool IsFailureDomainName(absl::string_view domain) {
+  return domain.size() <= kMaxFailureDomainBytes &&
+         std::all_of(domain.begin(), domain.end(), [](char c) { return c > ' ' && c < 127; });
+}
 
 std::string PhaseName(JobPhase phase) {
   switch (phase) {
@@ -117,6 +130,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
                                                    " restarts in ", node.rounds_seen, " rounds; 0..", node.rounds_seen,
                                                    " is possible"));
   }
+  if (absl::Status domain = CheckFailureDomain(node); !domain.ok()) return domain;
   if (options_.static_ranks) {
     if (node.requested_rank < 0 || node.requested_rank >= options_.max_nodes) {
       return absl::InvalidArgumentError(absl::StrCat("--node-rank ", node.requested_rank,
@@ -500,17 +514,51 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   for (size_t i = 0; i < members_.size(); ++i) {
     Node& node = nodes_.at(members_[i]);
     node.role = NodeRole::kMember;
-    node.assignment = Assignment{round_, static_cast<int>(i), static_cast<int>(members_.size()),
-                                 offset, world, master.store_addr, master.store_port, "", 0};
-    if (members_.size() > 1) {
-      const NodeInfo& buddy = nodes_.at(members_[(i + 1) % members_.size()]).info;
-      node.assignment->buddy_addr = buddy.replica_addr;
-      node.assignment->buddy_port = buddy.replica_port;
-    }
+    node.assignment = Assignment{
+        round_,           static_cast<int>(i), static_cast<int>(members_.size()), offset, world, master.store_addr,
+        master.store_port};
     offset += node.info.nproc;
   }
+  AssignBuddies(world);
   phase_ = JobPhase::kRunning;
   TouchAll();
+}
+
+void RendezvousState::AssignBuddies(int world) {
+  std::vector<const std::string*> domains;
+  domains.reserve(members_.size());
+  for (const std::string& m : members_) domains.push_back(&nodes_.at(m).info.failure_domain);
+  const std::vector<int> buddies = BuddyRanks(domains);
+  std::vector<CopiesOfRanks> copies(members_.size());
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const Node& node = nodes_.at(members_[i]);
+    Assignment& a = *nodes_.at(members_[i]).assignment;
+    CopiesOfRanks& mine = copies[i];
+    mine = {a.rank_offset, node.info.nproc, world, {}};
+    if (!buddies.empty()) {
+      const NodeInfo& buddy = nodes_.at(members_[buddies[i]]).info;
+      a.buddy_addr = buddy.replica_addr;
+      a.buddy_port = buddy.replica_port;
+      a.buddy_failure_domain = buddy.failure_domain;
+      if (!buddy.replica_addr.empty()) mine.holders.push_back(members_[buddies[i]]);
+    }
+    // The same ranks here last round: their copies are where that round and the one before sent
+    // them, while those nodes are still in the job (a new buddy holds nothing yet).
+    if (i >= copies_.size() || copies_[i].rank_offset != mine.rank_offset || copies_[i].nproc != mine.nproc ||
+        copies_[i].world_size != world) {
+      continue;
+    }
+    for (const std::string& holder : copies_[i].holders) {
+      const auto it = nodes_.find(holder);
+      if (it == nodes_.end() || holder == members_[i]) continue;
+      a.copies_at.push_back({it->second.info.replica_addr, it->second.info.replica_port});
+      if (mine.holders.size() < kCopyHolders &&
+          std::find(mine.holders.begin(), mine.holders.end(), holder) == mine.holders.end()) {
+        mine.holders.push_back(holder);
+      }
+    }
+  }
+  copies_ = std::move(copies);
 }
 
 void RendezvousState::EndRound(const std::string& reason, TimePoint now) {

@@ -53,6 +53,21 @@ struct NodeInfo {
   // The restarts its job had spent, as its newest view said (0..rounds_seen): a service started
   // again goes on from the most any joiner says, so a restart of its host grants no new budget.
   int restarts_used = 0;
+  // What it shares with other nodes that one fault can take down together (a rack, a leaf switch;
+  // --failure-domain): buddies are chosen in other domains (rendezvous/buddy_ring.h). "": none said.
+  std::string failure_domain{};
+};
+
+// What a joiner's --failure-domain may hold: it is in every view of the job and in logs, so a
+// short name of printable characters without spaces.
+inline constexpr size_t kMaxFailureDomainBytes = 128;
+bool IsFailureDomainName(absl::string_view domain);
+
+// A node's replica endpoint, where it keeps buddy copies (NodeInfo::replica_addr/port).
+struct ReplicaEndpoint {
+  std::string addr;
+  int port = 0;
+  bool operator==(const ReplicaEndpoint& o) const { return addr == o.addr && port == o.port; }
 };
 
 // A static rank asked for from another address than its holder's waits for the holder's lease
@@ -60,6 +75,10 @@ struct NodeInfo {
 // again for kClaimForgottenAfter is over (its claimant gave up), so a later one starts afresh.
 inline constexpr std::chrono::milliseconds kClaimRetryDelay{500};
 inline constexpr std::chrono::seconds kClaimForgottenAfter{5};
+
+// How many rounds' buddies a group rank's copies are remembered on: a round that fails before its
+// first copies land still has the round before's.
+inline constexpr size_t kCopyHolders = 2;
 
 struct Assignment {
   int64_t round = 0;
@@ -71,9 +90,15 @@ struct Assignment {
   // each agent reaches it (RendezvousOptions::workers_store_at_endpoint).
   std::string master_addr;
   int master_port = 0;
-  // The node of the next group rank, as its agent takes buddy copies ("": none, or one node).
-  std::string buddy_addr;
+  // The node this one copies its snapshots to, as its agent takes them ("": none, or one node):
+  // the next group rank, or with failure domains one in another domain (rendezvous/buddy_ring.h).
+  std::string buddy_addr{};
   int buddy_port = 0;
+  // Where the copies of this node's ranks went in the last rounds, newest first (at most
+  // kCopyHolders, never this node): a node that took the ranks over fetches from these, then from
+  // its buddy. Empty where the ranks were laid out otherwise before (the world changed).
+  std::vector<ReplicaEndpoint> copies_at{};
+  std::string buddy_failure_domain{};  // the buddy's --failure-domain ("": none said)
 };
 
 // Why the agent reported a worker's failure.
@@ -291,6 +316,17 @@ class RendezvousState {
   // The last round's members by group rank: an elastic round keeps each returning node's group
   // rank, so its ranks (and their snapshots) stay where they were and a newcomer takes the gap.
   std::vector<std::string> last_members_;
+  // By group rank of the last round: the ranks it had and the nodes that were sent their copies
+  // in the last rounds, newest first. A round with the same ranks at a group rank names those
+  // still in the job as where its copies are (Assignment::copies_at).
+  struct CopiesOfRanks {
+    int rank_offset = 0;
+    int nproc = 0;
+    int world_size = 0;
+    std::vector<std::string> holders;  // node ids, at most kCopyHolders
+  };
+  std::vector<CopiesOfRanks> copies_;
+  void AssignBuddies(int world);
   size_t succeeded_ = 0;               // members that reported success this round
   TimePoint forming_since_;
   std::optional<TimePoint> min_reached_at_;  // elastic last call

@@ -63,6 +63,7 @@ NodeInfo FromWire(const v1::JoinRequest& in) {
   node.predecessor_dead = in.predecessor_dead();
   node.rounds_seen = in.rounds_seen();
   node.restarts_used = in.restarts_used();
+  node.failure_domain = in.failure_domain();
   return node;
 }
 
@@ -106,6 +107,12 @@ void ToWire(const NodeView& in, v1::WatchResponse* out) {
     a->set_master_port(in.assignment->master_port);
     a->set_buddy_addr(in.assignment->buddy_addr);
     a->set_buddy_port(in.assignment->buddy_port);
+    for (const ReplicaEndpoint& at : in.assignment->copies_at) {
+      v1::ReplicaEndpoint* e = a->add_copies_at();
+      e->set_addr(at.addr);
+      e->set_port(at.port);
+    }
+    a->set_buddy_failure_domain(in.assignment->buddy_failure_domain);
   }
   out->set_reason(in.reason);
   out->set_awaited(in.awaited);
@@ -127,6 +134,12 @@ NodeView FromWire(const v1::WatchResponse& in) {
     v.assignment = Assignment{a.round(), a.group_rank(), a.group_world_size(), a.rank_offset(),
                               a.world_size(), a.master_addr(), a.master_port(),
                               a.buddy_addr(), a.buddy_port()};
+    // From the service: as many as it sends (kCopyHolders from this build), each tried in turn.
+    for (const v1::ReplicaEndpoint& at : a.copies_at()) {
+      if (v.assignment->copies_at.size() == kCopyHolders) break;
+      v.assignment->copies_at.push_back({at.addr(), at.port()});
+    }
+    v.assignment->buddy_failure_domain = a.buddy_failure_domain();
   }
   v.reason = in.reason();
   v.awaited = in.awaited();
@@ -247,6 +260,7 @@ void ToWire(const JobSummary& in, v1::StatusResponse* out) {
     n->set_node_id(in.nodes[i].first);
     n->set_host(in.nodes[i].second.host);
     n->set_nproc(in.nodes[i].second.nproc);
+    n->set_failure_domain(in.nodes[i].second.failure_domain);
     if (i < in.progress.size() && in.progress[i].time_unix_ms > 0) ToWire(in.progress[i], n->mutable_progress());
   }
   if (in.straggler) ToWire(*in.straggler, out->mutable_straggler());
@@ -263,6 +277,7 @@ JobSummary FromWire(const v1::StatusResponse& in) {
     p.node_id = n.node_id();
     p.host = n.host();
     p.nproc = n.nproc();
+    p.failure_domain = n.failure_domain().substr(0, kMaxFailureDomainBytes);
     s.progress.push_back(std::move(p));
   }
   s.straggler = StragglerFromWire(in.has_straggler(), in.straggler());

@@ -56,6 +56,9 @@ absl::Status CheckNodeStatus(const NodeStatus& node, size_t max_ranks) {
   }
   if (!Printable(node.host)) return absl::InvalidArgumentError("status: field 'host' is out of range");
   if (!Printable(node.buddy)) return absl::InvalidArgumentError("status: field 'buddy' is out of range");
+  if (!Printable(node.failure_domain)) {
+    return absl::InvalidArgumentError("status: field 'failure_domain' is out of range");
+  }
   if (node.round < -1 || node.restarts < 0 || node.time_unix_ms < 0 || (node.total_steps && *node.total_steps < 0)) {
     return absl::InvalidArgumentError("status: round, restarts, time or total steps out of range");
   }

@@ -78,6 +78,7 @@ struct NodeStatus {
   int64_t time_unix_ms = 0;       // when the agent built this
   std::optional<int64_t> total_steps;  // when the job announced it
   std::string buddy;              // the agent holding copies of its snapshots, "host:port" ("": none)
+  std::string failure_domain;     // its --failure-domain, as the rendezvous knows it ("": none said)
   std::vector<RankStatus> ranks;  // by local rank
 };
 

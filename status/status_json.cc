@@ -44,10 +44,16 @@ json StragglerToJson(const std::optional<StragglerStatus>& s) {
 json NodeToJson(const NodeStatus& n) {
   json ranks = json::array();
   for (const RankStatus& r : n.ranks) ranks.push_back(RankToJson(r));
-  return {{"node_id", n.node_id}, {"host", n.host},     {"nproc", n.nproc},
-          {"round", Known(n.round)}, {"restarts", n.restarts}, {"time_unix_ms", n.time_unix_ms},
+  return {{"node_id", n.node_id},
+          {"host", n.host},
+          {"nproc", n.nproc},
+          {"round", Known(n.round)},
+          {"restarts", n.restarts},
+          {"time_unix_ms", n.time_unix_ms},
           {"total_steps", n.total_steps ? json(*n.total_steps) : json(nullptr)},
-          {"buddy", n.buddy.empty() ? json(nullptr) : json(n.buddy)}, {"ranks", ranks}};
+          {"buddy", n.buddy.empty() ? json(nullptr) : json(n.buddy)},
+          {"failure_domain", n.failure_domain.empty() ? json(nullptr) : json(n.failure_domain)},
+          {"ranks", ranks}};
 }
 
 // Reads one field of an object: absent or null keeps the default; a value of another type is an
@@ -120,6 +126,7 @@ absl::StatusOr<NodeStatus> NodeFromJson(const json& j, size_t max_ranks) {
   DTRUN_READ(j, "restarts", n.restarts);
   DTRUN_READ(j, "time_unix_ms", n.time_unix_ms);
   DTRUN_READ(j, "buddy", n.buddy);
+  DTRUN_READ(j, "failure_domain", n.failure_domain);
   int64_t total = -1;
   DTRUN_READ(j, "total_steps", total);
   if (total >= 0) n.total_steps = total;

@@ -2,12 +2,15 @@
 // first snapshot of a round and those that cross a multiple of `every` travel, and a copy that
 // does not get there goes again until it does.
 #include "agent/replicator.h"
-#include "base/checked_mutex.h"
 
 #include <poll.h>
 
 #include <cstring>
+#include <map>
+#include <set>
 
+#include "absl/strings/match.h"
+#include "base/checked_mutex.h"
 #include "base/env_names.h"
 #include "gtest/gtest.h"
 #include "snapshot/snapshot_region.h"
@@ -65,6 +68,12 @@ struct SilentHost {
   CheckedMutex mu;
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   int fetches ABSL_GUARDED_BY(mu) = 0;
+
+  bool AwaitFetch() {
+    CheckedMutexLock lock(&mu);
+    auto asked = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return fetches > 0; };
+    return mu.AwaitWithTimeout(asked, std::chrono::seconds(60));
+  }
 };
 
 class SilentBuddy : public replica::BuddyChannel {
@@ -89,6 +98,47 @@ class SilentBuddy : public replica::BuddyChannel {
  private:
   std::shared_ptr<SilentHost> host_;
 };
+
+// Nodes that may hold copies, by host: what each holds of rank 0, or that it is unreachable.
+struct Holders {
+  CheckedMutex mu;
+  std::map<std::string, std::vector<replica::Copy>> copies ABSL_GUARDED_BY(mu);
+  std::set<std::string> unreachable ABSL_GUARDED_BY(mu);
+  std::vector<std::string> asked ABSL_GUARDED_BY(mu);  // hosts, in the order they were asked
+};
+
+class HolderChannel : public replica::BuddyChannel {
+ public:
+  HolderChannel(std::shared_ptr<Holders> holders, std::string host)
+      : holders_(std::move(holders)), host_(std::move(host)) {}
+  absl::StatusOr<int64_t> Push(const snapshot::SlotHeader&, const replica::SharedBytes&,
+                               const std::function<bool(double)>&) override {
+    return absl::UnavailableError("not under test");
+  }
+  absl::StatusOr<std::vector<replica::Copy>> Fetch(int64_t, int64_t, std::chrono::milliseconds) override {
+    CheckedMutexLock lock(&holders_->mu);
+    holders_->asked.push_back(host_);
+    if (holders_->unreachable.count(host_)) return absl::UnavailableError("failed to connect");
+    return holders_->copies[host_];
+  }
+  void Cancel() override {}
+
+ private:
+  std::shared_ptr<Holders> holders_;
+  const std::string host_;
+};
+
+// Rank 0's (of 2) snapshot of `step`, as a buddy keeps it.
+replica::Copy CopyOf(int64_t step, const std::string& payload) {
+  replica::Copy c;
+  c.header.job = kJob;
+  c.header.world_size = 2;
+  c.header.step = step;
+  c.header.payload_bytes = payload.size();
+  c.header.payload_hash = snapshot::PayloadHash(payload.data(), payload.size());
+  c.payload = payload;
+  return c;
+}
 
 // Writes a snapshot of rank 0 (of 2) at `step` into the worker's region, as a worker would.
 void WriteSnapshot(int fd, int64_t step, const std::string& payload) {
@@ -221,6 +271,7 @@ TEST_F(ReplicatorTest, ANewBuddyEndsAFetchFromTheOldOne) {
   ASSERT_TRUE(store.ok()) << store.status();
   Replicator replicator(std::move(r), *store, kJob);
   ASSERT_FALSE(replicator.ReadyFor(RoundOf(1, 2))) << "holds nothing: fetches from 10.0.0.2";
+  ASSERT_TRUE(silent->AwaitFetch()) << "the fetch never asked 10.0.0.2";
   rdzv::Assignment same_buddy = RoundOf(2, 2);
   EXPECT_FALSE(replicator.ReadyFor(same_buddy));
   {
@@ -242,6 +293,70 @@ TEST_F(ReplicatorTest, ANewBuddyEndsAFetchFromTheOldOne) {
   }
   CheckedMutexLock lock(&log_->mu);
   EXPECT_EQ(log_->fetches, 1) << "the new buddy was asked";
+}
+
+// With failure domains a node's buddy may change with the round: the copies of the ranks it took
+// over are where the last rounds sent them. The fetch asks those places in turn, the buddy last:
+// one unreachable, the next holds the copy, and the buddy (a new one, holding nothing) is not asked.
+TEST_F(ReplicatorTest, TheCopiesAreFetchedFromWhereTheLastRoundsSentThemBeforeTheBuddy) {
+  auto holders = std::make_shared<Holders>();
+  {
+    CheckedMutexLock lock(&holders->mu);
+    holders->unreachable.insert("10.0.0.4");
+    holders->copies["10.0.0.5"].push_back(CopyOf(7, "rank 0 at step 7"));
+  }
+  BuddyReplication r = Replication();
+  r.connect = [holders](const std::string& host, int) { return std::make_unique<HolderChannel>(holders, host); };
+  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Replicator replicator(std::move(r), *store, kJob);
+  rdzv::Assignment a = RoundOf(1, 2);
+  a.buddy_addr = "10.0.0.3";
+  a.copies_at = {{"10.0.0.4", 1}, {"10.0.0.5", 1}};
+  while (!replicator.ReadyFor(a)) {
+    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
+    replicator.Drain();
+  }
+  {
+    CheckedMutexLock lock(&holders->mu);
+    EXPECT_EQ(holders->asked, (std::vector<std::string>{"10.0.0.4", "10.0.0.5"}));
+  }
+  const std::vector<std::string> notes = replicator.TakeFetchNotes();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(notes[0], "rank 0: fetched the buddy copies of step 7 (")) << notes[0];
+  EXPECT_TRUE(absl::EndsWith(notes[0], ") from 10.0.0.5:1")) << notes[0];
+  std::vector<int64_t> held;
+  for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(store->replica_fd(0))) {
+    if (h.ok() && h->job == kJob) held.push_back(h->step);
+  }
+  EXPECT_EQ(held, (std::vector<int64_t>{7}));
+}
+
+// Where no place holds a copy, the note says where the fetch looked and what each said.
+TEST_F(ReplicatorTest, ARankWithoutACopySaysWhereItLooked) {
+  auto holders = std::make_shared<Holders>();
+  {
+    CheckedMutexLock lock(&holders->mu);
+    holders->unreachable.insert("10.0.0.4");
+  }
+  BuddyReplication r = Replication();
+  r.connect = [holders](const std::string& host, int) { return std::make_unique<HolderChannel>(holders, host); };
+  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Replicator replicator(std::move(r), *store, kJob);
+  rdzv::Assignment a = RoundOf(1, 2);
+  a.buddy_addr = "10.0.0.3";
+  a.copies_at = {{"10.0.0.4", 1}, {"10.0.0.3", 1}};  // the buddy named once, where it was
+  while (!replicator.ReadyFor(a)) {
+    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
+    replicator.Drain();
+  }
+  EXPECT_EQ(replicator.TakeFetchNotes(),
+            (std::vector<std::string>{"rank 0: no buddy copy (10.0.0.4:1: failed to connect; 10.0.0.3:1 holds none)"}));
+  CheckedMutexLock lock(&holders->mu);
+  EXPECT_EQ(holders->asked, (std::vector<std::string>{"10.0.0.4", "10.0.0.3"}));
 }
 
 }  // namespace

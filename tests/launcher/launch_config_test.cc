@@ -204,6 +204,19 @@ TEST(LaunchConfigTest, SnapshotDirNeedsInMemorySnapshots) {
                                             "--snapshot-memory 0 turns them off; drop one of them")));
 }
 
+TEST(LaunchConfigTest, AFailureDomainIsANameGivenByFlagOrVariable) {
+  EXPECT_EQ(Parse({"--failure-domain", "rack-7", "/bin/true"})->agent.failure_domain, "rack-7");
+  EXPECT_EQ(Parse({"/bin/true"})->agent.failure_domain, "");
+  setenv("PET_FAILURE_DOMAIN", "leaf-3", 1);  // as a pod spec or a job script would set it
+  auto from_env = Parse({"/bin/true"});
+  unsetenv("PET_FAILURE_DOMAIN");
+  EXPECT_EQ(from_env->agent.failure_domain, "leaf-3");
+  EXPECT_THAT(Parse({"--failure_domain", "rack 7", "/bin/true"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("--failure-domain \"rack 7\": expected a name of at most 128 printable "
+                                            "characters without spaces, such as the node's rack or leaf switch")));
+}
+
 TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
            {"--nproc-per-node", "0", "/bin/true"},
@@ -227,10 +240,13 @@ TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
            {"--rdzv-backend", "etcd", "/bin/true"},
            {"--signals-to-handle", "SIGKILL", "/bin/true"},
            {"--signals-to-handle", "SIGTERM,SIGCHLD", "/bin/true"},
-           {"--nnodes", "2", "--master-port", "0", "--master-addr", "127.0.0.1", "--local-addr", "127.0.0.1", "/bin/true"},
+           {"--nnodes", "2", "--master-port", "0", "--master-addr", "127.0.0.1", "--local-addr", "127.0.0.1",
+            "/bin/true"},
            {"--nproc-per-node", "100000", "/bin/true"},
            {"--snapshot-dir-every", "-1", "/bin/true"},
            {"--snapshot-dir-every", "nan", "/bin/true"},
+           {"--failure-domain", "rack 7", "/bin/true"},
+           {"--failure-domain", std::string(129, 'r'), "/bin/true"},
        }) {
     auto c = Parse(args);
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)

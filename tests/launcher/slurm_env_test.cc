@@ -57,6 +57,30 @@ TEST(SlurmEnvTest, ABatchScriptAloneSpansOneNode) {
   EXPECT_EQ(l.run_id, "slurm-7");
 }
 
+// Under topology/tree Slurm names the switches down to the node's leaf switch, then the node: the
+// leaf is the node's failure domain. A node name with dots is more parts after the switches.
+TEST(SlurmEnvTest, TheLeafSwitchOfATreeTopologyIsTheFailureDomain) {
+  Env env = StepOnSecondNode();
+  env["SLURM_TOPOLOGY_ADDR"] = "spine.leaf3.gpu08";
+  env["SLURM_TOPOLOGY_ADDR_PATTERN"] = "switch.switch.node";
+  SlurmLaunch l = **ReadSlurmLaunch(env);
+  EXPECT_EQ(l.failure_domain, "leaf3");
+  EXPECT_EQ(l.source.at("--failure-domain"), "the leaf switch in SLURM_TOPOLOGY_ADDR");
+  env["SLURM_TOPOLOGY_ADDR"] = "leaf1.gpu08.cluster.example";
+  env["SLURM_TOPOLOGY_ADDR_PATTERN"] = "switch.node";
+  EXPECT_EQ((*ReadSlurmLaunch(env))->failure_domain, "leaf1");
+  // Without a tree (topology/flat sets the node alone), or a form it does not know: nothing.
+  for (const auto& [addr, pattern] :
+       std::vector<std::pair<std::string, std::string>>{{"gpu08", "node"},
+                                                        {"spine.leaf3", "switch.switch.node"},
+                                                        {"a.b.gpu08", "switch.block.node"},
+                                                        {"spine..gpu08", "switch.switch.node"}}) {
+    env["SLURM_TOPOLOGY_ADDR"] = addr;
+    env["SLURM_TOPOLOGY_ADDR_PATTERN"] = pattern;
+    EXPECT_FALSE((*ReadSlurmLaunch(env))->failure_domain.has_value()) << addr << " " << pattern;
+  }
+}
+
 TEST(SlurmEnvTest, NotUnderSlurmNothingIsDerived) { EXPECT_FALSE(ReadSlurmLaunch({{"HOME", "/root"}})->has_value()); }
 
 TEST(SlurmEnvTest, SeveralDtrunTasksOnANodeAreExplained) {

@@ -112,5 +112,34 @@ TEST(FailureWireTest, KindsRoundTripAndAnUnknownWordIsAnExit) {
   EXPECT_EQ(FromWire(future).kind, FailureKind::kExited);
 }
 
+// Where a node's copies are, and its buddy's failure domain, cross the wire; an agent takes no more
+// places to fetch from than it would try, whatever the service sends.
+TEST(AssignmentWireTest, WhereTheCopiesAreRoundTripsAndIsBounded) {
+  NodeView view;
+  view.phase = JobPhase::kRunning;
+  view.role = NodeRole::kMember;
+  view.assignment = Assignment{};
+  view.assignment->buddy_addr = "10.0.0.2";
+  view.assignment->buddy_port = 29500;
+  view.assignment->buddy_failure_domain = "leaf-2";
+  view.assignment->copies_at = {{"10.0.0.5", 29500}, {"10.0.0.6", 31000}};
+  v1::WatchResponse wire;
+  ToWire(view, &wire);
+  const NodeView back = FromWire(wire);
+  ASSERT_TRUE(back.assignment);
+  EXPECT_EQ(back.assignment->copies_at, view.assignment->copies_at);
+  EXPECT_EQ(back.assignment->buddy_failure_domain, "leaf-2");
+  for (int i = 0; i < 1000; ++i) {
+    v1::ReplicaEndpoint* e = wire.mutable_assignment()->add_copies_at();
+    e->set_addr("10.1.0.1");
+    e->set_port(1);
+  }
+  EXPECT_EQ(FromWire(wire).assignment->copies_at.size(), kCopyHolders);
+
+  v1::JoinRequest join;
+  join.set_failure_domain("leaf-1");
+  EXPECT_EQ(FromWire(join).failure_domain, "leaf-1");
+}
+
 }  // namespace
 }  // namespace dtrun::rdzv

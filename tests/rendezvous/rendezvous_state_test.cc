@@ -627,6 +627,78 @@ TEST_F(RendezvousStateTest, EachMembersBuddyIsTheNextGroupRanksReplicaEndpoint) 
   EXPECT_EQ(alone.View(id)->assignment->buddy_addr, "");
 }
 
+// With failure domains a member's buddy is in another domain: two racks of consecutive group
+// ranks copy to each other, and each node learns its buddy's domain.
+TEST_F(RendezvousStateTest, EachMembersBuddyIsInAnotherFailureDomain) {
+  RendezvousState s(Static(4), now_);
+  std::vector<std::string> ids;
+  for (int r = 0; r < 4; ++r) {
+    NodeInfo n = Node("h" + std::to_string(r), r);
+    n.replica_addr = "10.0.0." + std::to_string(r);
+    n.replica_port = 7000;
+    n.failure_domain = r < 2 ? "rack-a" : "rack-b";
+    ids.push_back(MustJoin(s, n));
+  }
+  for (int r = 0; r < 4; ++r) {
+    const Assignment a = *s.View(ids[r])->assignment;
+    EXPECT_EQ(a.buddy_addr, "10.0.0." + std::to_string((r + 2) % 4));
+    EXPECT_EQ(a.buddy_failure_domain, r < 2 ? "rack-b" : "rack-a");
+    EXPECT_TRUE(a.copies_at.empty()) << "round 0: no copies anywhere yet";
+  }
+}
+
+// Three racks of two; rack b (group ranks 2 and 3) is lost one node after the other, and two spares
+// of a fourth rack take its ranks over. A spare's buddy is chosen for the new round's racks, but
+// the copies of the ranks it took over are where the earlier rounds sent them: it is told so.
+TEST_F(RendezvousStateTest, ANodeThatTookOverRanksIsToldWhereTheirCopiesWent) {
+  RendezvousState s(Elastic(6, 6), now_);
+  std::map<std::string, std::string> id;
+  auto join = [&](const std::string& host, const std::string& rack, int addr) {
+    NodeInfo n = Node(host);
+    n.replica_addr = "10.0.0." + std::to_string(addr);
+    n.replica_port = 7000;
+    n.failure_domain = rack;
+    id[host] = MustJoin(s, n);
+  };
+  join("a0", "a", 0), join("a1", "a", 1), join("b0", "b", 2), join("b1", "b", 3), join("c0", "c", 4),
+      join("c1", "c", 5);
+  join("d0", "d", 6), join("d1", "d", 7);  // spares
+  ASSERT_EQ(s.View(id["b0"])->assignment->group_rank, 2);
+  ASSERT_EQ(s.View(id["b0"])->assignment->buddy_addr, "10.0.0.4");  // c0
+  ASSERT_EQ(s.View(id["b1"])->assignment->buddy_addr, "10.0.0.5");  // c1
+
+  ASSERT_TRUE(s.Leave(id["b0"], now_).ok());
+  const Assignment d0 = *s.View(id["d0"])->assignment;
+  ASSERT_EQ(d0.group_rank, 2);
+  EXPECT_EQ(d0.copies_at, (std::vector<ReplicaEndpoint>{{"10.0.0.4", 7000}})) << "b0's copies are on c0";
+  EXPECT_NE(d0.buddy_addr, "10.0.0.4") << "the new round pairs rack d with another node";
+
+  ASSERT_TRUE(s.Leave(id["b1"], now_).ok());
+  const Assignment d1 = *s.View(id["d1"])->assignment;
+  ASSERT_EQ(d1.group_rank, 3);
+  EXPECT_EQ(d1.copies_at, (std::vector<ReplicaEndpoint>{{"10.0.0.5", 7000}})) << "b1's copies are on c1";
+  EXPECT_NE(d1.buddy_failure_domain, "d");
+  // d0's ranks went to its buddy of the last round and, before that, to c0.
+  const Assignment d0_again = *s.View(id["d0"])->assignment;
+  EXPECT_EQ(d0_again.copies_at, (std::vector<ReplicaEndpoint>{{d0.buddy_addr, 7000}, {"10.0.0.4", 7000}}));
+}
+
+// A failure domain is shown in logs and in `dtrun status`: a long one, or one with a space or a
+// control character, is refused at join with the fix.
+TEST_F(RendezvousStateTest, AFailureDomainThatIsNotAShortNameIsRefused) {
+  RendezvousState s(Elastic(1, 2), now_);
+  for (const std::string& bad : {std::string(129, 'r'), std::string("rack a"), std::string("rack\x1b[2J")}) {
+    NodeInfo n = Node("a");
+    n.failure_domain = bad;
+    absl::StatusOr<std::string> id = s.Join(n, now_);
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(id.status().message().find("--failure-domain"), std::string::npos) << id.status();
+  }
+  NodeInfo good = Node("a");
+  good.failure_domain = std::string(128, 'r');
+  EXPECT_TRUE(s.Join(good, now_).ok());
+}
+
 TEST_F(RendezvousStateTest, ElasticContinuesWithFewerNodesWhileAtLeastMin) {
   RendezvousState s(Elastic(1, 2), now_);
   std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
