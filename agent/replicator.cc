@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/endpoint.h"
@@ -254,8 +255,12 @@ void Replicator::FetchFrom(const Round& round, const std::string& from, replica:
     const int64_t rank = round.rank_offset + lr;
     absl::StatusOr<std::vector<replica::Copy>> copies = channel.Fetch(rank, round.world_size, r_.fetch_timeout);
     if (!copies.ok() || copies->empty()) {
-      absl::StrAppend(&misses[lr], misses[lr].empty() ? "" : "; ", from,
-                      copies.ok() ? " holds none" : absl::StrCat(": ", copies.status().message()));
+      // gRPC's errors name the endpoint already.
+      const absl::string_view why = copies.ok() ? "" : copies.status().message();
+      absl::StrAppend(&misses[lr], misses[lr].empty() ? "" : "; ",
+                      copies.ok()                    ? absl::StrCat(from, " holds none")
+                      : absl::StrContains(why, from) ? why
+                                                     : absl::StrCat(from, ": ", why));
       still.push_back(lr);
       // Unreachable or cancelled: the other ranks would wait on it too; they go to the next source.
       if (!copies.ok()) {

@@ -957,6 +957,87 @@ TEST_F(MultiNodeTest, OnStragglerReplaceSwapsTheSlowRanksNodeForTheSpareOnce) {
   EXPECT_EQ(replaced, 1u) << a->all();
 }
 
+// A whole rack is lost at once: two racks of two nodes (declared with --failure-domain, ranks
+// placed by --node-rank so that each rack holds consecutive group ranks, as Slurm places them),
+// and both nodes of rack b are SIGKILLed together. Buddies in the next group rank would have kept
+// rank 2's copy on rank 3's node, lost with it; with failure domains each node of rack b copied to
+// rack a, so the two spares (of a third rack) fetch both lost ranks' copies from rack a, from where
+// the earlier rounds sent them rather than from their new buddies. Every rank resumes at that step
+// and the job ends with the parameters of a one-host job that resumed at that step.
+TEST_F(MultiNodeTest, ALostRacksRanksResumeFromCopiesKeptInTheOtherRack) {
+  Cluster(6);
+  const std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  constexpr int kSteps = 300;
+  // Peer restores off: the ranks are replicas, and this test is about the copies.
+  const std::map<std::string, std::string> env = {{"PYTHON_EXEC", *py}, {"DTRUN_SNAPSHOT_PEERS", "off"}};
+  auto node = [&](int i, const std::string& rack, const std::string& run, bool lose) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    std::vector<std::string> rest = {
+        DtrunBinary(), "--nnodes", "4:4", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        cluster_->address(0) + ":29518", "--rdzv-id", run, "--local-addr", cluster_->address(i), "--failure-domain",
+        rack, "--rdzv-conf", "keep_alive_interval=0.5,keep_alive_max_attempt=4,join_timeout=60", "--max-restarts", "3",
+        "--snapshot-every", "1",
+        // Only each round's first snapshot travels: the step every rank then restores is early.
+        "--snapshot-buddy-every", "100000", Worker("snapshot_resume.py"), std::to_string(kSteps)};
+    if (lose) rest.push_back("--first-attempt-runs-on");
+    if (i < 4) rest.insert(rest.begin() + 1, {"--node-rank", std::to_string(i)});  // where the first round places it
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv, env);
+  };
+  auto rack = [](int i) { return i < 2 ? "rack-a" : "rack-b"; };
+  std::vector<std::unique_ptr<Harness>> members;
+  for (int i = 0; i < 4; ++i) members.push_back(node(i, rack(i), "racks", /*lose=*/true));
+  for (int i : {2, 3}) {
+    ASSERT_TRUE(members[i]->WaitForOutput("holds a copy of its snapshot of step", seconds(180)))
+        << "host " << i << ":\n"
+        << members[i]->all() << "\nhost 0:\n"
+        << members[0]->all();
+  }
+  // Rack b's nodes copy to rack a, and say so.
+  EXPECT_NE(members[2]->all().find("in failure domain rack-a"), std::string::npos) << members[2]->all();
+  std::vector<std::unique_ptr<Harness>> spares;
+  for (int i : {4, 5}) {
+    spares.push_back(node(i, "rack-c", "racks", /*lose=*/true));
+    ASSERT_TRUE(spares.back()->WaitForOutput("spare", seconds(60))) << spares.back()->all();
+  }
+  ::kill(members[2]->pid(), SIGKILL);
+  ::kill(members[3]->pid(), SIGKILL);
+  std::vector<std::string> outputs, restored;
+  for (auto* h : {members[0].get(), members[1].get(), spares[0].get(), spares[1].get()}) {
+    EXPECT_EQ(h->Wait(seconds(300)), 0) << h->all();
+    outputs.push_back(h->all());
+    std::smatch step;
+    EXPECT_TRUE(std::regex_search(outputs.back(), step, std::regex(R"(RESTORED step=(\d+))"))) << outputs.back();
+    restored.push_back(step.size() > 1 ? step[1].str() : "0");
+  }
+  for (auto& spare : spares) {
+    const std::string out = spare->all();
+    const std::string rack_a =
+        std::regex_replace(cluster_->address(0) + "|" + cluster_->address(1), std::regex(R"(\.)"), R"(\.)");
+    EXPECT_TRUE(std::regex_search(out, std::regex("fetched the buddy copies of step [0-9]+ .* from (" + rack_a + "):")))
+        << out;
+  }
+  ASSERT_EQ(std::set<std::string>(restored.begin(), restored.end()).size(), 1u) << restored[0];
+  ASSERT_GT(std::stoi(restored[0]), 0);
+  ASSERT_LT(std::stoi(restored[0]), kSteps);
+  // The parameters are those of a one-host job that resumed at that step from its own memory. (Not
+  // bit for bit those of a job that never stopped: with more than two ranks the order of Gloo's
+  // sums differs in a process's first step, and the last bits with it; two ranks' sums cannot.)
+  auto [rc, reference] =
+      RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "4", "--max-restarts", "1", "--snapshot-every", "1",
+                Worker("snapshot_resume.py"), std::to_string(kSteps), "--crash-at", restored[0]},
+               env);
+  ASSERT_EQ(rc, 0) << reference;
+  std::smatch digest;
+  ASSERT_TRUE(std::regex_search(reference, digest, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << reference;
+  ASSERT_NE(reference.find("RESTORED step=" + restored[0]), std::string::npos) << reference;
+  for (const std::string& out : outputs) {
+    EXPECT_NE(out.find(" " + digest[1].str()), std::string::npos) << "the reference ended at " << digest[1] << "\n"
+                                                                  << out;
+  }
+}
+
 // The same for a Python script (dtrun.snapshot / dtrun.restore): a lost node's rank resumes on the
 // spare from the buddy copy of its snapshot, every rank at that step, and the job ends with the
 // parameters of a run that never lost a node (Gloo on CPU, deterministic batches).
