@@ -9,6 +9,7 @@
 #include <memory>
 #include <regex>
 
+#include "absl/strings/str_cat.h"
 #include "base/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/support/packaged_tree.h"
@@ -76,6 +77,12 @@ TEST_F(SlurmTest, SrunDtrunFormsAGlooJobAcrossTwoNodesFromTheJobsVariables) {
   }
   EXPECT_NE(out.find(": --nnodes 2 (SLURM_STEP_NUM_NODES), --node-rank "), std::string::npos) << out;
   EXPECT_NE(out.find("--master-addr n0 (the first host of SLURM_STEP_NODELIST)"), std::string::npos) << out;
+  // Each node's leaf switch is its failure domain: buddy copies go to the node under the other one.
+  for (const char* leaf : {"leaf0", "leaf1"}) {
+    EXPECT_NE(out.find(absl::StrCat("--failure-domain ", leaf, " (the leaf switch in SLURM_TOPOLOGY_ADDR)")),
+              std::string::npos)
+        << out;
+  }
 }
 
 // examples/slurm/train_imagenet.sbatch as a user submits it: train_imagenet on the demo dataset

@@ -69,7 +69,14 @@ SlurmCluster::SlurmCluster(int nodes) : net_(std::make_unique<NetnsCluster>(node
     std::filesystem::create_directories(dir_ + "/spool/" + NodeName(i));
   }
   conf << "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
+  // A tree of switches, one leaf per node under one spine: Slurm tells each task where its node
+  // hangs (SLURM_TOPOLOGY_ADDR "spine.leaf0.n0"), as on a cluster whose topology.conf is filled in.
+  conf << "TopologyPlugin=topology/tree\n";
   conf.close();
+  std::ofstream topology(dir_ + "/topology.conf");
+  for (int i = 0; i < nodes; ++i) topology << "SwitchName=leaf" << i << " Nodes=" << NodeName(i) << "\n";
+  topology << "SwitchName=spine Switches=leaf[0-" << nodes - 1 << "]\n";
+  topology.close();
   std::ofstream(dir_ + "/cgroup.conf") << "CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n";
   std::ofstream node(dir_ + "/node.sh");
   node << "#!/bin/sh\n# node.sh NAME CONF: slurmd with its own host name and the machine's cgroup v1 hierarchies\n"
