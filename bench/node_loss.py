@@ -13,6 +13,13 @@ has arrived, one fault is injected on a host other than the rendezvous host:
   cut2    its link goes down, and --second-after seconds later that of the host that keeps its
           buddy copies (a rack or switch failure: neighbours whose leases run out apart); the
           job is elastic N-1:N, so it goes on with the survivors and the spare.
+  rack    the links of a whole rack go down at once (a leaf switch fails): the hosts are racks of
+          --rack-size consecutive node ranks (placed by --node-rank, as Slurm places a job switch by
+          switch), the lost rack is not the rendezvous host's, and as many spares as a rack holds
+          (a rack of their own) wait to take over. With --domains on each node says its rack
+          (--failure-domain), so buddies are in other racks; off: buddies are the next node rank,
+          mostly in the same rack. Use --peers off to see what the buddy copies alone recover
+          (ranks whose state is not replicated elsewhere: sharded optimizers, pipeline stages).
 Measured per trial, from the nodes' event logs (`recovered` records, wall clock; the namespaces
 share one clock): fault -> every rank stepping again (the last node's first step), where each
 node's state came from (memory, buddy, disk, none), and lost steps (the step rank 0 had printed
@@ -34,7 +41,7 @@ memory), from the last disk checkpoint (train_recsys writes one per epoch here).
 
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
                           [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
-                          [--keep-alive S] [--second-after S]
+                          [--keep-alive S] [--second-after S] [--rack-size K] [--domains on|off]
 """
 import argparse
 import json
@@ -247,6 +254,9 @@ def inject(cluster, fault, victim):
         cluster.kill_all(victim, wait=fault == "master")  # a restarted master binds the same port
     elif fault in ("cut", "cut2"):
         cluster.link(victim, False)
+    elif fault == "rack":
+        for host in victim:  # one switch: every link of the rack at once
+            cluster.link(host, False)
     else:
         os.kill(workers_of(cluster, victim)[0], signal.SIGSTOP)
     return fault_ms
@@ -336,7 +346,8 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
     with tempfile.TemporaryDirectory() as tmp:
         endpoint = f"{cluster.addrs[0]}:{PORT}"
 
-        events = {i: f"{tmp}/events{i}.jsonl" for i in range(n + 1)}
+        spares_needed = args.rack_size if fault == "rack" else 1
+        events = {i: f"{tmp}/events{i}.jsonl" for i in range(n + spares_needed)}
 
         def start(i):
             argv = [os.path.join(args.build_dir, "bin", "dtrun"), "--nnodes", nnodes(n, args, fault), "--nproc-per-node", "2",
@@ -348,24 +359,37 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     "--warm-workers", args.warm_workers,
                     os.path.join(args.build_dir, "bin", "train_recsys"), ratings, "--epochs", "100", "-b", "256",
                     "-p", "1", "--save-every-minutes", "1000", "--no-tensorboard", "--output-dir", f"{tmp}/out{i}"]
+            if fault == "rack":
+                where = argv.index("--nproc-per-node")
+                if i < n:
+                    argv[where:where] = ["--node-rank", str(i)]  # racks of consecutive node ranks
+                if args.domains == "on":
+                    argv[where:where] = ["--failure-domain", f"rack{i // args.rack_size}" if i < n else "spares"]
             return Node(cluster, i, argv, dict(os.environ, OMP_NUM_THREADS="1", DTRUN_SNAPSHOT_PEERS=args.peers))
 
         nodes = [start(i) for i in range(n)]
         spare = None
+        spares = []
         second = None
         try:
             # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
             printer = find_printer(nodes, STEP)
             if fault == "cut2":
                 victim, second = victim_and_its_buddy(cluster, nodes, rng)
+            elif fault == "rack":
+                first = args.rack_size * rng.randrange(1, n // args.rack_size)  # not the rendezvous host's
+                victim = list(range(first, first + args.rack_size))
             else:
                 victim = 0 if fault == "master" else rng.randrange(1, n)
-            if not nodes[victim].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
-                raise SystemExit(f"host {victim} never placed a buddy copy:\n" + nodes[victim].text()[-3000:])
+            for host in victim if fault == "rack" else [victim]:
+                if not nodes[host].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
+                    raise SystemExit(f"host {host} never placed a buddy copy:\n" + nodes[host].text()[-3000:])
             if not args.shrink and fault != "master":
-                spare = start(n)
-                if not spare.wait_for(re.compile(r"spare"), 120):
-                    raise SystemExit("the spare did not join:\n" + spare.text()[-3000:])
+                for i in range(n, n + spares_needed):
+                    spares.append(start(i))
+                    if not spares[-1].wait_for(re.compile(r"spare"), 120):
+                        raise SystemExit("the spare did not join:\n" + spares[-1].text()[-3000:])
+                spare = spares[0]
             def step_of(line):
                 m = STEP.search(line)
                 return global_step(m) if m else None
@@ -377,8 +401,9 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 nodes[0] = restart_master(args, fault_ms, start)
             # Every node that runs the next round logs `recovered` once its ranks step again; a
             # restarted master's node starts afresh (nothing to recover), and steps with the others.
-            runners = [i for i in range(n) if (i != victim or fault == "freeze") and i != second] + \
-                ([n] if spare and fault != "freeze" else [])
+            lost = victim if fault == "rack" else [] if fault == "freeze" else [victim]
+            runners = [i for i in range(n) if i not in lost and i != second] + \
+                (list(range(n, n + len(spares))) if fault != "freeze" else [])
             logs = {i: events[i] for i in runners}
             deadline = time.time() + 180
             records = {}
@@ -394,12 +419,12 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             if len(records) < len(runners):
                 missing = [i for i in runners if i not in records]
                 host = missing[0]
-                text = spare.text() if host == n else nodes[host].text()
+                text = spares[host - n].text() if host >= n else nodes[host].text()
                 raise SystemExit(f"{fault}: host {host} recorded no recovery:\n{text[-4000:]}")
             if args.keep_logs and (args.keep_all or any(r.get("source") == "none" for r in records.values())):
                 # What every host said, each line with its arrival time in seconds from the fault.
                 os.makedirs(args.keep_logs, exist_ok=True)
-                for i, node in enumerate(nodes + ([spare] if spare else [])):
+                for i, node in enumerate(nodes + spares):
                     with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
                         with node.cond:
                             f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
@@ -429,9 +454,12 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         finally:
             if fault in ("cut", "cut2"):
                 cluster.link(victim, True)
+            if fault == "rack":
+                for host in victim:
+                    cluster.link(host, True)
             if second is not None:
                 cluster.link(second, True)
-            for i in range(n + 1):
+            for i in range(n + spares_needed):
                 cluster.kill_all(i, wait=True)
 
 
@@ -487,6 +515,9 @@ def main():
                     help="dtrun's keep-alive interval in seconds (its default: 5)")
     ap.add_argument("--second-after", type=float, default=0.5,
                     help="cut2: seconds from the first host's cut to its buddy's")
+    ap.add_argument("--rack-size", type=int, default=2, help="rack: hosts per rack (consecutive node ranks)")
+    ap.add_argument("--domains", default="on", choices=["on", "off"],
+                    help="rack: whether each node names its rack with --failure-domain")
     args = ap.parse_args()
     if args.launcher == "torchrun" and "cut2" in args.faults.split(","):
         raise SystemExit("cut2 is for dtrun: torchrun keeps no buddy copies")
@@ -505,7 +536,9 @@ def main():
     layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare (none for master)"
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers {layout}, {job}; {setup}")
     rng = random.Random(args.seed)
-    cluster = Cluster(args.nodes + 1)
+    if "rack" in args.faults.split(",") and (args.nodes % args.rack_size or args.nodes < 2 * args.rack_size):
+        raise SystemExit("rack: --nodes must be two or more racks of --rack-size hosts")
+    cluster = Cluster(args.nodes + (args.rack_size if "rack" in args.faults.split(",") else 1))
     try:
         with tempfile.TemporaryDirectory() as data:
             ratings = make_ratings(args.build_dir, data)
