@@ -140,6 +140,16 @@ replica::Copy CopyOf(int64_t step, const std::string& payload) {
   return c;
 }
 
+// Calls ReadyFor until it says the workers may start, waiting on the fetch's event as the agent's
+// loop does.
+void AwaitReady(Replicator& replicator, const rdzv::Assignment& a) {
+  while (!replicator.ReadyFor(a)) {
+    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
+    replicator.Drain();
+  }
+}
+
 // Writes a snapshot of rank 0 (of 2) at `step` into the worker's region, as a worker would.
 void WriteSnapshot(int fd, int64_t step, const std::string& payload) {
   snapshot::SlotHeader h;
@@ -151,7 +161,8 @@ void WriteSnapshot(int fd, int64_t step, const std::string& payload) {
 
 class ReplicatorTest : public ::testing::Test {
  protected:
-  void Start(int failures) {
+  // A replicator of one local rank; with `holders`, every endpoint it connects to is one of them.
+  void Start(int failures, std::shared_ptr<Holders> holders = nullptr) {
     {
       CheckedMutexLock lock(&log_->mu);
       log_->failures_left = failures;
@@ -159,7 +170,11 @@ class ReplicatorTest : public ::testing::Test {
     absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::make_unique<SnapshotStore>(std::move(*store));
-    replicator_ = std::make_unique<Replicator>(Replication(), *store_, kJob);
+    BuddyReplication r = Replication();
+    if (holders) {
+      r.connect = [holders](const std::string& host, int) { return std::make_unique<HolderChannel>(holders, host); };
+    }
+    replicator_ = std::make_unique<Replicator>(std::move(r), *store_, kJob);
     ASSERT_TRUE(replicator_->ReadyFor(RoundOf(0, 2))) << "round 0 fetches nothing";
   }
   // Copies to the fake buddy, every 10 steps, unpaced.
@@ -248,11 +263,7 @@ TEST_F(ReplicatorTest, ANodeWhoseWorldChangedRestoresWhatItHoldsWithoutAFetch) {
   Replicator own_only(Replication(), *store, kJob);
   unsetenv(env::kSnapshotPeers);
   EXPECT_FALSE(own_only.ReadyFor(grown)) << "fetching";
-  while (!own_only.ReadyFor(grown)) {  // the fetch's end is an event, as the agent's loop waits for it
-    struct pollfd p = {own_only.event_fd(), POLLIN, 0};
-    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
-    own_only.Drain();
-  }
+  AwaitReady(own_only, grown);
   CheckedMutexLock lock(&log_->mu);
   EXPECT_EQ(log_->fetches, 1);
 }
@@ -281,11 +292,7 @@ TEST_F(ReplicatorTest, ANewBuddyEndsAFetchFromTheOldOne) {
   rdzv::Assignment new_buddy = RoundOf(3, 2);
   new_buddy.buddy_addr = "10.0.0.3";
   EXPECT_FALSE(replicator.ReadyFor(new_buddy));
-  while (!replicator.ReadyFor(new_buddy)) {
-    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
-    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
-    replicator.Drain();
-  }
+  AwaitReady(replicator, new_buddy);
   {
     CheckedMutexLock lock(&silent->mu);
     EXPECT_TRUE(silent->cancelled);
@@ -305,29 +312,21 @@ TEST_F(ReplicatorTest, TheCopiesAreFetchedFromWhereTheLastRoundsSentThemBeforeTh
     holders->unreachable.insert("10.0.0.4");
     holders->copies["10.0.0.5"].push_back(CopyOf(7, "rank 0 at step 7"));
   }
-  BuddyReplication r = Replication();
-  r.connect = [holders](const std::string& host, int) { return std::make_unique<HolderChannel>(holders, host); };
-  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
-  ASSERT_TRUE(store.ok()) << store.status();
-  Replicator replicator(std::move(r), *store, kJob);
+  Start(/*failures=*/0, holders);
   rdzv::Assignment a = RoundOf(1, 2);
   a.buddy_addr = "10.0.0.3";
   a.copies_at = {{"10.0.0.4", 1}, {"10.0.0.5", 1}};
-  while (!replicator.ReadyFor(a)) {
-    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
-    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
-    replicator.Drain();
-  }
+  AwaitReady(*replicator_, a);
   {
     CheckedMutexLock lock(&holders->mu);
     EXPECT_EQ(holders->asked, (std::vector<std::string>{"10.0.0.4", "10.0.0.5"}));
   }
-  const std::vector<std::string> notes = replicator.TakeFetchNotes();
+  const std::vector<std::string> notes = replicator_->TakeFetchNotes();
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_TRUE(absl::StartsWith(notes[0], "rank 0: fetched the buddy copies of step 7 (")) << notes[0];
   EXPECT_TRUE(absl::EndsWith(notes[0], ") from 10.0.0.5:1")) << notes[0];
   std::vector<int64_t> held;
-  for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(store->replica_fd(0))) {
+  for (const absl::StatusOr<snapshot::SlotHeader>& h : snapshot::ReadHeaders(store_->replica_fd(0))) {
     if (h.ok() && h->job == kJob) held.push_back(h->step);
   }
   EXPECT_EQ(held, (std::vector<int64_t>{7}));
@@ -340,20 +339,12 @@ TEST_F(ReplicatorTest, ARankWithoutACopySaysWhereItLooked) {
     CheckedMutexLock lock(&holders->mu);
     holders->unreachable.insert("10.0.0.4");
   }
-  BuddyReplication r = Replication();
-  r.connect = [holders](const std::string& host, int) { return std::make_unique<HolderChannel>(holders, host); };
-  absl::StatusOr<SnapshotStore> store = SnapshotStore::Create(1, 1 << 20, /*with_replicas=*/true);
-  ASSERT_TRUE(store.ok()) << store.status();
-  Replicator replicator(std::move(r), *store, kJob);
+  Start(/*failures=*/0, holders);
   rdzv::Assignment a = RoundOf(1, 2);
   a.buddy_addr = "10.0.0.3";
   a.copies_at = {{"10.0.0.4", 1}, {"10.0.0.3", 1}};  // the buddy named once, where it was
-  while (!replicator.ReadyFor(a)) {
-    struct pollfd p = {replicator.event_fd(), POLLIN, 0};
-    ASSERT_EQ(::poll(&p, 1, 60000), 1) << "the fetch did not end";
-    replicator.Drain();
-  }
-  EXPECT_EQ(replicator.TakeFetchNotes(),
+  AwaitReady(*replicator_, a);
+  EXPECT_EQ(replicator_->TakeFetchNotes(),
             (std::vector<std::string>{"rank 0: no buddy copy (10.0.0.4:1: failed to connect; 10.0.0.3:1 holds none)"}));
   CheckedMutexLock lock(&holders->mu);
   EXPECT_EQ(holders->asked, (std::vector<std::string>{"10.0.0.4", "10.0.0.3"}));
