@@ -42,6 +42,7 @@ memory), from the last disk checkpoint (train_recsys writes one per epoch here).
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
                           [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
                           [--keep-alive S] [--second-after S] [--rack-size K] [--domains on|off]
+                          [--fault-after STEP]
 """
 import argparse
 import json
@@ -240,7 +241,7 @@ def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng):
     buddy copies); returns that step and the fault's time (ms since the epoch)."""
     with printer.cond:
         now = max(step_of(l) or 0 for _, l in printer.lines if l)
-    target = now + rng.randint(1, 2 * args.buddy_every)
+    target = max(now, args.fault_after) + rng.randint(1, 2 * args.buddy_every)
     reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
     if reached is None:
         raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
@@ -515,6 +516,8 @@ def main():
                     help="dtrun's keep-alive interval in seconds (its default: 5)")
     ap.add_argument("--second-after", type=float, default=0.5,
                     help="cut2: seconds from the first host's cut to its buddy's")
+    ap.add_argument("--fault-after", type=int, default=0,
+                    help="the fault comes at a random step after this one (0: soon after the first buddy copy)")
     ap.add_argument("--rack-size", type=int, default=2, help="rack: hosts per rack (consecutive node ranks)")
     ap.add_argument("--domains", default="on", choices=["on", "off"],
                     help="rack: whether each node names its rack with --failure-domain")
