@@ -537,6 +537,9 @@ def main():
         setup = (f"--rdzv-conf {keep_alive_conf(args.keep_alive)}; heartbeat timeout {args.heartbeat_timeout} s; "
                  f"buddy every {args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
     layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare (none for master)"
+    if "rack" in args.faults.split(","):
+        layout += (f"; rack: racks of {args.rack_size} consecutive node ranks, {args.rack_size} spares, "
+                   f"--failure-domain {'per rack' if args.domains == 'on' else 'not given'}")
     print(f"CPU: {cpu}, {os.cpu_count()} cores; {args.nodes} nodes x 2 workers {layout}, {job}; {setup}")
     rng = random.Random(args.seed)
     if "rack" in args.faults.split(",") and (args.nodes % args.rack_size or args.nodes < 2 * args.rack_size):
