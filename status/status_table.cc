@@ -1,9 +1,13 @@
 #include "status/status_table.h"
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace dtrun::status {
 namespace {
@@ -11,6 +15,29 @@ namespace {
 std::string Num(double v, int decimals = 1) { return v < 0 ? "-" : absl::StrFormat("%.*f", decimals, v); }
 
 std::string Int(int64_t v) { return v < 0 ? "-" : absl::StrCat(v); }
+
+// "failure domains: leaf0 (2 nodes), leaf1 (2 nodes)\n", so a reader sees where buddy copies can go;
+// "" when no node said one. The first kShownDomains by name, then how many more.
+std::string DomainsLine(const JobStatus& job) {
+  constexpr size_t kShownDomains = 8;
+  std::map<std::string, int> nodes;
+  bool any = false;
+  for (const NodeStatus& n : job.nodes) {
+    ++nodes[n.failure_domain];
+    any |= !n.failure_domain.empty();
+  }
+  if (!any) return "";
+  std::vector<std::string> parts;
+  for (const auto& [domain, count] : nodes) {
+    if (parts.size() == kShownDomains) {
+      parts.push_back(absl::StrCat("and ", nodes.size() - kShownDomains, " more"));
+      break;
+    }
+    parts.push_back(absl::StrCat(domain.empty() ? "(none said)" : domain.substr(0, 32), " (", count,
+                                 count == 1 ? " node)" : " nodes)"));
+  }
+  return absl::StrCat("failure domains: ", absl::StrJoin(parts, ", "), "\n");
+}
 
 }  // namespace
 
@@ -25,9 +52,10 @@ std::string RenderHeader(const JobStatus& job) {
     if (n.total_steps) total = n.total_steps;
   }
   std::string progress = step < 0 ? "" : absl::StrCat(", step ", step, total ? absl::StrCat("/", *total) : "");
-  return absl::StrCat("run ", job.run_id, ": ", job.phase, ", round ", job.round < 0 ? std::string("-") : absl::StrCat(job.round),
-                      ", ", job.restarts_used, " restart(s) used, ", job.nodes.size(), " node(s), ", ranks, " rank(s)",
-                      progress, "\n", job.straggler ? absl::StrCat("straggler: ", DescribeStraggler(*job.straggler), "\n") : "");
+  return absl::StrCat(
+      "run ", job.run_id, ": ", job.phase, ", round ", job.round < 0 ? std::string("-") : absl::StrCat(job.round), ", ",
+      job.restarts_used, " restart(s) used, ", job.nodes.size(), " node(s), ", ranks, " rank(s)", progress, "\n",
+      DomainsLine(job), job.straggler ? absl::StrCat("straggler: ", DescribeStraggler(*job.straggler), "\n") : "");
 }
 
 namespace {

@@ -1001,6 +1001,12 @@ TEST_F(MultiNodeTest, ALostRacksRanksResumeFromCopiesKeptInTheOtherRack) {
     spares.push_back(node(i, "rack-c", "racks", /*lose=*/true));
     ASSERT_TRUE(spares.back()->WaitForOutput("spare", seconds(60))) << spares.back()->all();
   }
+  // `dtrun status` counts the nodes of each domain.
+  std::vector<std::string> ask = cluster_->Exec(5);
+  ask.insert(ask.end(), {DtrunBinary(), "status", "--endpoint", cluster_->address(0) + ":29518", "--run-id", "racks"});
+  const auto [asked, status] = RunToEnd(ask);
+  EXPECT_NE(status.find("\nfailure domains: rack-a (2 nodes), rack-b (2 nodes), rack-c (2 nodes)\n"), std::string::npos)
+      << status;
   ::kill(members[2]->pid(), SIGKILL);
   ::kill(members[3]->pid(), SIGKILL);
   std::vector<std::string> outputs, restored;

@@ -201,6 +201,28 @@ TEST(StatusTableTest, TheNamedStragglerHasAJobLineAndItsWaitIsMarked) {
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3 + 4);
 }
 
+// Where buddy copies can go: the nodes' failure domains, counted, under the job's line; nothing
+// when no node said one. Many domains are cut short (in the order of their names).
+TEST(StatusTableTest, TheFailureDomainsAreCountedUnderTheJobsLine) {
+  JobStatus job = TwoNodes();
+  EXPECT_EQ(RenderHeader(job).find("failure domains"), std::string::npos);
+  job.nodes[0].failure_domain = "leaf0";
+  EXPECT_NE(RenderHeader(job).find("\nfailure domains: (none said) (1 node), leaf0 (1 node)\n"), std::string::npos)
+      << RenderHeader(job);
+  job.nodes[1].failure_domain = "leaf0";
+  EXPECT_NE(RenderHeader(job).find("\nfailure domains: leaf0 (2 nodes)\n"), std::string::npos) << RenderHeader(job);
+  for (int i = 0; i < 10; ++i) {
+    job.nodes.push_back(job.nodes[0]);
+    job.nodes.back().failure_domain = "leaf" + std::to_string(i + 1);
+  }
+  EXPECT_NE(RenderHeader(job).find(", leaf6 (1 node), and 3 more\n"), std::string::npos) << RenderHeader(job);
+  nlohmann::json j = ToJson(job);
+  EXPECT_EQ(j["nodes"][2]["failure_domain"], "leaf1");
+  absl::StatusOr<JobStatus> back = JobStatusFromJson(nlohmann::json::parse(j.dump()), 8);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->nodes[2].failure_domain, "leaf1");
+}
+
 TEST(StatusJsonTest, TheStragglerAndTheWaitsRoundTripAndBadOnesAreRefused) {
   JobStatus job = TwoNodes();
   job.nodes[0].ranks[0].sync_wait_s = 0.05;
