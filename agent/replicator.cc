@@ -149,8 +149,8 @@ void Replicator::CancelFetch() {
   fetch_cancelled_ = true;
   if (!fetch_channel_) return;  // between two sources: the flag ends it
   spdlog::info(
-      "replica: where this node's copies are changed while fetching them from {}; fetching from the new "
-      "places",
+      "replica: a new round names other places for this node's copies while it fetches them from {}; fetching "
+      "from those",
       channel_endpoint_of_fetch_);
   fetch_channel_->Cancel();
   if (fetch_channel_ == channel_) channel_.reset();  // cancelled for good: a later round opens another
@@ -187,10 +187,10 @@ void Replicator::SayBuddy(const rdzv::Assignment& a) const {
   const std::string endpoint = BuddyEndpoint(a.buddy_addr, a.buddy_port);
   if (endpoint.empty() || endpoint == BuddyEndpoint(round_.buddy_host, round_.buddy_port)) return;
   if (r_.failure_domain.empty()) {
-    spdlog::info("replica: this node's snapshots are copied to {}", endpoint);
+    spdlog::debug("replica: this node's snapshots are copied to {}", endpoint);  // the first copy says it
   } else if (a.buddy_failure_domain != r_.failure_domain) {
     spdlog::info("replica: this node's snapshots are copied to {}, in failure domain {}", endpoint,
-                 a.buddy_failure_domain.empty() ? "(none said)" : a.buddy_failure_domain.substr(0, 64));
+                 a.buddy_failure_domain.empty() ? "(none said)" : a.buddy_failure_domain);
   } else {
     spdlog::warn(
         "replica: this node's snapshots are copied to {}, in its own failure domain {}: it holds more than half of "

@@ -139,7 +139,7 @@ NodeView FromWire(const v1::WatchResponse& in) {
       if (v.assignment->copies_at.size() == kCopyHolders) break;
       v.assignment->copies_at.push_back({at.addr(), at.port()});
     }
-    v.assignment->buddy_failure_domain = a.buddy_failure_domain();
+    v.assignment->buddy_failure_domain = a.buddy_failure_domain().substr(0, kMaxFailureDomainBytes);
   }
   v.reason = in.reason();
   v.awaited = in.awaited();
