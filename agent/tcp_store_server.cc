@@ -23,6 +23,7 @@
 #include "agent/store_core.h"
 #include "agent/stream_forwarder.h"
 #include "base/guarded_thread.h"
+#include "base/open_file_limit.h"
 #include "base/outbox.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -87,11 +88,6 @@ struct Connection {
   bool classified = false;          // its first byte has been seen
   uint32_t watched = EPOLLIN;       // the events epoll reports for it (a flush changes them only when they differ)
 };
-
-size_t OpenFileLimit() {
-  rlimit lim{};
-  return ::getrlimit(RLIMIT_NOFILE, &lim) == 0 ? static_cast<size_t>(lim.rlim_cur) : 1024;
-}
 
 // A TCPStore client's first byte is VALIDATE (0) or an older client's request (0..11); HTTP/2 starts
 // with "PRI * HTTP/2.0" and TLS with a handshake record (0x16).
@@ -175,9 +171,8 @@ void StoreLoop::Accept() {
       if (!refusing_) {
         spdlog::error(
             "store: refusing connections past {} (half of this process's limit of {} open files): a job of more "
-            "workers needs a higher hard limit on this host (ulimit -Hn as root, LimitNOFILE= in a systemd unit, "
-            "nofile in /etc/security/limits.conf, docker run --ulimit nofile=N:N)",
-            max_conns_, open_file_limit_);
+            "workers needs a higher hard limit on this host ({})",
+            max_conns_, open_file_limit_, kRaiseOpenFileLimit);
       }
       refusing_ = true;
       continue;

@@ -3,6 +3,7 @@
 #include <functional>
 #include <utility>
 
+#include "base/open_file_limit.h"
 #include "base/status_macros.h"
 
 namespace dtrun {
@@ -12,6 +13,7 @@ absl::StatusOr<HostedRendezvous> HostRendezvousWithStore(const rdzv::GrpcModuleA
                                                          const rdzv::TlsCredentials& tls,
                                                          std::shared_ptr<replica::ReplicaKeeper> copies) {
   options.workers_store_at_endpoint = true;
+  options.workers_store_capacity = static_cast<int64_t>(StoreConnectionCap(OpenFileLimit()));  // as the store's, below
   DT_ASSIGN_OR_RETURN(std::unique_ptr<rdzv::RendezvousServer> service,
                       grpc.start_server("127.0.0.1", 0, options, tls, copies));
   if (port != 0 && service->port() == port) {

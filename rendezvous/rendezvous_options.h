@@ -33,6 +33,9 @@ struct RendezvousOptions {
   // reaches the service at in its place (rendezvous/workers_store.h). False: the store of the
   // agent of group rank 0 (the in-process rounds of a single-node job).
   bool workers_store_at_endpoint = false;
+  // With workers_store_at_endpoint: how many workers that store takes (half its host's open-file
+  // limit, agent/tcp_store_server.h); a round of more is said at once (0: not known).
+  int64_t workers_store_capacity = 0;
 
   Duration join_timeout{600000};       // a round must form within this (and a lost static node return)
   Duration last_call_timeout{30000};   // elastic: extra wait for more nodes once min is reached

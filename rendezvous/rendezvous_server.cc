@@ -20,6 +20,7 @@
 #include "rendezvous/rendezvous_state.h"
 #include "rendezvous/tls_check.h"
 #include "rendezvous/wire.h"
+#include "rendezvous/workers_store.h"
 #include "spdlog/spdlog.h"
 
 namespace dtrun::rdzv {
@@ -207,7 +208,10 @@ class Service final : public v1::Rendezvous::CallbackService {
       uint64_t before = state_.version();
       st = CheckCredentials(auth);
       if (st.ok()) st = op();
-      if (state_.version() != before) answers = TakeAnswersLocked();
+      if (state_.version() != before) {
+        answers = TakeAnswersLocked();
+        SayIfTheStoreIsTooSmall();
+      }
       WakeTimerIfSooner();
     }
     reactor->Finish(ToGrpc(st));
@@ -250,6 +254,16 @@ class Service final : public v1::Rendezvous::CallbackService {
     return out;
   }
 
+  // Once per round with more workers than the store on this endpoint takes: before its workers
+  // start and are refused.
+  void SayIfTheStoreIsTooSmall() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (state_.phase() != JobPhase::kRunning || state_.round() == checked_round_) return;
+    checked_round_ = state_.round();
+    const std::string warning =
+        StoreTooSmallWarning(state_.round(), state_.world_size(), options_.workers_store_capacity);
+    if (!warning.empty()) spdlog::warn("{}", warning);
+  }
+
   // A keep-alive only moves a deadline later: the timer wakes for the earlier one and looks again.
   // Waking it on every call cost a thread switch per keep-alive.
   void WakeTimerIfSooner() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -274,7 +288,10 @@ class Service final : public v1::Rendezvous::CallbackService {
         if (stopping_) return;
         uint64_t before = state_.version();
         state_.Tick(Clock::now());
-        if (state_.version() != before) answers = TakeAnswersLocked();
+        if (state_.version() != before) {
+          answers = TakeAnswersLocked();
+          SayIfTheStoreIsTooSmall();
+        }
       }
       for (auto& [r, s] : answers) r->Finish(s);
     }
@@ -284,7 +301,9 @@ class Service final : public v1::Rendezvous::CallbackService {
   absl::Mutex mu_;
   absl::CondVar wake_;
   RendezvousState state_ ABSL_GUARDED_BY(mu_);
-  int64_t rejected_progress_ ABSL_GUARDED_BY(mu_) = 0;  // status summaries that broke the bounds
+  int64_t rejected_progress_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t checked_round_ ABSL_GUARDED_BY(mu_) =
+      -1;  // the last round held against the store's capacity  // status summaries that broke the bounds
   std::multimap<std::string, WatchReactor*> parked_ ABSL_GUARDED_BY(mu_);  // by node id
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<TimePoint> timer_until_ ABSL_GUARDED_BY(mu_);  // what the timer sleeps until (none: forever)

@@ -495,6 +495,7 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
   min_reached_at_.reset();
   int world = 0;
   for (const std::string& m : members_) world += nodes_.at(m).info.nproc;
+  world_size_ = world;
   if (world <= straggler::StragglerWatch::kMaxRanks) {
     std::vector<int> node_of_rank;
     node_of_rank.reserve(static_cast<size_t>(world));
@@ -573,6 +574,7 @@ void RendezvousState::EndRound(const std::string& reason, TimePoint now) {
 
 void RendezvousState::ClearRound(NodeRole everyone) {
   members_.clear();
+  world_size_ = 0;
   stragglers_.Reset(0);
   straggler_.reset();
   straggler_member_.clear();

@@ -215,6 +215,7 @@ class RendezvousState {
   // Bumped by every change; a node's own view changes less often (NodeView::version).
   uint64_t version() const { return version_; }
   int64_t round() const { return round_; }
+  int world_size() const { return world_size_; }  // the running round's workers (0: none running)
   JobPhase phase() const { return phase_; }
   bool has_nodes() const { return !nodes_.empty(); }
   JobSummary Summary() const;  // O(nodes): for status and shutdown, not for every call
@@ -313,6 +314,7 @@ class RendezvousState {
   int64_t rounds_seen_ = 0;  // the most any joiner has seen (NodeInfo::rounds_seen): rounds go above it
   int restarts_used_ = 0;
   std::vector<std::string> members_;  // current round, by group rank
+  int world_size_ = 0;                // their workers
   // The last round's members by group rank: an elastic round keeps each returning node's group
   // rank, so its ranks (and their snapshots) stay where they were and a newcomer takes the gap.
   std::vector<std::string> last_members_;

@@ -14,4 +14,9 @@ namespace dtrun::rdzv {
 // so it does) leaves the assignment as it is.
 void PlaceWorkersStoreAtEndpoint(Assignment& assignment, const std::string& endpoint);
 
+// What the service says when `round` has more workers than its store takes (`capacity`, 0: not
+// known): the others are refused when they connect, so it is said before they start, with the
+// fix. "" when the round fits.
+std::string StoreTooSmallWarning(int64_t round, int64_t world_size, int64_t capacity);
+
 }  // namespace dtrun::rdzv

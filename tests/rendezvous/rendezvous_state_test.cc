@@ -699,6 +699,27 @@ TEST_F(RendezvousStateTest, AFailureDomainThatIsNotAShortNameIsRefused) {
   EXPECT_TRUE(s.Join(good, now_).ok());
 }
 
+// A round of more workers than the store on the service's endpoint takes is said before the
+// workers start, with how many would be refused and the fix; one that fits, or an unknown
+// capacity, says nothing. The state counts each round's workers.
+TEST_F(RendezvousStateTest, ARoundOfMoreWorkersThanTheStoreTakesIsSaidWithTheFix) {
+  RendezvousState s(Static(2), now_);
+  MustJoin(s, Node("a", 0, 8));
+  EXPECT_EQ(s.world_size(), 0) << "no round yet";
+  MustJoin(s, Node("b", 1, 8));
+  ASSERT_EQ(s.world_size(), 16);
+  EXPECT_EQ(StoreTooSmallWarning(s.round(), s.world_size(), 16), "");
+  EXPECT_EQ(StoreTooSmallWarning(s.round(), s.world_size(), 0), "");
+  const std::string warning = StoreTooSmallWarning(s.round(), s.world_size(), 10);
+  EXPECT_EQ(warning.rfind("round 0 has 16 workers, and the workers' store on this host takes 10 (half its open-file "
+                          "limit): the other 6 will be refused when they connect. Raise the hard limit on this host "
+                          "(ulimit -Hn as root, ",
+                          0),
+            0u)
+      << warning;
+  EXPECT_NE(warning.find("`dtrun rdzv-server` on a host with a higher one"), std::string::npos) << warning;
+}
+
 TEST_F(RendezvousStateTest, ElasticContinuesWithFewerNodesWhileAtLeastMin) {
   RendezvousState s(Elastic(1, 2), now_);
   std::string a = MustJoin(s, Node("a")), b = MustJoin(s, Node("b"));
