@@ -27,7 +27,7 @@ class ABSL_LOCKABLE CheckedMutex {
   template <typename Predicate>
   void Await(Predicate ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    if (waiters_ > 0 && !ready()) released_.notify_all();  // waiting releases the mutex too
+    if (waiters_ > 0) released_.notify_all();  // waiting releases the mutex too
     ++waiters_;
     released_.wait(lock, ready);
     --waiters_;
@@ -37,7 +37,7 @@ class ABSL_LOCKABLE CheckedMutex {
   template <typename Predicate, typename Rep, typename Period>
   bool AwaitWithTimeout(Predicate ready, std::chrono::duration<Rep, Period> timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    if (waiters_ > 0 && !ready()) released_.notify_all();  // waiting releases the mutex too
+    if (waiters_ > 0) released_.notify_all();  // waiting releases the mutex too
     ++waiters_;
     const bool met = released_.wait_for(lock, timeout, ready);
     --waiters_;
