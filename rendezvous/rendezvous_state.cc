@@ -532,8 +532,8 @@ void RendezvousState::AssignBuddies(int world) {
   const std::vector<int> buddies = BuddyRanks(domains);
   std::vector<CopiesOfRanks> copies(members_.size());
   for (size_t i = 0; i < members_.size(); ++i) {
-    const Node& node = nodes_.at(members_[i]);
-    Assignment& a = *nodes_.at(members_[i]).assignment;
+    Node& node = nodes_.at(members_[i]);
+    Assignment& a = *node.assignment;
     CopiesOfRanks& mine = copies[i];
     mine = {a.rank_offset, node.info.nproc, world, {}};
     if (!buddies.empty()) {
