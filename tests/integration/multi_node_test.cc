@@ -1028,8 +1028,9 @@ TEST_F(MultiNodeTest, ALostRacksRanksResumeFromCopiesKeptInTheOtherRack) {
   ASSERT_GT(std::stoi(restored[0]), 0);
   ASSERT_LT(std::stoi(restored[0]), kSteps);
   // The parameters are those of a one-host job that resumed at that step from its own memory. (Not
-  // bit for bit those of a job that never stopped: with more than two ranks the order of Gloo's
-  // sums differs in a process's first step, and the last bits with it; two ranks' sums cannot.)
+  // bit for bit those of a job that never stopped: DDP re-buckets after a process's first step, so
+  // with more than two ranks a resumed process's first sums come in another order; the script's
+  // --find-unused avoids that, PythonSnapshotTest.FourRanksWhoseDdpKeepsItsBuckets...)
   auto [rc, reference] =
       RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "4", "--max-restarts", "1", "--snapshot-every", "1",
                 Worker("snapshot_resume.py"), std::to_string(kSteps), "--crash-at", restored[0]},

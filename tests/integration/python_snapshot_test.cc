@@ -29,8 +29,9 @@ constexpr int kSteps = 40;
 constexpr int kCrashAt = 23;
 
 std::pair<int, std::string> RunScript(const std::string& py, std::vector<std::string> flags,
-                                      std::vector<std::string> script_args, std::map<std::string, std::string> env = {}) {
-  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", "2"};
+                                      std::vector<std::string> script_args, std::map<std::string, std::string> env = {},
+                                      int ranks = 2) {
+  std::vector<std::string> argv = {DtrunBinary(), "--standalone", "--nproc-per-node", std::to_string(ranks)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back(Worker("snapshot_resume.py"));
   argv.push_back(std::to_string(kSteps));
@@ -50,6 +51,20 @@ std::string BothRanksDigest(const std::string& out) {
     return "";
   }
   return m0[1];
+}
+
+// The digest every one of `ranks` ranks printed; "" unless all did and agree.
+std::string EveryRanksDigest(const std::string& out, int ranks) {
+  std::set<std::string> digests;
+  for (int r = 0; r < ranks; ++r) {
+    std::smatch m;
+    const std::string rank = std::to_string(r);
+    if (!std::regex_search(out, m, std::regex("\\[default" + rank + "\\]:DIGEST rank=" + rank + " ([0-9a-f]{16})"))) {
+      return "";
+    }
+    digests.insert(m[1]);
+  }
+  return digests.size() == 1 ? *digests.begin() : "";
 }
 
 int RestoredStep(const std::string& out) {
@@ -164,6 +179,22 @@ TEST_F(PythonSnapshotTest, AKilledRankResumesFromTheNewestCommonSnapshotWithTheS
   EXPECT_NE(out.find("from the in-memory snapshot of step 20"), std::string::npos) << out;
   EXPECT_NE(out.find("recoveries on this node: 1 (memory 1); "), std::string::npos)
       << out;  // the job's last line adds them up
+}
+
+// Four ranks, where a float's sum depends on the order Gloo adds the ranks' gradients in (with two,
+// a + b = b + a). DDP re-buckets after a process's first step unless find_unused_parameters is set,
+// so only with it does the restarted process add its first step in the order the run that never
+// stopped did; then the resumed job ends with that run's parameters to the bit (docs/MIGRATING.md).
+TEST_F(PythonSnapshotTest, FourRanksWhoseDdpKeepsItsBucketsResumeWithTheParametersOfARunNeverStopped) {
+  auto [rc, uninterrupted] = RunScript(py_, {}, {"--find-unused"}, {}, 4);
+  ASSERT_EQ(rc, 0) << uninterrupted;
+  const std::string expected = EveryRanksDigest(uninterrupted, 4);
+  ASSERT_FALSE(expected.empty()) << uninterrupted;
+  auto [rc2, out] = RunScript(py_, {"--max-restarts", "1", "--snapshot-every", "5"},
+                              {"--find-unused", "--crash-at", std::to_string(kCrashAt)}, kOnFailureOff, 4);
+  ASSERT_EQ(rc2, 0) << out;
+  EXPECT_EQ(RestoredStep(out), 20) << out;
+  EXPECT_EQ(EveryRanksDigest(out, 4), expected) << out;
 }
 
 // --snapshot-dir across two runs: the first is out of restarts (none allowed) when rank 1 dies

@@ -3,7 +3,7 @@
     snapshot_resume.py STEPS [--crash-at N [--forget]] [--freeze-at N] [--hidden H] [--hold]
                        [--first-attempt-runs-on | --fresh-runs-on] [--say-every N]
                        [--check-replicas [--corrupt-at N]] [--no-libuv] [--no-heartbeat]
-                       [--slow-keep S]
+                       [--slow-keep S] [--find-unused]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
 that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
@@ -24,6 +24,9 @@ and rank 0 blocks in the next step's all-reduce, in C++. --no-libuv: for torch 2
 libuv (Debian trixie's). --no-heartbeat: the script reports nothing but its snapshots, as most
 scripts that add dtrun.snapshot() to a torchrun script do. --slow-keep S: in the first attempt,
 keeping the state on the way out takes S seconds longer, as a large state's does on a busy machine.
+--find-unused: DDP(find_unused_parameters=True), which keeps the first step's bucket layout (DDP
+otherwise re-buckets after a process's first step, so a resumed process adds its first step's
+gradients in another order: with three ranks or more, other bits; docs/MIGRATING.md).
 """
 
 import argparse
@@ -82,6 +85,7 @@ def main():
     parser.add_argument("--no-libuv", action="store_true")
     parser.add_argument("--no-heartbeat", action="store_true")
     parser.add_argument("--slow-keep", type=float, default=0)
+    parser.add_argument("--find-unused", action="store_true")
     args = parser.parse_args()
     if args.slow_keep and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0":
         slow_down_keeping(args.slow_keep)
@@ -97,7 +101,8 @@ def main():
         dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1)))
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, args.hidden), torch.nn.ReLU(), torch.nn.Linear(args.hidden, 1)),
+                find_unused_parameters=args.find_unused)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     start = 0
     restored = dtrun.restore()
