@@ -6,7 +6,8 @@
                        [--slow-keep S] [--find-unused]
 
 Deterministic on CPU with gloo: the batch of step s on rank r depends only on (s, r), so a run
-that resumed ends with the same parameters as one that never stopped. With --crash-at N, rank 1
+that resumed ends with the same parameters as one that never stopped (two ranks; more need
+--find-unused, below). With --crash-at N, rank 1
 of the first attempt SIGKILLs itself right after step N's dtrun.snapshot() call; with --forget it
 first empties its own snapshot slots, as if its memory were lost with it. Prints
 RESTORED step=S (or FRESH) at start (then RESCALED batch=B, Restored.resume_batch's, when the
