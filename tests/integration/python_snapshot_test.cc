@@ -43,17 +43,8 @@ std::pair<int, std::string> RunScript(const std::string& py, std::vector<std::st
 // Snapshots on failure off: what the periodic snapshots alone give.
 const std::map<std::string, std::string> kOnFailureOff = {{"DTRUN_SNAPSHOT_ON_FAILURE", "off"}};
 
-// Both ranks' parameter digests, which DDP keeps equal; "" unless both were printed and agree.
-std::string BothRanksDigest(const std::string& out) {
-  std::smatch m0, m1;
-  if (!std::regex_search(out, m0, std::regex(R"(\[default0\]:DIGEST rank=0 ([0-9a-f]{16}))")) ||
-      !std::regex_search(out, m1, std::regex(R"(\[default1\]:DIGEST rank=1 ([0-9a-f]{16}))")) || m0[1] != m1[1]) {
-    return "";
-  }
-  return m0[1];
-}
-
-// The digest every one of `ranks` ranks printed; "" unless all did and agree.
+// The parameter digest every one of `ranks` ranks printed, which DDP keeps equal; "" unless all
+// did and agree.
 std::string EveryRanksDigest(const std::string& out, int ranks) {
   std::set<std::string> digests;
   for (int r = 0; r < ranks; ++r) {
@@ -66,6 +57,8 @@ std::string EveryRanksDigest(const std::string& out, int ranks) {
   }
   return digests.size() == 1 ? *digests.begin() : "";
 }
+
+std::string BothRanksDigest(const std::string& out) { return EveryRanksDigest(out, 2); }
 
 int RestoredStep(const std::string& out) {
   std::smatch m;
