@@ -58,8 +58,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: allreduce_check [--backend gloo|nccl] [--mb N (0..65536)]\n");
     return 2;
   }
+  absl::StatusOr<dtrun::worker::DistEnv> read = dtrun::worker::ReadDistEnv();
+  if (!read.ok()) {
+    std::fprintf(stderr, "allreduce_check: %s\n", std::string(read.status().message()).c_str());
+    return 2;
+  }
+  const dtrun::worker::DistEnv& env = *read;
   try {
-    dtrun::worker::DistEnv env = dtrun::worker::ReadDistEnv();
     if (args.nccl && !dtrun::worker::CudaCollectivesAvailable()) {
       std::fprintf(stderr, "allreduce_check: --backend nccl needs a CUDA build of LibTorch and a visible GPU\n");
       return 2;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+
 namespace dtrun::worker {
 
 struct DistEnv {
@@ -19,6 +21,9 @@ struct DistEnv {
   bool distributed() const { return world_size > 1; }
 };
 
-DistEnv ReadDistEnv();
+// InvalidArgument, naming the variable and the fix, where a variable is set to something that is
+// not a whole number in its range, or the ranks do not fit the sizes (RANK=3 with WORLD_SIZE=2):
+// such a worker would otherwise take rank 0, or wait for ranks that never come.
+absl::StatusOr<DistEnv> ReadDistEnv();
 
 }  // namespace dtrun::worker

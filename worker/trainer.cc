@@ -124,7 +124,7 @@ std::pair<int64_t, int64_t> TopK(const torch::Tensor& logits, const torch::Tenso
 
 class Training {
  public:
-  explicit Training(const TrainOptions& o) : o_(o), env_(ReadDistEnv()) {}
+  Training(const TrainOptions& o, DistEnv env) : o_(o), env_(std::move(env)) {}
   int Run();
 
  private:
@@ -828,8 +828,13 @@ int RunTraining(const TrainOptions& options) {
     ReportFatalError(kProgram, st.message());
     return 1;
   }
+  absl::StatusOr<DistEnv> env = ReadDistEnv();
+  if (!env.ok()) {
+    ReportFatalError(kProgram, env.status().message());
+    return 2;
+  }
   try {
-    return Training(options).Run();
+    return Training(options, *std::move(env)).Run();
   } catch (const ReplicasDiverged&) {
     return kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {

@@ -73,8 +73,8 @@ struct EvalShard {
 class RecsysTraining {
  public:
   // `table`: the ratings, read before the round is known (a parked worker reads them before it parks).
-  RecsysTraining(const RecsysOptions& o, data::RatingsTable table)
-      : o_(o), env_(worker::ReadDistEnv()), table_(std::move(table)) {}
+  RecsysTraining(const RecsysOptions& o, worker::DistEnv env, data::RatingsTable table)
+      : o_(o), env_(std::move(env)), table_(std::move(table)) {}
   int Run();
 
  private:
@@ -545,8 +545,13 @@ int RunRecsysTraining(const RecsysOptions& options) {
     worker::ReportFatalError(kProgram, st.message());
     return 1;
   }
+  absl::StatusOr<worker::DistEnv> env = worker::ReadDistEnv();
+  if (!env.ok()) {
+    worker::ReportFatalError(kProgram, env.status().message());
+    return 2;
+  }
   try {
-    return RecsysTraining(options, std::move(*table)).Run();
+    return RecsysTraining(options, *std::move(env), std::move(*table)).Run();
   } catch (const worker::ReplicasDiverged&) {
     return worker::kReplicasDivergedExitCode;  // said on stderr by the check
   } catch (const std::exception& e) {

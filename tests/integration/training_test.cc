@@ -237,6 +237,13 @@ TEST(TrainingTest, EveryOutOfRangeFlagIsRefusedBeforeAnythingIsWritten) {
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
     EXPECT_FALSE(std::filesystem::exists(out)) << flags[0];
   }
+  // The launcher's variables come from outside too: a RANK that is no number is not rank 0.
+  auto [rc, text] = RunToEnd({BinDir() + "/train_imagenet", "--synthetic", "--output-dir", out},
+                             {{"RANK", "1x"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(rc, 2) << text;
+  EXPECT_NE(text.find("RANK=1x in the environment is not a whole number"), std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 }  // namespace

@@ -94,7 +94,12 @@ double ResNetDifferenceFromUnion(dtrun::worker::ProcessGroupHandle& pg, const dt
 
 int main() {
   using namespace dtrun::worker;
-  DistEnv env = ReadDistEnv();
+  absl::StatusOr<DistEnv> read = ReadDistEnv();
+  if (!read.ok()) {
+    std::fprintf(stderr, "ddp_equivalence_worker: %s\n", std::string(read.status().message()).c_str());
+    return 2;
+  }
+  const DistEnv& env = *read;
   ProcessGroupHandle pg = InitProcessGroup(env);
   const double with_sync = ResNetDifferenceFromUnion(pg, env, /*sync_bn=*/true);
   const double without_sync = ResNetDifferenceFromUnion(pg, env, /*sync_bn=*/false);
