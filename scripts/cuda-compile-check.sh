@@ -18,7 +18,7 @@ source scripts/gpu-kit-env.sh
 export TRIXIE_CUDA=1 TRIXIE_ROOT=$root
 [ -e "$root/usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake" ] || "$tool" setup
 # Build dependencies the shared tool's package list does not have (it predates them).
-extra="libxxhash-dev libmicrohttpd-dev libssl-dev zlib1g-dev"
+extra="libxxhash-dev libmicrohttpd-dev libssl-dev zlib1g-dev libjpeg62-turbo-dev"
 if ! chroot "$root" dpkg -s $extra >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -qq --no-install-recommends $extra >/dev/null
 fi

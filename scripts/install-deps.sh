@@ -11,7 +11,7 @@ set -euo pipefail
 MAIN_PKGS="build-essential cmake ninja-build pkg-config ccache
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libstb-dev python3-matplotlib openssl libssl-dev
+  libtorch-dev libgloo-dev libxxhash-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev python3-matplotlib openssl libssl-dev
   libmicrohttpd-dev libopenblas0-openmp"
 # The rest of the suite: Python workers, namespaces, sanitizers and fuzzers, stacks, Slurm; netlib's
 # BLAS for the test that train_recsys names it; clang's OpenMP, which LibTorch's CMake files ask of

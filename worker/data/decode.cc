@@ -7,12 +7,23 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "worker/data/stb_decode.h"
+#include "worker/data/transforms.h"
 
 namespace dtrun::data {
 namespace {
 
 bool LooksLikeJpeg(std::string_view b) {
   return b.size() > 3 && static_cast<uint8_t>(b[0]) == 0xFF && static_cast<uint8_t>(b[1]) == 0xD8;
+}
+
+// The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps the needed region at least
+// min_w × min_h: the IDCT does less work and the resampler has less to shrink. (libjpeg-turbo
+// has SIMD code for these; odd eighths would be slower than decoding at full size.)
+int ScaleInEighths(const Box& need, int min_w, int min_h) {
+  for (int m : {1, 2, 4}) {
+    if (need.w * m / 8 >= min_w && need.h * m / 8 >= min_h) return m;
+  }
+  return 8;
 }
 
 // Adobe-style (inverted) CMYK → RGB, as PIL converts it.
@@ -80,16 +91,7 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   const auto* buf = reinterpret_cast<const unsigned char*>(bytes.data());
   if (tjDecompressHeader3(tj, buf, bytes.size(), &w, &h, &subsamp, &colorspace) != 0) return HeaderError();
   DT_RETURN_IF_ERROR(CheckBudget(w, h));
-  // The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps the needed region at least
-  // min_w × min_h: the IDCT does less work and the resampler has less to shrink. (libjpeg-turbo
-  // has SIMD code for these; odd eighths would be slower than decoding at full size.)
-  int eighths = 8;
-  for (int m : {1, 2, 4}) {
-    if (need.w * m / 8 >= min_w && need.h * m / 8 >= min_h) {
-      eighths = m;
-      break;
-    }
-  }
+  const int eighths = ScaleInEighths(need, min_w, min_h);
   const tjscalingfactor factor{eighths, 8};
   const int sw = TJSCALED(w, factor);
   const int sh = TJSCALED(h, factor);
@@ -107,6 +109,30 @@ absl::StatusOr<Image> Decoder::Decode(std::string_view bytes, const Box& need, i
   }
   if (scale) *scale = static_cast<double>(sw) / w;
   return img;
+}
+
+absl::StatusOr<ImageRegion> Decoder::DecodeForResize(std::string_view bytes, const Box& need, int out_w, int out_h,
+                                                     double* scale) {
+  *scale = 1;
+  if (!LooksLikeJpeg(bytes)) {
+    DT_ASSIGN_OR_RETURN(whole_, Decode(bytes, need, out_w, out_h));
+    return ImageRegion::Whole(whole_);
+  }
+  tjhandle tj = static_cast<tjhandle>(tj_);
+  int w = 0, h = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(tj, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), &w, &h, &subsamp,
+                          &colorspace) != 0) {
+    return HeaderError();
+  }
+  DT_RETURN_IF_ERROR(CheckBudget(w, h));
+  const int eighths = ScaleInEighths(need, out_w, out_h);
+  const tjscalingfactor factor{eighths, 8};
+  const int sw = TJSCALED(w, factor);
+  const int sh = TJSCALED(h, factor);
+  *scale = static_cast<double>(sw) / w;
+  const Box scaled{need.x * *scale, need.y * *scale, need.w * *scale, need.h * *scale};
+  return DecodeJpegRegion(bytes, eighths, colorspace == TJCS_CMYK || colorspace == TJCS_YCCK, sw, sh,
+                          PixelsRead(scaled, sw, sh, out_w, out_h), &scratch_);
 }
 
 }  // namespace dtrun::data

@@ -1,6 +1,7 @@
 // Image decoding: JPEG with libjpeg-turbo (TurboJPEG), decoding at 1/2, 1/4 or 1/8 scale in the
-// DCT domain when the caller needs less resolution; PNG, BMP, GIF and PNM (also when misnamed .jpg)
-// with stb_image under an allocation bound (stb_decode.h). Grey and CMYK JPEGs come out as RGB.
+// DCT domain when the caller needs less resolution, and for a crop only its region (jpeg_region.h);
+// PNG, BMP, GIF and PNM (also when misnamed .jpg) with stb_image under an allocation bound
+// (stb_decode.h). Grey and CMYK JPEGs come out as RGB.
 // Thread-compatible: one Decoder per thread.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/data/image.h"
+#include "worker/data/jpeg_region.h"
 
 namespace dtrun::data {
 
@@ -43,6 +45,12 @@ class Decoder {
   // ResourceExhausted over the pixel budget.
   absl::StatusOr<Image> Decode(std::string_view bytes, const Box& need, int min_w, int min_h,
                                double* scale = nullptr);
+  // For a crop resampled to out_w × out_h (data/transforms.h): at the scale Decode would choose
+  // for min_w × min_h = out_w × out_h, a JPEG's region that ResizeCrop of `need` (scaled by
+  // `*scale`) reads, decoded alone (data/jpeg_region.h); other formats whole. Points into this
+  // decoder's memory, valid until its next call: no allocation per image.
+  absl::StatusOr<ImageRegion> DecodeForResize(std::string_view bytes, const Box& need, int out_w, int out_h,
+                                              double* scale);
 
  private:
   absl::Status CheckBudget(int width, int height) const;
@@ -50,6 +58,8 @@ class Decoder {
 
   void* tj_ = nullptr;  // tjhandle
   int64_t max_pixels_;
+  ScratchBuffer scratch_;  // DecodeForResize's JPEG regions
+  Image whole_;            // DecodeForResize's other images
 };
 
 }  // namespace dtrun::data

@@ -120,7 +120,7 @@ std::optional<Batch> Loader::Next() {
 absl::Status DecodeAndCrop(Decoder& decoder, std::string_view bytes, const Box& box, bool flip, int size,
                            uint8_t* dst) {
   double scale = 1;
-  absl::StatusOr<Image> img = decoder.Decode(bytes, box, size, size, &scale);
+  absl::StatusOr<ImageRegion> img = decoder.DecodeForResize(bytes, box, size, size, &scale);
   if (!img.ok()) return img.status();
   const Box scaled{box.x * scale, box.y * scale, box.w * scale, box.h * scale};
   ResizeCrop(*img, scaled, size, size, flip, dst);

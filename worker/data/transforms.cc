@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 namespace dtrun::data {
@@ -71,18 +72,33 @@ ResampleTaps ComputeResampleTaps(double offset, double extent, int in_size, int 
 }
 
 void ResizeCrop(const Image& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst) {
-  const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, src.width, out_w);
-  const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, src.height, out_h);
+  ResizeCrop(ImageRegion::Whole(src), box, out_w, out_h, flip, dst);
+}
+
+PixelRect PixelsRead(const Box& box, int width, int height, int out_w, int out_h) {
+  const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, width, out_w);
+  const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, height, out_h);
+  // Starts rise with the output index, and so do ends (a tap's window slides with its centre).
+  return PixelRect{tx.start.front(), ty.start.front(),
+                   std::max(tx.start.front() + 1, tx.start.back() + tx.count.back()),
+                   std::max(ty.start.front() + 1, ty.start.back() + ty.count.back())};
+}
+
+void ResizeCrop(const ImageRegion& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst) {
+  // The taps of the whole image, so that a part gives the same bytes as the whole.
+  const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, src.full_width, out_w);
+  const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, src.full_height, out_h);
   // Vertical pass first over only the source columns the box touches, then horizontal.
   const int x0 = tx.start.front();
   const int x1 = tx.start.back() + tx.count.back();
   const int cols = std::max(1, x1 - x0);
   std::vector<float> tmp(static_cast<size_t>(cols) * 3);
+  const uint8_t* column0 = src.data + static_cast<ptrdiff_t>(x0 - src.x0) * 3;
   for (int oy = 0; oy < out_h; ++oy) {
     std::fill(tmp.begin(), tmp.end(), 0.f);
     for (int k = 0; k < ty.count[oy]; ++k) {
       const float w = ty.weight[oy * ty.max_taps + k];
-      const uint8_t* row = src.row(ty.start[oy] + k) + x0 * 3;
+      const uint8_t* row = column0 + static_cast<ptrdiff_t>(ty.start[oy] + k - src.y0) * src.width * 3;
       for (int c = 0; c < cols * 3; ++c) tmp[c] += w * row[c];
     }
     uint8_t* out = dst + static_cast<size_t>(oy) * out_w * 3;

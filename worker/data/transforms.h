@@ -42,5 +42,11 @@ ResampleTaps ComputeResampleTaps(double offset, double extent, int in_size, int 
 // Resamples `box` of `src` (box in src coordinates) to out_w × out_h into `dst` (HWC, row stride
 // out_w * 3), mirrored horizontally if `flip`.
 void ResizeCrop(const Image& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst);
+// The same from a part of an image (box in the whole image's coordinates): the same bytes as from
+// the whole image, provided the part holds ResizeCrop's PixelsRead.
+void ResizeCrop(const ImageRegion& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst);
+// Which pixels of a width × height image resampling `box` to out_w × out_h reads: all that a
+// decoder needs to decode for it.
+PixelRect PixelsRead(const Box& box, int width, int height, int out_w, int out_h);
 
 }  // namespace dtrun::data

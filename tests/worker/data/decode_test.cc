@@ -1,10 +1,13 @@
 #include "worker/data/decode.h"
 
+#include <random>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/worker/data/data_test_util.h"
+#include "worker/data/transforms.h"
 
 namespace dtrun::data {
 namespace {
@@ -189,6 +192,108 @@ TEST(DecoderTest, GifBmpAndPnmDecodeAndOtherFormatsAreNotImages) {
   // A headerless TGA: stb would have decoded these bytes as a 2x2 image of noise.
   const std::string tga("\0\0\x02\0\0\0\0\0\0\0\0\0\x02\0\x02\0\x18\0" "abcdefghijkl", 30);
   EXPECT_EQ(d.Info(tga).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// An RGB JPEG of `img` at any subsampling, baseline or progressive.
+std::string JpegOf(const Image& img, int subsamp, bool progressive) {
+  tjhandle tj = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int flags = progressive ? TJFLAG_PROGRESSIVE : 0;
+  EXPECT_EQ(tjCompress2(tj, img.rgb.data(), img.width, 0, img.height, TJPF_RGB, &out, &size, subsamp, 85, flags), 0);
+  std::string s(reinterpret_cast<char*>(out), size);
+  tjFree(out);
+  tjDestroy(tj);
+  return s;
+}
+
+// What the loader makes of a random crop: decoded alone, the crop's region resamples to the bytes
+// the whole image gives, for every chroma subsampling, progressive files, grey and CMYK, odd
+// sizes, crops at the edges and the DCT scales (an output of 48 or 24 px lets it decode at 1/2,
+// 1/4 or 1/8).
+TEST(DecoderTest, ACropsRegionDecodedAloneResamplesToTheBytesOfTheWholeImage) {
+  std::vector<std::pair<std::string, std::string>> jpegs;
+  for (auto [w, h] : {std::pair{500, 375}, std::pair{333, 517}, std::pair{97, 61}}) {
+    const std::string size = std::to_string(w) + "x" + std::to_string(h);
+    for (int samp : {TJSAMP_420, TJSAMP_422, TJSAMP_444, TJSAMP_440, TJSAMP_411}) {
+      jpegs.emplace_back(size + " subsampling " + std::to_string(samp),
+                         JpegOf(testing::Smooth(w, h, samp), samp, false));
+    }
+    jpegs.emplace_back(size + " noise 4:2:0", JpegOf(testing::Noise(w, h, 5), TJSAMP_420, false));
+    jpegs.emplace_back(size + " progressive 4:2:0", JpegOf(testing::Smooth(w, h, 9), TJSAMP_420, true));
+    jpegs.emplace_back(size + " grey", JpegWithFormat(w, h, TJPF_GRAY, TJSAMP_GRAY));
+    jpegs.emplace_back(size + " CMYK", JpegWithFormat(w, h, TJPF_CMYK, TJSAMP_444));
+  }
+  Decoder whole, part;
+  std::mt19937_64 rng(11);
+  int compared = 0, smaller = 0;
+  for (const auto& [name, jpeg] : jpegs) {
+    absl::StatusOr<ImageInfo> info = whole.Info(jpeg);
+    ASSERT_TRUE(info.ok()) << name << ": " << info.status();
+    for (int trial = 0; trial < 12; ++trial) {
+      const int out = trial % 3 == 0 ? 224 : trial % 3 == 1 ? 48 : 24;
+      Box box = RandomResizedCropBox(info->width, info->height, rng);
+      if (trial == 0) box = Box{0, 0, double(info->width), double(info->height)};
+      if (trial == 1) box = CenterCropBox(info->width, info->height, 256, 224);
+      const bool flip = trial % 2 == 1;
+      double scale_whole = 0, scale_part = 0;
+      absl::StatusOr<Image> img = whole.Decode(jpeg, box, out, out, &scale_whole);
+      ASSERT_TRUE(img.ok()) << name << ": " << img.status();
+      absl::StatusOr<ImageRegion> region = part.DecodeForResize(jpeg, box, out, out, &scale_part);
+      ASSERT_TRUE(region.ok()) << name << ": " << region.status();
+      ASSERT_EQ(scale_whole, scale_part) << name;
+      EXPECT_EQ(region->full_width, img->width) << name;
+      EXPECT_EQ(region->full_height, img->height) << name;
+      const Box scaled{box.x * scale_part, box.y * scale_part, box.w * scale_part, box.h * scale_part};
+      std::vector<uint8_t> from_whole(size_t(out) * out * 3), from_part(size_t(out) * out * 3);
+      ResizeCrop(*img, scaled, out, out, flip, from_whole.data());
+      ResizeCrop(*region, scaled, out, out, flip, from_part.data());
+      ASSERT_EQ(from_whole, from_part) << name << ", crop " << box.x << "," << box.y << " " << box.w << "x" << box.h
+                                       << " to " << out;
+      ++compared;
+      smaller += int64_t{region->width} * region->height < int64_t{img->width} * img->height;
+    }
+  }
+  EXPECT_EQ(compared, int(jpegs.size()) * 12);
+  EXPECT_GT(smaller, compared / 2);  // most crops decode less than the whole
+}
+
+// The region decoder reads bytes from anywhere: what TurboJPEG refuses, it refuses too.
+TEST(DecoderTest, ACropsRegionOfCorruptDataIsDataLossAndTheNextImageDecodes) {
+  Decoder d;
+  const std::string j = Jpeg(128, 128);
+  double scale = 0;
+  // Cut in half: a crop of the bottom rows reaches where the file ends.
+  EXPECT_EQ(d.DecodeForResize(j.substr(0, j.size() / 2), Box{0, 64, 128, 64}, 64, 64, &scale).status().code(),
+            absl::StatusCode::kDataLoss);
+  std::string flipped = j;
+  for (size_t i = j.size() / 3; i < j.size() / 3 + 64; ++i) flipped[i] = static_cast<char>(flipped[i] ^ 0x5A);
+  absl::StatusOr<ImageRegion> bad = d.DecodeForResize(flipped, Box{0, 0, 128, 128}, 64, 64, &scale);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+  EXPECT_EQ(d.DecodeForResize(ClaimSize(j, 16000, 16000), Box{0, 0, 64, 64}, 64, 64, &scale).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  absl::StatusOr<ImageRegion> good = d.DecodeForResize(j, Box{0, 0, 128, 128}, 64, 64, &scale);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(scale, 0.5);  // 64 of 128 pixels is enough
+  EXPECT_EQ(good->full_width, 64);
+  // Not a JPEG: decoded whole.
+  absl::StatusOr<ImageRegion> png = d.DecodeForResize(Png(20, 10), Box{0, 0, 20, 10}, 8, 8, &scale);
+  ASSERT_TRUE(png.ok()) << png.status();
+  EXPECT_EQ(png->width, 20);
+  EXPECT_EQ(png->x0, 0);
+}
+
+// A loader thread keeps its decoder for the whole run: one huge image must not pin its memory.
+TEST(DecoderTest, AHugeImagesMemoryIsLetGoAtTheNextOrdinaryOne) {
+  ScratchBuffer scratch;
+  scratch.Reserve(1000);
+  EXPECT_EQ(scratch.capacity(), 1000u);
+  scratch.Reserve(500);
+  EXPECT_EQ(scratch.capacity(), 1000u);  // kept: no allocation per image
+  scratch.Reserve(ScratchBuffer::kKeptBytes * 4);
+  EXPECT_EQ(scratch.capacity(), ScratchBuffer::kKeptBytes * 4);
+  scratch.Reserve(2000);
+  EXPECT_EQ(scratch.capacity(), 2000u);
 }
 
 }  // namespace
