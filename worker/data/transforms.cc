@@ -3,9 +3,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 namespace dtrun::data {
+namespace {
+
+// Four floats as one SSE register (GCC's and clang's vector extensions).
+using Float4 = float __attribute__((vector_size(16)));
+
+Float4 Load4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+}  // namespace
 
 Box RandomResizedCropBox(int width, int height, std::mt19937_64& rng, const RandomResizedCropOptions& o) {
   const double area = static_cast<double>(width) * height;
@@ -92,7 +105,9 @@ void ResizeCrop(const ImageRegion& src, const Box& box, int out_w, int out_h, bo
   const int x0 = tx.start.front();
   const int x1 = tx.start.back() + tx.count.back();
   const int cols = std::max(1, x1 - x0);
-  std::vector<float> tmp(static_cast<size_t>(cols) * 3);
+  // One float more: the horizontal pass reads each pixel as four floats (its three and the next's
+  // first, unused).
+  std::vector<float> tmp(static_cast<size_t>(cols) * 3 + 1);
   const uint8_t* column0 = src.data + static_cast<ptrdiff_t>(x0 - src.x0) * 3;
   for (int oy = 0; oy < out_h; ++oy) {
     std::fill(tmp.begin(), tmp.end(), 0.f);
@@ -103,14 +118,12 @@ void ResizeCrop(const ImageRegion& src, const Box& box, int out_w, int out_h, bo
     }
     uint8_t* out = dst + static_cast<size_t>(oy) * out_w * 3;
     for (int ox = 0; ox < out_w; ++ox) {
-      float acc[3] = {0, 0, 0};
-      for (int k = 0; k < tx.count[ox]; ++k) {
-        const float w = tx.weight[ox * tx.max_taps + k];
-        const float* p = &tmp[(tx.start[ox] - x0 + k) * 3];
-        acc[0] += w * p[0];
-        acc[1] += w * p[1];
-        acc[2] += w * p[2];
-      }
+      // A pixel's three channels in one vector: a multiply and an add per tap instead of three
+      // each, and each channel summed in the same order as one at a time (the same bytes).
+      Float4 acc = {0, 0, 0, 0};
+      const float* p = &tmp[static_cast<size_t>(tx.start[ox] - x0) * 3];
+      const float* w = &tx.weight[static_cast<size_t>(ox) * tx.max_taps];
+      for (int k = 0; k < tx.count[ox]; ++k) acc += w[k] * Load4(p + 3 * k);
       uint8_t* o = out + (flip ? out_w - 1 - ox : ox) * 3;
       for (int c = 0; c < 3; ++c) o[c] = static_cast<uint8_t>(std::clamp(acc[c] + 0.5f, 0.f, 255.f));
     }

@@ -1,5 +1,9 @@
 #include "worker/data/transforms.h"
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "tests/worker/data/data_test_util.h"
 
@@ -49,6 +53,46 @@ TEST(TransformsTest, ResizeCropShapesFlipAndConstantColour) {
   EXPECT_EQ(a[0], 0);
   EXPECT_EQ(a[9], 240);
   EXPECT_EQ(b[0], a[9]);  // mirrored
+}
+
+// The filter as defined: for each output row, the vertical taps' weighted sum of the source rows
+// (float, tap by tap), then for each output pixel the horizontal taps' weighted sum of those
+// (channel by channel), rounded and clamped. ResizeCrop's own loops must give these bytes.
+std::vector<uint8_t> TwoPassTriangleFilter(const Image& src, const Box& box, int out_w, int out_h, bool flip) {
+  const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, src.width, out_w);
+  const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, src.height, out_h);
+  std::vector<uint8_t> out(static_cast<size_t>(out_w) * out_h * 3);
+  for (int oy = 0; oy < out_h; ++oy) {
+    std::vector<float> column(static_cast<size_t>(src.width) * 3, 0.f);
+    for (int k = 0; k < ty.count[oy]; ++k) {
+      for (int i = 0; i < src.width * 3; ++i)
+        column[i] += ty.weight[oy * ty.max_taps + k] * src.row(ty.start[oy] + k)[i];
+    }
+    for (int ox = 0; ox < out_w; ++ox) {
+      for (int c = 0; c < 3; ++c) {
+        float acc = 0;
+        for (int k = 0; k < tx.count[ox]; ++k)
+          acc += tx.weight[ox * tx.max_taps + k] * column[(tx.start[ox] + k) * 3 + c];
+        out[(static_cast<size_t>(oy) * out_w + (flip ? out_w - 1 - ox : ox)) * 3 + c] =
+            static_cast<uint8_t>(std::clamp(acc + 0.5f, 0.f, 255.f));
+      }
+    }
+  }
+  return out;
+}
+
+TEST(TransformsTest, ResizeCropGivesTheTwoPassTriangleFiltersBytes) {
+  std::mt19937_64 rng(3);
+  const Image src = testing::Noise(333, 251, 8);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int out = trial % 4 == 0 ? 224 : trial % 4 == 1 ? 64 : trial % 4 == 2 ? 300 : 7;  // down and up
+    const Box box = trial == 0 ? Box{0, 0, 333, 251} : RandomResizedCropBox(src.width, src.height, rng);
+    const bool flip = trial % 3 == 0;
+    std::vector<uint8_t> got(static_cast<size_t>(out) * out * 3);
+    ResizeCrop(src, box, out, out, flip, got.data());
+    ASSERT_EQ(got, TwoPassTriangleFilter(src, box, out, out, flip))
+        << "crop " << box.x << "," << box.y << " " << box.w << "x" << box.h << " to " << out;
+  }
 }
 
 }  // namespace
