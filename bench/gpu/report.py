@@ -39,11 +39,14 @@ env = text("env.txt").strip().splitlines()
 launch = [json.loads(l[7:]) for l in text("launch.txt").splitlines() if l.startswith("LAUNCH ")]
 decode = re.search(r"images_per_s=([0-9.]+) per_thread=([0-9.]+)", text("decode.txt"))
 decode1 = re.search(r"images_per_s=([0-9.]+)", text("decode1.txt"))
+# A loader thread's own time per image (dtdata bench since b288bdd): what one core delivers.
+loader_ms = re.search(r"loader_ms_per_image=([0-9.]+)", text("decode1.txt"))
 restart = re.findall(r"(dtrun|torchrun)\s+nproc=\d+ restarts=\d+: rank0 replaced median\s+([0-9.]+) ms; "
                      r"whole group restarted median\s+([0-9.]+) ms", text("restart.txt"))
 report = {"machine": env, "batch": batch, "steps": steps, "launch": launch,
           "decode_16_threads_images_per_s": float(decode.group(1)) if decode else None,
           "decode_1_thread_images_per_s": float(decode1.group(1)) if decode1 else None,
+          "loader_ms_per_image": float(loader_ms.group(1)) if loader_ms else None,
           "restart": {k: {"rank0_ms": float(a), "group_ms": float(b)} for k, a, b in restart}}
 json.dump(report, open(os.path.join(out, "report.json"), "w"), indent=1)
 
@@ -112,6 +115,12 @@ if decode:
     L += ["", f"Loader capacity (dtdata bench, decode + RandomResizedCrop to 224, 16 threads): "
               f"{float(decode.group(1)):.0f} images/s ({float(decode.group(2)):.0f} per thread)" +
               (f"; one thread alone: {float(decode1.group(1)):.0f} images/s." if decode1 else ".")]
+if loader_ms and float(loader_ms.group(1)) > 0:
+    per_core = 1000 / float(loader_ms.group(1))
+    synthetic = ips("ours_synthetic_fp16")
+    L += ["", f"A loader thread's own time: {float(loader_ms.group(1)):.2f} ms an image, {per_core:.0f} images/s "
+              "on a core of its own" + (f"; the captured fp16 step's {synthetic:.0f} images/s need "
+                                        f"{synthetic / per_core:.1f} such cores." if synthetic else ".")]
 bw = by_name.get("allreduce_bw")
 if bw:
     r = bw["result"]
