@@ -67,6 +67,13 @@ absl::Status FillTopology(const RawFlags& f, const HostProbe& host, LaunchConfig
     DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, f.master_port));
     std::tie(a.master_addr, a.master_port) = ep;
   }
+  if (!dynamic && (a.master_addr.empty() || a.master_addr == "[]")) {
+    // `--master-addr $MASTER_ADDR` with the variable unset: said at once, not waited on as a host
+    // that does not resolve yet (up to join_timeout).
+    return BadFlag(
+        "--master-addr is empty (an unset variable in the command line?); give the address or name of "
+        "the node with node rank 0");
+  }
   if (!c.multi_node()) {
     if (dynamic && !f.rdzv_endpoint.empty()) {
       DT_ASSIGN_OR_RETURN(auto ep, ParseEndpoint(f.rdzv_endpoint, 29400));

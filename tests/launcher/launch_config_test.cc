@@ -247,6 +247,11 @@ TEST(LaunchConfigTest, RejectsBadValuesWithInvalidArgument) {
            {"--snapshot-dir-every", "nan", "/bin/true"},
            {"--failure-domain", "rack 7", "/bin/true"},
            {"--failure-domain", std::string(129, 'r'), "/bin/true"},
+           // `--master-addr $MASTER_ADDR` with the variable unset (found by command_line_fuzz): refused,
+           // not waited on for join_timeout as a host that does not resolve yet.
+           {"--nnodes", "4", "--node-rank", "1", "--master-addr", "", "/bin/true"},
+           {"--nnodes", "2", "--node-rank", "1", "--master-addr", "[]", "/bin/true"},
+           {"--master-addr", "", "--master-port", "29500", "/bin/true"},
        }) {
     auto c = Parse(args);
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)
