@@ -40,7 +40,7 @@ struct Rows {
 // (its text in err->message). `*rows` says what landed in `out`.
 bool DecodeRows(jpeg_decompress_struct* cinfo, ErrorManager* err, const unsigned char* data, unsigned long size,
                 int eighths, bool cmyk, int scaled_width, int scaled_height, const PixelRect& want, uint8_t* out,
-                Rows* rows) {
+                size_t out_bytes, Rows* rows) {
   if (setjmp(err->jump)) return false;
   jpeg_create_decompress(cinfo);
   jpeg_mem_src(cinfo, data, size);
@@ -66,6 +66,10 @@ bool DecodeRows(jpeg_decompress_struct* cinfo, ErrorManager* err, const unsigned
   if (width < cinfo->output_width) jpeg_crop_scanline(cinfo, &xoffset, &width);  // moves xoffset left to a block
   if (y0 > 0) jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(y0));
   const size_t stride = static_cast<size_t>(cinfo->output_width) * cinfo->output_components;
+  if (stride * static_cast<size_t>(y1 - y0) > out_bytes) {  // a file whose blocks are larger than any JPEG's
+    std::snprintf(err->message, sizeof(err->message), "blocks of %dx%d pixels", block_w, block_h);
+    return false;
+  }
   while (static_cast<int>(cinfo->output_scanline) < y1) {
     JSAMPROW row = out + (cinfo->output_scanline - static_cast<JDIMENSION>(y0)) * stride;
     if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
@@ -108,7 +112,8 @@ absl::StatusOr<ImageRegion> DecodeJpegRegion(std::string_view bytes, int eighths
                                                    ") is not inside the ", scaled_width, "x", scaled_height, " image"));
   }
   // Every column, 4 bytes a pixel (CMYK), for the rows asked and one block row above (32 at most).
-  uint8_t* out = scratch->Reserve(static_cast<size_t>(scaled_width) * 4 * (want.y1 - std::max(0, want.y0 - 32)));
+  const size_t out_bytes = static_cast<size_t>(scaled_width) * 4 * (want.y1 - std::max(0, want.y0 - 32));
+  uint8_t* out = scratch->Reserve(out_bytes);
   jpeg_decompress_struct cinfo;
   std::memset(&cinfo, 0, sizeof(cinfo));
   ErrorManager err;
@@ -118,7 +123,7 @@ absl::StatusOr<ImageRegion> DecodeJpegRegion(std::string_view bytes, int eighths
   err.message[0] = '\0';
   Rows rows;
   const bool ok = DecodeRows(&cinfo, &err, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), eighths,
-                             cmyk, scaled_width, scaled_height, want, out, &rows);
+                             cmyk, scaled_width, scaled_height, want, out, out_bytes, &rows);
   jpeg_destroy_decompress(&cinfo);
   if (!ok) return absl::DataLossError(absl::StrCat("corrupt or truncated JPEG: ", err.message));
   if (rows.components == 4) CmykToRgbInPlace(out, static_cast<size_t>(rows.width) * rows.height);
