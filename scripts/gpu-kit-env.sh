@@ -26,8 +26,12 @@ kit_setup() {
   export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # Only the prefix's pkg-config files: a package missing from the kit fails here, not later.
   export PKG_CONFIG_LIBDIR="$lib/pkgconfig:$KIT_PREFIX/usr/share/pkgconfig"
+  # The multiarch headers (libjpeg-turbo's jconfig.h, which jpeglib.h includes) are in no
+  # pkg-config file's Cflags: the compiler finds the system's copy there unless told of the kit's.
+  local arch_include="$KIT_PREFIX/usr/include/x86_64-linux-gnu"
   KIT_CMAKE_ARGS=(-DCMAKE_PREFIX_PATH="$KIT_PREFIX/usr${KIT_EXTRA_PREFIX:+;$KIT_EXTRA_PREFIX}"
                   -DCMAKE_INCLUDE_PATH="$KIT_PREFIX/usr/include" -DCMAKE_LIBRARY_PATH="$lib"
+                  -DCMAKE_C_FLAGS="-isystem $arch_include" -DCMAKE_CXX_FLAGS="-isystem $arch_include"
                   -DCMAKE_BUILD_RPATH="$lib"
                   # DT_RPATH, not RUNPATH: it also finds the kit's libraries' own dependencies
                   # (libabsl_* behind libgrpc++), so programs run without LD_LIBRARY_PATH.
