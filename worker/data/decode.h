@@ -53,8 +53,24 @@ class Decoder {
                                               double* scale);
 
  private:
+  struct JpegHeader {
+    int width = 0, height = 0;
+    int subsampling = 0, colorspace = 0;  // TurboJPEG's TJSAMP_* and TJCS_*
+    bool cmyk() const;                    // CMYK or YCCK: decoded as CMYK, then made RGB
+  };
+  // The size Decode and DecodeForResize decode a JPEG at.
+  struct ScaledJpeg {
+    int eighths = 8;
+    int width = 0, height = 0;
+    double scale = 1;  // width / the full width
+  };
+  // The smallest DCT-domain scale (1/8, 1/4, 1/2) that keeps `need` at least min_w × min_h.
+  static ScaledJpeg ScaleFor(const JpegHeader& header, const Box& need, int min_w, int min_h);
+
   absl::Status CheckBudget(int width, int height) const;
   absl::Status HeaderError();  // DataLoss; starts a fresh handle
+  // A JPEG's header, read and held to the pixel budget.
+  absl::StatusOr<JpegHeader> ReadJpegHeader(std::string_view bytes);
 
   void* tj_ = nullptr;  // tjhandle
   int64_t max_pixels_;

@@ -82,7 +82,8 @@ bool DecodeRows(jpeg_decompress_struct* cinfo, ErrorManager* err, const unsigned
   return true;
 }
 
-// Adobe-style (inverted) CMYK to RGB in place, as PIL converts it (Decoder::Decode's formula).
+}  // namespace
+
 void CmykToRgbInPlace(uint8_t* px, size_t pixels) {
   for (size_t i = 0; i < pixels; ++i) {
     const uint8_t* p = px + i * 4;
@@ -92,8 +93,6 @@ void CmykToRgbInPlace(uint8_t* px, size_t pixels) {
     std::memcpy(px + i * 3, rgb, 3);
   }
 }
-
-}  // namespace
 
 uint8_t* ScratchBuffer::Reserve(size_t bytes) {
   // A rare huge image's memory goes with the next ordinary one: a loader thread each keeps its own.

@@ -31,6 +31,10 @@ class ScratchBuffer {
   size_t capacity_ = 0;
 };
 
+// Adobe-style (inverted) CMYK to RGB in place, as PIL converts it: `pixels` 4-byte pixels become
+// as many 3-byte ones at the same address. Both of Decoder's JPEG paths convert with it.
+void CmykToRgbInPlace(uint8_t* px, size_t pixels);
+
 // Decodes `want` (pixels of the image scaled by eighths/8, whose size is scaled_width ×
 // scaled_height) or a little more, as RGB into `scratch`; a CMYK or YCCK JPEG (`cmyk`) is
 // converted as Decoder::Decode converts it. The region's pixels are those a decode of the whole

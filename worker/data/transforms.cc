@@ -56,22 +56,50 @@ Box CenterCropBox(int width, int height, int resize_to, int crop) {
   return Box{left * sx, top * sy, crop * sx, crop * sy};
 }
 
-ResampleTaps ComputeResampleTaps(double offset, double extent, int in_size, int out_size) {
-  ResampleTaps t;
+namespace {
+
+// One axis of the filter: the source samples per output and the triangle's half-width.
+struct Resampling {
+  double scale;
+  double support;
+  int max_taps;
+};
+
+Resampling ResamplingOf(double extent, int out_size) {
   const double scale = extent / out_size;
   const double support = std::max(1.0, scale);
-  t.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  return Resampling{scale, support, static_cast<int>(std::ceil(support)) * 2 + 1};
+}
+
+// The source samples [lo, end) that output `o`, centred at `center`, reads (end <= lo: none).
+struct TapSpan {
+  double center;
+  int lo;
+  int end;
+};
+
+TapSpan SpanOf(const Resampling& r, double offset, int in_size, int o) {
+  const double center = offset + (o + 0.5) * r.scale;
+  const int lo = std::clamp(static_cast<int>(std::floor(center - r.support)), 0, in_size - 1);
+  const int hi = std::min(in_size, static_cast<int>(std::ceil(center + r.support)));
+  return TapSpan{center, lo, std::min(hi, lo + r.max_taps)};
+}
+
+}  // namespace
+
+ResampleTaps ComputeResampleTaps(double offset, double extent, int in_size, int out_size) {
+  ResampleTaps t;
+  const Resampling r = ResamplingOf(extent, out_size);
+  t.max_taps = r.max_taps;
   t.start.resize(out_size);
   t.count.resize(out_size);
   t.weight.assign(static_cast<size_t>(out_size) * t.max_taps, 0.f);
   for (int o = 0; o < out_size; ++o) {
-    double center = offset + (o + 0.5) * scale;
-    int lo = std::clamp(static_cast<int>(std::floor(center - support)), 0, in_size - 1);
-    int hi = std::min(in_size, static_cast<int>(std::ceil(center + support)));
+    const auto [center, lo, end] = SpanOf(r, offset, in_size, o);
     double total = 0;
     int n = 0;
-    for (int i = lo; i < hi && n < t.max_taps; ++i, ++n) {
-      double w = std::max(0.0, 1.0 - std::abs((i + 0.5 - center) / support));
+    for (int i = lo; i < end; ++i, ++n) {
+      double w = std::max(0.0, 1.0 - std::abs((i + 0.5 - center) / r.support));
       t.weight[o * t.max_taps + n] = static_cast<float>(w);
       total += w;
     }
@@ -89,12 +117,13 @@ void ResizeCrop(const Image& src, const Box& box, int out_w, int out_h, bool fli
 }
 
 PixelRect PixelsRead(const Box& box, int width, int height, int out_w, int out_h) {
-  const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, width, out_w);
-  const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, height, out_h);
-  // Starts rise with the output index, and so do ends (a tap's window slides with its centre).
-  return PixelRect{tx.start.front(), ty.start.front(),
-                   std::max(tx.start.front() + 1, tx.start.back() + tx.count.back()),
-                   std::max(ty.start.front() + 1, ty.start.back() + ty.count.back())};
+  // Spans rise with the output index (a tap's window slides with its centre): the first output's
+  // start and the last one's end bound them all. No taps computed: this runs once an image.
+  const Resampling rx = ResamplingOf(box.w, out_w), ry = ResamplingOf(box.h, out_h);
+  const TapSpan left = SpanOf(rx, box.x, width, 0), right = SpanOf(rx, box.x, width, out_w - 1);
+  const TapSpan top = SpanOf(ry, box.y, height, 0), bottom = SpanOf(ry, box.y, height, out_h - 1);
+  return PixelRect{left.lo, top.lo, std::max({left.lo + 1, right.lo, right.end}),
+                   std::max({top.lo + 1, bottom.lo, bottom.end})};
 }
 
 void ResizeCrop(const ImageRegion& src, const Box& box, int out_w, int out_h, bool flip, uint8_t* dst) {
