@@ -1,6 +1,7 @@
 // An 8-bit RGB image, rows top to bottom, pixels interleaved (HWC).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

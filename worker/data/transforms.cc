@@ -3,22 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 #include <vector>
 
+#include "worker/data/resample_rows.h"
+
 namespace dtrun::data {
-namespace {
-
-// Four floats as one SSE register (GCC's and clang's vector extensions).
-using Float4 = float __attribute__((vector_size(16)));
-
-Float4 Load4(const float* p) {
-  Float4 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-}  // namespace
 
 Box RandomResizedCropBox(int width, int height, std::mt19937_64& rng, const RandomResizedCropOptions& o) {
   const double area = static_cast<double>(width) * height;
@@ -130,33 +119,7 @@ void ResizeCrop(const ImageRegion& src, const Box& box, int out_w, int out_h, bo
   // The taps of the whole image, so that a part gives the same bytes as the whole.
   const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, src.full_width, out_w);
   const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, src.full_height, out_h);
-  // Vertical pass first over only the source columns the box touches, then horizontal.
-  const int x0 = tx.start.front();
-  const int x1 = tx.start.back() + tx.count.back();
-  const int cols = std::max(1, x1 - x0);
-  // One float more: the horizontal pass reads each pixel as four floats (its three and the next's
-  // first, unused).
-  std::vector<float> tmp(static_cast<size_t>(cols) * 3 + 1);
-  const uint8_t* column0 = src.data + static_cast<ptrdiff_t>(x0 - src.x0) * 3;
-  for (int oy = 0; oy < out_h; ++oy) {
-    std::fill(tmp.begin(), tmp.end(), 0.f);
-    for (int k = 0; k < ty.count[oy]; ++k) {
-      const float w = ty.weight[oy * ty.max_taps + k];
-      const uint8_t* row = column0 + static_cast<ptrdiff_t>(ty.start[oy] + k - src.y0) * src.width * 3;
-      for (int c = 0; c < cols * 3; ++c) tmp[c] += w * row[c];
-    }
-    uint8_t* out = dst + static_cast<size_t>(oy) * out_w * 3;
-    for (int ox = 0; ox < out_w; ++ox) {
-      // A pixel's three channels in one vector: a multiply and an add per tap instead of three
-      // each, and each channel summed in the same order as one at a time (the same bytes).
-      Float4 acc = {0, 0, 0, 0};
-      const float* p = &tmp[static_cast<size_t>(tx.start[ox] - x0) * 3];
-      const float* w = &tx.weight[static_cast<size_t>(ox) * tx.max_taps];
-      for (int k = 0; k < tx.count[ox]; ++k) acc += w[k] * Load4(p + 3 * k);
-      uint8_t* o = out + (flip ? out_w - 1 - ox : ox) * 3;
-      for (int c = 0; c < 3; ++c) o[c] = static_cast<uint8_t>(std::clamp(acc[c] + 0.5f, 0.f, 255.f));
-    }
-  }
+  FastestRowResampler().run(src, tx, ty, flip, dst);
 }
 
 }  // namespace dtrun::data

@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/worker/data/data_test_util.h"
+#include "worker/data/resample_rows.h"
 
 namespace dtrun::data {
 namespace {
@@ -92,6 +93,30 @@ TEST(TransformsTest, ResizeCropGivesTheTwoPassTriangleFiltersBytes) {
     ResizeCrop(src, box, out, out, flip, got.data());
     ASSERT_EQ(got, TwoPassTriangleFilter(src, box, out, out, flip))
         << "crop " << box.x << "," << box.y << " " << box.w << "x" << box.h << " to " << out;
+  }
+}
+
+// ResizeCrop runs the widest build of its loops the CPU has; each other build must give the same
+// bytes, since another machine of the same job may run it.
+TEST(TransformsTest, EveryBuildOfTheResamplersLoopsGivesTheSameBytes) {
+  const std::vector<RowResampler> builds = RowResamplersForThisCpu();
+  ASSERT_FALSE(builds.empty());
+  EXPECT_STREQ(builds.front().isa, "portable");
+  EXPECT_STREQ(FastestRowResampler().isa, builds.back().isa);
+  std::mt19937_64 rng(5);
+  const Image src = testing::Noise(419, 301, 9);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int out = trial % 2 == 0 ? 224 : 97;
+    const Box box = RandomResizedCropBox(src.width, src.height, rng);
+    const bool flip = trial % 3 == 0;
+    const std::vector<uint8_t> want = TwoPassTriangleFilter(src, box, out, out, flip);
+    const ResampleTaps tx = ComputeResampleTaps(box.x, box.w, src.width, out);
+    const ResampleTaps ty = ComputeResampleTaps(box.y, box.h, src.height, out);
+    for (const RowResampler& build : builds) {
+      std::vector<uint8_t> got(want.size());
+      build.run(ImageRegion::Whole(src), tx, ty, flip, got.data());
+      ASSERT_EQ(got, want) << build.isa << ": crop " << box.x << "," << box.y << " " << box.w << "x" << box.h;
+    }
   }
 }
 
