@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/checked_mutex.h"
+#include "base/uninitialized_allocator.h"
 #include "worker/data/dataset.h"
 #include "worker/data/decode.h"
 #include "worker/data/sampler.h"
@@ -56,7 +57,9 @@ struct Batch {
   size_t index = 0;       // batch number within the epoch
   int count = 0;          // samples in it (fewer than batch_size at the end or after skips)
   int image_size = 0;
-  std::vector<uint8_t> pixels;  // count × image_size × image_size × 3 (less what is in `encoded`)
+  // count × image_size × image_size × 3 (less what is in `encoded`); not zeroed when grown: the
+  // loader writes every byte.
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> pixels;
   std::vector<int64_t> labels;
   // With LoaderOptions::hand_on_jpegs_up_to_pixels: the samples left encoded, and the slot of each
   // image in `pixels`. Both empty otherwise (`pixels` then holds every sample in order).
