@@ -17,6 +17,7 @@
 #include "worker/data/demo_images.h"
 #include "worker/data/loader.h"
 #include "worker/data/ratings.h"
+#include "worker/data/resample_rows.h"
 #include "worker/data/synthetic_ratings.h"
 #include "worker/host_memory.h"
 
@@ -94,12 +95,13 @@ int Bench(const std::string& src, int threads, int batches, int batch_size, int 
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // loader_ms_per_image: a loader thread's time per image, so 1000 / it is what one core it has to
-  // itself delivers, whatever the consumer (this loop's normalising) takes of the cores.
+  // itself delivers, whatever the consumer (this loop's normalising) takes of the cores. resampler:
+  // the build of the resampler's loops this CPU runs (worker/data/resample_rows.h).
   std::printf(
       "threads=%d images=%zu seconds=%.2f images_per_s=%.1f per_thread=%.1f skipped=%lld handed_on=%zu "
-      "loader_ms_per_image=%.3f\n",
+      "loader_ms_per_image=%.3f resampler=%s\n",
       threads, images, s, images / s, images / s / threads, static_cast<long long>(loader.skipped_total()), handed_on,
-      images > 0 ? 1000 * loader_seconds / images : 0.0);
+      images > 0 ? 1000 * loader_seconds / images : 0.0, dtrun::data::FastestRowResampler().isa);
   return 0;
 }
 

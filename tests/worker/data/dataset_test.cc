@@ -9,10 +9,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-
 #include "gtest/gtest.h"
 #include "tests/support/process_harness.h"
 #include "tests/worker/data/data_test_util.h"
+#include "worker/data/resample_rows.h"
 
 namespace dtrun::data {
 namespace {
@@ -182,6 +182,21 @@ TEST(DtdataTest, OutOfRangeFlagsAreOneLineErrorsAndWriteNothing) {
     EXPECT_NE(text.find("dtdata: error: --"), std::string::npos) << text;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+}
+
+// `dtdata bench` is what docs/BENCHMARKS.md and the GPU check (bench/gpu/report.py) read a loader
+// thread's time from: its line keeps the keys they parse, and names the resampler's build.
+TEST(DtdataTest, BenchReportsALoaderThreadsTimeAndTheResamplersBuild) {
+  std::string root = MakeTempDir() + "/folder";
+  for (int i = 0; i < 8; ++i)
+    WriteFile(root + "/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".jpg", Jpeg(80, 60, i));
+  auto [rc, text] = RunToEnd({dtrun::testing::BinDir() + "/dtdata", "bench", root, "--threads", "1", "--batch-size",
+                              "4", "--batches", "3", "--image-size", "32"});
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("images=12 "), std::string::npos) << text;
+  EXPECT_NE(text.find("skipped=0 "), std::string::npos) << text;
+  EXPECT_NE(text.find("loader_ms_per_image="), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("resampler=") + FastestRowResampler().isa + "\n"), std::string::npos) << text;
 }
 
 // The first of four shards cannot be written (a link to /dev/full: every write is ENOSPC). The
