@@ -129,6 +129,7 @@ absl::StatusOr<JoinResult> RendezvousClient::Join(const NodeInfo& node, Clock::t
   req.set_replica_addr(node.replica_addr);
   req.set_replica_port(node.replica_port);
   req.set_failure_domain(node.failure_domain);
+  if (node.last_group_rank >= 0) req.set_last_group_rank(node.last_group_rank);
   std::string last_reason;
   bool claiming = false;
   for (;;) {
@@ -361,6 +362,11 @@ void GrpcRoundSource::WatchLoop() {
       after = view->version;
       absl::MutexLock lock(&mu_);
       latest_ = *view;
+      if (view->assignment) {
+        last_group_rank_ = view->assignment->group_rank;
+      } else if (view->role == NodeRole::kSpare) {
+        last_group_rank_ = -1;
+      }
       Post();
       continue;
     }
@@ -471,6 +477,8 @@ void GrpcRoundSource::Rejoin() {
     // A service started again numbers its rounds from scratch: not at or below the one running here;
     // and counts restarts from zero: not below those the job has spent.
     absl::MutexLock lock(&mu_);
+    // Its place in the round it ran: a service started again gives it back (NodeInfo::last_group_rank).
+    again.last_group_rank = last_group_rank_;
     if (latest_) {
       again.rounds_seen = std::max<int64_t>(0, latest_->round + 1);
       again.restarts_used = static_cast<int>(std::clamp<int64_t>(latest_->restarts_used, 0, again.rounds_seen));

@@ -145,6 +145,7 @@ class GrpcRoundSource : public RoundSource {
   bool left_ ABSL_GUARDED_BY(mu_) = false;  // Leave() was called: this node never joins again
   std::string node_id_ ABSL_GUARDED_BY(mu_);
   std::optional<NodeView> latest_ ABSL_GUARDED_BY(mu_);
+  int last_group_rank_ ABSL_GUARDED_BY(mu_) = -1;  // in the newest round this node ran; -1: none (a spare)
   absl::Status fatal_ ABSL_GUARDED_BY(mu_);
   std::optional<Report> report_ ABSL_GUARDED_BY(mu_);  // the newest undelivered report
   uint64_t reports_queued_ ABSL_GUARDED_BY(mu_) = 0;

@@ -158,6 +158,7 @@ absl::StatusOr<std::string> RendezvousState::Join(const NodeInfo& node, TimePoin
   }
   n.join_seq = next_seq_++;
   by_join_.emplace(n.join_seq, id);
+  former_spares_ += WasASpare(n.info);
   by_addr_.emplace(n.info.store_addr, id);
   if (n.info.requested_rank >= 0) {
     by_rank_[node.requested_rank] = id;
@@ -425,8 +426,18 @@ std::optional<TimePoint> RendezvousState::NextDeadline() const {
 std::vector<std::string> RendezvousState::FirstJoined(size_t count) const {
   std::vector<std::string> ids;
   ids.reserve(std::min(count, by_join_.size()));
-  for (auto it = by_join_.begin(); it != by_join_.end() && ids.size() < count; ++it) ids.push_back(it->second);
-  nodes_visited_ += ids.size();
+  if (!last_members_.empty() || former_spares_ == 0) {
+    for (auto it = by_join_.begin(); it != by_join_.end() && ids.size() < count; ++it) ids.push_back(it->second);
+    nodes_visited_ += ids.size();
+    return ids;
+  }
+  // A service started again: the last round's spares after everyone else.
+  for (const bool spares : {false, true}) {
+    for (auto it = by_join_.begin(); it != by_join_.end() && ids.size() < count; ++it) {
+      if (WasASpare(nodes_.at(it->second).info) == spares) ids.push_back(it->second);
+    }
+  }
+  nodes_visited_ += 2 * by_join_.size();
   return ids;
 }
 
@@ -446,12 +457,16 @@ void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
     min_reached_at_.reset();
     return;
   }
-  if (n >= options_.max_nodes || reforming) {
+  // A service started again takes the last round's spares only after its members and new nodes,
+  // or at last call: a spare that joined it first would take the place of a member on its way,
+  // and the ranks of that place away from the member's in-memory snapshots.
+  const int spares = last_members_.empty() ? former_spares_ : 0;
+  if (n - spares >= options_.max_nodes || reforming) {
     FormRound(FirstJoined(options_.max_nodes));
     return;
   }
   if (!min_reached_at_) min_reached_at_ = now;
-  if (now >= *min_reached_at_ + options_.last_call_timeout) FormRound(FirstJoined(n));
+  if (now >= *min_reached_at_ + options_.last_call_timeout) FormRound(FirstJoined(std::min(n, options_.max_nodes)));
 }
 
 // `chosen` reordered so that a node that was at group rank i in the last round stays there; the
@@ -475,6 +490,15 @@ static std::vector<std::string> KeepGroupRanks(const std::vector<std::string>& l
   return order;
 }
 
+std::vector<std::string> RendezvousState::PlacesClaimed(const std::vector<std::string>& members) const {
+  std::vector<std::string> places(members.size());  // "": unclaimed
+  for (const std::string& id : members) {
+    const int g = nodes_.at(id).info.last_group_rank;
+    if (g >= 0 && g < static_cast<int>(places.size()) && places[g].empty()) places[g] = id;
+  }
+  return places;
+}
+
 void RendezvousState::FormRound(std::vector<std::string> members) {
   round_ = std::max(round_ + 1, rounds_seen_);
   ClearRound(NodeRole::kSpare);  // the members are made members below
@@ -488,7 +512,10 @@ void RendezvousState::FormRound(std::vector<std::string> members) {
       };
       return key(a) < key(b);
     });
-    members = KeepGroupRanks(last_members_, std::move(members));
+    // A service started again has no last round of its own: its joiners say where they were.
+    std::vector<std::string> claimed;
+    if (last_members_.empty()) claimed = PlacesClaimed(members);
+    members = KeepGroupRanks(last_members_.empty() ? claimed : last_members_, std::move(members));
   }
   members_ = std::move(members);
   last_members_ = members_;
@@ -600,6 +627,7 @@ void RendezvousState::DropNode(Nodes::iterator it, const std::string& why, TimeP
   const bool unfinished_member = it->second.assignment && !it->second.succeeded;
   by_contact_.erase({it->second.last_contact, node_id});
   by_join_.erase(it->second.join_seq);
+  former_spares_ -= WasASpare(info);
   for (auto [at, end] = by_addr_.equal_range(info.store_addr); at != end; ++at) {
     if (at->second == node_id) {
       by_addr_.erase(at);

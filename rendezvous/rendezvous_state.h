@@ -56,6 +56,11 @@ struct NodeInfo {
   // What it shares with other nodes that one fault can take down together (a rack, a leaf switch;
   // --failure-domain): buddies are chosen in other domains (rendezvous/buddy_ring.h). "": none said.
   std::string failure_domain{};
+  // Elastic mode: the group rank it held in the newest round it ran, said when it joins a service
+  // that does not know it (started again; -1: none). That service's first round gives it that
+  // place again, before hints and join order: its workers' ranks, and so their own in-memory
+  // snapshots and their buddy's copies, stay where they were.
+  int last_group_rank = -1;
 };
 
 // What a joiner's --failure-domain may hold: it is in every view of the job and in logs, so a
@@ -279,6 +284,9 @@ class RendezvousState {
   void Touch(const std::string& node);  // only this node's
   void MaybeFormRound(TimePoint now, bool reforming);
   void FormRound(std::vector<std::string> members);
+  // The places `members` (in order of preference) held in the round before this service started
+  // (NodeInfo::last_group_rank), by group rank, "" where none: the first claim of a place wins it.
+  std::vector<std::string> PlacesClaimed(const std::vector<std::string>& members) const;
   void EndRound(const std::string& reason, TimePoint now);
   void ClearRound(NodeRole everyone);  // no members, no assignments, every node in `everyone`
   void Fail(const std::string& reason, std::vector<FailureInfo> failures, int exit_code);
@@ -287,7 +295,12 @@ class RendezvousState {
   TimePoint Expiry(const Node& n) const;
   void SayWhoIsAwaited();  // static mode, forming: names the ranks the round waits for
   bool Terminal() const;
-  std::vector<std::string> FirstJoined(size_t count) const;  // by join order
+  // By join order; in a service started again (no round of its own yet), the last round's
+  // spares after the others.
+  std::vector<std::string> FirstJoined(size_t count) const;
+  // It saw rounds but held no place in the newest: a spare of the round before this service
+  // started, when it joins a service started again.
+  static bool WasASpare(const NodeInfo& n) { return n.rounds_seen > 0 && n.last_group_rank < 0; }
   Node* Member(const std::string& node_id);  // nullptr unless in the current round
 
   RendezvousOptions options_;
@@ -318,6 +331,7 @@ class RendezvousState {
   // The last round's members by group rank: an elastic round keeps each returning node's group
   // rank, so its ranks (and their snapshots) stay where they were and a newcomer takes the gap.
   std::vector<std::string> last_members_;
+  int former_spares_ = 0;  // nodes in nodes_ for which WasASpare
   // By group rank of the last round: the ranks it had and the nodes that were sent their copies
   // in the last rounds, newest first. A round with the same ranks at a group rank names those
   // still in the job as where its copies are (Assignment::copies_at).

@@ -64,6 +64,8 @@ NodeInfo FromWire(const v1::JoinRequest& in) {
   node.rounds_seen = in.rounds_seen();
   node.restarts_used = in.restarts_used();
   node.failure_domain = in.failure_domain();
+  // Only a place a round can have: anything else is no claim.
+  if (in.has_last_group_rank() && in.last_group_rank() >= 0) node.last_group_rank = in.last_group_rank();
   return node;
 }
 

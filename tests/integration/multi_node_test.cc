@@ -570,6 +570,49 @@ TEST_F(MultiNodeTest, TheServiceHostsDtrunStartedAgainTakesTheJobBackFromTheInMe
   EXPECT_EQ(digest_a[1], digest_b[1]);
 }
 
+// The same in an elastic job at its maximum with a spare, and with peers off (each rank restores
+// only its own rank's state, as sharded state must). The new service's first round keeps the
+// survivor's group rank (it says where it was) and takes the spare only after the survivor (it
+// says it had no place), whichever rejoins first: every rank resumes at one step, the survivor's
+// from its own snapshot, the new host's from its buddy copy on the survivor. Before, the new
+// service placed nodes in join order, so a spare that rejoined first took the survivor's place.
+TEST_F(MultiNodeTest, AServiceStartedAgainGivesTheSurvivorItsPlaceBeforeTheSpare) {
+  Cluster(3);
+  const std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  auto node = [&](int i) {
+    return ElasticNode(
+        i, 29519, "kept",
+        {"--snapshot-every", "10", Worker("snapshot_resume.py"), "150", "--first-attempt-runs-on", "--say-every", "10"},
+        "keep_alive_interval=0.5,keep_alive_max_attempt=20,join_timeout=60",
+        {{"PYTHON_EXEC", *py}, {"DTRUN_SNAPSHOT_PEERS", "off"}});
+  };
+  auto a = node(0);
+  auto b = node(1);
+  ASSERT_TRUE(b->WaitForOutput("STEP 100", seconds(120))) << b->all() << "\nnode 0:\n" << a->all();
+  auto spare = node(2);
+  ASSERT_TRUE(spare->WaitForOutput("spare", seconds(30))) << spare->all();
+  ::kill(a->pid(), SIGKILL);
+  ASSERT_TRUE(a->Wait(seconds(10)).has_value());
+  auto again = node(0);
+  EXPECT_EQ(again->Wait(seconds(120)), 0) << again->all() << "\nnode 1:\n" << b->all() << "\nspare:\n" << spare->all();
+  EXPECT_EQ(b->Wait(seconds(60)), 0) << b->all();
+  EXPECT_TRUE(spare->Wait(seconds(60)).has_value()) << spare->all();
+  const std::string a_out = again->all(), b_out = b->all();
+  EXPECT_EQ(spare->out().find("RESTORED"), std::string::npos) << "the spare ran workers:\n" << spare->all();
+  std::smatch on_a, on_b, digest_a, digest_b;
+  ASSERT_TRUE(std::regex_search(b_out, on_b, std::regex(R"(RESTORED step=(\d+))"))) << b_out;
+  ASSERT_TRUE(std::regex_search(a_out, on_a, std::regex(R"(RESTORED step=(\d+))"))) << a_out;
+  EXPECT_EQ(on_a[1], on_b[1]);
+  EXPECT_GE(std::stoi(on_b[1]), 100) << b_out;
+  // Node 1 kept its ranks, so with peers off its own snapshot served, and node 0's came from node 1.
+  EXPECT_EQ(b_out.find("fetched the buddy copies"), std::string::npos) << b_out;
+  EXPECT_NE(a_out.find("fetched the buddy copies of step " + on_a[1].str()), std::string::npos) << a_out;
+  ASSERT_TRUE(std::regex_search(a_out, digest_a, std::regex(R"(DIGEST rank=(\d) ([0-9a-f]{16}))"))) << a_out;
+  ASSERT_TRUE(std::regex_search(b_out, digest_b, std::regex(R"(DIGEST rank=(\d) ([0-9a-f]{16}))"))) << b_out;
+  EXPECT_EQ(digest_a[2], digest_b[2]);
+}
+
 // The same in an elastic job at its maximum: the agent started again replaces the dead one at its
 // address and the round re-forms with it, where it used to wait as a spare while the round re-formed
 // with the dead node (joined earlier) until that one's lease ran out. Each host has a launch

@@ -386,6 +386,73 @@ TEST_F(RendezvousStateTest, AServiceStartedAgainNumbersItsRoundsAboveThoseItsNod
   EXPECT_EQ(s.Join(wild, now_).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A service started again (its host's dtrun restarted) has no round of its own to keep places
+// from: each node that ran the last round says where it was, and gets that place again before
+// hints and join order. Otherwise the restarted host's new agent, which joins its own service
+// first, would take group rank 0 and shift every survivor's ranks away from their in-memory
+// snapshots (and, with peers off, from the only copies of them).
+TEST_F(RendezvousStateTest, AServiceStartedAgainGivesEachNodeThePlaceItHeldInTheLastRound) {
+  RendezvousOptions o = Elastic(3, 3);
+  o.instance = "i2";
+  RendezvousState s(o, now_);
+  NodeInfo c = Node("c"), b = Node("b", /*hint=*/0);
+  c.rounds_seen = b.rounds_seen = 5;
+  c.last_group_rank = 2;
+  b.last_group_rank = 1;  // its place beats its hint
+  const std::string host = MustJoin(s, Node("host")), c_id = MustJoin(s, c), b_id = MustJoin(s, b);
+  ASSERT_EQ(s.View(b_id)->phase, JobPhase::kRunning);
+  EXPECT_EQ(s.View(host)->assignment->group_rank, 0);  // the place nobody claimed
+  EXPECT_EQ(s.View(b_id)->assignment->group_rank, 1);
+  EXPECT_EQ(s.View(c_id)->assignment->group_rank, 2);
+  EXPECT_EQ(s.View(c_id)->assignment->rank_offset, 4);
+
+  // A place past the new round, or claimed by an earlier joiner, is no claim: join order.
+  RendezvousState t(Elastic(2, 2), now_);
+  NodeInfo far = Node("far"), same = Node("same"), again = Node("again");
+  far.last_group_rank = 7;
+  same.last_group_rank = again.last_group_rank = 1;
+  const std::string far_id = MustJoin(t, far), same_id = MustJoin(t, same);
+  EXPECT_EQ(t.View(far_id)->assignment->group_rank, 0);
+  EXPECT_EQ(t.View(same_id)->assignment->group_rank, 1);
+  // Once this service ran a round, its own places count, not what a joiner says.
+  ASSERT_TRUE(t.Leave(same_id, now_).ok());
+  const std::string again_id = MustJoin(t, [&] {
+    NodeInfo n = again;
+    n.last_group_rank = 0;
+    return n;
+  }());
+  EXPECT_EQ(t.View(far_id)->assignment->group_rank, 0);
+  EXPECT_EQ(t.View(again_id)->assignment->group_rank, 1);
+}
+
+// The last round's spare joins the service started again before a member that is on its way: at
+// the job's maximum it would take that member's place (and the member's ranks would move away from
+// their snapshots). It waits for the members, and is taken at last call if one never comes.
+TEST_F(RendezvousStateTest, AServiceStartedAgainTakesTheLastRoundsSpareAfterItsMembersOrAtLastCall) {
+  RendezvousOptions o = Elastic(2, 2);
+  o.instance = "i2";
+  NodeInfo spare = Node("spare"), b = Node("b");
+  spare.rounds_seen = b.rounds_seen = 4;
+  b.last_group_rank = 1;  // the spare held no place
+  RendezvousState s(o, now_);
+  const std::string host = MustJoin(s, Node("host")), spare_id = MustJoin(s, spare);
+  EXPECT_EQ(s.View(host)->phase, JobPhase::kForming);  // two nodes, one of them the spare
+  const std::string b_id = MustJoin(s, b);
+  ASSERT_EQ(s.View(b_id)->phase, JobPhase::kRunning);
+  EXPECT_EQ(s.View(host)->assignment->group_rank, 0);
+  EXPECT_EQ(s.View(b_id)->assignment->group_rank, 1);
+  EXPECT_EQ(s.View(spare_id)->role, NodeRole::kSpare);
+
+  RendezvousState t(o, now_);  // b never comes back
+  const std::string host2 = MustJoin(t, Node("host")), spare2 = MustJoin(t, spare);
+  Advance(t, milliseconds(1999));
+  EXPECT_EQ(t.View(host2)->phase, JobPhase::kForming);
+  Advance(t, milliseconds(1));  // last_call_timeout
+  ASSERT_EQ(t.View(spare2)->phase, JobPhase::kRunning);
+  EXPECT_EQ(t.View(spare2)->role, NodeRole::kMember);
+  EXPECT_EQ(t.View(host2)->assignment->group_rank, 0);
+}
+
 // The budget is the job's: a service started again (its host's dtrun restarted) goes on from the
 // restarts its nodes saw spent, so a job that crashes and takes its host down with it still ends.
 TEST_F(RendezvousStateTest, AServiceStartedAgainGoesOnFromTheRestartsItsNodesSawSpent) {

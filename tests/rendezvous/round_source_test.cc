@@ -117,47 +117,92 @@ std::optional<NodeView> AwaitView(GrpcRoundSource& source, Pred wanted,
   return last;
 }
 
-// The service's host started again (its dtrun restarted by a supervisor): the new service knows
-// no node. The node finds it as soon as gRPC reconnects and joins again then, not at its next
-// keep-alive (a minute away here, past this test's bound), and brings the restarts spent.
-TEST(GrpcRoundSourceTest, ANodeJoinsAServiceStartedAgainAtOnceWithTheRestartsSpent) {
+// One node of an elastic job on a service that the test stops and starts again on the same port,
+// as a supervisor restarts the service's host's dtrun: the new service knows no node.
+class ServiceStartedAgainTest : public ::testing::Test {
+ protected:
   using Clock = std::chrono::steady_clock;
-  RendezvousOptions options;
-  options.min_nodes = options.max_nodes = 1;
-  options.static_ranks = false;
-  options.run_id = "job";
-  options.keep_alive_interval = seconds(60);
-  options.max_restarts = 3;
-  auto first = RendezvousServer::Start("127.0.0.1", 0, options);
-  ASSERT_TRUE(first.ok()) << first.status();
-  const int port = (*first)->port();
-  ClientOptions client_options;
-  client_options.endpoint = "127.0.0.1:" + std::to_string(port);
-  client_options.run_id = "job";
-  auto client = RendezvousClient::Create(client_options);
-  ASSERT_TRUE(client.ok()) << client.status();
-  std::unique_ptr<GrpcRoundSource> source = GrpcRoundSource::Start(
-      std::move(*client), NodeInfo{"h0", 1, "127.0.0.1", 1, -1, "", 0}, Clock::now() + seconds(20));
-  auto running = [](const NodeView& v) { return v.phase == JobPhase::kRunning && v.assignment.has_value(); };
-  std::optional<NodeView> first_round = AwaitView(*source, running, Clock::now() + seconds(20));
-  ASSERT_TRUE(first_round && running(*first_round)) << "the first round did not form";
+  ServiceStartedAgainTest() {
+    options_.min_nodes = options_.max_nodes = 1;
+    options_.static_ranks = false;
+    options_.run_id = "job";
+    options_.keep_alive_interval = seconds(60);  // past every bound here: no keep-alive finds it
+    client_options_.run_id = "job";
+  }
+  // The service and the node on it, through the node's first round.
+  void StartNode() {
+    auto service = RendezvousServer::Start("127.0.0.1", 0, options_);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+    port_ = service_->port();
+    client_options_.endpoint = "127.0.0.1:" + std::to_string(port_);
+    auto client = RendezvousClient::Create(client_options_);
+    ASSERT_TRUE(client.ok()) << client.status();
+    source_ = GrpcRoundSource::Start(std::move(*client), NodeInfo{"h0", 1, "127.0.0.1", 1, -1, "", 0},
+                                     Clock::now() + seconds(20));
+    first_round_ = AwaitView(*source_, Running, Clock::now() + seconds(20));
+    ASSERT_TRUE(first_round_ && Running(*first_round_)) << "the first round did not form";
+  }
+  void StartServiceAgain() {
+    service_.reset();
+    auto again = RendezvousServer::Start("127.0.0.1", port_, options_);
+    ASSERT_TRUE(again.ok()) << again.status();
+    service_ = std::move(*again);
+  }
+  // The node's first view of a round above `round`.
+  std::optional<NodeView> AwaitRoundAbove(int64_t round) {
+    auto newer = [round](const NodeView& v) { return Running(v) && v.round > round; };
+    std::optional<NodeView> view = AwaitView(*source_, newer, Clock::now() + seconds(30));
+    return view && newer(*view) ? view : std::nullopt;
+  }
+  static bool Running(const NodeView& v) { return v.phase == JobPhase::kRunning && v.assignment.has_value(); }
+
+  RendezvousOptions options_;
+  ClientOptions client_options_;
+  int port_ = 0;
+  std::unique_ptr<RendezvousServer> service_;
+  std::unique_ptr<GrpcRoundSource> source_;  // declared after service_: stopped before it
+  std::optional<NodeView> first_round_;
+};
+
+// The node finds the new service as soon as gRPC reconnects and joins again then, not at its next
+// keep-alive (a minute away here, past this test's bound), and brings the restarts spent.
+TEST_F(ServiceStartedAgainTest, ANodeJoinsItAtOnceWithTheRestartsSpent) {
+  options_.max_restarts = 3;
+  ASSERT_NO_FATAL_FAILURE(StartNode());
   FailureInfo failure;
   failure.exit_code = 1;
-  source->ReportFailure(first_round->round, {failure});  // one restart spent
-  auto restarted = [&](const NodeView& v) { return running(v) && v.round > first_round->round; };
-  std::optional<NodeView> before = AwaitView(*source, restarted, Clock::now() + seconds(20));
-  ASSERT_TRUE(before && restarted(*before)) << "the failure did not restart the round";
+  source_->ReportFailure(first_round_->round, {failure});  // one restart spent
+  std::optional<NodeView> before = AwaitRoundAbove(first_round_->round);
+  ASSERT_TRUE(before) << "the failure did not restart the round";
   ASSERT_EQ(before->restarts_used, 1);
-
-  first->reset();  // its host's dtrun is gone
-  auto second = RendezvousServer::Start("127.0.0.1", port, options);
-  ASSERT_TRUE(second.ok()) << second.status();
-  auto newer = [&](const NodeView& v) { return running(v) && v.round > before->round; };
-  std::optional<NodeView> after = AwaitView(*source, newer, Clock::now() + seconds(30));
-  ASSERT_TRUE(after && newer(*after)) << "not joined again within 30 s; the next keep-alive is 60 s after the last";
+  ASSERT_NO_FATAL_FAILURE(StartServiceAgain());
+  std::optional<NodeView> after = AwaitRoundAbove(before->round);
+  ASSERT_TRUE(after) << "not joined again within 30 s; the next keep-alive is 60 s after the last";
   EXPECT_EQ(after->assignment->world_size, 1);
   EXPECT_EQ(after->restarts_used, 1);  // the new instance goes on from the job's budget
-  source.reset();
+}
+
+// The node tells the new service where it was: group rank 0, which a newcomer asks for by its
+// --node-rank hint. The place it held wins, and the newcomer takes the other.
+TEST_F(ServiceStartedAgainTest, ANodeTellsItThePlaceItHeld) {
+  ASSERT_NO_FATAL_FAILURE(StartNode());
+  ASSERT_EQ(first_round_->assignment->group_rank, 0);
+  options_.min_nodes = options_.max_nodes = 2;  // the job has room for one more now
+  ASSERT_NO_FATAL_FAILURE(StartServiceAgain());
+  auto newcomer = RendezvousClient::Create(client_options_);
+  ASSERT_TRUE(newcomer.ok()) << newcomer.status();
+  auto joined =
+      (*newcomer)->Join(NodeInfo{"h1", 1, "127.0.0.2", 1, /*node rank hint=*/0, "", 0}, Clock::now() + seconds(20));
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  std::optional<NodeView> after = AwaitRoundAbove(first_round_->round);
+  ASSERT_TRUE(after) << "not joined again within 30 s";
+  EXPECT_EQ(after->assignment->group_rank, 0);
+  EXPECT_EQ(after->assignment->group_world_size, 2);
+  absl::StatusOr<NodeView> theirs = (*newcomer)->Watch(joined->node_id, 0, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_TRUE(theirs->assignment.has_value());
+  EXPECT_EQ(theirs->assignment->group_rank, 1);
 }
 
 }  // namespace
