@@ -9,7 +9,10 @@ has arrived, one fault is injected on a host other than the rendezvous host:
   cut     its link goes down (the agent lives on, cut off);
   freeze  SIGSTOP of one of its workers (caught by --heartbeat-timeout; the node stays);
   master  SIGKILL of every process of the rendezvous host (host 0), whose dtrun a supervisor
-          starts again --restart-after seconds later (no spare: the job needs that host back);
+          starts again --restart-after seconds later (no spare: the job needs that host back;
+          with --master-spare a spare waits too, and the new service must not let it take a
+          survivor's place: whichever N hosts record a recovery count, and the trial says
+          whether the spare was one of them);
   cut2    its link goes down, and --second-after seconds later that of the host that keeps its
           buddy copies (a rack or switch failure: neighbours whose leases run out apart); the
           job is elastic N-1:N, so it goes on with the survivors and the spare.
@@ -42,7 +45,7 @@ memory), from the last disk checkpoint (train_recsys writes one per epoch here).
   sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
                           [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
                           [--keep-alive S] [--second-after S] [--rack-size K] [--domains on|off]
-                          [--fault-after STEP]
+                          [--fault-after STEP] [--master-spare]
 """
 import argparse
 import json
@@ -385,7 +388,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             for host in victim if fault == "rack" else [victim]:
                 if not nodes[host].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
                     raise SystemExit(f"host {host} never placed a buddy copy:\n" + nodes[host].text()[-3000:])
-            if not args.shrink and fault != "master":
+            if not args.shrink and (fault != "master" or args.master_spare):
                 for i in range(n, n + spares_needed):
                     spares.append(start(i))
                     if not spares[-1].wait_for(re.compile(r"spare"), 120):
@@ -406,9 +409,15 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             runners = [i for i in range(n) if i not in lost and i != second] + \
                 (list(range(n, n + len(spares))) if fault != "freeze" else [])
             logs = {i: events[i] for i in runners}
+            wanted = len(runners)
+            if fault == "master" and spares:
+                # Host 0 starts afresh and records nothing: the other places of the new round go to
+                # the survivors or (it should not be) the spare, whichever record a recovery.
+                logs = {i: events[i] for i in range(1, n + len(spares))}
+                wanted = n - 1
             deadline = time.time() + 180
             records = {}
-            while time.time() < deadline and len(records) < len(runners):
+            while time.time() < deadline and len(records) < wanted:
                 for i, path in logs.items():
                     if i in records or not os.path.exists(path):
                         continue
@@ -417,9 +426,9 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                             records[i] = json.loads(line)
                             break
                 time.sleep(0.2)
-            if len(records) < len(runners):
-                missing = [i for i in runners if i not in records]
-                host = missing[0]
+            if len(records) < wanted:
+                missing = [i for i in logs if i not in records]
+                host = min(missing)  # a survivor before a spare, which may rightly wait
                 text = spares[host - n].text() if host >= n else nodes[host].text()
                 raise SystemExit(f"{fault}: host {host} recorded no recovery:\n{text[-4000:]}")
             if args.keep_logs and (args.keep_all or any(r.get("source") == "none" for r in records.values())):
@@ -451,7 +460,8 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             return {"fault_to_stepping_s": (last_ms - fault_ms) / 1000, "warm_workers": warm,
                     "last_node_phases_s": [round(noticed / 1000, 2)] + phases,
                     "lost_steps": reached - restored,
-                    "sources": sorted({r.get("source", "?") for r in records.values()})}
+                    "sources": sorted({r.get("source", "?") for r in records.values()}),
+                    **({"spare_took_a_place": any(i >= n for i in records)} if fault == "master" and spares else {})}
         finally:
             if fault in ("cut", "cut2"):
                 cluster.link(victim, True)
@@ -509,6 +519,7 @@ def main():
     ap.add_argument("--keep-logs", help="write every host's output here for trials that restored nothing")
     ap.add_argument("--keep-all", action="store_true", help="with --keep-logs: for every trial")
     ap.add_argument("--shrink", action="store_true", help="no spare: the job goes on with one node fewer")
+    ap.add_argument("--master-spare", action="store_true", help="master: a spare waits too")
     ap.add_argument("--peers", default="on", choices=["on", "off"], help="dtrun's DTRUN_SNAPSHOT_PEERS")
     ap.add_argument("--restart-after", type=float, default=1.0,
                     help="master fault: seconds from the kill to the supervisor's restart of host 0's launcher")
@@ -536,7 +547,8 @@ def main():
     else:
         setup = (f"--rdzv-conf {keep_alive_conf(args.keep_alive)}; heartbeat timeout {args.heartbeat_timeout} s; "
                  f"buddy every {args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
-    layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else "+ 1 spare (none for master)"
+    layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else \
+        "+ 1 spare" + ("" if args.master_spare else " (none for master)")
     if "rack" in args.faults.split(","):
         layout += (f"; rack: racks of {args.rack_size} consecutive node ranks, {args.rack_size} spares, "
                    f"--failure-domain {'per rack' if args.domains == 'on' else 'not given'}")
