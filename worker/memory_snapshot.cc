@@ -20,6 +20,7 @@
 #include "base/alt_signal_stack.h"
 #include "base/env_names.h"
 #include "base/status_macros.h"
+#include "base/uninitialized_allocator.h"
 #include "base/unix_time.h"
 #include "snapshot/payload_toc.h"
 #include "snapshot/peer_restores.h"
@@ -526,19 +527,43 @@ absl::Status MemorySnapshots::Write(const TrainState& state) {
   return st;
 }
 
+// How an armed state lies in a snapshot: the records laid out, their table, and how each is
+// held. The same from one arming to the next while the listing's names and shapes are.
+struct MemorySnapshots::ArmLayout {
+  enum class Hold : uint8_t {
+    kStash,       // host bytes that change before the next optimizer step: copied at Arm
+    kLive,        // host bytes only the optimizer step changes: read at the rescue
+    kDeviceCopy,  // on the device, changing before the next optimizer step: copied at Arm
+    kDeviceLive,  // on the device, only the optimizer step changes it
+  };
+  std::vector<snapshot::TensorRecord> records;
+  std::vector<Hold> holds;         // by record
+  std::vector<uint64_t> stash_at;  // by record: where a kStash record's bytes are in the stash
+  uint64_t stash_bytes = 0;
+  std::optional<torch::Device> device;  // of the records outside host memory
+  std::string toc;
+  uint64_t total = 0;
+
+  // Null where the tensors outside host memory are on more than one device.
+  static std::shared_ptr<const ArmLayout> Of(const std::vector<StateTensor>& tensors);
+  // Whether `tensors` lie as laid out here: the same names, dtypes, shapes and holds.
+  bool Fits(const std::vector<StateTensor>& tensors) const;
+  static Hold HoldOf(const StateTensor& st, const snapshot::TensorRecord& r);
+  static bool OnDevice(Hold h) { return h == Hold::kDeviceCopy || h == Hold::kDeviceLive; }
+};
+
 // The state armed after an optimizer step: per tensor of the table, its source at Rescue time. What
 // changes before the next optimizer step is a copy taken at Arm; the rest is the live tensor. Host
 // memory is read at Rescue by memcpy; anything else (a state on the GPU) is copied by torch, after
 // `mark`, the point on the GPU where it is whole.
 struct MemorySnapshots::Armed {
-  std::vector<snapshot::TensorRecord> records;
+  std::shared_ptr<const ArmLayout> layout;
   std::vector<const char*> sources;    // by record: into `stash`, the live tensor's bytes, or null
   std::vector<torch::Tensor> tensors;  // by record where `sources` is null: live, or copied at Arm
   std::vector<torch::Tensor> held;     // the live tensors read by memcpy, alive until the rescue is done
-  std::vector<char> stash;           // the bytes of what changes before the next optimizer step
+  // The bytes of what changes before the next optimizer step; every byte is copied in at Arm.
+  std::vector<char, UninitializedAllocator<char>> stash;
   std::unique_ptr<DeviceMark> mark;  // set where `tensors` has any
-  std::string toc;
-  uint64_t total = 0;
   int64_t step = 0;
 };
 
@@ -569,56 +594,88 @@ std::vector<torch::Tensor> CopiesInFewKernels(const std::vector<torch::Tensor>& 
 
 }  // namespace
 
+MemorySnapshots::ArmLayout::Hold MemorySnapshots::ArmLayout::HoldOf(const StateTensor& st,
+                                                                    const snapshot::TensorRecord& r) {
+  if (IsPlainCpu(st.tensor, r)) return st.changes_only_in_optimizer_step ? Hold::kLive : Hold::kStash;
+  return st.changes_only_in_optimizer_step ? Hold::kDeviceLive : Hold::kDeviceCopy;
+}
+
+std::shared_ptr<const MemorySnapshots::ArmLayout> MemorySnapshots::ArmLayout::Of(
+    const std::vector<StateTensor>& tensors) {
+  auto l = std::make_shared<ArmLayout>();
+  for (const StateTensor& st : tensors) {
+    snapshot::TensorRecord r = RecordOf(st);
+    const Hold h = HoldOf(st, r);
+    l->holds.push_back(h);
+    l->stash_at.push_back(l->stash_bytes);
+    if (h == Hold::kStash) l->stash_bytes += r.nbytes;
+    if (OnDevice(h)) {
+      if (l->device && *l->device != st.tensor.device()) return nullptr;
+      l->device = st.tensor.device();
+    }
+    l->records.push_back(std::move(r));
+  }
+  l->total = snapshot::LayOut(l->records);
+  l->toc = snapshot::EncodeToc(l->records);
+  return l;
+}
+
+bool MemorySnapshots::ArmLayout::Fits(const std::vector<StateTensor>& tensors) const {
+  if (tensors.size() != records.size()) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i].tensor;
+    const snapshot::TensorRecord& r = records[i];
+    if (tensors[i].name != r.name || static_cast<int32_t>(t.scalar_type()) != r.dtype || t.sizes() != r.sizes)
+      return false;
+    // RecordOf's strides: the tensor's own where it is dense, else contiguous ones.
+    if (t.is_non_overlapping_and_dense() ? t.strides() != r.strides : ContiguousStrides(r.sizes) != r.strides) {
+      return false;
+    }
+    if (HoldOf(tensors[i], r) != holds[i] || (OnDevice(holds[i]) && t.device() != *device)) return false;
+  }
+  return true;
+}
+
 // The state as Rescue would write it; null where its tensors outside host memory are on more than
 // one device (one GPU per rank is the rule; there would be no one point to copy them after).
 std::unique_ptr<MemorySnapshots::Armed> MemorySnapshots::ArmedState(const TrainState& state) {
-  auto a = std::make_unique<Armed>();
-  std::vector<StateTensor> tensors = StateTensors(state);
-  std::vector<torch::Tensor> live;
-  std::vector<bool> plain;
-  std::optional<torch::Device> device;  // of the tensors outside host memory
-  std::vector<size_t> copied_now;       // outside host memory, changed before the next optimizer step
-  uint64_t stash_bytes = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    snapshot::TensorRecord r = RecordOf(tensors[i]);
-    live.push_back(tensors[i].tensor.detach());
-    plain.push_back(IsPlainCpu(live.back(), r));
-    if (plain.back()) {
-      if (!tensors[i].changes_only_in_optimizer_step) stash_bytes += r.nbytes;
-    } else {
-      if (device && *device != live.back().device()) return nullptr;
-      device = live.back().device();
-      if (!tensors[i].changes_only_in_optimizer_step) copied_now.push_back(i);
-    }
-    a->records.push_back(std::move(r));
+  const std::vector<StateTensor>& tensors = listing_.Read(state);
+  if (!arm_layout_ || !arm_layout_->Fits(tensors)) {
+    arm_layout_ = ArmLayout::Of(tensors);
+    if (!arm_layout_) return nullptr;
   }
-  a->stash.resize(stash_bytes);
+  const ArmLayout& l = *arm_layout_;
+  auto a = std::make_unique<Armed>();
+  a->layout = arm_layout_;
+  a->stash.resize(l.stash_bytes);
+  a->sources.resize(tensors.size(), nullptr);
   a->tensors.resize(tensors.size());
+  std::vector<size_t> copied_now;  // on the device, changed before the next optimizer step
   std::vector<torch::Tensor> to_copy;
-  for (size_t i : copied_now) to_copy.push_back(live[i]);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i].tensor;
+    switch (l.holds[i]) {
+      case ArmLayout::Hold::kStash:
+        std::memcpy(a->stash.data() + l.stash_at[i], t.data_ptr(), l.records[i].nbytes);
+        a->sources[i] = a->stash.data() + l.stash_at[i];
+        break;
+      case ArmLayout::Hold::kLive:
+        a->sources[i] = static_cast<const char*>(t.data_ptr());
+        a->held.push_back(t);
+        break;
+      case ArmLayout::Hold::kDeviceCopy:
+        copied_now.push_back(i);
+        to_copy.push_back(t.detach());
+        break;
+      case ArmLayout::Hold::kDeviceLive:
+        a->tensors[i] = t.detach();
+        break;
+    }
+  }
   std::vector<torch::Tensor> copies = CopiesInFewKernels(to_copy);
   for (size_t k = 0; k < copied_now.size(); ++k) a->tensors[copied_now[k]] = std::move(copies[k]);
-  uint64_t at = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    if (!plain[i]) {
-      a->sources.push_back(nullptr);
-      if (!a->tensors[i].defined()) a->tensors[i] = std::move(live[i]);
-      continue;
-    }
-    const char* bytes = static_cast<const char*>(live[i].data_ptr());
-    if (tensors[i].changes_only_in_optimizer_step) {
-      a->sources.push_back(bytes);
-      a->held.push_back(std::move(live[i]));
-    } else {
-      std::memcpy(a->stash.data() + at, bytes, a->records[i].nbytes);
-      a->sources.push_back(a->stash.data() + at);
-      at += a->records[i].nbytes;
-    }
-  }
   // After the copies above: on the GPU, the point where the armed state is whole.
-  if (device) a->mark = std::make_unique<DeviceMark>(*device);
-  a->total = snapshot::LayOut(a->records);
-  a->toc = snapshot::EncodeToc(a->records);
+  if (l.device) a->mark = std::make_unique<DeviceMark>(*l.device);
   a->step = state.progress->global_step;
   return a;
 }
@@ -710,7 +767,7 @@ int64_t MemorySnapshots::RescueLocked() {
   // DTRUN_SNAPSHOT_COPY=background) commits only in Finish, which a process on its way out never
   // reaches. It is the armed state's own step, or (a lone rank on the GPU) the one before.
   if (copy_ && !copy_->rescued) {
-    if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->total));
+    if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->layout->total));
     if (!KeepPendingLocked(start)) {
       if (reports_) reports_->NotKept(a->step);
       return -1;
@@ -733,7 +790,7 @@ int64_t MemorySnapshots::RescueLocked() {
   c.slot = RescueSlot(headers);
   // First: the agent stopping this process waits for the write rather than kill it mid-way. It
   // hears how the write ended whichever way it ends (an exception from torch included).
-  if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->total));
+  if (reports_) reports_->Keeping(a->step, static_cast<int64_t>(a->layout->total));
   bool kept = false;
   absl::Cleanup say_not_kept = [&, reports = reports_] {
     if (reports && !kept) reports->NotKept(a->step);
@@ -741,7 +798,7 @@ int64_t MemorySnapshots::RescueLocked() {
   std::string not_kept;
   if (absl::Status st = WriteArmed(*a, &c); !st.ok()) {
     not_kept = std::string(st.message());
-  } else if (std::optional<std::string> name = FirstNotFinite(c.base, a->records)) {
+  } else if (std::optional<std::string> name = FirstNotFinite(c.base, a->layout->records)) {
     // The state may come from a step whose vote never ran: a loss that was not finite on the rank
     // that failed would have made it so everywhere.
     not_kept = *name + " is not finite";
@@ -754,7 +811,7 @@ int64_t MemorySnapshots::RescueLocked() {
   }
   region_.Commit(c.slot, c.header);
   std::fprintf(stderr, "rank %d: kept the state of step %lld in memory on the way out (%.1f MB in %.1f ms)\n",
-               env_.rank, static_cast<long long>(a->step), a->total / 1e6,
+               env_.rank, static_cast<long long>(a->step), a->layout->total / 1e6,
                1e3 * std::chrono::duration<double>(Clock::now() - start).count());
   ++rescued_;
   kept = true;
@@ -796,14 +853,15 @@ bool MemorySnapshots::KeepPendingLocked(Clock::time_point start) {
 // Writes `a` into `c->slot` (table, padding, every tensor from its source) and fills in the header;
 // the caller commits.
 absl::Status MemorySnapshots::WriteArmed(const Armed& a, Copy* c) {
+  const ArmLayout& l = *a.layout;
   region_.Invalidate(c->slot);
-  DT_RETURN_IF_ERROR(region_.Reserve(c->slot, a.total));
+  DT_RETURN_IF_ERROR(region_.Reserve(c->slot, l.total));
   char* base = c->base = region_.Payload(c->slot);
-  std::memcpy(base, a.toc.data(), a.toc.size());
-  uint64_t at = a.toc.size();
+  std::memcpy(base, l.toc.data(), l.toc.size());
+  uint64_t at = l.toc.size();
   std::vector<torch::Tensor> dsts, srcs;  // copied by torch (from the GPU), then hashed in place
-  for (size_t i = 0; i < a.records.size(); ++i) {
-    const snapshot::TensorRecord& r = a.records[i];
+  for (size_t i = 0; i < l.records.size(); ++i) {
+    const snapshot::TensorRecord& r = l.records[i];
     std::memset(base + at, 0, r.offset - at);
     c->segments.push_back({a.sources[i], r.offset, r.nbytes, false});
     if (a.sources[i] == nullptr) {
@@ -812,9 +870,9 @@ absl::Status MemorySnapshots::WriteArmed(const Armed& a, Copy* c) {
     }
     at = r.offset + r.nbytes;
   }
-  std::memset(base + at, 0, a.total - at);
+  std::memset(base + at, 0, l.total - at);
   if (!dsts.empty()) DT_RETURN_IF_ERROR(a.mark->CopyAfter(dsts, srcs, rescue_wait_s_));
-  c->header = OwnHeader(a.step, a.total);
+  c->header = OwnHeader(a.step, l.total);
   RunCopy(c);
   return absl::OkStatus();
 }

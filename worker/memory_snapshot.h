@@ -199,8 +199,9 @@ class MemorySnapshots {
   // Invalidates every slot of Sources() whose header `drop` says.
   void InvalidateWhere(const std::function<bool(const absl::StatusOr<snapshot::SlotHeader>&)>& drop);
 
-  struct Armed;  // the state Rescue writes
-  static std::unique_ptr<Armed> ArmedState(const TrainState& state);
+  struct Armed;      // the state Rescue writes
+  struct ArmLayout;  // how it lies in a snapshot, kept from one arming to the next
+  std::unique_ptr<Armed> ArmedState(const TrainState& state);
   int64_t RescueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool KeepPendingLocked(std::chrono::steady_clock::time_point start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteArmed(const Armed& a, Copy* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -222,6 +223,9 @@ class MemorySnapshots {
   int64_t arms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rescued_ ABSL_GUARDED_BY(mu_) = 0;
   double arms_s_ ABSL_GUARDED_BY(mu_) = 0;  // the total time of Arm
+  // Arm's, on the training thread only: the state listed and laid out at the arming before.
+  StateListing listing_;
+  std::shared_ptr<const ArmLayout> arm_layout_;
 
   // Set before the object is handed out (FromEnvironment), then only read, from any thread.
   DistEnv env_;

@@ -21,14 +21,49 @@ std::vector<StateTensor> ProgressTensors(Progress* p) {
   auto ints = torch::tensor({p->epoch, p->next_batch, p->global_step}, torch::kInt64);
   auto acc = torch::tensor({p->best_acc1}, torch::kFloat64);
   auto global_batch = torch::tensor({p->global_batch}, torch::kInt64);
-  return {{"progress/ints", ints, [p, ints] {
-             p->epoch = ints[0].item<int64_t>();
-             p->next_batch = ints[1].item<int64_t>();
-             p->global_step = ints[2].item<int64_t>();
-           }},
-          {"progress/best_acc1", acc, [p, acc] { p->best_acc1 = acc[0].item<double>(); }},
-          {"progress/global_batch", global_batch,
-           [p, global_batch] { p->global_batch = global_batch[0].item<int64_t>(); }, false, /*optional=*/true}};
+  return {
+      {"progress/ints", ints,
+       [p, ints] {
+         p->epoch = ints[0].item<int64_t>();
+         p->next_batch = ints[1].item<int64_t>();
+         p->global_step = ints[2].item<int64_t>();
+       },
+       false, false,
+       [p, ints] {
+         int64_t* v = ints.data_ptr<int64_t>();
+         v[0] = p->epoch;
+         v[1] = p->next_batch;
+         v[2] = p->global_step;
+       }},
+      {"progress/best_acc1", acc, [p, acc] { p->best_acc1 = acc[0].item<double>(); }, false, false,
+       [p, acc] { *acc.data_ptr<double>() = p->best_acc1; }},
+      {"progress/global_batch", global_batch, [p, global_batch] { p->global_batch = global_batch[0].item<int64_t>(); },
+       false, /*optional=*/true, [p, global_batch] { *global_batch.data_ptr<int64_t>() = p->global_batch; }}};
+}
+
+// The default CPU generator's state: anything drawn from it after the restore is drawn as it would
+// have been without the crash.
+StateTensor CpuGeneratorTensor() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  torch::Tensor rng;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng = gen.get_state();
+  }
+  return {"rng/cpu",
+          rng,
+          [rng] {
+            at::Generator g = at::detail::getDefaultCPUGenerator();
+            std::lock_guard<std::mutex> l(g.mutex());
+            g.set_state(rng);
+          },
+          false,
+          false,
+          [rng]() mutable {
+            at::Generator g = at::detail::getDefaultCPUGenerator();
+            std::lock_guard<std::mutex> l(g.mutex());
+            rng.copy_(g.get_state());
+          }};
 }
 
 }  // namespace
@@ -48,7 +83,8 @@ std::vector<StateTensor> OptimizerStateTensors(torch::optim::Optimizer& opt) {
         auto* s = StateOf<torch::optim::AdamParamState>(opt, params[i]);
         if (s == nullptr) continue;
         auto step = torch::tensor({s->step()}, torch::kInt64);
-        out.push_back({prefix + "step", step, [s, step] { s->step(step[0].item<int64_t>()); }});
+        out.push_back({prefix + "step", step, [s, step] { s->step(step[0].item<int64_t>()); }, false, false,
+                       [s, step] { *step.data_ptr<int64_t>() = s->step(); }});
         out.push_back({prefix + "exp_avg", s->exp_avg(), nullptr, true});
         out.push_back({prefix + "exp_avg_sq", s->exp_avg_sq(), nullptr, true});
         if (s->max_exp_avg_sq().defined()) out.push_back({prefix + "max_exp_avg_sq", s->max_exp_avg_sq(), nullptr, true});
@@ -90,24 +126,81 @@ std::vector<StateTensor> StateTensors(const TrainState& state) {
   if (GradScaler* scaler = state.scaler) {
     // On the GPU with the captured step: read back only when restored.
     torch::Tensor t = scaler->StateTensor();
-    out.push_back({"scaler", t, [scaler, t] { scaler->SetState(t); }});
-  }
-  {
-    // The default CPU generator: anything drawn from it after the restore is drawn as it would
-    // have been without the crash.
-    at::Generator gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    torch::Tensor rng = gen.get_state();
-    out.push_back({"rng/cpu", rng, [rng] {
-                     at::Generator g = at::detail::getDefaultCPUGenerator();
-                     std::lock_guard<std::mutex> l(g.mutex());
-                     g.set_state(rng);
+    out.push_back({"scaler", t, [scaler, t] { scaler->SetState(t); }, false, false,
+                   [scaler, t]() mutable {
+                     torch::NoGradGuard no_grad;
+                     t.copy_(scaler->StateTensor());
                    }});
   }
+  out.push_back(CpuGeneratorTensor());
   for (const auto& p : state.model->named_parameters(/*recurse=*/true)) out.push_back({"param/" + p.key(), p.value(), nullptr, true});
   for (const auto& b : state.model->named_buffers(/*recurse=*/true)) out.push_back({"buffer/" + b.key(), b.value(), nullptr});
   for (StateTensor& t : OptimizerStateTensors(*state.optimizer)) out.push_back(std::move(t));
   return out;
+}
+
+namespace {
+
+// The module's own parameters and buffers, then its children's, by the objects themselves.
+void IdentifyModule(const torch::nn::Module& m, std::vector<const void*>& out) {
+  out.push_back(&m);
+  for (const torch::Tensor& p : m.parameters(/*recurse=*/false)) out.push_back(p.unsafeGetTensorImpl());
+  out.push_back(nullptr);  // parameters | buffers
+  for (const torch::Tensor& b : m.buffers(/*recurse=*/false)) out.push_back(b.unsafeGetTensorImpl());
+  for (const std::shared_ptr<torch::nn::Module>& c : m.children()) IdentifyModule(*c, out);
+  out.push_back(nullptr);  // end of the module
+}
+
+// Each parameter, its state object and the state's tensors (undefined ones too: a momentum
+// buffer or an amsgrad maximum that appears changes the listing).
+void IdentifyOptimizer(torch::optim::Optimizer& opt, std::vector<const void*>& out) {
+  const bool sgd = IsSgd(opt), adam = IsAdam(opt);
+  out.push_back(&opt);
+  for (const torch::optim::OptimizerParamGroup& group : opt.param_groups()) {
+    out.push_back(nullptr);  // a group begins
+    for (const torch::Tensor& p : group.params()) {
+      out.push_back(p.unsafeGetTensorImpl());
+      if (sgd) {
+        auto* s = StateOf<torch::optim::SGDParamState>(opt, p);
+        out.push_back(s);
+        if (s) out.push_back(s->momentum_buffer().unsafeGetTensorImpl());
+      } else if (adam) {
+        auto* s = StateOf<torch::optim::AdamParamState>(opt, p);
+        out.push_back(s);
+        if (s) {
+          out.push_back(s->exp_avg().unsafeGetTensorImpl());
+          out.push_back(s->exp_avg_sq().unsafeGetTensorImpl());
+          out.push_back(s->max_exp_avg_sq().unsafeGetTensorImpl());
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void StateListing::Identify(const TrainState& state, std::vector<const void*>& out) {
+  out.clear();
+  out.push_back(state.progress);
+  out.push_back(state.scaler);
+  // On the host or on the device: the scaler's listed tensor is where its state was.
+  if (state.scaler) out.push_back(state.scaler->scale_on_device().unsafeGetTensorImpl());
+  IdentifyModule(*state.model, out);
+  IdentifyOptimizer(*state.optimizer, out);
+}
+
+const std::vector<StateTensor>& StateListing::Read(const TrainState& state) {
+  Identify(state, now_);
+  if (listed_ > 0 && now_ == identity_) {
+    for (StateTensor& t : tensors_) {
+      if (t.reread) t.reread();
+    }
+    return tensors_;
+  }
+  tensors_ = StateTensors(state);
+  identity_.swap(now_);
+  ++listed_;
+  return tensors_;
 }
 
 uint64_t ReplicaFingerprint(const TrainState& state) {

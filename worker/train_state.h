@@ -23,7 +23,8 @@ struct TrainState {
 };
 
 // One tensor of the state, by a stable name. Restoring copies into `tensor` in place, then calls
-// `apply` (for values that live outside tensors: progress, the scaler, Adam's step counts).
+// `apply` (for values that live outside tensors: progress, the scaler, Adam's step counts);
+// `reread` is its inverse, the value read into `tensor` again in place (StateListing).
 struct StateTensor {
   std::string name;
   torch::Tensor tensor;
@@ -33,12 +34,34 @@ struct StateTensor {
   bool changes_only_in_optimizer_step = false;
   // May be missing from a snapshot an older dtrun took; a restore then leaves it as it is.
   bool optional = false;
+  std::function<void()> reread = nullptr;
 };
 
 // The state as named tensors in a fixed order: progress, scaler, the CPU generator, parameters,
 // buffers, then the optimizer's per-parameter state. Parameters and buffers are the model's own
 // tensors; the rest are small copies whose `apply` writes them back.
 std::vector<StateTensor> StateTensors(const TrainState& state);
+
+// StateTensors kept from one call to the next: read again in place while the model, the optimizer
+// and their tensors are the ones listed, listed anew otherwise. The trainer arms its state for a
+// failure after every optimizer step (MemorySnapshots::Arm), and listing it anew each time (the
+// names, the optimizer's per-parameter lookups, a new tensor for each value) was most of that
+// cost: 0.14 ms a step for NCF, 5% of its step on one core. A tensor that changed shape in place
+// (set_data) is still the one listed: whoever lays the listing out checks shapes.
+class StateListing {
+ public:
+  // What StateTensors(state) would list now. Valid until the next call.
+  const std::vector<StateTensor>& Read(const TrainState& state);
+  int listed() const { return listed_; }  // how many times it listed anew
+
+ private:
+  // Every object and tensor the listing refers to, in a fixed order: equal while the listing holds.
+  void Identify(const TrainState& state, std::vector<const void*>& out);
+
+  std::vector<StateTensor> tensors_;
+  std::vector<const void*> identity_, now_;
+  int listed_ = 0;
+};
 
 // Creates the optimizer's per-parameter state (zeros) for every parameter that has none yet, so
 // that a restore has tensors to fill (LibTorch creates it lazily at the first step).

@@ -145,6 +145,23 @@ TEST(MemorySnapshotsTest, RescueWritesTheStateAtArmThoughTheNextForwardRanSince)
   ExpectEqualValues(job.Values(), at_arm);
 }
 
+// Arm keeps the state's listing and layout from the arming before (StateListing): a tensor that
+// changed shape in place since (set_data keeps the tensor, not its shape) is laid out anew.
+TEST(MemorySnapshotsTest, ATensorThatChangedShapeSinceTheArmingBeforeIsArmedInItsNewShape) {
+  Snapshots snapshots(nullptr);
+  Job job;
+  snapshots->Arm(job.State());
+  job.Step();
+  torch::Tensor running_mean = job.model[1]->named_buffers()["running_mean"];
+  running_mean.set_data(torch::arange(5.0));
+  const std::vector<torch::Tensor> at_arm = job.Values();
+  snapshots->Arm(job.State());
+  EXPECT_EQ(snapshots->Rescue(), 2);
+  running_mean.fill_(7);
+  ASSERT_TRUE(snapshots->Restore(2, job.State()).ok());
+  ExpectEqualValues(job.Values(), at_arm);
+}
+
 // Parameters and a buffer that are strided views (every other column of a larger tensor): not
 // plain host memory. They take the way a state on the GPU takes (MemorySnapshots::Arm): held, or
 // copied at Arm, as tensors, and copied out by torch at Rescue after the armed step's mark.
