@@ -11,6 +11,7 @@
 
 #include "absl/debugging/symbolize.h"
 #include "base/alt_signal_stack.h"
+#include "base/hex_address.h"
 
 namespace dtrun::worker {
 namespace {
@@ -40,14 +41,9 @@ class Line {
     while (*s != '\0' && n_ < sizeof(buf_)) buf_[n_++] = *s++;
   }
   void AddHex(uintptr_t v) {
-    char digits[2 * sizeof(v)];
-    int k = 0;
-    do {
-      digits[k++] = "0123456789abcdef"[v & 0xf];
-      v >>= 4;
-    } while (v != 0);
-    Add("0x");
-    while (k > 0 && n_ < sizeof(buf_)) buf_[n_++] = digits[--k];
+    char text[kHexAddressChars];
+    const size_t len = FormatHexAddress(v, text);
+    for (size_t i = 0; i < len && n_ < sizeof(buf_); ++i) buf_[n_++] = text[i];
   }
   void AddInt(int v) {
     char digits[12];

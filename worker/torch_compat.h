@@ -51,6 +51,8 @@ using CollectiveBackend = c10d::ProcessGroup;
 #include <string>
 #include <type_traits>
 
+#include "base/hex_address.h"
+
 namespace dtrun::worker {
 
 // Turns autocast on or off for CPU or CUDA with the given lower-precision dtype. LibTorch 2.4+
@@ -80,16 +82,8 @@ template <class Map>
 typename Map::key_type OptimizerStateKey(const Map&, const at::Tensor& p) {
   using Key = typename Map::key_type;
   if constexpr (std::is_same_v<Key, std::string>) {
-    auto address = reinterpret_cast<uintptr_t>(p.unsafeGetTensorImpl());
-    char digits[2 * sizeof(address)];
-    int n = 0;
-    do {
-      digits[n++] = "0123456789abcdef"[address & 15];
-      address >>= 4;
-    } while (address != 0);
-    std::string key = "0x";
-    while (n > 0) key.push_back(digits[--n]);
-    return key;
+    char text[kHexAddressChars];
+    return std::string(text, FormatHexAddress(reinterpret_cast<uintptr_t>(p.unsafeGetTensorImpl()), text));
   } else {
     return static_cast<Key>(p.unsafeGetTensorImpl());
   }
