@@ -61,7 +61,7 @@ snapshot::TensorRecord RecordOf(const StateTensor& st) {
 
 // The storage bytes of a dense CPU tensor, from its first element (strides are non-negative).
 bool IsPlainCpu(const torch::Tensor& t, const snapshot::TensorRecord& r) {
-  return t.device().is_cpu() && t.is_non_overlapping_and_dense() && t.strides().vec() == r.strides;
+  return t.device().is_cpu() && t.is_non_overlapping_and_dense() && t.strides() == r.strides;
 }
 
 // `src` null: the bytes are in place already, only hashed. `fingerprint`, when given, hashes the

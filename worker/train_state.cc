@@ -177,9 +177,9 @@ void IdentifyOptimizer(torch::optim::Optimizer& opt, std::vector<const void*>& o
   }
 }
 
-}  // namespace
-
-void StateListing::Identify(const TrainState& state, std::vector<const void*>& out) {
+// Every object and tensor a listing of `state` refers to, in a fixed order: equal while the
+// listing holds.
+void IdentifyState(const TrainState& state, std::vector<const void*>& out) {
   out.clear();
   out.push_back(state.progress);
   out.push_back(state.scaler);
@@ -189,8 +189,10 @@ void StateListing::Identify(const TrainState& state, std::vector<const void*>& o
   IdentifyOptimizer(*state.optimizer, out);
 }
 
+}  // namespace
+
 const std::vector<StateTensor>& StateListing::Read(const TrainState& state) {
-  Identify(state, now_);
+  IdentifyState(state, now_);
   if (listed_ > 0 && now_ == identity_) {
     for (StateTensor& t : tensors_) {
       if (t.reread) t.reread();

@@ -55,9 +55,6 @@ class StateListing {
   int listed() const { return listed_; }  // how many times it listed anew
 
  private:
-  // Every object and tensor the listing refers to, in a fixed order: equal while the listing holds.
-  void Identify(const TrainState& state, std::vector<const void*>& out);
-
   std::vector<StateTensor> tensors_;
   std::vector<const void*> identity_, now_;
   int listed_ = 0;
