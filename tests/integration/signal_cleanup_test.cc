@@ -53,6 +53,8 @@ TEST_P(SignalCleanupTest, HandledSignalIsForwardedAndEverythingEnds) {
   Job j = StartJob();
   ::kill(j.h->pid(), GetParam());
   EXPECT_EQ(j.h->Wait(std::chrono::seconds(60)), 128 + GetParam()) << j.h->all();
+  // The forwarded signal ended the workers, not SIGKILL at the end of the shutdown timeout.
+  EXPECT_EQ(j.h->err().find("sending SIGKILL"), std::string::npos) << j.h->err();
   ExpectAllGone(j);
 }
 
