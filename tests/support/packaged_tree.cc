@@ -5,12 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/support/process_harness.h"
+#include "tests/support/suite_memo.h"
 
 namespace dtrun::testing {
 namespace {
 
 absl::StatusOr<std::string> MakePackagedPrefix() {
-  const std::string dir = MakeTempDir();
+  const std::string dir = MakeSuiteDir("packaged_tree");
   const std::string build = std::filesystem::canonical(BinDir() + "/..").string();
   auto [rc, out] = RunToEnd({"cpack", "-G", "DEB", "-B", dir + "/cpack", "--config", build + "/CPackConfig.cmake"});
   if (rc != 0) return absl::InternalError(absl::StrCat("cpack failed (", rc, "): ", out));
@@ -28,7 +29,18 @@ absl::StatusOr<std::string> MakePackagedPrefix() {
 }  // namespace
 
 absl::StatusOr<std::string> PackagedPrefix() {
-  static const absl::StatusOr<std::string> prefix = MakePackagedPrefix();
+  // Once per CTest run: cpack took ~13 CPU-s, in every Slurm test.
+  static const absl::StatusOr<std::string> prefix = []() -> absl::StatusOr<std::string> {
+    absl::Status failed;
+    std::string made = OncePerSuite("packaged_tree", [&] {
+      absl::StatusOr<std::string> tree = MakePackagedPrefix();
+      if (!tree.ok()) failed = tree.status();
+      return tree.ok() ? *tree : std::string();
+    });
+    if (!failed.ok()) return failed;
+    if (made.empty()) return absl::InternalError("no packaged tree was made, and no error was said");
+    return made;
+  }();
   return prefix;
 }
 

@@ -9,8 +9,9 @@
 namespace dtrun::testing {
 
 // The packages made from this build (dtrun and dtrun-trainers, by CPack as scripts/build-deb.sh
-// makes them) unpacked with `dpkg-deb -x` into one root under a temporary directory, once per test
-// process: its `usr` directory (bin/, lib/dtrun/, share/), or why they could not be made.
+// makes them) unpacked with `dpkg-deb -x` into one root, once per CTest run (OncePerSuite; once per
+// process when run by hand): its `usr` directory (bin/, lib/dtrun/, share/), or why they could not
+// be made.
 absl::StatusOr<std::string> PackagedPrefix();
 
 // PATH with the packaged programs first, for commands that find dtrun as a user's shell would.

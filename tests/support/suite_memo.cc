@@ -63,4 +63,13 @@ std::string OncePerSuite(const std::string& key, const std::function<std::string
   return value;
 }
 
+std::string MakeSuiteDir(const std::string& key) {
+  const char* dir = std::getenv("DTRUN_TEST_MEMO_DIR");
+  if (dir == nullptr || *dir == '\0') return MakeTempDir();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string tmpl = std::string(dir) + "/" + key + ".XXXXXX";
+  return ::mkdtemp(tmpl.data()) != nullptr ? tmpl : MakeTempDir();
+}
+
 }  // namespace dtrun::testing

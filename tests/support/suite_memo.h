@@ -16,4 +16,8 @@ namespace dtrun::testing {
 // run's first test; without the variable (a test binary run by hand) every call computes.
 std::string OncePerSuite(const std::string& key, const std::function<std::string()>& compute);
 
+// A new directory for a result that OncePerSuite shares: under DTRUN_TEST_MEMO_DIR, so that it
+// lasts the CTest run, else a temporary one removed when this process exits.
+std::string MakeSuiteDir(const std::string& key);
+
 }  // namespace dtrun::testing
