@@ -37,8 +37,7 @@ absl::StatusOr<std::string> PackagedPrefix() {
       if (!tree.ok()) failed = tree.status();
       return tree.ok() ? *tree : std::string();
     });
-    if (!failed.ok()) return failed;
-    if (made.empty()) return absl::InternalError("no packaged tree was made, and no error was said");
+    if (!failed.ok()) return failed;  // a failed make is not kept, so `made` is a tree otherwise
     return made;
   }();
   return prefix;
