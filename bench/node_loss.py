@@ -13,6 +13,10 @@ has arrived, one fault is injected on a host other than the rendezvous host:
           with --master-spare a spare waits too, and the new service must not let it take a
           survivor's place: whichever N hosts record a recovery count, and the trial says
           whether the spare was one of them);
+  master2 the rendezvous host and another host killed together (they share a rack or a power
+          feed): host 0's dtrun is started again --restart-after seconds later, the other host
+          stays down, and the spare takes its place; the new service cannot know whether the
+          other host is on its way, and waits for it a lease from its start (before: last call);
   cut2    its link goes down, and --second-after seconds later that of the host that keeps its
           buddy copies (a rack or switch failure: neighbours whose leases run out apart); the
           job is elastic N-1:N, so it goes on with the survivors and the spare.
@@ -42,7 +46,7 @@ world, from the in-memory snapshot the larger one took (the ranks are replicas),
 --peers off (DTRUN_SNAPSHOT_PEERS=off, as dtrun did before a world-size change could restore
 memory), from the last disk checkpoint (train_recsys writes one per epoch here).
 
-  sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master]
+  sudo bench/node_loss.py BUILD_DIR [--nodes 4] [--trials 10] [--faults kill,cut,freeze,master,master2]
                           [--launcher dtrun|torchrun] [--shrink [--peers on|off]] [--restart-after S]
                           [--keep-alive S] [--second-after S] [--rack-size K] [--domains on|off]
                           [--fault-after STEP] [--master-spare]
@@ -239,7 +243,7 @@ def restart_master(args, fault_ms, start):
     return start(0)
 
 
-def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng):
+def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng, also=None):
     """The fault at a random step 1..2 x buddy_every after the one rank 0 printed last (between two
     buddy copies); returns that step and the fault's time (ms since the epoch)."""
     with printer.cond:
@@ -248,14 +252,16 @@ def fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng):
     reached = printer.wait_until(lambda l: s if (s := step_of(l)) is not None and s >= target else None, 120)
     if reached is None:
         raise SystemExit("rank 0 stopped stepping before the fault:\n" + printer.text()[-3000:])
-    return reached, inject(cluster, fault, victim)
+    return reached, inject(cluster, fault, victim, also)
 
 
-def inject(cluster, fault, victim):
-    """The fault on host `victim`; returns its time (ms since the epoch)."""
+def inject(cluster, fault, victim, also=None):
+    """The fault on host `victim` (and `also`, killed with it); returns its time (ms since the epoch)."""
     fault_ms = time.time() * 1000
-    if fault in ("kill", "master"):
-        cluster.kill_all(victim, wait=fault == "master")  # a restarted master binds the same port
+    if also is not None:
+        cluster.kill_all(also)
+    if fault in ("kill", "master", "master2"):
+        cluster.kill_all(victim, wait=fault.startswith("master"))  # a restarted master binds the same port
     elif fault in ("cut", "cut2"):
         cluster.link(victim, False)
     elif fault == "rack":
@@ -375,6 +381,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
         spare = None
         spares = []
         second = None
+        also = None  # master2: the host killed with the rendezvous host
         try:
             # Rank 0 prints the steps; which host has it depends on the order the hosts joined.
             printer = find_printer(nodes, STEP)
@@ -384,7 +391,9 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 first = args.rack_size * rng.randrange(1, n // args.rack_size)  # not the rendezvous host's
                 victim = list(range(first, first + args.rack_size))
             else:
-                victim = 0 if fault == "master" else rng.randrange(1, n)
+                victim = 0 if fault.startswith("master") else rng.randrange(1, n)
+            if fault == "master2":
+                also = rng.randrange(1, n)
             for host in victim if fault == "rack" else [victim]:
                 if not nodes[host].wait_for(re.compile(r"holds a copy of its snapshot of step"), 120):
                     raise SystemExit(f"host {host} never placed a buddy copy:\n" + nodes[host].text()[-3000:])
@@ -397,11 +406,11 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
             def step_of(line):
                 m = STEP.search(line)
                 return global_step(m) if m else None
-            reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng)
+            reached, fault_ms = fault_at_random_step(args, cluster, printer, step_of, fault, victim, rng, also)
             if second is not None:
                 time.sleep(max(0.0, fault_ms / 1000 + args.second_after - time.time()))  # the fault's own timing
                 cluster.link(second, False)
-            if fault == "master":
+            if fault.startswith("master"):
                 nodes[0] = restart_master(args, fault_ms, start)
             # Every node that runs the next round logs `recovered` once its ranks step again; a
             # restarted master's node starts afresh (nothing to recover), and steps with the others.
@@ -414,6 +423,11 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 # Host 0 starts afresh and records nothing: the other places of the new round go to
                 # the survivors or (it should not be) the spare, whichever record a recovery.
                 logs = {i: events[i] for i in range(1, n + len(spares))}
+                wanted = n - 1
+            if fault == "master2":
+                # Host 0 starts afresh and records nothing; the survivors and the spare, in the place
+                # of the host killed with it, do.
+                logs = {i: events[i] for i in range(1, n + len(spares)) if i != also}
                 wanted = n - 1
             deadline = time.time() + 180
             records = {}
@@ -430,20 +444,11 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 missing = [i for i in logs if i not in records]
                 host = min(missing)  # a survivor before a spare, which may rightly wait
                 text = spares[host - n].text() if host >= n else nodes[host].text()
+                if args.keep_logs:
+                    keep_logs(args.keep_logs, f"{fault}{trial}", nodes + spares, events, fault_ms)
                 raise SystemExit(f"{fault}: host {host} recorded no recovery:\n{text[-4000:]}")
             if args.keep_logs and (args.keep_all or any(r.get("source") == "none" for r in records.values())):
-                # What every host said, each line with its arrival time in seconds from the fault.
-                os.makedirs(args.keep_logs, exist_ok=True)
-                for i, node in enumerate(nodes + spares):
-                    with open(f"{args.keep_logs}/{fault}{trial}_host{i}.txt", "w") as f:
-                        with node.cond:
-                            f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
-                    if os.path.exists(events[i]):
-                        with open(events[i]) as src, open(f"{args.keep_logs}/{fault}{trial}_events{i}.jsonl", "w") as dst:
-                            for line in src:
-                                r = json.loads(line)
-                                r["t_from_fault_s"] = round(r["ts_ms"] / 1000 - fault_ms / 1000, 3)
-                                dst.write(json.dumps(r) + "\n")
+                keep_logs(args.keep_logs, f"{fault}{trial}", nodes + spares, events, fault_ms)
             last_ms = max(r["ts_ms"] for r in records.values())
             restored = min(max(r.get("restored_step", 0), 0) for r in records.values())
             # Workers of the recovery round that were released warm rather than spawned.
@@ -461,7 +466,7 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                     "last_node_phases_s": [round(noticed / 1000, 2)] + phases,
                     "lost_steps": reached - restored,
                     "sources": sorted({r.get("source", "?") for r in records.values()}),
-                    **({"spare_took_a_place": any(i >= n for i in records)} if fault == "master" and spares else {})}
+                    **({"spare_took_a_place": any(i >= n for i in records)} if fault.startswith("master") and spares else {})}
         finally:
             if fault in ("cut", "cut2"):
                 cluster.link(victim, True)
@@ -472,6 +477,21 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 cluster.link(second, True)
             for i in range(n + spares_needed):
                 cluster.kill_all(i, wait=True)
+
+
+def keep_logs(directory, name, nodes, events, fault_ms):
+    """What every host said, each line with its arrival time in seconds from the fault, and its events."""
+    os.makedirs(directory, exist_ok=True)
+    for i, node in enumerate(nodes):
+        with open(f"{directory}/{name}_host{i}.txt", "w") as f:
+            with node.cond:
+                f.writelines(f"{t - fault_ms / 1000:+8.3f} {l}" for t, l in node.lines if l)
+        if os.path.exists(events[i]):
+            with open(events[i]) as src, open(f"{directory}/{name}_events{i}.jsonl", "w") as dst:
+                for line in src:
+                    r = json.loads(line)
+                    r["t_from_fault_s"] = round(r["ts_ms"] / 1000 - fault_ms / 1000, 3)
+                    dst.write(json.dumps(r) + "\n")
 
 
 def nnodes(n, args, fault):
@@ -535,6 +555,10 @@ def main():
     args = ap.parse_args()
     if args.launcher == "torchrun" and "cut2" in args.faults.split(","):
         raise SystemExit("cut2 is for dtrun: torchrun keeps no buddy copies")
+    if args.launcher == "torchrun" and "master2" in args.faults.split(","):
+        raise SystemExit("master2 is for dtrun: torchrun does not survive its rendezvous host's loss (--faults master)")
+    if args.shrink and "master2" in args.faults.split(","):
+        raise SystemExit("master2 needs the spare: leave out --shrink")
     if args.shrink and "freeze" in args.faults.split(","):
         raise SystemExit("--shrink: a frozen worker's node stays in the job; use --faults kill,cut")
     if os.geteuid() != 0:
@@ -548,7 +572,7 @@ def main():
         setup = (f"--rdzv-conf {keep_alive_conf(args.keep_alive)}; heartbeat timeout {args.heartbeat_timeout} s; "
                  f"buddy every {args.buddy_every} steps; --warm-workers {args.warm_workers}; DTRUN_SNAPSHOT_PEERS={args.peers}")
     layout = f"elastic {args.nodes - 1}:{args.nodes}, no spare" if args.shrink else \
-        "+ 1 spare" + ("" if args.master_spare else " (none for master)")
+        "+ 1 spare" + (" (none for master)" if "master" in args.faults.split(",") and not args.master_spare else "")
     if "rack" in args.faults.split(","):
         layout += (f"; rack: racks of {args.rack_size} consecutive node ranks, {args.rack_size} spares, "
                    f"--failure-domain {'per rack' if args.domains == 'on' else 'not given'}")

@@ -104,7 +104,7 @@ std::string NodeLabel(const NodeInfo& node) {
 }
 
 RendezvousState::RendezvousState(RendezvousOptions options, TimePoint now)
-    : options_(std::move(options)), forming_since_(now) {}
+    : options_(std::move(options)), started_(now), forming_since_(now) {}
 
 bool RendezvousState::Terminal() const {
   return phase_ == JobPhase::kSucceeded || phase_ == JobPhase::kFailed || phase_ == JobPhase::kKilled;
@@ -419,6 +419,7 @@ std::optional<TimePoint> RendezvousState::NextDeadline() const {
   if (phase_ == JobPhase::kForming) {
     consider(forming_since_ + options_.join_timeout);
     if (min_reached_at_) consider(*min_reached_at_ + options_.last_call_timeout);
+    if (min_reached_at_ && StartedAgain()) consider(LastRoundAwaitedUntil());
   }
   return next;
 }
@@ -457,11 +458,13 @@ void RendezvousState::MaybeFormRound(TimePoint now, bool reforming) {
     min_reached_at_.reset();
     return;
   }
-  // A service started again takes the last round's spares only after its members and new nodes,
-  // or at last call: a spare that joined it first would take the place of a member on its way,
-  // and the ranks of that place away from the member's in-memory snapshots.
+  // A service started again takes the last round's spares only after its members and new nodes:
+  // a spare that joined it first would take the place of a member on its way, and the ranks of
+  // that place away from the member's in-memory snapshots. A member not back within a lease of
+  // the service's start is lost, so the round then forms as a running one re-forms after a loss.
   const int spares = last_members_.empty() ? former_spares_ : 0;
-  if (n - spares >= options_.max_nodes || reforming) {
+  const bool last_round_awaited = StartedAgain() && now >= LastRoundAwaitedUntil();
+  if (n - spares >= options_.max_nodes || reforming || last_round_awaited) {
     FormRound(FirstJoined(options_.max_nodes));
     return;
   }

@@ -4,7 +4,8 @@
 //
 // Job phases (a round is one attempt of the whole job; its number is the workers' restart count
 // and store prefix, identical on every node):
-//   FORMING --enough nodes (static: every rank; elastic: MAX, or MIN + last call)--> RUNNING
+//   FORMING --enough nodes (static: every rank; elastic: MAX, or MIN + last call; a service
+//             started again: also MIN once a lease has passed since it started)--> RUNNING
 //   RUNNING --worker failure, budget left | node lost | elastic node joins with room--> FORMING
 //   RUNNING --worker failure, budget spent--> FAILED
 //   RUNNING --every member reported success--> SUCCEEDED
@@ -301,6 +302,13 @@ class RendezvousState {
   // It saw rounds but held no place in the newest: a spare of the round before this service
   // started, when it joins a service started again.
   static bool WasASpare(const NodeInfo& n) { return n.rounds_seen > 0 && n.last_group_rank < 0; }
+  // No round of its own yet, and a joiner ran rounds of an earlier instance: its host's dtrun was
+  // started again.
+  bool StartedAgain() const { return last_members_.empty() && rounds_seen_ > 0; }
+  // A service started again waits this long for the last round's members. One that is alive joins
+  // at its next keep-alive; one silent for a lease since its last contact with the earlier
+  // instance, which was before this one started, would have been dropped by a running service.
+  TimePoint LastRoundAwaitedUntil() const { return started_ + options_.lease(); }
   Node* Member(const std::string& node_id);  // nullptr unless in the current round
 
   RendezvousOptions options_;
@@ -344,6 +352,7 @@ class RendezvousState {
   std::vector<CopiesOfRanks> copies_;
   void AssignBuddies(int world);
   size_t succeeded_ = 0;               // members that reported success this round
+  const TimePoint started_;            // this instance of the service
   TimePoint forming_since_;
   std::optional<TimePoint> min_reached_at_;  // elastic last call
   std::string reason_;

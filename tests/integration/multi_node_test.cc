@@ -613,6 +613,71 @@ TEST_F(MultiNodeTest, AServiceStartedAgainGivesTheSurvivorItsPlaceBeforeTheSpare
   EXPECT_EQ(digest_a[2], digest_b[2]);
 }
 
+// The service's host lost together with another member (a rack, a power feed they share): the
+// host's dtrun is started again, the other member stays gone. The new service cannot tell a lost
+// member from one on its way; it waits for the last round's members a lease from its start, as
+// long as a running service would have given the lost one, and then the spare takes the empty
+// place. Last call is as long as the join timeout here: before, the round formed only then.
+TEST_F(MultiNodeTest, AServiceStartedAgainTakesTheSpareALeaseLaterWhenAMemberWasLostWithItsHost) {
+  Cluster(4);
+  const std::optional<std::string> py = TorchPython();
+  if (!py) GTEST_SKIP() << "no Python with torch (install python3-torch or set PYTHON_EXEC)";
+  auto node = [&](int i) {
+    std::vector<std::string> argv = cluster_->Exec(i);
+    const std::vector<std::string> rest = {
+        DtrunBinary(),
+        "--nnodes",
+        "3:3",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        cluster_->address(0) + ":29520",
+        "--rdzv-id",
+        "lostwith",
+        "--local-addr",
+        cluster_->address(i),
+        "--rdzv-conf",
+        "keep_alive_interval=0.5,keep_alive_max_attempt=20,join_timeout=600,last_call_timeout=600",
+        "--snapshot-every",
+        "10",
+        Worker("snapshot_resume.py"),
+        "150",
+        "--first-attempt-runs-on",
+        "--say-every",
+        "10"};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return std::make_unique<Harness>(argv, std::map<std::string, std::string>{{"PYTHON_EXEC", *py}});
+  };
+  auto a = node(0);
+  auto b = node(1);
+  auto c = node(2);
+  ASSERT_TRUE(b->WaitForOutput("STEP 100", seconds(120))) << b->all() << "\nnode 0:\n" << a->all();
+  auto spare = node(3);
+  ASSERT_TRUE(spare->WaitForOutput("spare", seconds(30))) << spare->all();
+  ::kill(c->pid(), SIGKILL);
+  ::kill(a->pid(), SIGKILL);
+  ASSERT_TRUE(c->Wait(seconds(10)).has_value());
+  ASSERT_TRUE(a->Wait(seconds(10)).has_value());
+  auto again = node(0);
+  EXPECT_EQ(again->Wait(seconds(120)), 0) << again->all() << "\nnode 1:\n" << b->all() << "\nspare:\n" << spare->all();
+  EXPECT_EQ(b->Wait(seconds(60)), 0) << b->all();
+  EXPECT_EQ(spare->Wait(seconds(60)), 0) << spare->all();
+  std::set<std::string> steps, digests;
+  for (auto* h : {again.get(), b.get(), spare.get()}) {
+    const std::string out = h->all();
+    std::smatch step, digest;
+    ASSERT_TRUE(std::regex_search(out, step, std::regex(R"(RESTORED step=(\d+))"))) << out;
+    EXPECT_GE(std::stoi(step[1]), 100) << out;
+    ASSERT_TRUE(std::regex_search(out, digest, std::regex(R"(DIGEST rank=\d ([0-9a-f]{16}))"))) << out;
+    steps.insert(step[1]);
+    digests.insert(digest[1]);
+  }
+  EXPECT_EQ(steps.size(), 1u) << *steps.begin();
+  EXPECT_EQ(digests.size(), 1u) << *digests.begin();
+}
+
 // The same in an elastic job at its maximum: the agent started again replaces the dead one at its
 // address and the round re-forms with it, where it used to wait as a spare while the round re-formed
 // with the dead node (joined earlier) until that one's lease ran out. Each host has a launch

@@ -453,6 +453,57 @@ TEST_F(RendezvousStateTest, AServiceStartedAgainTakesTheLastRoundsSpareAfterItsM
   EXPECT_EQ(t.View(host2)->assignment->group_rank, 0);
 }
 
+// A member lost together with the service's host (a rack, a power feed) never joins the service
+// started again. It waits for the last round's members one lease from its start, as long as a
+// running service would have given the lost one, and then forms without it: the spare takes the
+// place at once, not at last call.
+TEST_F(RendezvousStateTest, AServiceStartedAgainFormsALeaseAfterItStartedWithoutAMemberThatIsNotBack) {
+  RendezvousOptions o = Elastic(2, 3);
+  o.instance = "i2";
+  o.last_call_timeout = seconds(30);
+  o.keep_alive_interval = milliseconds(500);
+  o.keep_alive_max_attempt = 4;  // a lease of 2 s
+  NodeInfo spare = Node("spare"), b = Node("b");
+  spare.rounds_seen = b.rounds_seen = 4;
+  b.last_group_rank = 1;  // c, at group rank 2, was lost with the host
+  const TimePoint started = now_;
+  RendezvousState s(o, now_);
+  Advance(s, milliseconds(300));
+  const std::string host = MustJoin(s, Node("host")), spare_id = MustJoin(s, spare), b_id = MustJoin(s, b);
+  EXPECT_EQ(s.NextDeadline(), started + seconds(2));
+  Advance(s, milliseconds(1699));
+  EXPECT_EQ(s.View(host)->phase, JobPhase::kForming);  // c may still be on its way
+  Advance(s, milliseconds(1));
+  ASSERT_EQ(s.View(spare_id)->phase, JobPhase::kRunning);
+  EXPECT_EQ(s.View(b_id)->assignment->group_rank, 1);  // the survivor keeps its place
+  EXPECT_EQ(s.View(spare_id)->role, NodeRole::kMember);
+  EXPECT_EQ(s.View(spare_id)->assignment->group_rank, 2);
+
+  // Without a spare, the same: the survivors go on at the job's minimum a lease after the start.
+  now_ = started;
+  RendezvousState t(o, now_);
+  Advance(t, milliseconds(300));
+  MustJoin(t, Node("host"));
+  const std::string b2 = MustJoin(t, b);
+  EXPECT_EQ(t.NextDeadline(), started + seconds(2));
+  Advance(t, milliseconds(1700));
+  ASSERT_EQ(t.View(b2)->phase, JobPhase::kRunning);
+  EXPECT_EQ(t.View(b2)->assignment->group_rank, 1);
+  EXPECT_EQ(t.View(b2)->assignment->world_size, 4);
+
+  // A service that never had an earlier instance still waits out last call at its minimum.
+  RendezvousState fresh(o, now_);
+  const std::string x = MustJoin(fresh, Node("x")), y = MustJoin(fresh, Node("y"));
+  for (int i = 0; i < 29; ++i) {
+    Advance(fresh, seconds(1));
+    ASSERT_TRUE(fresh.KeepAlive(x, now_).ok());
+    ASSERT_TRUE(fresh.KeepAlive(y, now_).ok());
+  }
+  EXPECT_EQ(fresh.View(x)->phase, JobPhase::kForming);
+  Advance(fresh, seconds(1));
+  EXPECT_EQ(fresh.View(y)->phase, JobPhase::kRunning);
+}
+
 // The budget is the job's: a service started again (its host's dtrun restarted) goes on from the
 // restarts its nodes saw spent, so a job that crashes and takes its host down with it still ends.
 TEST_F(RendezvousStateTest, AServiceStartedAgainGoesOnFromTheRestartsItsNodesSawSpent) {
