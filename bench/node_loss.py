@@ -431,7 +431,8 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                 wanted = n - 1
             deadline = time.time() + 180
             records = {}
-            while time.time() < deadline and len(records) < wanted:
+            gave_up = None  # a survivor that stopped: the restarted service did not answer within its lease
+            while time.time() < deadline and len(records) < wanted and gave_up is None:
                 for i, path in logs.items():
                     if i in records or not os.path.exists(path):
                         continue
@@ -439,7 +440,13 @@ def one_trial(args, cluster, ratings, fault, trial, rng):
                         if '"recovered"' in line:
                             records[i] = json.loads(line)
                             break
+                if fault.startswith("master"):
+                    gave_up = next((i for i in range(1, n) if "lost the rendezvous service" in nodes[i].text()), None)
                 time.sleep(0.2)
+            if gave_up is not None:
+                if args.keep_logs:
+                    keep_logs(args.keep_logs, f"{fault}{trial}", nodes + spares, events, fault_ms)
+                return {"fault_to_stepping_s": None, "survivor_gave_up": gave_up, "sources": []}
             if len(records) < wanted:
                 missing = [i for i in logs if i not in records]
                 host = min(missing)  # a survivor before a spare, which may rightly wait

@@ -29,7 +29,13 @@ LeaseRules::Next LeaseRules::OnAnswer(const absl::Status& answer, Clock::time_po
     stop_ = answer;
     return Next::kStop;
   }
-  if (++misses_ < config_.keep_alive_max_attempt) return Next::kContinue;
+  // Lost after max_attempt misses in a row that span a whole lease, as the service counts a
+  // node's: keep-alives sent sooner (a status that was due) do not shorten it.
+  ++misses_;
+  if (misses_ < config_.keep_alive_max_attempt ||
+      now - last_ok_ < config_.keep_alive_interval * config_.keep_alive_max_attempt) {
+    return Next::kContinue;
+  }
   stopped_at_ = now;
   return Next::kStop;
 }

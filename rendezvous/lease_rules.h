@@ -16,12 +16,13 @@ class LeaseRules {
   using Clock = std::chrono::steady_clock;
   struct Config {
     std::chrono::milliseconds keep_alive_interval{1000};
-    int keep_alive_max_attempt = 3;  // missed keep-alives in a row before the service counts as lost
+    // Missed keep-alives in a row, over at least interval x this, before the service counts as lost.
+    int keep_alive_max_attempt = 3;
     std::chrono::milliseconds status_push_interval{2000};
   };
   // What to do after a keep-alive's answer.
   enum class Next {
-    kContinue,  // answered, or missed fewer than keep_alive_max_attempt in a row
+    kContinue,  // answered, or not yet missed keep_alive_max_attempt in a row over a lease
     kRejoin,    // the service forgot this node (NotFound): join again
     kStop,      // refused (a wrong token or certificate) or lost: LastVerdict() says why
     kEnd,       // this node left the job: no more keep-alives, and never a join again

@@ -83,6 +83,8 @@ struct RendezvousClient::Stub {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Rendezvous::Stub> stub;
   v1::Credentials auth;
+  std::shared_ptr<grpc::ChannelCredentials> creds;  // for a connection of its own
+  grpc::ChannelArguments args;
 };
 
 absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const ClientOptions& options) {
@@ -104,6 +106,8 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> RendezvousClient::Create(const
   args.SetMaxReceiveMessageSize(64 << 20);
   auto stub = std::make_unique<Stub>();
   stub->channel = grpc::CreateCustomChannel(options.endpoint, creds, args);
+  stub->creds = creds;
+  stub->args = args;
   stub->stub = v1::Rendezvous::NewStub(stub->channel);
   stub->auth.set_run_id(options.run_id);
   stub->auth.set_token(options.token);
@@ -206,6 +210,22 @@ bool RendezvousClient::AwaitReconnect(Clock::time_point deadline) {
     auto until = std::chrono::system_clock::now() + (wake - Clock::now());
     if (stub_->channel->WaitForStateChange(state, until) && state == GRPC_CHANNEL_TRANSIENT_FAILURE) return true;
   }
+}
+
+absl::Status RendezvousClient::KeepAliveOnANewConnection(const std::string& node_id,
+                                                         std::chrono::milliseconds timeout) {
+  grpc::ChannelArguments args = stub_->args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, not the shared one's backoff
+  const std::unique_ptr<v1::Rendezvous::Stub> stub =
+      v1::Rendezvous::NewStub(grpc::CreateCustomChannel(options_.endpoint, stub_->creds, args));
+  v1::KeepAliveRequest req;
+  *req.mutable_auth() = stub_->auth;
+  req.set_node_id(node_id);
+  v1::KeepAliveResponse resp;
+  Call call(this);
+  if (call.cancelled) return kShutDown;
+  SetDeadline(call.ctx, timeout);
+  return FromGrpc(stub->KeepAlive(&call.ctx, req, &resp));
 }
 
 template <typename StubT, typename Req, typename Resp>
@@ -410,6 +430,13 @@ void GrpcRoundSource::KeepAliveLoop() {
     if (!AwaitKeepAliveDue(lease, id, status)) return;
     std::optional<status::StragglerStatus> straggler;
     absl::Status st = client_->KeepAlive(id, join_.keep_alive_interval, status ? &*status : nullptr, &straggler);
+    const bool ask_again = st.code() == absl::StatusCode::kUnavailable;
+    if (ask_again) {
+      // gRPC fails a call at once, without a connect, while it backs off between connects (up to
+      // 1 s here). Asked again over a connection of its own, a miss is a service that did not
+      // answer, and one started again is found now, not after the lease gave up on it.
+      st = client_->KeepAliveOnANewConnection(id, join_.keep_alive_interval);
+    }
     bool left;
     {
       absl::MutexLock lock(&mu_);
@@ -417,7 +444,7 @@ void GrpcRoundSource::KeepAliveLoop() {
     }
     switch (lease.OnAnswer(st, Clock::now(), status.has_value(), left)) {
       case LeaseRules::Next::kContinue:
-        if (st.ok()) {
+        if (st.ok() && !ask_again) {  // the bare keep-alive's answer names no straggler
           absl::MutexLock lock(&mu_);
           straggler_ = std::move(straggler);
         }

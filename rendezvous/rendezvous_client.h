@@ -47,6 +47,9 @@ class RendezvousClient {
   absl::Status KeepAlive(const std::string& node_id, std::chrono::milliseconds timeout,
                          const status::NodeStatus* progress = nullptr,
                          std::optional<status::StragglerStatus>* straggler = nullptr);
+  // A bare keep-alive over a connection of its own, made for it: it connects now, where a call on
+  // the shared channel fails at once while gRPC backs off between connects.
+  absl::Status KeepAliveOnANewConnection(const std::string& node_id, std::chrono::milliseconds timeout);
   absl::Status ReportOutcome(const std::string& node_id, int64_t round, bool success,
                              const std::vector<FailureInfo>& failures);
   absl::Status Leave(const std::string& node_id);

@@ -46,6 +46,18 @@ TEST(LeaseRulesTest, TheServiceIsLostAfterMaxAttemptMissesInARow) {
                                  "joined again; --rdzv-conf keep_alive_max_attempt=N gives it longer")));
 }
 
+// A keep-alive goes sooner when a status is due, and an unreachable service fails it at once: the
+// misses may come faster than the interval. The service is lost only after a whole lease without
+// an answer, as the service counts a node's lease.
+TEST(LeaseRulesTest, MissesInQuickSuccessionDoNotShortenTheLease) {
+  LeaseRules lease = Rules(3);
+  for (int at : {100, 200, 300, 2999}) {
+    EXPECT_EQ(lease.OnAnswer(absl::UnavailableError("down"), t0 + ms(at), true), Next::kContinue) << at;
+  }
+  EXPECT_EQ(lease.OnAnswer(absl::UnavailableError("down"), t0 + ms(3000), false), Next::kStop);
+  EXPECT_THAT(lease.Verdict("h:1"), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no answer for 3 s (5 keep")));
+}
+
 TEST(LeaseRulesTest, AnAnswerBetweenMissesStartsTheCountAgain) {
   LeaseRules lease = Rules(2);
   EXPECT_EQ(lease.OnAnswer(absl::UnavailableError("down"), t0 + ms(1000), false), Next::kContinue);

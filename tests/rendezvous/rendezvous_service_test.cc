@@ -1,4 +1,10 @@
 // The gRPC adapter over real sockets (loopback): credentials, long-poll, stale rounds.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -96,6 +102,35 @@ TEST_F(RendezvousServiceTest, JoinWaitsForAServiceThatIsNotUpAndGivesUpAtTheDead
   auto r = (*c)->Join(Node(0), Clock::now() + milliseconds(300));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find("is the master node up"), std::string::npos);
+}
+
+// gRPC waits between connects (100 ms growing to 1 s here) and fails a call at once while it
+// waits. The keep-alive loop asks again over a connection of its own, which connects now: the
+// last keep-alive of a lease does not give up on a service that came back a moment before it.
+TEST(RendezvousClientTest, AKeepAliveOnANewConnectionConnectsWhileTheSharedOneBacksOff) {
+  // A port that refuses connections until the test listens on it (bound: nobody else takes it).
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ClientOptions o;
+  o.endpoint = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  o.run_id = "job";
+  auto c = RendezvousClient::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ((*c)->KeepAlive("n", seconds(5), nullptr, nullptr).code(), absl::StatusCode::kUnavailable);  // refused
+  ASSERT_EQ(::listen(fd, 4), 0);  // something is there now (it accepts, and never answers)
+  // Connected, then nobody answered: the deadline. On the shared connection's backoff it would
+  // have failed at once (UNAVAILABLE) without a connect.
+  const absl::Status again = (*c)->KeepAliveOnANewConnection("n", milliseconds(300));
+  EXPECT_EQ(again.code(), absl::StatusCode::kDeadlineExceeded) << again;
+  pollfd connected{fd, POLLIN, 0};
+  EXPECT_EQ(::poll(&connected, 1, 0), 1) << "no connection came";
+  ::close(fd);
 }
 
 // A failure's kind crosses the wire as a word; a word this build does not know is a plain exit.
