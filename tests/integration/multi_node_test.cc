@@ -1139,10 +1139,13 @@ TEST_F(MultiNodeTest, ALostRacksRanksResumeFromCopiesKeptInTheOtherRack) {
   // bit for bit those of a job that never stopped: DDP re-buckets after a process's first step, so
   // with more than two ranks a resumed process's first sums come in another order; the script's
   // --find-unused avoids that, PythonSnapshotTest.FourRanksWhoseDdpKeepsItsBuckets...)
+  // Peers on here: the crash comes right after step 1's snapshot, and on a busy machine a
+  // survivor may be stopped before its own first dtrun.snapshot() call, which nothing can keep
+  // for it. Its replicas then send it their copy, as DDP's ranks allow.
   auto [rc, reference] =
       RunToEnd({DtrunBinary(), "--standalone", "--nproc-per-node", "4", "--max-restarts", "1", "--snapshot-every", "1",
                 Worker("snapshot_resume.py"), std::to_string(kSteps), "--crash-at", restored[0]},
-               env);
+               {{"PYTHON_EXEC", *py}});
   ASSERT_EQ(rc, 0) << reference;
   std::smatch digest;
   ASSERT_TRUE(std::regex_search(reference, digest, std::regex(R"(DIGEST rank=0 ([0-9a-f]{16}))"))) << reference;
