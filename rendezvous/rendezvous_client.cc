@@ -212,30 +212,14 @@ bool RendezvousClient::AwaitReconnect(Clock::time_point deadline) {
   }
 }
 
-absl::Status RendezvousClient::KeepAliveOnANewConnection(const std::string& node_id,
-                                                         std::chrono::milliseconds timeout) {
-  grpc::ChannelArguments args = stub_->args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, not the shared one's backoff
-  const std::unique_ptr<v1::Rendezvous::Stub> stub =
-      v1::Rendezvous::NewStub(grpc::CreateCustomChannel(options_.endpoint, stub_->creds, args));
-  v1::KeepAliveRequest req;
-  *req.mutable_auth() = stub_->auth;
-  req.set_node_id(node_id);
-  v1::KeepAliveResponse resp;
-  Call call(this);
-  if (call.cancelled) return kShutDown;
-  SetDeadline(call.ctx, timeout);
-  return FromGrpc(stub->KeepAlive(&call.ctx, req, &resp));
-}
-
 template <typename StubT, typename Req, typename Resp>
 absl::Status RendezvousClient::Invoke(grpc::Status (StubT::*method)(grpc::ClientContext*, const Req&, Resp*), Req& req,
-                                      Resp* resp, std::chrono::milliseconds timeout) {
+                                      Resp* resp, std::chrono::milliseconds timeout, StubT* on) {
   *req.mutable_auth() = stub_->auth;
   Call call(this);
   if (call.cancelled) return kShutDown;
   SetDeadline(call.ctx, timeout);
-  return FromGrpc((stub_->stub.get()->*method)(&call.ctx, req, resp));
+  return FromGrpc(((on ? on : stub_->stub.get())->*method)(&call.ctx, req, resp));
 }
 
 absl::StatusOr<NodeView> RendezvousClient::Watch(const std::string& node_id, uint64_t after,
@@ -260,6 +244,18 @@ absl::Status RendezvousClient::KeepAlive(const std::string& node_id, std::chrono
   absl::Status st = Invoke(&v1::Rendezvous::Stub::KeepAlive, req, &resp, timeout);
   if (st.ok() && straggler) *straggler = StragglerFromWire(resp.has_straggler(), resp.straggler());
   return st;
+}
+
+absl::Status RendezvousClient::KeepAliveOnANewConnection(const std::string& node_id,
+                                                         std::chrono::milliseconds timeout) {
+  grpc::ChannelArguments args = stub_->args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, not the shared one's backoff
+  const std::unique_ptr<v1::Rendezvous::Stub> stub =
+      v1::Rendezvous::NewStub(grpc::CreateCustomChannel(options_.endpoint, stub_->creds, args));
+  v1::KeepAliveRequest req;
+  req.set_node_id(node_id);
+  v1::KeepAliveResponse resp;
+  return Invoke(&v1::Rendezvous::Stub::KeepAlive, req, &resp, timeout, stub.get());
 }
 
 absl::Status RendezvousClient::ReportOutcome(const std::string& node_id, int64_t round, bool success,

@@ -69,10 +69,11 @@ class RendezvousClient {
   // Waits kClaimRetryDelay (or until CancelAll, or `deadline`); false at the deadline.
   bool AwaitClaimRetry(std::chrono::steady_clock::time_point deadline);
   bool AwaitReconnect(std::chrono::steady_clock::time_point deadline);
-  // One unary call with credentials, deadline and shutdown cancellation (defined in the .cc).
+  // One unary call with credentials, deadline and shutdown cancellation (defined in the .cc), on
+  // the shared channel's stub or on `on`.
   template <typename StubT, typename Req, typename Resp>
   absl::Status Invoke(grpc::Status (StubT::*method)(grpc::ClientContext*, const Req&, Resp*), Req& req, Resp* resp,
-                      std::chrono::milliseconds timeout);
+                      std::chrono::milliseconds timeout, StubT* on = nullptr);
   ClientOptions options_;
   std::unique_ptr<Stub> stub_;
   absl::Mutex mu_;
